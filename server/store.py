@@ -1,0 +1,655 @@
+"""The fact store: versioned, hash-chained records with confidence moved by outcomes.
+
+One :class:`Backend` (a Redis client, the registered scripts and the limits) is created per
+process; a :class:`FactStore` is a cheap view of it for one namespace.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import msgpack
+from redis.asyncio import Redis
+
+from baton.server import confidence as confidence_rules
+from baton.server import scripts
+from baton.server.errors import InvalidInput, NotFound, StoreUnavailable, TooLarge, VersionConflict
+from baton.server.integrity import (
+    GENESIS_HASH,
+    OUTCOME_FIELDS,
+    VERSION_FIELDS,
+    ChainChecker,
+    digest,
+    version_body,
+)
+from baton.server.keys import Keys
+from baton.server.models import (
+    BrokenLink,
+    History,
+    HistoryEntry,
+    OutcomeEntry,
+    OutcomeKind,
+    OutcomeReport,
+    RecordPage,
+    RecordVersion,
+    Remembered,
+    Session,
+    Stats,
+)
+from baton.server.settings import Limits
+from baton.server.validation import (
+    check_agent,
+    check_confidence,
+    check_namespace,
+    check_ref,
+    check_session_id,
+    check_tags,
+)
+
+# Optimistic writes retry when another writer moved the head first; someone always wins,
+# so this bound is only reached under pathological contention on one record.
+MAX_WRITE_ATTEMPTS = 1000
+BATCH = 500
+MAX_OUTCOME_REF = 200
+MAX_NOTE = 4000
+
+
+def utc_now() -> str:
+    """An ISO-8601 UTC timestamp with microseconds, the form Baton stores and hashes."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _text(raw: bytes | None) -> str | None:
+    return None if raw is None else raw.decode()
+
+
+def _pairs(flat: Sequence[bytes]) -> dict[bytes, bytes]:
+    return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
+def _unpack(raw: bytes) -> Any:
+    return msgpack.unpackb(raw, raw=False, strict_map_key=False)
+
+
+@dataclass(frozen=True)
+class Backend:
+    """What every store view shares: the Redis client, its scripts, the limits."""
+
+    redis: Redis
+    limits: Limits
+
+    def __post_init__(self) -> None:
+        # Registered once per client (the sha is computed once; redis-py reloads on NOSCRIPT).
+        object.__setattr__(self, "remember_script", self.redis.register_script(scripts.REMEMBER))
+        object.__setattr__(self, "recall_script", self.redis.register_script(scripts.RECALL))
+        object.__setattr__(
+            self, "outcome_script", self.redis.register_script(scripts.RECORD_OUTCOME)
+        )
+
+    def store(self, namespace: str = "default") -> FactStore:
+        return FactStore(self, namespace)
+
+
+class FactStore:
+    """Records of one namespace."""
+
+    def __init__(self, backend: Backend, namespace: str = "default") -> None:
+        self.backend = backend
+        self.redis = backend.redis
+        self.limits = backend.limits
+        self.namespace = check_namespace(namespace)
+        self.keys = Keys(self.namespace)
+
+    # -- writing ------------------------------------------------------------------------------
+
+    async def remember(
+        self,
+        ref: str,
+        value: Any,
+        *,
+        agent: str,
+        session: str | None = None,
+        tags: Iterable[str] = (),
+        confidence: float = 0.5,
+        expected_version: int | None = None,
+    ) -> Remembered:
+        """Append version N+1 of ``ref``; with ``expected_version`` set, only on top of it."""
+        ref = check_ref(ref, self.limits.max_ref_length)
+        agent = check_agent(agent)
+        session = None if session is None else check_session_id(session)
+        tag_list = check_tags(list(tags), self.limits.max_tags, self.limits.max_tag_length)
+        confidence = check_confidence(confidence)
+        if expected_version is not None and (
+            isinstance(expected_version, bool) or not isinstance(expected_version, int)
+            or expected_version < 0
+        ):  # fmt: skip
+            raise InvalidInput("expected_version", "must be a whole number, 0 for a new record")
+        packed = self._pack_value(value)
+        created_at = utc_now()
+        head_key = self.keys.head(ref)
+
+        # Index first: a crash after this leaves an index entry without a head, which readers
+        # skip; it never leaves a record that listing cannot find.
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zadd(self.keys.refs, {ref: 0})
+        pipe.sadd(self.keys.agents, agent)
+        for tag in tag_list:
+            pipe.sadd(self.keys.tag(tag), ref)
+        pipe.hmget(head_key, "version", "hash")
+        current_raw, hash_raw = (await pipe.execute())[-1]
+
+        new_hash = ""
+        for _ in range(MAX_WRITE_ATTEMPTS):
+            current = int(current_raw or 0)
+            if new_hash and _text(hash_raw) == new_hash:
+                # Our script ran but its reply was lost (e.g. a retried timeout): done.
+                new = current
+                break
+            if expected_version is not None and expected_version != current:
+                raise VersionConflict(
+                    f"{ref} is at version {current}, not {expected_version}; nothing was written",
+                    ref=ref,
+                    current_version=current,
+                )
+            prev_hash = _text(hash_raw) or GENESIS_HASH
+            new = current + 1
+            body = version_body(
+                ref=ref, version=new, value=value, author=agent, session=session,
+                created_at=created_at, tags=tag_list, prev_hash=prev_hash,
+            )  # fmt: skip
+            new_hash = digest(body)
+            fields = {
+                "value": packed,
+                "author": agent,
+                "session": session or "",
+                "created_at": created_at,
+                "tags": msgpack.packb(tag_list),
+                "version": new,
+                "hash": new_hash,
+                "prev_hash": prev_hash,
+                "confidence": repr(confidence),
+            }
+            applied, at = await self.backend.remember_script(  # type: ignore[attr-defined]
+                keys=[head_key, self.keys.version(ref, new), self.keys.version(ref, current)],
+                args=[current, new_hash, repr(confidence), created_at, agent,
+                      *[item for pair in fields.items() for item in pair]],
+            )  # fmt: skip
+            if applied:
+                break
+            current_raw, hash_raw = await self.redis.hmget(head_key, "version", "hash")
+        else:
+            raise StoreUnavailable(f"{ref}: too many concurrent writers, try again", ref=ref)
+
+        if session is not None:
+            await self._touch(session, agent, {ref: new})
+        return Remembered(
+            ref=ref,
+            version=new,
+            hash=new_hash,
+            prev_hash=prev_hash,
+            superseded=current or None,
+            created_at=created_at,
+        )
+
+    def _pack_value(self, value: Any) -> bytes:
+        try:
+            json.dumps(value, allow_nan=False)
+            packed: bytes = msgpack.packb(value)
+        except (TypeError, ValueError, OverflowError) as error:
+            raise InvalidInput("value", f"must be JSON-compatible data ({error})") from None
+        if len(packed) > self.limits.max_value_bytes:
+            raise TooLarge(
+                f"value: {len(packed)} bytes encoded; the limit is {self.limits.max_value_bytes}",
+                field="value",
+                limit=self.limits.max_value_bytes,
+            )
+        return packed
+
+    async def record_outcome(
+        self,
+        outcome: OutcomeKind,
+        outcome_ref: str,
+        *,
+        agent: str,
+        refs: Sequence[str] | None = None,
+        session: str | None = None,
+        note: str | None = None,
+        handoff_id: str | None = None,
+    ) -> OutcomeReport:
+        """Move the confidence of ``refs`` (default: what ``session`` touched) and log each move.
+
+        Every ref is checked before anything is written, so bad input never half-applies.
+        """
+        if outcome not in ("success", "failure"):
+            raise InvalidInput("outcome", "must be 'success' or 'failure'")
+        if not isinstance(outcome_ref, str) or not outcome_ref.strip():
+            raise InvalidInput("outcome_ref", "is required: an external reference like 'RUN-42'")
+        if len(outcome_ref) > MAX_OUTCOME_REF:
+            raise InvalidInput("outcome_ref", f"is longer than {MAX_OUTCOME_REF} characters")
+        if note is not None and (not isinstance(note, str) or len(note) > MAX_NOTE):
+            raise InvalidInput("note", f"must be text of at most {MAX_NOTE} characters")
+        agent = check_agent(agent)
+        session = None if session is None else check_session_id(session)
+        if refs is None:
+            if session is None:
+                raise InvalidInput(
+                    "refs", "give the refs the outcome is about, or a session that touched them"
+                )
+            refs = sorted((await self.session(session)).touched)
+            if not refs:
+                raise InvalidInput("refs", f"session {session} has touched no records; give refs")
+        if isinstance(refs, str) or not isinstance(refs, Sequence) or not refs:
+            raise InvalidInput("refs", "must be a non-empty list of refs")
+        refs = list(dict.fromkeys(check_ref(ref, self.limits.max_ref_length) for ref in refs))
+
+        pipe = self.redis.pipeline(transaction=False)
+        for ref in refs:
+            pipe.hmget(self.keys.head(ref), "version", "confidence", "outcome_hash")
+            pipe.llen(self.keys.outcomes(ref))
+        replies = await pipe.execute()
+        heads = {ref: (replies[2 * i], replies[2 * i + 1]) for i, ref in enumerate(refs)}
+        missing = [ref for ref, (head, _) in heads.items() if head[0] is None]
+        if missing:
+            raise NotFound(f"unknown refs: {', '.join(missing)}; nothing was changed", refs=missing)
+
+        moves = []
+        for ref in refs:
+            head, length = heads[ref]
+            moves.append(
+                await self._apply_outcome(
+                    ref, head, length, outcome, outcome_ref, agent, session, note, handoff_id
+                )
+            )
+        return OutcomeReport(outcome=outcome, outcome_ref=outcome_ref, moves=moves)
+
+    async def _apply_outcome(
+        self,
+        ref: str,
+        head: list[bytes | None],
+        length: int,
+        outcome: OutcomeKind,
+        outcome_ref: str,
+        agent: str,
+        session: str | None,
+        note: str | None,
+        handoff_id: str | None,
+    ) -> OutcomeEntry:
+        head_key, log_key = self.keys.head(ref), self.keys.outcomes(ref)
+        created_at = utc_now()
+        for _ in range(MAX_WRITE_ATTEMPTS):
+            version_raw, confidence_raw, prev_raw = head
+            before = float(confidence_raw or 0.5)
+            body = {
+                "after": confidence_rules.moved(before, outcome),
+                "agent": agent,
+                "before": before,
+                "created_at": created_at,
+                "handoff_id": handoff_id,
+                "note": note,
+                "outcome": outcome,
+                "outcome_ref": outcome_ref,
+                "prev_hash": _text(prev_raw) or GENESIS_HASH,
+                "ref": ref,
+                "seq": length + 1,
+                "session": session,
+                "version": int(version_raw or 0),
+            }
+            entry_hash = digest(body)
+            counter = "successes" if outcome == "success" else "failures"
+            applied, *_ = await self.backend.outcome_script(  # type: ignore[attr-defined]
+                keys=[head_key, log_key],
+                args=[body["version"], length, repr(body["after"]), counter, entry_hash,
+                      msgpack.packb({**body, "hash": entry_hash})],
+            )  # fmt: skip
+            if applied:
+                return OutcomeEntry(**body, hash=entry_hash)
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.hmget(head_key, "version", "confidence", "outcome_hash")
+            pipe.llen(log_key)
+            head, length = await pipe.execute()
+            if _text(head[2]) == entry_hash:  # applied, but the reply was lost
+                return OutcomeEntry(**body, hash=entry_hash)
+        raise StoreUnavailable(f"{ref}: too many concurrent writers, try again", ref=ref)
+
+    # -- reading ------------------------------------------------------------------------------
+
+    async def recall(
+        self, ref: str, *, version: int | None = None, agent: str | None = None,
+        session: str | None = None,
+    ) -> RecordVersion:  # fmt: skip
+        """The current version of ``ref``, or the one asked for."""
+        ref = check_ref(ref, self.limits.max_ref_length)
+        if version is not None and (
+            isinstance(version, bool) or not isinstance(version, int) or version < 1
+        ):
+            raise InvalidInput("version", "must be a whole number from 1")
+        found = await self._read(ref, version)
+        if found is None:
+            raise NotFound(f"no record {ref}", ref=ref)
+        if isinstance(found, int):
+            raise NotFound(
+                f"{ref} has no version {version}; its current version is {found}",
+                ref=ref, version=version, current_version=found,
+            )  # fmt: skip
+        if session is not None:
+            await self._touch(check_session_id(session), agent or "anonymous",
+                              {ref: found.version})  # fmt: skip
+        return found
+
+    async def _read(self, ref: str, version: int | None) -> RecordVersion | int | None:
+        """One round trip: the version, the current version number if it is missing, or None."""
+        reply = await self.backend.recall_script(  # type: ignore[attr-defined]
+            keys=[self.keys.head(ref), self.keys.version(ref, 0)[:-1]],
+            args=["" if version is None else version],
+        )
+        if not reply:
+            return None
+        head, fields = _pairs(reply[0]), _pairs(reply[1])
+        current = int(head[b"version"])
+        if not fields:
+            return current
+        return self._version(ref, fields, head, current)
+
+    @staticmethod
+    def _version(
+        ref: str, fields: dict[bytes, bytes], head: dict[bytes, bytes], current: int
+    ) -> RecordVersion:
+        number = int(fields[b"version"])
+        superseded = fields.get(b"superseded_by")
+        confidence = head[b"confidence"] if number == current else fields[b"confidence"]
+        return RecordVersion(
+            ref=ref,
+            version=number,
+            value=_unpack(fields[b"value"]),
+            author=fields[b"author"].decode(),
+            session=fields[b"session"].decode() or None,
+            created_at=fields[b"created_at"].decode(),
+            tags=_unpack(fields[b"tags"]),
+            confidence=float(confidence),
+            hash=fields[b"hash"].decode(),
+            prev_hash=fields[b"prev_hash"].decode(),
+            superseded_by=None if superseded is None else int(superseded),
+            current_version=current,
+        )
+
+    async def list_records(
+        self,
+        *,
+        scope: str | None = None,
+        tags: Sequence[str] = (),
+        tags_mode: str = "all",
+        min_confidence: float | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> RecordPage:
+        """Current versions in ref order, filtered by scope (and below), tags and confidence."""
+        scope = self._check_scope(scope)
+        tag_list = check_tags(list(tags), self.limits.max_tags, self.limits.max_tag_length)
+        if tags_mode not in ("all", "any"):
+            raise InvalidInput("tags_mode", "must be 'all' or 'any'")
+        if min_confidence is not None:
+            min_confidence = check_confidence(min_confidence, field="min_confidence")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not (
+            1 <= limit <= self.limits.max_page_size
+        ):
+            raise InvalidInput("limit", f"must be from 1 to {self.limits.max_page_size}")
+
+        records: list[RecordVersion] = []
+        last = cursor
+        async for batch in self._candidate_refs(scope, tag_list, tags_mode, cursor):
+            for ref, record in zip(batch, await self._read_many(batch), strict=True):
+                last = ref
+                if record is None:
+                    continue
+                if min_confidence is not None and record.confidence < min_confidence:
+                    continue
+                if tag_list and not _tags_match(record.tags, tag_list, tags_mode):
+                    continue
+                records.append(record)
+                if len(records) == limit:
+                    more = await self._has_more(scope, tag_list, tags_mode, last)
+                    return RecordPage(records=records, next_cursor=last if more else None)
+        return RecordPage(records=records, next_cursor=None)
+
+    def _check_scope(self, scope: str | None) -> str | None:
+        if scope is None:
+            return None
+        scope = scope.rstrip("/")
+        check_ref(f"{scope}/x", self.limits.max_ref_length, field="scope")
+        return scope
+
+    async def _has_more(
+        self, scope: str | None, tags: list[str], tags_mode: str, after: str | None
+    ) -> bool:
+        async for batch in self._candidate_refs(scope, tags, tags_mode, after, batch=1):
+            return bool(batch)
+        return False
+
+    async def _candidate_refs(
+        self, scope: str | None, tags: list[str], tags_mode: str, after: str | None,
+        batch: int = BATCH,
+    ) -> AsyncIterator[list[str]]:  # fmt: skip
+        """Refs in lexicographic order strictly after ``after``, within ``scope``."""
+        low = f"[{scope}/" if scope else "-"
+        high = f"({scope}0" if scope else "+"  # "0" sorts right after "/"
+        if tags:
+            sets = [set(await self.redis.smembers(self.keys.tag(tag))) for tag in tags]
+            chosen = set.intersection(*sets) if tags_mode == "all" else set.union(*sets)
+            refs = sorted(
+                ref
+                for ref in (raw.decode() for raw in chosen)
+                if (not scope or ref.startswith(f"{scope}/")) and (after is None or ref > after)
+            )
+            for start in range(0, len(refs), batch):
+                yield refs[start : start + batch]
+            return
+        if after is not None:
+            low = f"({after}"
+        while True:
+            raw = await self.redis.zrangebylex(self.keys.refs, low, high, start=0, num=batch)
+            if not raw:
+                return
+            refs = [item.decode() for item in raw]
+            yield refs
+            low = f"({refs[-1]}"
+
+    async def _read_many(self, refs: list[str]) -> list[RecordVersion | None]:
+        pipe = self.redis.pipeline(transaction=False)
+        for ref in refs:
+            await self.backend.recall_script(  # type: ignore[attr-defined]
+                keys=[self.keys.head(ref), self.keys.version(ref, 0)[:-1]], args=[""],
+                client=pipe,
+            )  # fmt: skip
+        replies = await pipe.execute()
+        found: list[RecordVersion | None] = []
+        for ref, reply in zip(refs, replies, strict=True):
+            if not reply or not reply[1]:
+                found.append(None)
+                continue
+            head = _pairs(reply[0])
+            found.append(self._version(ref, _pairs(reply[1]), head, int(head[b"version"])))
+        return found
+
+    async def history(self, ref: str) -> History:
+        """Every version of ``ref``, oldest first, each with whether its chain link verifies."""
+        ref = check_ref(ref, self.limits.max_ref_length)
+        head = await self.redis.hgetall(self.keys.head(ref))
+        if not head:
+            raise NotFound(f"no record {ref}", ref=ref)
+        current = int(head[b"version"])
+        checker = ChainChecker(VERSION_FIELDS)
+        versions = []
+        async for fields in self._versions(ref, current):
+            record = self._version(ref, fields, head, current)
+            problems = checker.check(_hashed_view(record))
+            versions.append(HistoryEntry(**msgspec_fields(record), chain_ok=not problems))
+        return History(
+            ref=ref,
+            current_version=current,
+            confidence=float(head[b"confidence"]),
+            successes=int(head.get(b"successes", 0)),
+            failures=int(head.get(b"failures", 0)),
+            versions=versions,
+        )
+
+    async def _versions(self, ref: str, current: int) -> AsyncIterator[dict[bytes, bytes]]:
+        """The stored hashes of versions 1..current, fetched in pipelined batches."""
+        for start in range(1, current + 1, BATCH):
+            pipe = self.redis.pipeline(transaction=False)
+            for number in range(start, min(start + BATCH, current + 1)):
+                pipe.hgetall(self.keys.version(ref, number))
+            for fields in await pipe.execute():
+                yield fields
+
+    async def outcomes(self, ref: str) -> list[OutcomeEntry]:
+        """The record's outcomes log, oldest first."""
+        ref = check_ref(ref, self.limits.max_ref_length)
+        if not await self.redis.exists(self.keys.head(ref)):
+            raise NotFound(f"no record {ref}", ref=ref)
+        return [
+            OutcomeEntry(**_unpack(raw)) for raw in await self.redis.lrange(
+                self.keys.outcomes(ref), 0, -1)
+        ]  # fmt: skip
+
+    # -- stats and verification ---------------------------------------------------------------
+
+    async def stats(
+        self,
+        *,
+        verify: bool = False,
+        scope: str | None = None,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> Stats:
+        """Counts and average confidence; with ``verify``, every chain rechecked.
+
+        Records are read in batches, so memory stays flat however many versions there are;
+        ``on_progress(records_done, records_total)`` is called after each batch.
+        """
+        scope = self._check_scope(scope)
+        total = await self.redis.zcard(self.keys.refs) if on_progress else 0
+        seen = 0
+        refs = versions = outcomes = 0
+        confidence_sum = 0.0
+        broken: list[BrokenLink] = []
+        checked_versions = checked_outcomes = 0
+        async for batch in self._candidate_refs(scope, [], "all", None):
+            pipe = self.redis.pipeline(transaction=False)
+            for ref in batch:
+                pipe.hmget(self.keys.head(ref), "version", "confidence")
+                pipe.llen(self.keys.outcomes(ref))
+            replies = await pipe.execute()
+            for ref, (version, confidence), length in zip(
+                batch, replies[::2], replies[1::2], strict=True
+            ):
+                if version is None:
+                    continue
+                refs += 1
+                versions += int(version)
+                outcomes += length
+                confidence_sum += float(confidence)
+                if verify:
+                    async for link in self.verify_record(ref, int(version)):
+                        broken.append(link)
+                    checked_versions += int(version)
+                    checked_outcomes += length
+            seen += len(batch)
+            if on_progress:
+                on_progress(seen, total)
+        agents = await self.redis.scard(self.keys.agents)
+        return Stats(
+            namespace=self.namespace,
+            refs=refs,
+            versions=versions,
+            agents=agents,
+            outcomes=outcomes,
+            average_confidence=confidence_sum / refs if refs else None,
+            verified=verify,
+            checked_versions=checked_versions if verify else None,
+            checked_outcomes=checked_outcomes if verify else None,
+            broken=broken if verify else None,
+        )
+
+    async def verify_record(self, ref: str, current: int) -> AsyncIterator[BrokenLink]:
+        """Recompute one record's version chain and outcomes chain; yield each broken link."""
+        checker = ChainChecker(VERSION_FIELDS)
+        number = 0
+        async for fields in self._versions(ref, current):
+            number += 1
+            if not fields:
+                yield BrokenLink(ref=ref, chain="versions", version=number, kind="hash",
+                                 expected="a stored version", found="nothing")  # fmt: skip
+                continue
+            try:
+                view = _hashed_view(self._version(ref, fields, {}, current=-1))
+            except (KeyError, ValueError, msgpack.UnpackException) as error:
+                yield BrokenLink(ref=ref, chain="versions", version=number, kind="hash",
+                                 expected="a decodable version", found=repr(error))  # fmt: skip
+                continue
+            for problem in checker.check(view):
+                yield BrokenLink(ref=ref, chain="versions", version=number, **problem)
+        checker = ChainChecker(OUTCOME_FIELDS)
+        for raw in await self.redis.lrange(self.keys.outcomes(ref), 0, -1):
+            entry = _unpack(raw)
+            for problem in checker.check(entry):
+                yield BrokenLink(ref=ref, chain="outcomes", version=entry["seq"], **problem)
+
+    # -- sessions -----------------------------------------------------------------------------
+
+    async def create_session(self, agent: str) -> Session:
+        """Start a session for ``agent``; its reads and writes are remembered as touched."""
+        agent = check_agent(agent)
+        session_id = f"s_{secrets.token_hex(8)}"
+        await self._touch(session_id, agent, {})
+        return await self.session(session_id)
+
+    async def session(self, session_id: str) -> Session:
+        session_id = check_session_id(session_id)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hgetall(self.keys.session(session_id))
+        pipe.hgetall(self.keys.session_touched(session_id))
+        meta, touched = await pipe.execute()
+        if not meta:
+            raise NotFound(f"no session {session_id}", session=session_id)
+        return Session(
+            id=session_id,
+            agent=meta[b"agent"].decode(),
+            created_at=meta[b"created_at"].decode(),
+            touched={ref.decode(): int(version) for ref, version in touched.items()},
+        )
+
+    async def _touch(self, session_id: str, agent: str, seen: dict[str, int]) -> None:
+        """Record what a session saw; a session id used for the first time is created."""
+        key = self.keys.session(session_id)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hsetnx(key, "agent", agent)
+        pipe.hsetnx(key, "created_at", utc_now())
+        pipe.hset(key, "last_seen_at", utc_now())
+        if seen:
+            pipe.hset(self.keys.session_touched(session_id), mapping=seen)
+        await pipe.execute()
+
+
+def _tags_match(have: list[str], wanted: list[str], mode: str) -> bool:
+    present = set(have)
+    if mode == "all":
+        return all(tag in present for tag in wanted)
+    return any(tag in present for tag in wanted)
+
+
+def msgspec_fields(record: RecordVersion) -> dict[str, Any]:
+    return {name: getattr(record, name) for name in record.__struct_fields__}
+
+
+def _hashed_view(record: RecordVersion) -> dict[str, Any]:
+    """The fields of a version that its hash covers, plus the hash itself."""
+    body = version_body(
+        ref=record.ref, version=record.version, value=record.value, author=record.author,
+        session=record.session, created_at=record.created_at, tags=record.tags,
+        prev_hash=record.prev_hash,
+    )  # fmt: skip
+    return {**body, "hash": record.hash}

@@ -1,0 +1,99 @@
+"""Validation of the names callers choose: refs, namespaces, agents, sessions, tags."""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from baton.server.errors import InvalidInput
+
+# A ref segment: letters, digits and . _ - : @ +, never "." or ".." alone.
+SEGMENT_PATTERN = re.compile(r"[A-Za-z0-9._:@+-]+")
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+NAMESPACE_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+SESSION_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+TAG_PATTERN = re.compile(r"[A-Za-z0-9._:/+-]+")
+
+
+class Ref(NamedTuple):
+    """A parsed ref: everything before the last slash is the scope."""
+
+    scope: str
+    key: str
+
+    def __str__(self) -> str:
+        return f"{self.scope}/{self.key}"
+
+
+def parse_ref(ref: object, max_length: int = 512, field: str = "ref") -> Ref:
+    """Split ``scope/key`` (the scope may hold slashes), or raise :class:`InvalidInput`."""
+    if not isinstance(ref, str) or not ref:
+        raise InvalidInput(field, "must be a non-empty string like 'scope/key'")
+    if len(ref) > max_length:
+        raise InvalidInput(field, f"is {len(ref)} characters long; the limit is {max_length}")
+    segments = ref.split("/")
+    if len(segments) < 2:
+        raise InvalidInput(field, f"{ref!r} has no scope: write it as 'scope/key'")
+    for segment in segments:
+        if not segment:
+            raise InvalidInput(field, f"{ref!r} has an empty segment")
+        if segment in (".", "..") or not SEGMENT_PATTERN.fullmatch(segment):
+            raise InvalidInput(
+                field,
+                f"{ref!r}: segment {segment!r} may only hold letters, digits and . _ - : @ +",
+            )
+    return Ref("/".join(segments[:-1]), segments[-1])
+
+
+def check_ref(ref: object, max_length: int = 512, field: str = "ref") -> str:
+    """Validate a ref and return it unchanged."""
+    return str(parse_ref(ref, max_length, field))
+
+
+def check_agent(agent: object, field: str = "agent") -> str:
+    if not isinstance(agent, str) or not NAME_PATTERN.fullmatch(agent):
+        raise InvalidInput(
+            field, "an agent id is 1-64 letters, digits, '.', '_' or '-', starting alphanumeric"
+        )
+    return agent
+
+
+def check_namespace(namespace: object, field: str = "namespace") -> str:
+    if not isinstance(namespace, str) or not NAMESPACE_PATTERN.fullmatch(namespace):
+        raise InvalidInput(
+            field, "a namespace is 1-64 lower-case letters, digits, '_' or '-'"
+        )
+    return namespace
+
+
+def check_session_id(session_id: object, field: str = "session") -> str:
+    if not isinstance(session_id, str) or not SESSION_PATTERN.fullmatch(session_id):
+        raise InvalidInput(
+            field, "a session id is 1-128 letters, digits, '.', '_', ':' or '-'"
+        )
+    return session_id
+
+
+def check_tags(tags: object, max_tags: int, max_length: int, field: str = "tags") -> list[str]:
+    """Validate a tag list; duplicates are dropped, order is kept."""
+    if not isinstance(tags, list | tuple):
+        raise InvalidInput(field, "must be a list of strings")
+    if len(tags) > max_tags:
+        raise InvalidInput(field, f"has {len(tags)} tags; the limit is {max_tags}")
+    for tag in tags:
+        if not isinstance(tag, str) or len(tag) > max_length or not TAG_PATTERN.fullmatch(tag):
+            raise InvalidInput(
+                field,
+                f"tag {tag!r} must be 1-{max_length} letters, digits or . _ : / + -",
+            )
+    return list(dict.fromkeys(tags))
+
+
+def check_confidence(confidence: object, field: str = "confidence") -> float:
+    if (
+        isinstance(confidence, bool)
+        or not isinstance(confidence, int | float)
+        or not 0.0 <= confidence <= 1.0
+    ):
+        raise InvalidInput(field, "must be a number from 0 to 1")
+    return float(confidence)
