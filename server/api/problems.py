@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from http import HTTPStatus
 from typing import Any
 
@@ -15,6 +16,7 @@ from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 from baton.server.errors import BatonError
 
 log = structlog.get_logger("baton.api")
+NAMED_FIELD = re.compile(r"field `([^`]+)`")
 
 
 def _problem(request: Request[Any, Any, Any], status: int, title: str, detail: str,
@@ -30,17 +32,25 @@ def baton_error(request: Request[Any, Any, Any], error: BatonError) -> Response[
 
 def validation_error(request: Request[Any, Any, Any], error: ValidationException) -> Response[Any]:
     """msgspec/Litestar decoding failures are 422s that say which field and why."""
-    errors = error.extra if isinstance(error.extra, list) else []
-    fields = [item.get("key") for item in errors if isinstance(item, dict) and item.get("key")]
-    messages = [
-        f"{item.get('key') or item.get('source') or 'body'}: {item.get('message')}"
-        for item in errors
+    errors = [
+        {**item, "key": _field_of(item)}
+        for item in (error.extra if isinstance(error.extra, list) else [])
         if isinstance(item, dict)
     ]
-    detail = "; ".join(messages) or str(error.detail)
+    detail = "; ".join(f"{item['key']}: {item.get('message')}" for item in errors)
     return _problem(
-        request, 422, "Invalid input", detail, field=fields[0] if fields else None, errors=errors
-    )
+        request, 422, "Invalid input", detail or str(error.detail),
+        field=errors[0]["key"] if errors else None, errors=errors,
+    )  # fmt: skip
+
+
+def _field_of(item: dict[str, Any]) -> str:
+    """The field at fault; msgspec reports missing and unknown body fields against "data"."""
+    named = NAMED_FIELD.search(str(item.get("message", "")))
+    key = item.get("key")
+    if named and key in (None, "data"):
+        return named.group(1)
+    return str(key or item.get("source") or "body")
 
 
 def http_error(request: Request[Any, Any, Any], error: HTTPException) -> Response[Any]:

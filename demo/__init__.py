@@ -1,0 +1,1 @@
+"""The scout/executor demo: two processes, one memory."""

@@ -1,0 +1,116 @@
+"""Shared fixtures: one real embedded Valkey server per test run, flushed before each test,
+and a real ``baton serve`` process for the HTTP tests."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+
+from baton.server.connection import async_redis
+from baton.server.embedded import EmbeddedServer
+from baton.server.settings import Limits
+from baton.server.store import Backend, FactStore
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedServer]:
+    """The embedded server every test shares; stopped when the run ends."""
+    server = EmbeddedServer(tmp_path_factory.mktemp("valkey"))
+    server.ensure_running()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_url(embedded: EmbeddedServer) -> str:
+    return embedded.url
+
+
+@pytest.fixture
+def sync_redis(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+@pytest.fixture(autouse=True)
+def _flush(request: pytest.FixtureRequest) -> None:
+    """Every test that touches Redis starts from an empty server."""
+    if "redis_url" in request.fixturenames:
+        client = redis.Redis.from_url(request.getfixturevalue("redis_url"))
+        client.flushall()
+        client.close()
+
+
+@pytest.fixture
+async def backend(redis_url: str) -> AsyncIterator[Backend]:
+    client = async_redis(redis_url)
+    yield Backend(client, Limits())
+    await client.aclose()
+
+
+@pytest.fixture
+def store(backend: Backend) -> FactStore:
+    return backend.store("default")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_http(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited early:\n{log.read_text()}")
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise RuntimeError(f"server did not come up:\n{log.read_text()}")
+
+
+@pytest.fixture(scope="session")
+def api_url(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real ``baton serve`` process on a free loopback port, using the test server."""
+    port = free_port()
+    log = tmp_path_factory.mktemp("api") / "serve.log"
+    env = {**os.environ, "BATON_REDIS_URL": redis_url, "BATON_MAX_VALUE_BYTES": "65536"}
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "baton.server.cli", "serve", "--port", str(port)],
+            env=env, stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
+        )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for_http(url, process, log)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+@pytest.fixture
+def http(api_url: str, redis_url: str) -> Iterator[httpx.Client]:
+    """An HTTP client for the running API (the store is flushed before each test)."""
+    with httpx.Client(base_url=api_url, headers={"X-Baton-Agent": "tester"}) as client:
+        yield client

@@ -1,0 +1,212 @@
+"""The REST API over real HTTP against a running ``baton serve``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import REPO
+
+PROBLEM = "application/problem+json"
+
+
+def remember(http: httpx.Client, ref: str, value: Any, **fields: Any) -> httpx.Response:
+    return http.post("/v1/records", json={"ref": ref, "value": value, **fields})
+
+
+def assert_problem(response: httpx.Response, status: int, field: str | None = None) -> dict:
+    """The response is problem+json with the given status (and field at fault)."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith(PROBLEM)
+    body = response.json()
+    assert body["status"] == status
+    assert body["title"] and body["detail"]
+    if field is not None:
+        assert body["field"] == field
+        assert field in body["detail"]
+    return body
+
+
+def test_remember_then_recall_over_http(http: httpx.Client) -> None:
+    """POST /v1/records answers 201 with the new version; GET returns it, author from header."""
+    created = remember(http, "listing/553/assessment", {"verdict": "apply"}, confidence=0.8)
+    assert created.status_code == 201
+    assert created.json()["version"] == 1
+    second = remember(http, "listing/553/assessment", {"verdict": "maybe"})
+    assert (second.json()["version"], second.json()["superseded"]) == (2, 1)
+
+    current = http.get("/v1/records/listing/553/assessment").json()
+    assert (current["version"], current["value"], current["author"]) == (
+        2, {"verdict": "maybe"}, "tester",
+    )  # fmt: skip
+    first = http.get("/v1/records/listing/553/assessment", params={"version": 1}).json()
+    assert (first["value"], first["superseded_by"], first["confidence"]) == (
+        {"verdict": "apply"}, 2, 0.8,
+    )  # fmt: skip
+
+
+def test_listing_history_outcomes_and_stats(http: httpx.Client) -> None:
+    """The read endpoints agree with what was written."""
+    remember(http, "listing/482/assessment", "apply", confidence=0.8, tags=["job"])
+    remember(http, "source/boards/rate-limit", "60s", confidence=0.6)
+
+    page = http.get("/v1/records", params={"scope": "listing", "tags": ["job"]}).json()
+    assert [record["ref"] for record in page["records"]] == ["listing/482/assessment"]
+    moved = http.post(
+        "/v1/outcomes",
+        json={"outcome": "success", "outcome_ref": "RUN-42", "refs": ["listing/482/assessment"]},
+    )
+    assert moved.status_code == 201
+    assert moved.json()["moves"][0]["after"] == pytest.approx(0.84)
+    log = http.get("/v1/outcomes/listing/482/assessment").json()
+    assert [(e["before"], e["outcome_ref"]) for e in log] == [(0.8, "RUN-42")]
+    history = http.get("/v1/history/listing/482/assessment").json()
+    assert history["successes"] == 1
+    assert [v["chain_ok"] for v in history["versions"]] == [True]
+    stats = http.get("/v1/stats", params={"verify": "true"}).json()
+    assert (stats["refs"], stats["versions"], stats["outcomes"], stats["broken"]) == (2, 2, 1, [])
+
+
+def test_session_header_records_touched_refs(http: httpx.Client) -> None:
+    """Requests carrying X-Baton-Session mark what they read or wrote, and record_outcome
+    without refs applies to exactly those."""
+    remember(http, "a/b", 1)
+    remember(http, "c/d", 1)
+    session = http.post("/v1/sessions").json()
+    headers = {"X-Baton-Session": session["id"]}
+    http.get("/v1/records/a/b", headers=headers)
+
+    assert http.get(f"/v1/sessions/{session['id']}").json()["touched"] == {"a/b": 1}
+    report = http.post(
+        "/v1/outcomes", json={"outcome": "failure", "outcome_ref": "RUN-1"}, headers=headers
+    ).json()
+    assert [move["ref"] for move in report["moves"]] == ["a/b"]
+
+
+def test_verify_script_in_docs_checks_a_chain_without_baton(http: httpx.Client, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """docs/verify_chain.py, stdlib only, recomputes the chain from the history endpoint and
+    flags a history whose value was altered."""
+    for value in ({"n": 1, "s": "é"}, [1.5, None], "three"):
+        remember(http, "scope/key", value, tags=["x"])
+    history = http.get("/v1/history/scope/key").json()
+    path = tmp_path / "history.json"
+    path.write_text(json.dumps(history))
+    script = [sys.executable, "-I", str(REPO / "docs" / "verify_chain.py"), str(path)]
+
+    clean = subprocess.run(script, capture_output=True, text=True, check=False)
+    assert clean.returncode == 0, clean.stdout
+    assert clean.stdout.count(": ok") == 3
+
+    history["versions"][1]["value"] = [2.5, None]
+    path.write_text(json.dumps(history))
+    tampered = subprocess.run(script, capture_output=True, text=True, check=False)
+    assert tampered.returncode == 1
+    assert "scope/key v2: BROKEN hash" in tampered.stdout
+
+
+# -- errors: problem+json, never a 500 -------------------------------------------------------
+
+
+def test_unknown_ref_and_version_are_404(http: httpx.Client) -> None:
+    """Unknown refs, versions, sessions and routes are 404 problems naming what is missing."""
+    body = assert_problem(http.get("/v1/records/no/such"), 404)
+    assert body["ref"] == "no/such"
+    remember(http, "a/b", 1)
+    body = assert_problem(http.get("/v1/records/a/b", params={"version": 5}), 404)
+    assert body["current_version"] == 1
+    assert_problem(http.get("/v1/history/no/such"), 404)
+    assert_problem(http.get("/v1/sessions/s_unknown"), 404)
+    assert_problem(http.get("/v1/nowhere"), 404)
+
+
+def test_expected_version_conflict_is_409_and_writes_nothing(http: httpx.Client) -> None:
+    """A stale expected_version is a 409 carrying the current version."""
+    remember(http, "a/b", 1)
+    body = assert_problem(remember(http, "a/b", 2, expected_version=0), 409)
+    assert body["current_version"] == 1
+    assert http.get("/v1/records/a/b").json()["value"] == 1
+
+
+def test_oversized_value_is_413(http: httpx.Client) -> None:
+    """A value over BATON_MAX_VALUE_BYTES (64 KiB in this server) is a 413 naming the limit."""
+    body = assert_problem(remember(http, "a/b", "x" * 70_000), 413, field="value")
+    assert body["limit"] == 65536
+    assert_problem(http.get("/v1/records/a/b"), 404)
+
+
+def test_request_body_over_the_limit_is_413(http: httpx.Client) -> None:
+    """A body far over the limit is cut off by the server with a 413 problem."""
+    assert_problem(remember(http, "a/b", "x" * 400_000), 413)
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"ref": "noscope", "value": 1}, "ref"),
+        ({"ref": "a/b c", "value": 1}, "ref"),
+        ({"ref": 5, "value": 1}, "ref"),
+        ({"value": 1}, "ref"),
+        ({"ref": "a/b"}, "value"),
+        ({"ref": "a/b", "value": 1, "confidence": 2}, "confidence"),
+        ({"ref": "a/b", "value": 1, "tags": "x"}, "tags"),
+        ({"ref": "a/b", "value": 1, "tags": ["bad tag"]}, "tags"),
+        ({"ref": "a/b", "value": 1, "expected_version": -1}, "expected_version"),
+        ({"ref": "a/b", "value": 1, "colour": "red"}, "colour"),
+    ],
+)
+def test_invalid_remember_bodies_are_422_naming_the_field(
+    http: httpx.Client, body: dict, field: str
+) -> None:
+    """Each invalid field of a remember body is a 422 that names it."""
+    assert_problem(http.post("/v1/records", json=body), 422, field=field)
+
+
+def test_invalid_outcomes_and_queries_are_422(http: httpx.Client) -> None:
+    """Outcome and query errors name their field; nothing is a 500."""
+    assert_problem(
+        http.post("/v1/outcomes", json={"outcome": "meh", "outcome_ref": "R"}), 422, "outcome"
+    )
+    assert_problem(http.post("/v1/outcomes", json={"outcome": "success"}), 422, "outcome_ref")
+    assert_problem(
+        http.post("/v1/outcomes", json={"outcome": "success", "outcome_ref": "R"}), 422, "refs"
+    )
+    assert_problem(http.get("/v1/records", params={"limit": 0}), 422, "limit")
+    assert_problem(http.get("/v1/records", params={"limit": 10_000}), 422, "limit")
+    assert_problem(http.get("/v1/records", params={"scope": "a b"}), 422, "scope")
+    assert_problem(
+        http.get("/v1/records/a/b", headers={"X-Baton-Agent": "no spaces"}), 422, "x-baton-agent"
+    )
+    assert_problem(http.get("/v1/records/a/b", headers={"X-Baton-Namespace": "UP"}), 422)
+
+
+def test_outcome_on_unknown_ref_is_404(http: httpx.Client) -> None:
+    """An outcome naming an unknown ref is refused as a whole."""
+    body = assert_problem(
+        http.post(
+            "/v1/outcomes", json={"outcome": "success", "outcome_ref": "R", "refs": ["x/y"]}
+        ),
+        404,
+    )
+    assert body["refs"] == ["x/y"]
+
+
+def test_malformed_json_is_a_400_problem(http: httpx.Client) -> None:
+    """A body that is not JSON at all is a 400 problem, not a 500."""
+    response = http.post(
+        "/v1/records", content=b"{not json", headers={"content-type": "application/json"}
+    )
+    assert_problem(response, 400)
+
+
+def test_health_and_openapi(http: httpx.Client) -> None:
+    """Health, readiness and the OpenAPI schema are served."""
+    assert http.get("/healthz").json() == {"status": "ok"}
+    assert http.get("/readyz").json() == {"status": "ready"}
+    schema = http.get("/schema/openapi.json").json()
+    assert "/v1/records" in schema["paths"]
+    assert "/v1/records/{ref}" in schema["paths"]

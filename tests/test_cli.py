@@ -1,0 +1,86 @@
+"""The `baton` command line against the shared test server, and the package layout."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import msgpack
+import pytest
+import redis
+
+from baton.server.keys import Keys
+from baton.server.store import FactStore
+from tests.conftest import REPO
+
+
+def baton(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "baton.server.cli", *args],
+        env={**os.environ, "BATON_REDIS_URL": redis_url},
+        capture_output=True, text=True, timeout=60, cwd=REPO, check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.anyio
+async def test_verify_exits_non_zero_naming_the_broken_link(
+    store: FactStore, redis_url: str, sync_redis: redis.Redis
+) -> None:
+    """`baton verify` passes on intact chains and fails, naming ref and version, on a tampered
+    one; --scope limits the check."""
+    await store.remember("listing/553/assessment", "apply", agent="scout")
+    await store.remember("listing/553/assessment", "maybe", agent="scout")
+    await store.remember("other/fact", "x", agent="scout")
+
+    clean = baton(redis_url, "verify")
+    assert clean.returncode == 0
+    assert "checked 2 records, 3 versions, 0 outcomes: all chains intact" in clean.stdout
+
+    sync_redis.hset(Keys().version("listing/553/assessment", 1), "value", msgpack.packb("skip"))
+    broken = baton(redis_url, "verify")
+    assert broken.returncode == 1
+    assert "BROKEN listing/553/assessment versions #1 (hash)" in broken.stdout
+    assert "1 broken link(s)" in broken.stdout
+    assert baton(redis_url, "verify", "--scope", "other").returncode == 0
+
+
+@pytest.mark.anyio
+async def test_stats_prints_counts_as_json(store: FactStore, redis_url: str) -> None:
+    """`baton stats` prints the namespace's counts."""
+    await store.remember("a/b", 1, agent="scout")
+    await store.remember("a/b", 2, agent="scout")
+    stats = json.loads(baton(redis_url, "stats").stdout)
+    assert (stats["refs"], stats["versions"], stats["agents"]) == (1, 2, 1)
+
+
+def test_bad_namespace_is_a_clear_cli_error(redis_url: str) -> None:
+    """A malformed namespace is refused with a message, not a traceback."""
+    result = baton(redis_url, "stats", "--namespace", "Not Valid")
+    assert result.returncode == 2
+    assert "namespace" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_queue_folder_never_shadows_the_standard_library() -> None:
+    """With the repo root first on sys.path, `import queue` is still the standard library's
+    and Baton's queue package is reached as baton.queue."""
+    assert not (REPO / "queue" / "__init__.py").exists()
+    probe = (
+        "import queue, sysconfig, baton.queue; from queue import Empty, LifoQueue; "
+        "print(queue.__file__.startswith(sysconfig.get_paths()['stdlib']), baton.queue.__name__)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=False
+    )
+    assert result.stdout.split() == ["True", "baton.queue"], result.stderr
+
+
+def test_every_folder_of_the_design_card_exists() -> None:
+    """The top-level layout users and CI rely on is present."""
+    for name in ("pyproject.toml", "server", "queue", "agents", "demo", "tests", "compose.yaml",
+                 "README.md", "Makefile", "docs", ".ci/run"):  # fmt: skip
+        assert (REPO / name).exists(), name
+    assert Path(REPO / ".ci" / "run").stat().st_mode & 0o111

@@ -1,0 +1,161 @@
+"""The embedded Valkey server: shared by processes, crash-safe, persistent, stoppable."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+import redis
+
+from baton.server.embedded import EmbeddedServer
+from tests.conftest import REPO
+
+START_AND_REPORT = """
+import sys
+from pathlib import Path
+from baton.server.embedded import EmbeddedServer
+server = EmbeddedServer(Path(sys.argv[1]))
+server.ensure_running()
+print(server.pid())
+"""
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Iterator[Path]:
+    """A private data dir whose server is stopped after the test, whatever happened."""
+    path = tmp_path / "data"
+    yield path
+    EmbeddedServer(path).stop()
+
+
+def baton(*args: str, data_dir: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, "BATON_DATA_DIR": str(data_dir), **env}
+    environment.pop("BATON_REDIS_URL", None)
+    environment.update(env)
+    return subprocess.run(
+        [sys.executable, "-m", "baton.server.cli", *args],
+        env=environment, capture_output=True, text=True, timeout=60, cwd=REPO, check=False,
+    )  # fmt: skip
+
+
+def servers_for(data_dir: Path) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter(["name", "cmdline"]):
+        cmdline = " ".join(process.info["cmdline"] or [])
+        if "valkey" in (process.info["name"] or "") and str(data_dir) in cmdline:
+            found.append(process)
+    return found
+
+
+def write_numbers(server: EmbeddedServer, count: int) -> None:
+    client = server.client()
+    for i in range(count):
+        client.set(f"n:{i}", i)
+    client.close()
+
+
+def test_concurrent_processes_start_exactly_one_server(data_dir: Path) -> None:
+    """Four processes racing to start the server all end up on the same one."""
+    racers = [
+        subprocess.Popen([sys.executable, "-c", START_AND_REPORT, str(data_dir)],
+                         stdout=subprocess.PIPE, text=True)  # fmt: skip
+        for _ in range(4)
+    ]
+    pids = {racer.communicate(timeout=60)[0].strip() for racer in racers}
+    assert len(pids) == 1
+    assert [process.pid for process in servers_for(data_dir)] == [int(pids.pop())]
+
+
+def test_server_outlives_the_process_that_started_it(data_dir: Path) -> None:
+    """The process that started the server exits; another process still reads its data."""
+    script = START_AND_REPORT + "server.client().set('left-by', 'first process')\n"
+    subprocess.run([sys.executable, "-c", script, str(data_dir)], check=True, timeout=60)
+
+    server = EmbeddedServer(data_dir)
+    assert server.ping()
+    assert server.client().get("left-by") == b"first process"
+
+
+def test_crashed_server_is_detected_and_restarted_with_its_data(data_dir: Path) -> None:
+    """After SIGKILL the stale pid file and socket are cleared, a new server starts, and
+    every acknowledged write is still there (append-only file)."""
+    server = EmbeddedServer(data_dir)
+    server.ensure_running()
+    write_numbers(server, 500)
+    old_pid = server.pid()
+    assert old_pid is not None
+    os.kill(old_pid, signal.SIGKILL)
+    psutil.Process(old_pid).wait(10) if psutil.pid_exists(old_pid) else None
+    assert not server.ping()
+    assert server.socket_path.exists()  # left behind by the crash
+
+    server.ensure_running()
+    assert server.pid() not in (None, old_pid)
+    assert server.client().dbsize() == 500
+
+
+def test_down_then_start_keeps_every_write(data_dir: Path) -> None:
+    """`baton down` stops the server cleanly; the next start finds every write."""
+    server = EmbeddedServer(data_dir)
+    server.ensure_running()
+    write_numbers(server, 300)
+
+    result = baton("down", data_dir=data_dir)
+    assert result.returncode == 0
+    assert "stopped" in result.stdout
+    assert servers_for(data_dir) == []
+    assert not server.socket_path.exists()
+    assert "no embedded server running" in baton("down", data_dir=data_dir).stdout
+
+    server.ensure_running()
+    assert server.client().mget([f"n:{i}" for i in range(300)]) == [
+        str(i).encode() for i in range(300)
+    ]
+
+
+def test_status_says_what_runs_where(data_dir: Path) -> None:
+    """`baton status` reports the pid, socket, data dir and durability setting."""
+    stopped = json.loads(baton("status", data_dir=data_dir).stdout)
+    assert (stopped["embedded"], stopped["running"]) == (True, False)
+
+    EmbeddedServer(data_dir).ensure_running()
+    report = json.loads(baton("status", data_dir=data_dir).stdout)
+    assert report["running"] is True
+    assert report["pid"] == servers_for(data_dir)[0].pid
+    assert report["socket"] == str(data_dir / "valkey.sock")
+    assert report["appendfsync"] == "everysec"
+
+
+def test_appendfsync_always_is_configurable(data_dir: Path) -> None:
+    """BATON_APPENDFSYNC=always starts the server fsyncing every write."""
+    assert baton("stats", data_dir=data_dir, BATON_APPENDFSYNC="always").returncode == 0
+    assert json.loads(baton("status", data_dir=data_dir).stdout)["appendfsync"] == "always"
+    refused = baton("stats", data_dir=data_dir, BATON_APPENDFSYNC="sometimes")
+    assert refused.returncode != 0
+    assert "BATON_APPENDFSYNC must be one of always, everysec, no" in refused.stderr
+
+
+def test_configured_redis_url_starts_nothing(data_dir: Path, redis_url: str) -> None:
+    """With BATON_REDIS_URL set, status reports that server and no embedded one is started."""
+    report = json.loads(baton("status", data_dir=data_dir, BATON_REDIS_URL=redis_url).stdout)
+    assert report == {"redis": redis_url, "embedded": False, "reachable": True}
+    assert not data_dir.exists()
+
+
+def test_a_long_data_dir_path_gets_a_short_socket(tmp_path: Path) -> None:
+    """Unix socket paths are limited to ~100 bytes; a deep data dir still works."""
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    server = EmbeddedServer(deep)
+    try:
+        server.ensure_running()
+        assert len(str(server.socket_path)) <= 100
+        assert redis.Redis.from_url(server.url).ping()
+    finally:
+        server.stop()

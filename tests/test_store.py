@@ -1,0 +1,291 @@
+"""The fact store against the real embedded server: versions, chains, outcomes, sessions."""
+
+from __future__ import annotations
+
+import msgpack
+import pytest
+import redis
+
+from baton.server.errors import InvalidInput, NotFound, TooLarge, VersionConflict
+from baton.server.integrity import GENESIS_HASH
+from baton.server.keys import Keys
+from baton.server.store import Backend, FactStore
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_remember_appends_versions_and_never_overwrites(store: FactStore) -> None:
+    """A second write to a ref is version 2; version 1 stays readable, marked superseded."""
+    first = await store.remember("listing/553/assessment", {"verdict": "apply"}, agent="scout")
+    second = await store.remember("listing/553/assessment", {"verdict": "maybe"}, agent="scout")
+
+    assert (first.version, first.superseded, first.prev_hash) == (1, None, GENESIS_HASH)
+    assert (second.version, second.superseded, second.prev_hash) == (2, 1, first.hash)
+    old = await store.recall("listing/553/assessment", version=1)
+    assert old.value == {"verdict": "apply"}
+    assert old.superseded_by == 2
+    current = await store.recall("listing/553/assessment")
+    assert (current.version, current.value, current.superseded_by) == (2, {"verdict": "maybe"}, None)
+
+
+async def test_values_round_trip_with_their_types(store: FactStore) -> None:
+    """Any JSON-compatible value comes back exactly as written."""
+    value = {"n": 3, "x": 0.1, "s": "héllo", "l": [1, None, True], "nested": {"k": []}}
+    await store.remember("a/b", value, agent="scout", tags=["t1", "t2"], confidence=0.7)
+
+    record = await store.recall("a/b")
+    assert record.value == value
+    assert record.tags == ["t1", "t2"]
+    assert record.confidence == 0.7
+    assert record.author == "scout"
+
+
+async def test_expected_version_mismatch_writes_nothing(store: FactStore) -> None:
+    """A conditional write on a stale version is refused with the current version named."""
+    await store.remember("a/b", 1, agent="scout")
+    with pytest.raises(VersionConflict) as caught:
+        await store.remember("a/b", 2, agent="scout", expected_version=0)
+
+    assert caught.value.extra["current_version"] == 1
+    assert (await store.history("a/b")).current_version == 1
+    written = await store.remember("a/b", 2, agent="scout", expected_version=1)
+    assert written.version == 2
+
+
+async def test_bad_input_is_refused_before_anything_is_written(
+    store: FactStore, sync_redis: redis.Redis
+) -> None:
+    """Invalid refs, values and confidences raise clear errors and leave Redis empty."""
+    with pytest.raises(InvalidInput, match="ref"):
+        await store.remember("no-scope", 1, agent="scout")
+    with pytest.raises(InvalidInput, match="value"):
+        await store.remember("a/b", {"x": float("nan")}, agent="scout")
+    with pytest.raises(InvalidInput, match="confidence"):
+        await store.remember("a/b", 1, agent="scout", confidence=1.5)
+    with pytest.raises(InvalidInput, match="tags"):
+        await store.remember("a/b", 1, agent="scout", tags=["has space"])
+    assert sync_redis.dbsize() == 0
+
+
+async def test_value_over_the_limit_is_too_large(backend: Backend) -> None:
+    """A value whose encoding exceeds max_value_bytes is refused with the limit named."""
+    from baton.server.settings import Limits
+
+    small = FactStore(Backend(backend.redis, Limits(max_value_bytes=100)))
+    with pytest.raises(TooLarge, match="limit is 100"):
+        await small.remember("a/b", "x" * 200, agent="scout")
+
+
+async def test_recall_unknown_ref_or_version_is_not_found(store: FactStore) -> None:
+    """Unknown refs and versions are NotFound; a missing version names the current one."""
+    with pytest.raises(NotFound, match="no record a/b"):
+        await store.recall("a/b")
+    await store.remember("a/b", 1, agent="scout")
+    with pytest.raises(NotFound) as caught:
+        await store.recall("a/b", version=3)
+    assert caught.value.extra["current_version"] == 1
+
+
+async def test_history_lists_every_version_with_verified_links(store: FactStore) -> None:
+    """History returns versions oldest first, each chained to the previous hash."""
+    for value in ("one", "two", "three"):
+        await store.remember("a/b", value, agent="scout")
+
+    history = await store.history("a/b")
+    assert [entry.value for entry in history.versions] == ["one", "two", "three"]
+    assert all(entry.chain_ok for entry in history.versions)
+    hashes = [GENESIS_HASH] + [entry.hash for entry in history.versions]
+    assert [entry.prev_hash for entry in history.versions] == hashes[:-1]
+
+
+async def test_superseded_version_keeps_the_confidence_it_had(store: FactStore) -> None:
+    """An outcome moves the current version's confidence; a later version starts afresh and
+    the superseded one keeps the confidence it had when replaced."""
+    await store.remember("a/b", "v1", agent="scout", confidence=0.8)
+    await store.record_outcome("success", "RUN-1", agent="exec", refs=["a/b"])
+    await store.remember("a/b", "v2", agent="scout", confidence=0.3)
+
+    history = await store.history("a/b")
+    assert [round(entry.confidence, 4) for entry in history.versions] == [0.84, 0.3]
+
+
+async def test_outcomes_move_confidence_and_keep_before_after(store: FactStore) -> None:
+    """The demo numbers: success 0.80 -> 0.84, failure 0.60 -> 0.39, both logged and chained."""
+    await store.remember("listing/482/assessment", "apply", agent="scout", confidence=0.8)
+    await store.remember("source/boards-example/rate-limit", "60s", agent="scout", confidence=0.6)
+
+    won = await store.record_outcome(
+        "success", "RUN-42", agent="executor", refs=["listing/482/assessment"], note="sent"
+    )
+    lost = await store.record_outcome(
+        "failure", "RUN-42", agent="executor", refs=["source/boards-example/rate-limit"]
+    )
+
+    assert (won.moves[0].before, round(won.moves[0].after, 10)) == (0.8, 0.84)
+    assert (lost.moves[0].before, round(lost.moves[0].after, 10)) == (0.6, 0.39)
+    assert round((await store.recall("listing/482/assessment")).confidence, 10) == 0.84
+    log = await store.outcomes("listing/482/assessment")
+    assert [(e.outcome, e.outcome_ref, e.note, e.agent) for e in log] == [
+        ("success", "RUN-42", "sent", "executor")
+    ]
+    assert log[0].prev_hash == GENESIS_HASH
+    history = await store.history("listing/482/assessment")
+    assert (history.successes, history.failures) == (1, 0)
+
+
+async def test_outcome_with_an_unknown_ref_changes_nothing(store: FactStore) -> None:
+    """If any ref is unknown the whole outcome is refused and no confidence moves."""
+    await store.remember("a/b", 1, agent="scout", confidence=0.5)
+    with pytest.raises(NotFound, match="x/y"):
+        await store.record_outcome("success", "RUN-1", agent="e", refs=["a/b", "x/y"])
+    assert (await store.recall("a/b")).confidence == 0.5
+    assert await store.outcomes("a/b") == []
+
+
+async def test_outcome_needs_refs_or_a_session(store: FactStore) -> None:
+    """Without refs and without a session there is nothing to apply the outcome to."""
+    with pytest.raises(InvalidInput, match="refs"):
+        await store.record_outcome("success", "RUN-1", agent="e")
+    with pytest.raises(InvalidInput, match="outcome_ref"):
+        await store.record_outcome("success", " ", agent="e", refs=["a/b"])
+
+
+async def test_session_touched_set_defaults_outcome_refs(store: FactStore) -> None:
+    """Refs a session read or wrote, with the version seen, are the outcome's default refs."""
+    await store.remember("a/b", 1, agent="scout", confidence=0.5)
+    await store.remember("c/d", 1, agent="scout", confidence=0.5)
+    await store.remember("e/f", 1, agent="scout", confidence=0.5)
+    session = await store.create_session("executor")
+    await store.recall("a/b", agent="executor", session=session.id)
+    await store.remember("c/d", 2, agent="executor", session=session.id)
+
+    assert (await store.session(session.id)).touched == {"a/b": 1, "c/d": 2}
+    report = await store.record_outcome("success", "RUN-7", agent="executor", session=session.id)
+    assert sorted(move.ref for move in report.moves) == ["a/b", "c/d"]
+    assert (await store.recall("e/f")).confidence == 0.5
+
+
+async def test_listing_filters_by_scope_boundary_tags_and_confidence(store: FactStore) -> None:
+    """Scope matches whole segments; tags all/any and min_confidence filter current versions."""
+    await store.remember("listing/482/assessment", 1, agent="s", tags=["job", "hot"], confidence=0.8)
+    await store.remember("listing/553/assessment", 1, agent="s", tags=["job"], confidence=0.4)
+    await store.remember("listings/x", 1, agent="s", tags=["job"])
+    await store.remember("source/a/rate", 1, agent="s", tags=["hot"])
+
+    def refs(page: object) -> list[str]:
+        return [record.ref for record in page.records]  # type: ignore[attr-defined]
+
+    assert refs(await store.list_records(scope="listing")) == [
+        "listing/482/assessment", "listing/553/assessment",
+    ]  # fmt: skip
+    assert refs(await store.list_records(tags=["job", "hot"])) == ["listing/482/assessment"]
+    assert refs(await store.list_records(tags=["job", "hot"], tags_mode="any")) == [
+        "listing/482/assessment", "listing/553/assessment", "listings/x", "source/a/rate",
+    ]  # fmt: skip
+    assert refs(await store.list_records(min_confidence=0.6)) == ["listing/482/assessment"]
+
+
+async def test_listing_tag_filter_follows_the_current_version(store: FactStore) -> None:
+    """A tag dropped by a newer version no longer matches the record."""
+    await store.remember("a/b", 1, agent="s", tags=["draft"])
+    await store.remember("a/b", 2, agent="s", tags=["final"])
+    assert (await store.list_records(tags=["draft"])).records == []
+    assert [r.value for r in (await store.list_records(tags=["final"])).records] == [2]
+
+
+async def test_listing_pages_with_a_cursor_without_gaps(store: FactStore) -> None:
+    """Following next_cursor visits every record exactly once, in ref order."""
+    refs = [f"scope/k{i:03d}" for i in range(23)]
+    for ref in refs:
+        await store.remember(ref, ref, agent="s")
+
+    seen, cursor = [], None
+    while True:
+        page = await store.list_records(limit=5, cursor=cursor)
+        seen += [record.ref for record in page.records]
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    assert seen == refs
+
+
+async def test_namespaces_are_isolated(backend: Backend) -> None:
+    """The same ref in two namespaces are two independent records."""
+    await backend.store("alpha").remember("a/b", "alpha", agent="s")
+    with pytest.raises(NotFound):
+        await backend.store("beta").recall("a/b")
+    assert (await backend.store("alpha").recall("a/b")).value == "alpha"
+
+
+async def test_stats_counts_records_versions_agents_and_outcomes(store: FactStore) -> None:
+    """Stats reflect what was written."""
+    await store.remember("a/b", 1, agent="scout", confidence=0.2)
+    await store.remember("a/b", 2, agent="executor", confidence=0.4)
+    await store.remember("c/d", 1, agent="scout", confidence=0.8)
+    await store.record_outcome("failure", "RUN-1", agent="executor", refs=["c/d"])
+
+    stats = await store.stats()
+    assert (stats.refs, stats.versions, stats.agents, stats.outcomes) == (2, 3, 2, 1)
+    assert stats.average_confidence == pytest.approx((0.4 + 0.8 * 0.65) / 2)
+
+
+async def test_verify_reports_exactly_the_tampered_version(
+    store: FactStore, sync_redis: redis.Redis
+) -> None:
+    """Editing a stored value behind Baton's back breaks that version's hash, and only that;
+    restoring it makes verify clean again."""
+    for i in range(3):
+        await store.remember("listing/553/assessment", {"i": i}, agent="scout")
+    await store.remember("other/ref", "fine", agent="scout")
+    key = Keys().version("listing/553/assessment", 2)
+    original = sync_redis.hget(key, "value")
+    assert original is not None
+
+    sync_redis.hset(key, "value", msgpack.packb({"i": 99}))
+    stats = await store.stats(verify=True)
+    assert stats.broken is not None
+    assert [(b.ref, b.chain, b.version, b.kind) for b in stats.broken] == [
+        ("listing/553/assessment", "versions", 2, "hash")
+    ]
+    history = await store.history("listing/553/assessment")
+    assert [entry.chain_ok for entry in history.versions] == [True, False, True]
+
+    sync_redis.hset(key, "value", original)
+    assert (await store.stats(verify=True)).broken == []
+
+
+async def test_verify_catches_a_rewritten_hash_at_the_next_link(
+    store: FactStore, sync_redis: redis.Redis
+) -> None:
+    """Forging a version's hash too shows up as a broken link at the following version."""
+    for i in range(3):
+        await store.remember("a/b", i, agent="scout")
+    key = Keys().version("a/b", 2)
+    sync_redis.hset(key, "value", msgpack.packb(42))
+    forged = (await store.history("a/b")).versions[1]
+    from baton.server.integrity import digest, version_body
+
+    body = version_body(
+        ref="a/b", version=2, value=42, author=forged.author, session=None,
+        created_at=forged.created_at, tags=[], prev_hash=forged.prev_hash,
+    )  # fmt: skip
+    sync_redis.hset(key, "hash", digest(body))
+
+    broken = (await store.stats(verify=True)).broken
+    assert broken is not None
+    assert [(b.version, b.kind) for b in broken] == [(3, "link")]
+
+
+async def test_verify_checks_the_outcomes_chain(store: FactStore, sync_redis: redis.Redis) -> None:
+    """An outcome entry edited in place is reported in the outcomes chain."""
+    await store.remember("a/b", 1, agent="scout", confidence=0.6)
+    await store.record_outcome("failure", "RUN-1", agent="e", refs=["a/b"])
+    await store.record_outcome("success", "RUN-2", agent="e", refs=["a/b"])
+    log_key = Keys().outcomes("a/b")
+    entry = msgpack.unpackb(sync_redis.lindex(log_key, 0))
+    entry["after"] = 0.9
+    sync_redis.lset(log_key, 0, msgpack.packb(entry))
+
+    broken = (await store.stats(verify=True)).broken
+    assert broken is not None
+    assert [(b.chain, b.version, b.kind) for b in broken] == [("outcomes", 1, "hash")]
