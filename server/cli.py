@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import msgspec
@@ -114,6 +116,56 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 1 if broken else 0
 
 
+def cmd_worker(args: argparse.Namespace) -> int:
+    from baton.queue.worker import run_maintenance
+
+    configure_logging()
+    run_maintenance(_settings(), burst=args.burst)
+    return 0
+
+
+def cmd_agent_run(args: argparse.Namespace) -> int:
+    from baton.queue.worker import AgentNotRegistered, run_agent
+
+    configure_logging()
+    settings = _settings()
+    if args.namespace:
+        settings = replace(settings, namespace=args.namespace)
+    modules = list(args.module) + [
+        module for module in os.environ.get("BATON_AGENT_MODULES", "").split(",") if module
+    ]
+    try:
+        run_agent(settings, args.name, modules, burst=args.burst)
+    except AgentNotRegistered as error:
+        print(f"baton: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def cmd_handoffs(args: argparse.Namespace) -> int:
+    from baton.server.handoffs import HandoffStore
+
+    async def run(store: FactStore) -> Any:
+        return await HandoffStore(store).list(status=args.status, to_agent=args.to,
+                                              limit=args.limit)  # fmt: skip
+
+    page = asyncio.run(_with_store(args.namespace, run))
+    if not page.packets:
+        print("no handoffs" + (f" in state {args.status}" if args.status else ""))
+        return 0
+    rows = [("ID", "STATE", "FROM", "TO", "PINS", "CREATED", "SUMMARY")]
+    rows += [
+        (p.id, p.state, p.from_agent, p.to_agent, str(len(p.pins)), p.created_at[:19],
+         p.summary if len(p.summary) <= 50 else p.summary[:47] + "...")
+        for p in page.packets
+    ]  # fmt: skip
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
+              + "  " + row[-1])  # fmt: skip
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="baton", description="Shared, versioned memory and handoffs for AI agents."
@@ -130,6 +182,27 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("down", help="stop the embedded Redis server").set_defaults(
         handler=cmd_down
     )
+
+    worker = commands.add_parser("worker", help="run the periodic sweeps (leases, expiry, repair)")
+    worker.add_argument("--burst", action="store_true", help="sweep once and exit")
+    worker.set_defaults(handler=cmd_worker)
+
+    agent = commands.add_parser("agent", help="run an agent's handler on its queue")
+    agent_commands = agent.add_subparsers(dest="agent_command", required=True)
+    run = agent_commands.add_parser("run", help="start an RQ worker on NAME's queue")
+    run.add_argument("name", help="the agent id whose packets to handle")
+    run.add_argument("--module", "-m", action="append", default=[],
+                     help="module that registers the handler with @agent(NAME); repeatable")
+    run.add_argument("--burst", action="store_true", help="handle what is queued, then exit")
+    run.add_argument("--namespace", default=None, help="default: BATON_NAMESPACE or 'default'")
+    run.set_defaults(handler=cmd_agent_run)
+
+    handoffs = commands.add_parser("handoffs", help="list handoff packets as a table")
+    handoffs.add_argument("--status", choices=["queued", "claimed", "done", "failed", "expired"])
+    handoffs.add_argument("--to", default=None, help="only packets for this agent")
+    handoffs.add_argument("--limit", type=int, default=50)
+    handoffs.add_argument("--namespace", default=None)
+    handoffs.set_defaults(handler=cmd_handoffs)
 
     for name, handler, text in (
         ("stats", cmd_stats, "counts and average confidence"),

@@ -35,6 +35,20 @@ class NotFound(BatonError):
     title = "Not found"
 
 
+class Forbidden(BatonError):
+    """The caller is not the agent allowed to do this (e.g. another agent's packet)."""
+
+    status_code = 403
+    title = "Forbidden"
+
+
+class StateConflict(BatonError):
+    """A packet is not in a state that allows the transition asked for."""
+
+    status_code = 409
+    title = "Wrong state"
+
+
 class VersionConflict(BatonError):
     """The caller expected another current version; nothing was written."""
 

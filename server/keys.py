@@ -10,9 +10,21 @@ Layout (``<ns>`` is the namespace, ``<ref>`` a validated ref such as ``listing/5
     baton:<ns>:agents                    set   agent ids that wrote to the namespace
     baton:<ns>:session:{<sid>}           hash  session metadata
     baton:<ns>:session:{<sid>}:touched   hash  ref -> version the session last read or wrote
+    baton:<ns>:handoffs                  zset  every packet id, scored by creation time (µs)
+    baton:<ns>:handoff-inbox             hash  packet id -> receiving agent (ids are unique here)
+    baton:<ns>:inboxes                   set   agents that have ever been handed a packet
+    baton:<ns>:inbox:{<agent>}:packet:<id>       hash  the packet (msgpack list fields)
+    baton:<ns>:inbox:{<agent>}:packet:<id>:log   list  its transitions (msgpack)
+    baton:<ns>:inbox:{<agent>}:queued    zset  queued packet ids by creation time (FIFO)
+    baton:<ns>:inbox:{<agent>}:claimed   zset  claimed packet ids by lease deadline
+    baton:<ns>:inbox:{<agent>}:expiring  zset  packet ids with an expiry, by expiry time
+    baton:<ns>:inbox:{<agent>}:failed    zset  failed packet ids by failure time
+    baton:<ns>:inbox:{<agent>}:all       zset  every packet for the agent, by creation time
+    baton:namespaces                     set   namespaces that have handoffs (for sweeps)
 
-The braces are Redis Cluster hash tags: every key of one record hashes to the same slot, so
-the record's Lua scripts stay atomic on a cluster too.
+The braces are Redis Cluster hash tags: every key of one record hashes to the same slot, and
+so does everything in one agent's inbox (its queues and its packets), so each Lua script
+stays atomic on a cluster too.
 """
 
 from __future__ import annotations
@@ -58,3 +70,48 @@ class Keys:
 
     def session_touched(self, session_id: str) -> str:
         return f"{self.session(session_id)}:touched"
+
+    # -- handoffs -----------------------------------------------------------------------------
+
+    @property
+    def handoffs(self) -> str:
+        return f"{self.base}:handoffs"
+
+    @property
+    def handoff_inbox(self) -> str:
+        return f"{self.base}:handoff-inbox"
+
+    @property
+    def inboxes(self) -> str:
+        return f"{self.base}:inboxes"
+
+    def inbox(self, agent: str) -> str:
+        """The common stem of every key of one agent's inbox."""
+        return f"{self.base}:inbox:{{{agent}}}"
+
+    def packet_prefix(self, agent: str) -> str:
+        return f"{self.inbox(agent)}:packet:"
+
+    def packet(self, agent: str, packet_id: str) -> str:
+        return f"{self.packet_prefix(agent)}{packet_id}"
+
+    def packet_log(self, agent: str, packet_id: str) -> str:
+        return f"{self.packet(agent, packet_id)}:log"
+
+    def queued(self, agent: str) -> str:
+        return f"{self.inbox(agent)}:queued"
+
+    def claimed(self, agent: str) -> str:
+        return f"{self.inbox(agent)}:claimed"
+
+    def expiring(self, agent: str) -> str:
+        return f"{self.inbox(agent)}:expiring"
+
+    def failed(self, agent: str) -> str:
+        return f"{self.inbox(agent)}:failed"
+
+    def inbox_all(self, agent: str) -> str:
+        return f"{self.inbox(agent)}:all"
+
+
+NAMESPACES = f"{PREFIX}:namespaces"

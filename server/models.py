@@ -80,9 +80,12 @@ class OutcomeEntry(msgspec.Struct, kw_only=True):
 
 
 class OutcomeReport(msgspec.Struct, kw_only=True):
+    """The confidence moves of one outcome, and the packet it closed, if any."""
+
     outcome: OutcomeKind
     outcome_ref: str
     moves: list[OutcomeEntry]
+    handoff: Packet | None = None
 
 
 class BrokenLink(msgspec.Struct, kw_only=True):
@@ -116,3 +119,103 @@ class Session(msgspec.Struct, kw_only=True):
     agent: str
     created_at: str
     touched: dict[str, int]
+
+
+# -- handoffs ---------------------------------------------------------------------------------
+
+PacketState = Literal["queued", "claimed", "done", "failed", "expired"]
+
+
+class Pin(msgspec.Struct, kw_only=True):
+    """A record version a packet was built on."""
+
+    ref: str
+    version: int
+
+
+class Transition(msgspec.Struct, kw_only=True):
+    """One entry of a packet's log."""
+
+    at: str
+    agent: str
+    from_state: str = msgspec.field(name="from")
+    to_state: str = msgspec.field(name="to")
+    reason: str
+
+
+class Packet(msgspec.Struct, kw_only=True):
+    """A handoff packet: what one agent leaves for another."""
+
+    id: str
+    from_agent: str = msgspec.field(name="from")
+    to_agent: str = msgspec.field(name="to")
+    summary: str
+    next: list[str]
+    open: list[str]
+    pins: list[Pin]
+    note: str | None
+    session: str | None
+    state: PacketState
+    created_at: str
+    updated_at: str
+    expires_at: str | None
+    lease_until: str | None
+    claimed_by: str | None
+    deliveries: int
+    redeliveries: int
+    error: str | None
+    log: list[Transition] | None = None
+
+
+class ResolvedPin(msgspec.Struct, kw_only=True):
+    """A pin with the pinned version's content; ``stale`` when the record has moved on."""
+
+    ref: str
+    version: int
+    current_version: int
+    stale: bool
+    value: Any
+    author: str
+    confidence: float
+    created_at: str
+
+
+class StalePin(msgspec.Struct, kw_only=True):
+    ref: str
+    pinned_version: int
+    current_version: int
+
+
+class Resumed(msgspec.Struct, kw_only=True):
+    """The answer to ``resume``: the claimed packet, or ``packet: null`` when none waits."""
+
+    agent: str
+    packet: Packet | None
+    pins: list[ResolvedPin]
+    stale: list[StalePin]
+    lease_until: str | None
+    message: str
+
+
+class PacketPage(msgspec.Struct, kw_only=True):
+    packets: list[Packet]
+    next_cursor: str | None
+
+
+class AgentSummary(msgspec.Struct, kw_only=True):
+    """An agent's inbox at a glance."""
+
+    agent: str
+    queued: int
+    claimed: int
+    failed: int
+    oldest_queued_age_seconds: float | None
+
+
+class SweepReport(msgspec.Struct, kw_only=True):
+    """What one maintenance sweep did."""
+
+    requeued: list[str]
+    failed: list[str]
+    expired: list[str]
+    repaired: list[str]

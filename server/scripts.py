@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from redis.asyncio import Redis
+
 # KEYS[1] record head hash
 # KEYS[2] the new version's hash key
 # KEYS[3] the current version's hash key (unused when the record is new)
@@ -67,3 +69,186 @@ redis.call('HSET', KEYS[1], 'confidence', ARGV[3], 'outcome_hash', ARGV[5])
 redis.call('HINCRBY', KEYS[1], ARGV[4], 1)
 return {1, redis.call('RPUSH', KEYS[2], ARGV[6])}
 """
+
+# -- handoff packets --------------------------------------------------------------------------
+# Every script below touches one agent's inbox only (one hash slot). Packet keys are built
+# from the inbox's packet-key prefix, which carries the same hash tag.
+
+# Shared by the packet scripts: move a packet to a new state and append the transition
+# (time, agent, from-state, to-state, reason) to its log.
+_MOVE: Final = """
+local function move(packet, to, agent, reason, at)
+  local from = redis.call('HGET', packet, 'state') or 'new'
+  redis.call('HSET', packet, 'state', to, 'updated_at', at)
+  redis.call('RPUSH', packet .. ':log',
+             cmsgpack.pack({at = at, agent = agent, from = from, to = to, reason = reason}))
+end
+"""
+
+# KEYS[1] packet hash   KEYS[2] inbox queued   KEYS[3] inbox expiring   KEYS[4] inbox all
+# ARGV[1] packet id     ARGV[2] created (µs)   ARGV[3] expires (µs) or ""
+# ARGV[4] created_at    ARGV[5] sender         ARGV[6..] field/value pairs of the packet
+CREATE_PACKET: Final = _MOVE + """
+redis.call('HSET', KEYS[1], unpack(ARGV, 6))
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
+redis.call('ZADD', KEYS[4], ARGV[2], ARGV[1])
+if ARGV[3] ~= '' then
+  redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
+end
+move(KEYS[1], 'queued', ARGV[5], 'handed off', ARGV[4])
+return 1
+"""
+
+# KEYS[1] inbox queued  KEYS[2] inbox claimed  KEYS[3] inbox expiring  KEYS[4] packet prefix
+# ARGV[1] packet id, or "" for the oldest queued one
+# ARGV[2] now (µs)      ARGV[3] now (ISO)      ARGV[4] lease end (µs)  ARGV[5] lease end (ISO)
+# ARGV[6] claimant      ARGV[7] reason     ARGV[8] the claiming RQ job's id, "" for a pull
+# Returns {1, id, packet fields...}; {} when nothing is queued; {0, state} when the packet
+# asked for is not queued (claimed by someone else, settled, or just expired). The RQ job
+# holding a claim may claim again (its retry after the handler raised).
+# Queued packets whose expiry has passed are expired on the way instead of being claimed.
+CLAIM_PACKET: Final = _MOVE + """
+local now = tonumber(ARGV[2])
+while true do
+  local id = ARGV[1]
+  if id == '' then
+    local first = redis.call('ZRANGE', KEYS[1], 0, 0)
+    if #first == 0 then
+      return {}
+    end
+    id = first[1]
+  elseif not redis.call('ZSCORE', KEYS[1], id) then
+    local held = KEYS[4] .. id
+    local state = redis.call('HGET', held, 'state') or ''
+    if state == 'claimed' and ARGV[8] ~= '' and redis.call('HGET', held, 'job') == ARGV[8] then
+      -- the same worker job, retried by RQ after its handler raised: renew its claim
+      redis.call('ZADD', KEYS[2], ARGV[4], id)
+      redis.call('HINCRBY', held, 'deliveries', 1)
+      redis.call('HSET', held, 'lease_until', ARGV[5])
+      move(held, 'claimed', ARGV[6], 'retry', ARGV[3])
+      return {1, id, redis.call('HGETALL', held)}
+    end
+    return {0, state}
+  end
+  local packet = KEYS[4] .. id
+  redis.call('ZREM', KEYS[1], id)
+  local expires = tonumber(redis.call('HGET', packet, 'expires_us') or '')
+  if expires and expires <= now then
+    redis.call('ZREM', KEYS[3], id)
+    move(packet, 'expired', '', 'expired before it was claimed', ARGV[3])
+    if ARGV[1] ~= '' then
+      return {0, 'expired'}
+    end
+  else
+    redis.call('ZADD', KEYS[2], ARGV[4], id)
+    redis.call('HINCRBY', packet, 'deliveries', 1)
+    redis.call('HSET', packet, 'claimed_by', ARGV[6], 'lease_until', ARGV[5], 'job', ARGV[8])
+    move(packet, 'claimed', ARGV[6], ARGV[7], ARGV[3])
+    return {1, id, redis.call('HGETALL', packet)}
+  end
+end
+"""
+
+# KEYS[1] packet hash   KEYS[2] inbox queued   KEYS[3] inbox claimed
+# KEYS[4] inbox failed  KEYS[5] inbox expiring
+# ARGV[1] packet id     ARGV[2] from-state it must be in     ARGV[3] to-state
+# ARGV[4] acting agent; when not "" and the packet is claimed, it must be the claimant
+# ARGV[5] reason        ARGV[6] now (ISO)      ARGV[7] now (µs)       ARGV[8] error text or ""
+# Returns {1, from, job_seq}; {-1} unknown packet; {0, state} wrong state;
+# {-2, claimant} when another agent holds the claim.
+SETTLE_PACKET: Final = _MOVE + """
+local state = redis.call('HGET', KEYS[1], 'state')
+if not state then
+  return {-1}
+end
+if state ~= ARGV[2] then
+  return {0, state}
+end
+local claimant = redis.call('HGET', KEYS[1], 'claimed_by') or ''
+if ARGV[4] ~= '' and state == 'claimed' and claimant ~= ARGV[4] then
+  return {-2, claimant}
+end
+local to = ARGV[3]
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('ZREM', KEYS[4], ARGV[1])
+redis.call('HDEL', KEYS[1], 'lease_until')
+if ARGV[8] ~= '' then
+  redis.call('HSET', KEYS[1], 'error', ARGV[8])
+end
+if to == 'queued' then
+  redis.call('ZADD', KEYS[2], redis.call('HGET', KEYS[1], 'created_us'), ARGV[1])
+  redis.call('HINCRBY', KEYS[1], 'job_seq', 1)
+else
+  redis.call('ZREM', KEYS[5], ARGV[1])
+  if to == 'failed' then
+    redis.call('ZADD', KEYS[4], ARGV[7], ARGV[1])
+  end
+end
+move(KEYS[1], to, ARGV[4], ARGV[5], ARGV[6])
+return {1, state, redis.call('HGET', KEYS[1], 'job_seq')}
+"""
+
+# KEYS[1] inbox claimed KEYS[2] inbox queued   KEYS[3] inbox failed   KEYS[4] packet prefix
+# KEYS[5] inbox expiring
+# ARGV[1] now (µs)      ARGV[2] now (ISO)      ARGV[3] max deliveries ARGV[4] batch size
+# Returns {requeued ids, failed ids}: leases that ran out go back to the queue (front
+# position kept, redelivery counted) or, after max deliveries, to failed.
+EXPIRE_LEASES: Final = _MOVE + """
+local requeued, failed = {}, {}
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[4])
+for _, id in ipairs(due) do
+  local packet = KEYS[4] .. id
+  redis.call('ZREM', KEYS[1], id)
+  redis.call('HDEL', packet, 'lease_until')
+  if tonumber(redis.call('HGET', packet, 'deliveries') or '0') >= tonumber(ARGV[3]) then
+    redis.call('HSET', packet, 'error', 'max deliveries')
+    redis.call('ZADD', KEYS[3], ARGV[1], id)
+    redis.call('ZREM', KEYS[5], id)
+    move(packet, 'failed', '', 'max deliveries', ARGV[2])
+    table.insert(failed, id)
+  else
+    redis.call('HINCRBY', packet, 'redeliveries', 1)
+    redis.call('HINCRBY', packet, 'job_seq', 1)
+    redis.call('ZADD', KEYS[2], redis.call('HGET', packet, 'created_us'), id)
+    move(packet, 'queued', '', 'lease expired', ARGV[2])
+    table.insert(requeued, id)
+  end
+end
+return {requeued, failed}
+"""
+
+# KEYS[1] inbox expiring  KEYS[2] inbox queued  KEYS[3] packet prefix
+# ARGV[1] now (µs)        ARGV[2] now (ISO)     ARGV[3] batch size
+# Returns the ids expired: queued packets past their expiry. A claimed packet keeps its
+# entry, so that it can still expire if it is released back to the queue.
+EXPIRE_PACKETS: Final = _MOVE + """
+local expired = {}
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[3])
+for _, id in ipairs(due) do
+  local packet = KEYS[3] .. id
+  local state = redis.call('HGET', packet, 'state')
+  if state == 'queued' then
+    redis.call('ZREM', KEYS[2], id)
+    move(packet, 'expired', '', 'expired before it was claimed', ARGV[2])
+    table.insert(expired, id)
+  end
+  if state ~= 'claimed' then
+    redis.call('ZREM', KEYS[1], id)
+  end
+end
+return expired
+"""
+
+
+class Scripts:
+    """Every script registered once on one client (redis-py reloads them after NOSCRIPT)."""
+
+    def __init__(self, redis: Redis) -> None:
+        self.remember = redis.register_script(REMEMBER)
+        self.recall = redis.register_script(RECALL)
+        self.record_outcome = redis.register_script(RECORD_OUTCOME)
+        self.create_packet = redis.register_script(CREATE_PACKET)
+        self.claim_packet = redis.register_script(CLAIM_PACKET)
+        self.settle_packet = redis.register_script(SETTLE_PACKET)
+        self.expire_leases = redis.register_script(EXPIRE_LEASES)
+        self.expire_packets = redis.register_script(EXPIRE_PACKETS)

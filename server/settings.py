@@ -24,6 +24,21 @@ class Limits:
     max_tags: int = 32
     max_tag_length: int = 64
     max_page_size: int = 500
+    max_summary_length: int = 2000
+    max_steps: int = 50
+    max_step_length: int = 1000
+    max_pins: int = 200
+
+
+@dataclass(frozen=True)
+class HandoffPolicy:
+    """Leases, redelivery and retries of handoff packets."""
+
+    lease_seconds: float = 15 * 60
+    max_deliveries: int = 5
+    handler_tries: int = 3
+    retry_intervals: tuple[int, ...] = (5, 30)
+    sweep_seconds: int = 5
 
 
 @dataclass(frozen=True)
@@ -36,12 +51,21 @@ class Settings:
     namespace: str = "default"
     host: str = "127.0.0.1"
     port: int = 8765
+    queue_url: str | None = None
+    api_url: str | None = None
     limits: Limits = field(default_factory=Limits)
+    handoffs: HandoffPolicy = field(default_factory=HandoffPolicy)
+
+    @property
+    def base_url(self) -> str:
+        """Where agents reach the API: ``BATON_URL``, else this host and port."""
+        return self.api_url or f"http://{self.host}:{self.port}"
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
         """Read ``BATON_REDIS_URL``, ``BATON_DATA_DIR``, ``BATON_APPENDFSYNC``, ``BATON_NAMESPACE``,
-        ``BATON_HOST``, ``BATON_PORT`` and ``BATON_MAX_VALUE_BYTES``."""
+        ``BATON_HOST``, ``BATON_PORT``, ``BATON_URL``, ``BATON_QUEUE_URL``,
+        ``BATON_MAX_VALUE_BYTES`` and the handoff policy variables."""
         env = os.environ if environ is None else environ
         appendfsync = env.get("BATON_APPENDFSYNC", "everysec")
         if appendfsync not in APPENDFSYNC_CHOICES:
@@ -57,7 +81,28 @@ class Settings:
             namespace=env.get("BATON_NAMESPACE", "default"),
             host=env.get("BATON_HOST", "127.0.0.1"),
             port=int(env.get("BATON_PORT", "8765")),
+            queue_url=env.get("BATON_QUEUE_URL") or None,
+            api_url=env.get("BATON_URL") or None,
             limits=Limits(
                 max_value_bytes=int(env.get("BATON_MAX_VALUE_BYTES", str(Limits.max_value_bytes)))
             ),
+            handoffs=HandoffPolicy(
+                lease_seconds=float(env.get("BATON_LEASE_SECONDS", HandoffPolicy.lease_seconds)),
+                max_deliveries=int(env.get("BATON_MAX_DELIVERIES", HandoffPolicy.max_deliveries)),
+                handler_tries=int(env.get("BATON_HANDLER_TRIES", HandoffPolicy.handler_tries)),
+                retry_intervals=_intervals(env.get("BATON_RETRY_INTERVALS")),
+                sweep_seconds=int(env.get("BATON_SWEEP_SECONDS", HandoffPolicy.sweep_seconds)),
+            ),
         )
+
+
+def _intervals(raw: str | None) -> tuple[int, ...]:
+    """``"5,30"`` -> (5, 30): seconds to wait before each retry of a failing handler."""
+    if not raw:
+        return HandoffPolicy.retry_intervals
+    try:
+        return tuple(int(part) for part in raw.split(","))
+    except ValueError:
+        raise ValueError(
+            f"BATON_RETRY_INTERVALS must be whole seconds separated by commas, got {raw!r}"
+        ) from None

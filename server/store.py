@@ -9,15 +9,15 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgpack
 from redis.asyncio import Redis
 
 from baton.server import confidence as confidence_rules
-from baton.server import scripts
+from baton.server.scripts import Scripts
 from baton.server.errors import InvalidInput, NotFound, StoreUnavailable, TooLarge, VersionConflict
 from baton.server.integrity import (
     GENESIS_HASH,
@@ -41,7 +41,7 @@ from baton.server.models import (
     Session,
     Stats,
 )
-from baton.server.settings import Limits
+from baton.server.settings import HandoffPolicy, Limits
 from baton.server.validation import (
     check_agent,
     check_confidence,
@@ -50,6 +50,9 @@ from baton.server.validation import (
     check_session_id,
     check_tags,
 )
+
+if TYPE_CHECKING:
+    from baton.server.handoffs import Dispatcher
 
 # Optimistic writes retry when another writer moved the head first; someone always wins,
 # so this bound is only reached under pathological contention on one record.
@@ -78,18 +81,17 @@ def _unpack(raw: bytes) -> Any:
 
 @dataclass(frozen=True)
 class Backend:
-    """What every store view shares: the Redis client, its scripts, the limits."""
+    """What every store view shares: the Redis client, its scripts, the limits, and the
+    dispatcher that puts handoff packets on the receivers' RQ queues."""
 
     redis: Redis
     limits: Limits
+    dispatcher: Dispatcher | None = None
+    policy: HandoffPolicy = field(default_factory=HandoffPolicy)
+    scripts: Scripts = field(init=False)
 
     def __post_init__(self) -> None:
-        # Registered once per client (the sha is computed once; redis-py reloads on NOSCRIPT).
-        object.__setattr__(self, "remember_script", self.redis.register_script(scripts.REMEMBER))
-        object.__setattr__(self, "recall_script", self.redis.register_script(scripts.RECALL))
-        object.__setattr__(
-            self, "outcome_script", self.redis.register_script(scripts.RECORD_OUTCOME)
-        )
+        object.__setattr__(self, "scripts", Scripts(self.redis))
 
     def store(self, namespace: str = "default") -> FactStore:
         return FactStore(self, namespace)
@@ -174,7 +176,7 @@ class FactStore:
                 "prev_hash": prev_hash,
                 "confidence": repr(confidence),
             }
-            applied, at = await self.backend.remember_script(  # type: ignore[attr-defined]
+            applied, at = await self.backend.scripts.remember(
                 keys=[head_key, self.keys.version(ref, new), self.keys.version(ref, current)],
                 args=[current, new_hash, repr(confidence), created_at, agent,
                       *[item for pair in fields.items() for item in pair]],
@@ -186,7 +188,7 @@ class FactStore:
             raise StoreUnavailable(f"{ref}: too many concurrent writers, try again", ref=ref)
 
         if session is not None:
-            await self._touch(session, agent, {ref: new})
+            await self.touch(session, agent, {ref: new})
         return Remembered(
             ref=ref,
             version=new,
@@ -301,7 +303,7 @@ class FactStore:
             }
             entry_hash = digest(body)
             counter = "successes" if outcome == "success" else "failures"
-            applied, *_ = await self.backend.outcome_script(  # type: ignore[attr-defined]
+            applied, *_ = await self.backend.scripts.record_outcome(
                 keys=[head_key, log_key],
                 args=[body["version"], length, repr(body["after"]), counter, entry_hash,
                       msgpack.packb({**body, "hash": entry_hash})],
@@ -337,13 +339,13 @@ class FactStore:
                 ref=ref, version=version, current_version=found,
             )  # fmt: skip
         if session is not None:
-            await self._touch(check_session_id(session), agent or "anonymous",
+            await self.touch(check_session_id(session), agent or "anonymous",
                               {ref: found.version})  # fmt: skip
         return found
 
     async def _read(self, ref: str, version: int | None) -> RecordVersion | int | None:
         """One round trip: the version, the current version number if it is missing, or None."""
-        reply = await self.backend.recall_script(  # type: ignore[attr-defined]
+        reply = await self.backend.scripts.recall(
             keys=[self.keys.head(ref), self.keys.version(ref, 0)[:-1]],
             args=["" if version is None else version],
         )
@@ -402,7 +404,7 @@ class FactStore:
         records: list[RecordVersion] = []
         last = cursor
         async for batch in self._candidate_refs(scope, tag_list, tags_mode, cursor):
-            for ref, record in zip(batch, await self._read_many(batch), strict=True):
+            for ref, record in zip(batch, await self.read_versions([(ref, None) for ref in batch]), strict=True):
                 last = ref
                 if record is None:
                     continue
@@ -458,16 +460,20 @@ class FactStore:
             yield refs
             low = f"({refs[-1]}"
 
-    async def _read_many(self, refs: list[str]) -> list[RecordVersion | None]:
+    async def read_versions(
+        self, wanted: Sequence[tuple[str, int | None]]
+    ) -> list[RecordVersion | None]:
+        """Many (ref, version or None for current) reads in one pipelined round trip;
+        None where the record or version does not exist."""
         pipe = self.redis.pipeline(transaction=False)
-        for ref in refs:
-            await self.backend.recall_script(  # type: ignore[attr-defined]
-                keys=[self.keys.head(ref), self.keys.version(ref, 0)[:-1]], args=[""],
-                client=pipe,
+        for ref, version in wanted:
+            await self.backend.scripts.recall(
+                keys=[self.keys.head(ref), self.keys.version(ref, 0)[:-1]],
+                args=["" if version is None else version], client=pipe,
             )  # fmt: skip
         replies = await pipe.execute()
         found: list[RecordVersion | None] = []
-        for ref, reply in zip(refs, replies, strict=True):
+        for (ref, _), reply in zip(wanted, replies, strict=True):
             if not reply or not reply[1]:
                 found.append(None)
                 continue
@@ -604,7 +610,7 @@ class FactStore:
         """Start a session for ``agent``; its reads and writes are remembered as touched."""
         agent = check_agent(agent)
         session_id = f"s_{secrets.token_hex(8)}"
-        await self._touch(session_id, agent, {})
+        await self.touch(session_id, agent, {})
         return await self.session(session_id)
 
     async def session(self, session_id: str) -> Session:
@@ -622,7 +628,7 @@ class FactStore:
             touched={ref.decode(): int(version) for ref, version in touched.items()},
         )
 
-    async def _touch(self, session_id: str, agent: str, seen: dict[str, int]) -> None:
+    async def touch(self, session_id: str, agent: str, seen: dict[str, int]) -> None:
         """Record what a session saw; a session id used for the first time is created."""
         key = self.keys.session(session_id)
         pipe = self.redis.pipeline(transaction=False)

@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
@@ -19,6 +20,9 @@ from baton.server.connection import async_redis
 from baton.server.embedded import EmbeddedServer
 from baton.server.settings import Limits
 from baton.server.store import Backend, FactStore
+
+if TYPE_CHECKING:
+    from baton.server.handoffs import HandoffStore
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -114,3 +118,37 @@ def http(api_url: str, redis_url: str) -> Iterator[httpx.Client]:
     """An HTTP client for the running API (the store is flushed before each test)."""
     with httpx.Client(base_url=api_url, headers={"X-Baton-Agent": "tester"}) as client:
         yield client
+
+
+@pytest.fixture
+async def dispatching_backend(redis_url: str) -> AsyncIterator[Backend]:
+    """A backend that also enqueues RQ jobs, as the API server does."""
+    from baton.queue.dispatch import RQDispatcher
+    from baton.server.connection import sync_redis
+    from baton.server.settings import HandoffPolicy
+
+    client = async_redis(redis_url)
+    queue_connection = sync_redis(redis_url)
+    policy = HandoffPolicy(retry_intervals=(0,))
+    yield Backend(client, Limits(), RQDispatcher(queue_connection, policy), policy)
+    await client.aclose()
+    queue_connection.close()
+
+
+@pytest.fixture
+def handoffs(dispatching_backend: Backend) -> "HandoffStore":
+    from baton.server.handoffs import HandoffStore
+
+    return HandoffStore(dispatching_backend.store("default"))
+
+
+def baton_process(
+    *args: str, redis_url: str, api_url: str | None = None, **env: str
+) -> subprocess.Popen[str]:
+    """Start ``baton ARGS`` as its own process against the test server."""
+    environment = {**os.environ, "BATON_REDIS_URL": redis_url, "BATON_RETRY_INTERVALS": "0",
+                   **({"BATON_URL": api_url} if api_url else {}), **env}  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "baton.server.cli", *args], env=environment, cwd=REPO,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip

@@ -12,11 +12,13 @@ from litestar.di import Provide
 from litestar.openapi.config import OpenAPIConfig
 from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
 
-from baton.server.api.deps import provide_caller, provide_store
+from baton.queue.dispatch import RQDispatcher
+from baton.server.api.deps import provide_caller, provide_handoffs, provide_store
+from baton.server.api.handoffs import HandoffController
 from baton.server.api.middleware import request_logging
 from baton.server.api.problems import EXCEPTION_HANDLERS
 from baton.server.api.records import RecordController
-from baton.server.connection import async_redis, redis_url
+from baton.server.connection import async_redis, queue_url, redis_url, sync_redis
 from baton.server.settings import Settings
 from baton.server.store import Backend
 
@@ -42,15 +44,19 @@ def create_app(settings: Settings | None = None) -> Litestar:
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         client = async_redis(redis_url(settings))
-        app.state.backend = Backend(client, settings.limits)
+        queue_connection = sync_redis(queue_url(settings))
+        dispatcher = RQDispatcher(queue_connection, settings.handoffs)
+        app.state.backend = Backend(client, settings.limits, dispatcher, settings.handoffs)
         try:
             yield
         finally:
             await client.aclose()
+            queue_connection.close()
 
     return Litestar(
-        route_handlers=[RecordController, healthz, readyz],
+        route_handlers=[RecordController, HandoffController, healthz, readyz],
         dependencies={"store": Provide(provide_store, sync_to_thread=False),
+                      "handoffs": Provide(provide_handoffs, sync_to_thread=False),
                       "caller": Provide(provide_caller, sync_to_thread=False)},
         exception_handlers=EXCEPTION_HANDLERS,
         middleware=[request_logging],

@@ -8,6 +8,7 @@ from typing import Any
 from litestar import Request
 from litestar.datastructures import State
 
+from baton.server.handoffs import HandoffStore
 from baton.server.store import Backend, FactStore
 from baton.server.validation import check_agent, check_session_id
 
@@ -28,6 +29,10 @@ class Caller:
 def provide_store(request: Request[Any, Any, Any], state: State) -> FactStore:
     backend: Backend = state.backend
     return FactStore(backend, request.headers.get(NAMESPACE_HEADER, state.namespace))
+
+
+def provide_handoffs(store: FactStore) -> HandoffStore:
+    return HandoffStore(store)
 
 
 def provide_caller(request: Request[Any, Any, Any]) -> Caller:

@@ -20,6 +20,7 @@ from baton.server.models import (
     Session,
     Stats,
 )
+from baton.server.handoffs import HandoffStore
 from baton.server.store import FactStore
 
 
@@ -40,6 +41,7 @@ class OutcomeBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     outcome_ref: str
     refs: list[str] | None = None
     note: str | None = None
+    handoff_id: str | None = None
 
 
 # "scope" is reserved by Litestar for the ASGI scope, so the Python name differs.
@@ -106,11 +108,11 @@ class RecordController(Controller):
 
     @post("/outcomes", summary="Record an outcome: move the confidence of the records it was about")
     async def record_outcome(
-        self, data: OutcomeBody, store: FactStore, caller: Caller
+        self, data: OutcomeBody, handoffs: HandoffStore, caller: Caller
     ) -> OutcomeReport:
-        return await store.record_outcome(
+        return await handoffs.record_outcome(
             data.outcome, data.outcome_ref, agent=caller.agent, refs=data.refs,
-            session=caller.session, note=data.note,
+            session=caller.session, note=data.note, handoff_id=data.handoff_id,
         )  # fmt: skip
 
     @get("/stats", summary="Counts, average confidence and, with verify, a full chain check")

@@ -1,0 +1,69 @@
+"""Putting handoff packets on RQ queues: one queue per receiving agent.
+
+RQ jobs carry only ``(namespace, agent, packet_id)``; the packet itself lives in the agent's
+inbox in Redis, and the job claims it through the same claim path as ``resume``. RQ's
+default serializer is kept so that RQ's own tools (``rq info``, ``rq requeue``) work as is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import redis
+from rq import Queue, Retry
+from rq.exceptions import NoSuchJobError
+from rq.job import Job
+
+from baton.server.handoffs import job_id
+from baton.server.settings import HandoffPolicy
+
+DELIVER = "baton.queue.jobs.deliver_packet"
+SWEEP = "baton.queue.jobs.sweep"
+MAINTENANCE_QUEUE = "baton-maintenance"
+# Finished jobs are kept an hour (visible in rq info); failed ones a week (our dead letter).
+RESULT_TTL = 3600
+FAILURE_TTL = 7 * 24 * 3600
+
+
+def queue_name(namespace: str, agent: str) -> str:
+    """The RQ queue of one agent, e.g. ``baton:default:executor``."""
+    return f"baton:{namespace}:{agent}"
+
+
+class RQDispatcher:
+    """The RQ side of handoffs, on a plain (binary, non-cluster) Redis connection."""
+
+    def __init__(self, connection: redis.Redis, policy: HandoffPolicy) -> None:
+        self.connection = connection
+        self.policy = policy
+
+    def queue(self, namespace: str, agent: str) -> Queue:
+        return Queue(queue_name(namespace, agent), connection=self.connection)
+
+    def enqueue(self, namespace: str, agent: str, packet_id: str, seq: int) -> None:
+        """Ask a worker of ``agent`` to deliver the packet (idempotent per ``seq``)."""
+        retries = max(self.policy.handler_tries - 1, 0)
+        self.queue(namespace, agent).enqueue(
+            DELIVER,
+            namespace,
+            agent,
+            packet_id,
+            job_id=job_id(namespace, packet_id, seq),
+            job_timeout=int(self.policy.lease_seconds),
+            retry=Retry(max=retries, interval=list(self.policy.retry_intervals)) if retries else None,
+            result_ttl=RESULT_TTL,
+            failure_ttl=FAILURE_TTL,
+        )
+
+    def discard(self, namespace: str, packet_id: str, seq: int) -> None:
+        """Drop a job whose packet was claimed by ``resume``, so queue depths stay true."""
+        try:
+            Job.fetch(job_id(namespace, packet_id, seq), connection=self.connection).delete()
+        except NoSuchJobError:
+            pass
+
+    def missing(self, namespace: str, jobs: Sequence[tuple[str, int]]) -> list[int]:
+        pipe = self.connection.pipeline(transaction=False)
+        for packet_id, seq in jobs:
+            pipe.exists(Job.key_for(job_id(namespace, packet_id, seq)))
+        return [index for index, exists in enumerate(pipe.execute()) if not exists]

@@ -1,0 +1,67 @@
+"""RQ job functions. RQ stores their dotted paths (``baton.queue.jobs.…``), so workers must
+import them through the ``baton`` package, never as a top-level ``queue`` module."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+from rq import get_current_job
+
+from baton.agents.client import BatonClient
+from baton.agents.runtime import handler_for
+from baton.queue.context import worker_context
+
+log = structlog.get_logger("baton.worker")
+
+
+def deliver_packet(namespace: str, agent: str, packet_id: str) -> dict[str, Any]:
+    """Claim one packet for ``agent``, run its handler, and settle the packet.
+
+    The claim goes through the same script as ``resume``: if the packet was already claimed
+    (by a pull, or by another job), this job does nothing. When the handler raises, the
+    packet stays claimed by this job and RQ retries it; on the last try it is failed.
+    """
+    context = worker_context()
+    job = get_current_job()
+    job_id = job.id if job is not None else ""
+    handoffs = context.handoffs(namespace)
+    resumed = context.run(handoffs.claim_for_job(agent, packet_id, job_id))
+    if resumed.packet is None:
+        log.info("packet skipped", packet=packet_id, agent=agent, reason=resumed.message)
+        return {"packet": packet_id, "handled": False, "reason": resumed.message}
+
+    handler = handler_for(agent)
+    try:
+        if handler is None:
+            raise LookupError(f"no handler is registered for agent {agent!r} in this worker")
+        with BatonClient(
+            context.settings.base_url, agent=agent, namespace=namespace
+        ) as client:
+            handler(resumed, client)
+    except Exception as error:
+        last_try = job is None or not job.retries_left
+        log.warning("handler failed", packet=packet_id, agent=agent, error=repr(error),
+                    last_try=last_try)  # fmt: skip
+        if last_try:
+            context.run(handoffs.fail(packet_id, agent, f"{type(error).__name__}: {error}"))
+        raise
+    packet = context.run(handoffs.complete(packet_id, agent, reason="handler returned"))
+    log.info("packet handled", packet=packet_id, agent=agent, deliveries=packet.deliveries)
+    return {"packet": packet_id, "handled": True}
+
+
+def sweep() -> dict[str, Any]:
+    """Expire leases and packets and repair missing jobs, in every namespace."""
+    context = worker_context()
+    totals: dict[str, Any] = {}
+    for namespace in context.namespaces():
+        report = context.run(context.handoffs(namespace).sweep())
+        if report.requeued or report.failed or report.expired or report.repaired:
+            log.info("sweep", namespace=namespace, requeued=report.requeued,
+                     failed=report.failed, expired=report.expired, repaired=report.repaired)  # fmt: skip
+        totals[namespace] = {
+            "requeued": len(report.requeued), "failed": len(report.failed),
+            "expired": len(report.expired), "repaired": len(report.repaired),
+        }  # fmt: skip
+    return totals

@@ -1,0 +1,599 @@
+"""Handoff packets: written into the receiver's inbox, claimed by ``resume`` (pull) or by an
+RQ job on the receiver's queue (push), settled by the claimant, swept when leases run out.
+
+State machine::
+
+    queued -> claimed -> done | failed
+    claimed -> queued          (release, lease expiry, front position kept)
+    queued -> expired          (expires_in passed before anyone claimed it)
+    claimed -> failed          (max deliveries reached on lease expiry)
+
+Every transition is one Lua script on the receiver's inbox slot and is appended to the
+packet's log. The inbox is the single source of truth: an RQ job only *asks* to claim its
+packet, so a packet claimed by ``resume`` is never also run by a worker, and vice versa.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any, Protocol
+
+import anyio.to_thread
+import msgpack
+import msgspec
+
+from baton.server.errors import Forbidden, InvalidInput, NotFound, StateConflict
+from baton.server.keys import NAMESPACES, Keys
+from baton.server.models import (
+    AgentSummary,
+    OutcomeKind,
+    OutcomeReport,
+    Packet,
+    PacketPage,
+    PacketState,
+    Pin,
+    ResolvedPin,
+    Resumed,
+    StalePin,
+    SweepReport,
+    Transition,
+)
+from baton.server.store import BATCH, FactStore, _pairs, _unpack
+from baton.server.validation import check_agent, check_ref, check_session_id
+
+PACKET_STATES: tuple[PacketState, ...] = ("queued", "claimed", "done", "failed", "expired")
+MAX_NOTE = 4000
+MAX_ID_ATTEMPTS = 20
+# A queued packet whose RQ job is missing this long after its last transition is repaired.
+REPAIR_AFTER_SECONDS = 30
+
+
+class Dispatcher(Protocol):
+    """Puts packets on the receivers' RQ queues (implemented in ``baton.queue.dispatch``)."""
+
+    def enqueue(self, namespace: str, agent: str, packet_id: str, seq: int) -> None: ...
+
+    def discard(self, namespace: str, packet_id: str, seq: int) -> None: ...
+
+    def missing(self, namespace: str, jobs: Sequence[tuple[str, int]]) -> list[int]:
+        """Indexes of the (packet id, seq) pairs that have no RQ job."""
+        ...
+
+
+def _now() -> tuple[int, str]:
+    micros = time.time_ns() // 1000
+    stamp = datetime.fromtimestamp(micros / 1e6, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return micros, stamp
+
+
+def _iso(micros: int) -> str:
+    return datetime.fromtimestamp(micros / 1e6, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _text_list(items: object, field: str, max_items: int, max_length: int) -> list[str]:
+    if not isinstance(items, list | tuple) or not all(isinstance(item, str) for item in items):
+        raise InvalidInput(field, "must be a list of strings")
+    if len(items) > max_items:
+        raise InvalidInput(field, f"has {len(items)} items; the limit is {max_items}")
+    for index, item in enumerate(items):
+        if not item.strip() or len(item) > max_length:
+            raise InvalidInput(f"{field}[{index}]", f"must be 1-{max_length} characters")
+    return list(items)
+
+
+def job_id(namespace: str, packet_id: str, seq: int) -> str:
+    """The RQ job id for one delivery attempt of a packet (letters, digits, '-', '_')."""
+    return f"baton-{namespace}-{packet_id}-{seq}"
+
+
+class HandoffStore:
+    """Handoff packets of one namespace."""
+
+    def __init__(self, facts: FactStore) -> None:
+        self.facts = facts
+        self.backend = facts.backend
+        self.redis = facts.redis
+        self.scripts = facts.backend.scripts
+        self.limits = facts.limits
+        self.policy = facts.backend.policy
+        self.namespace = facts.namespace
+        self.keys: Keys = facts.keys
+
+    # -- writing a packet ---------------------------------------------------------------------
+
+    async def handoff(
+        self,
+        *,
+        from_agent: str,
+        to_agent: str,
+        summary: str,
+        next_steps: Sequence[str] = (),
+        open_questions: Sequence[str] = (),
+        pins: Sequence[dict[str, Any] | Pin] | None = None,
+        expires_in: float | None = None,
+        note: str | None = None,
+        session: str | None = None,
+    ) -> Packet:
+        """Put a packet in ``to_agent``'s inbox and on its RQ queue.
+
+        ``pins`` are ``{ref, version}``; a pin without a version means the current version
+        now. With ``pins`` omitted, every record ``session`` touched is pinned at the version
+        that session last saw (no session: no pins).
+        """
+        from_agent = check_agent(from_agent, field="from")
+        to_agent = check_agent(to_agent, field="to")
+        session = None if session is None else check_session_id(session)
+        if not isinstance(summary, str) or not summary.strip():
+            raise InvalidInput("summary", "is required: one line on what is being handed over")
+        if len(summary) > self.limits.max_summary_length:
+            raise InvalidInput(
+                "summary", f"is longer than {self.limits.max_summary_length} characters"
+            )
+        steps = _text_list(
+            list(next_steps), "next", self.limits.max_steps, self.limits.max_step_length
+        )
+        questions = _text_list(
+            list(open_questions), "open", self.limits.max_steps, self.limits.max_step_length
+        )
+        if note is not None and (not isinstance(note, str) or len(note) > MAX_NOTE):
+            raise InvalidInput("note", f"must be text of at most {MAX_NOTE} characters")
+        if expires_in is not None and (
+            isinstance(expires_in, bool) or not isinstance(expires_in, int | float)
+            or expires_in <= 0
+        ):  # fmt: skip
+            raise InvalidInput("expires_in", "must be a positive number of seconds")
+        resolved = await self._resolve_pins(pins, session)
+
+        created_us, created_at = _now()
+        expires_us = None if expires_in is None else created_us + int(expires_in * 1_000_000)
+        packet_id = await self._new_id(to_agent)
+        fields: dict[str, Any] = {
+            "id": packet_id,
+            "from": from_agent,
+            "to": to_agent,
+            "summary": summary,
+            "next": msgpack.packb(steps),
+            "open": msgpack.packb(questions),
+            "pins": msgpack.packb([[pin.ref, pin.version] for pin in resolved]),
+            "note": note or "",
+            "session": session or "",
+            "created_at": created_at,
+            "created_us": created_us,
+            "expires_us": "" if expires_us is None else expires_us,
+            "deliveries": 0,
+            "redeliveries": 0,
+            "job_seq": 0,
+        }
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.sadd(NAMESPACES, self.namespace)
+        pipe.sadd(self.keys.inboxes, to_agent)
+        pipe.zadd(self.keys.handoffs, {packet_id: created_us})
+        await pipe.execute()
+        await self.scripts.create_packet(
+            keys=[self.keys.packet(to_agent, packet_id), self.keys.queued(to_agent),
+                  self.keys.expiring(to_agent), self.keys.inbox_all(to_agent)],
+            args=[packet_id, created_us, fields["expires_us"], created_at, from_agent,
+                  *[item for pair in fields.items() for item in pair]],
+        )  # fmt: skip
+        # If the process dies here, the packet is queued without an RQ job: pull still sees
+        # it, and the periodic sweep enqueues the missing job (see sweep()).
+        await self._dispatch(to_agent, packet_id, 0)
+        return await self.get(packet_id)
+
+    async def _new_id(self, to_agent: str) -> str:
+        for _ in range(MAX_ID_ATTEMPTS):
+            packet_id = f"h_{secrets.token_hex(4)}"
+            if await self.redis.hsetnx(self.keys.handoff_inbox, packet_id, to_agent):
+                return packet_id
+        raise RuntimeError("could not find a free packet id")  # 2^32 ids: practically never
+
+    async def _resolve_pins(
+        self, pins: Sequence[dict[str, Any] | Pin] | None, session: str | None
+    ) -> list[Pin]:
+        if pins is None:
+            if session is None:
+                return []
+            touched = await self.redis.hgetall(self.keys.session_touched(session))
+            return sorted(
+                (Pin(ref=ref.decode(), version=int(version)) for ref, version in touched.items()),
+                key=lambda pin: pin.ref,
+            )
+        if not isinstance(pins, list | tuple):
+            raise InvalidInput("pins", "must be a list of {ref, version}")
+        if len(pins) > self.limits.max_pins:
+            raise InvalidInput("pins", f"has {len(pins)} pins; the limit is {self.limits.max_pins}")
+        wanted: list[tuple[str, int | None]] = []
+        for index, pin in enumerate(pins):
+            raw = {"ref": pin.ref, "version": pin.version} if isinstance(pin, Pin) else pin
+            if not isinstance(raw, dict):
+                raise InvalidInput(f"pins[{index}]", "must be an object with ref and version")
+            ref = check_ref(raw.get("ref"), self.limits.max_ref_length, field=f"pins[{index}].ref")
+            version = raw.get("version")
+            if version is not None and (
+                isinstance(version, bool) or not isinstance(version, int) or version < 1
+            ):
+                raise InvalidInput(f"pins[{index}].version", "must be a whole number from 1")
+            wanted.append((ref, version))
+        pipe = self.redis.pipeline(transaction=False)
+        for ref, _ in wanted:
+            pipe.hget(self.keys.head(ref), "version")
+        currents = await pipe.execute()
+        resolved = []
+        for index, ((ref, version), current) in enumerate(zip(wanted, currents, strict=True)):
+            if current is None:
+                raise InvalidInput(f"pins[{index}].ref", f"no record {ref}")
+            if version is not None and version > int(current):
+                raise InvalidInput(
+                    f"pins[{index}].version", f"{ref} has no version {version} (current {current})"
+                )
+            resolved.append(Pin(ref=ref, version=int(current) if version is None else version))
+        return resolved
+
+    async def _dispatch(self, agent: str, packet_id: str, seq: int) -> None:
+        dispatcher = self.backend.dispatcher
+        if dispatcher is not None:
+            await anyio.to_thread.run_sync(
+                partial(dispatcher.enqueue, self.namespace, agent, packet_id, seq)
+            )
+
+    # -- claiming -----------------------------------------------------------------------------
+
+    async def resume(
+        self, agent: str, *, lease_seconds: float | None = None, session: str | None = None
+    ) -> Resumed:
+        """Claim ``agent``'s oldest queued packet (pull), with its pins resolved."""
+        agent = check_agent(agent)
+        resumed = await self._claim(agent, "", agent, lease_seconds, "resume", job="")
+        if resumed.packet is not None:
+            packet = resumed.packet
+            dispatcher = self.backend.dispatcher
+            if dispatcher is not None:  # its RQ job would only find it claimed: drop it
+                seq = await self.redis.hget(self.keys.packet(agent, packet.id), "job_seq")
+                await anyio.to_thread.run_sync(
+                    partial(dispatcher.discard, self.namespace, packet.id, int(seq or 0))
+                )
+            if session is not None:
+                await self.facts.touch(
+                    check_session_id(session), agent, {pin.ref: pin.version for pin in packet.pins}
+                )
+        return resumed
+
+    async def claim_for_job(self, agent: str, packet_id: str, job: str) -> Resumed:
+        """Claim one packet for the RQ job delivering it (push). ``packet`` is None when the
+        packet is no longer queued: someone else has it, or it is settled or expired."""
+        return await self._claim(agent, packet_id, agent, None, "worker", job=job)
+
+    async def _claim(
+        self, agent: str, packet_id: str, claimant: str, lease_seconds: float | None,
+        reason: str, *, job: str,
+    ) -> Resumed:  # fmt: skip
+        lease = self.policy.lease_seconds if lease_seconds is None else lease_seconds
+        if isinstance(lease, bool) or not isinstance(lease, int | float) or lease <= 0:
+            raise InvalidInput("lease_seconds", "must be a positive number of seconds")
+        now_us, now_iso = _now()
+        lease_us = now_us + int(lease * 1_000_000)
+        reply = await self.scripts.claim_packet(
+            keys=[self.keys.queued(agent), self.keys.claimed(agent), self.keys.expiring(agent),
+                  self.keys.packet_prefix(agent)],
+            args=[packet_id, now_us, now_iso, lease_us, _iso(lease_us), claimant, reason, job],
+        )  # fmt: skip
+        if not reply or reply[0] == 0:
+            state = reply[1].decode() if reply else None
+            message = (
+                f"no packets waiting for {agent}" if not packet_id
+                else f"packet {packet_id} is {state or 'unknown'}, not queued"
+            )  # fmt: skip
+            return Resumed(agent=agent, packet=None, pins=[], stale=[], lease_until=None,
+                           message=message)  # fmt: skip
+        packet = self._packet(_pairs(reply[2]))
+        pins = await self._resolve_for_reader(packet.pins)
+        stale = [
+            StalePin(ref=pin.ref, pinned_version=pin.version, current_version=pin.current_version)
+            for pin in pins
+            if pin.stale
+        ]
+        return Resumed(
+            agent=agent,
+            packet=packet,
+            pins=pins,
+            stale=stale,
+            lease_until=packet.lease_until,
+            message=f"packet {packet.id} from {packet.from_agent}: {packet.summary}",
+        )
+
+    async def _resolve_for_reader(self, pins: list[Pin]) -> list[ResolvedPin]:
+        """Each pin's pinned version, flagged stale when the record has moved on.
+        Computed at every resume, never cached."""
+        found = await self.facts.read_versions([(pin.ref, pin.version) for pin in pins])
+        resolved = []
+        for pin, record in zip(pins, found, strict=True):
+            if record is None:
+                raise NotFound(f"pinned record {pin.ref} v{pin.version} no longer exists")
+            resolved.append(
+                ResolvedPin(
+                    ref=pin.ref,
+                    version=pin.version,
+                    current_version=record.current_version,
+                    stale=record.current_version != pin.version,
+                    value=record.value,
+                    author=record.author,
+                    confidence=record.confidence,
+                    created_at=record.created_at,
+                )
+            )
+        return resolved
+
+    # -- settling -----------------------------------------------------------------------------
+
+    async def complete(self, packet_id: str, agent: str, reason: str = "completed") -> Packet:
+        return await self._settle(packet_id, agent, "claimed", "done", reason)
+
+    async def release(self, packet_id: str, agent: str, reason: str = "released") -> Packet:
+        """Give a claimed packet back: it is queued again at its old position."""
+        return await self._settle(packet_id, agent, "claimed", "queued", reason)
+
+    async def fail(self, packet_id: str, agent: str, error: str) -> Packet:
+        if not isinstance(error, str) or not error.strip():
+            raise InvalidInput("error", "say why the packet failed")
+        return await self._settle(packet_id, agent, "claimed", "failed", "failed", error=error)
+
+    async def _settle(
+        self, packet_id: str, agent: str, from_state: str, to_state: str, reason: str,
+        error: str = "",
+    ) -> Packet:  # fmt: skip
+        to_agent = await self._inbox_of(packet_id)
+        now_us, now_iso = _now()
+        reply = await self.scripts.settle_packet(
+            keys=[self.keys.packet(to_agent, packet_id), self.keys.queued(to_agent),
+                  self.keys.claimed(to_agent), self.keys.failed(to_agent),
+                  self.keys.expiring(to_agent)],
+            args=[packet_id, from_state, to_state, agent, reason[:MAX_NOTE], now_iso, now_us,
+                  error[:MAX_NOTE]],
+        )  # fmt: skip
+        status = reply[0]
+        if status == -1:
+            raise NotFound(f"no packet {packet_id}", packet=packet_id)
+        if status == -2:
+            raise Forbidden(
+                f"packet {packet_id} is claimed by {reply[1].decode()}, not {agent}",
+                packet=packet_id,
+            )
+        if status == 0:
+            state = reply[1].decode()
+            raise StateConflict(
+                f"packet {packet_id} is {state}; only a {from_state} packet can become {to_state}",
+                packet=packet_id, state=state,
+            )  # fmt: skip
+        if to_state == "queued":
+            await self._dispatch(to_agent, packet_id, int(reply[2]))
+        return await self.get(packet_id)
+
+    async def record_outcome(
+        self,
+        outcome: OutcomeKind,
+        outcome_ref: str,
+        *,
+        agent: str,
+        refs: Sequence[str] | None = None,
+        session: str | None = None,
+        note: str | None = None,
+        handoff_id: str | None = None,
+    ) -> OutcomeReport:
+        """``FactStore.record_outcome``, and with ``handoff_id`` the claimed packet is
+        completed in the same call. The claim is checked first, so a wrong packet id or
+        state changes no confidence."""
+        if handoff_id is not None:
+            packet = await self.get(handoff_id, with_log=False)
+            if packet.state != "claimed":
+                raise StateConflict(
+                    f"packet {handoff_id} is {packet.state}; only a claimed packet can be closed "
+                    "by an outcome", packet=handoff_id, state=packet.state,
+                )  # fmt: skip
+            if packet.claimed_by != agent:
+                raise Forbidden(
+                    f"packet {handoff_id} is claimed by {packet.claimed_by}, not {agent}",
+                    packet=handoff_id,
+                )
+        report = await self.facts.record_outcome(
+            outcome, outcome_ref, agent=agent, refs=refs, session=session, note=note,
+            handoff_id=handoff_id,
+        )  # fmt: skip
+        if handoff_id is not None:
+            report.handoff = await self.complete(
+                handoff_id, agent, reason=f"{outcome} reported as {outcome_ref}"
+            )
+        return report
+
+    # -- reading ------------------------------------------------------------------------------
+
+    async def _inbox_of(self, packet_id: str) -> str:
+        if not isinstance(packet_id, str) or not packet_id.startswith("h_"):
+            raise NotFound(f"no packet {packet_id}", packet=packet_id)
+        to_agent = await self.redis.hget(self.keys.handoff_inbox, packet_id)
+        if to_agent is None:
+            raise NotFound(f"no packet {packet_id}", packet=packet_id)
+        return str(to_agent.decode())
+
+    async def get(self, packet_id: str, *, with_log: bool = True) -> Packet:
+        to_agent = await self._inbox_of(packet_id)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hgetall(self.keys.packet(to_agent, packet_id))
+        pipe.lrange(self.keys.packet_log(to_agent, packet_id), 0, -1)
+        fields, log = await pipe.execute()
+        if not fields:
+            raise NotFound(f"no packet {packet_id}", packet=packet_id)
+        packet = self._packet(fields)
+        if with_log:
+            packet.log = [msgspec.convert(_unpack(entry), Transition) for entry in log]
+        return packet
+
+    @staticmethod
+    def _packet(fields: dict[bytes, bytes]) -> Packet:
+        def text(name: str) -> str | None:
+            raw = fields.get(name.encode())
+            return raw.decode() if raw else None
+
+        expires_us = text("expires_us")
+        return Packet(
+            id=fields[b"id"].decode(),
+            from_agent=fields[b"from"].decode(),
+            to_agent=fields[b"to"].decode(),
+            summary=fields[b"summary"].decode(),
+            next=_unpack(fields[b"next"]),
+            open=_unpack(fields[b"open"]),
+            pins=[Pin(ref=ref, version=version) for ref, version in _unpack(fields[b"pins"])],
+            note=text("note"),
+            session=text("session"),
+            state=fields[b"state"].decode(),  # type: ignore[arg-type]
+            created_at=fields[b"created_at"].decode(),
+            updated_at=fields[b"updated_at"].decode(),
+            expires_at=_iso(int(expires_us)) if expires_us else None,
+            lease_until=text("lease_until"),
+            claimed_by=text("claimed_by"),
+            deliveries=int(fields.get(b"deliveries", 0)),
+            redeliveries=int(fields.get(b"redeliveries", 0)),
+            error=text("error"),
+        )
+
+    async def list(
+        self,
+        *,
+        status: str | None = None,
+        to_agent: str | None = None,
+        from_agent: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> PacketPage:
+        """Packets newest first, filtered by state, receiver and sender."""
+        if status is not None and status not in PACKET_STATES:
+            raise InvalidInput("status", f"must be one of {', '.join(PACKET_STATES)}")
+        if to_agent is not None:
+            to_agent = check_agent(to_agent, field="to")
+        if from_agent is not None:
+            from_agent = check_agent(from_agent, field="from")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not (
+            1 <= limit <= self.limits.max_page_size
+        ):
+            raise InvalidInput("limit", f"must be from 1 to {self.limits.max_page_size}")
+        index = self.keys.inbox_all(to_agent) if to_agent else self.keys.handoffs
+        top: str | int = "+inf"
+        skip_until: str | None = None
+        if cursor is not None:
+            score, _, after_id = cursor.partition(":")
+            if not score.isdigit() or not after_id:
+                raise InvalidInput("cursor", "pass back a next_cursor from a previous page")
+            top, skip_until = int(score), after_id
+
+        packets: list[Packet] = []
+        while True:
+            batch = await self.redis.zrevrangebyscore(
+                index, top, "-inf", start=0, num=BATCH + 1, withscores=True
+            )
+            entries = [(raw.decode(), int(score)) for raw, score in batch]
+            if skip_until is not None:
+                entries = [
+                    (pid, score) for pid, score in entries
+                    if score != top or pid < skip_until
+                ]  # fmt: skip
+            if not entries:
+                return PacketPage(packets=packets, next_cursor=None)
+            for packet_id, score in entries:
+                packet = await self.get(packet_id, with_log=False)
+                if (status and packet.state != status) or (
+                    from_agent and packet.from_agent != from_agent
+                ):
+                    continue
+                packets.append(packet)
+                if len(packets) == limit:
+                    return PacketPage(packets=packets, next_cursor=f"{score}:{packet_id}")
+            top, skip_until = entries[-1][1], entries[-1][0]
+
+    async def agents(self) -> list[AgentSummary]:
+        """Every agent that has written or been handed a packet, with its inbox counts."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.smembers(self.keys.agents)
+        pipe.smembers(self.keys.inboxes)
+        writers, receivers = await pipe.execute()
+        names = sorted({raw.decode() for raw in writers | receivers})
+        pipe = self.redis.pipeline(transaction=False)
+        for name in names:
+            pipe.zcard(self.keys.queued(name))
+            pipe.zcard(self.keys.claimed(name))
+            pipe.zcard(self.keys.failed(name))
+            pipe.zrange(self.keys.queued(name), 0, 0, withscores=True)
+        replies = await pipe.execute()
+        now_us = time.time_ns() // 1000
+        summaries = []
+        for offset, name in enumerate(names):
+            queued, claimed, failed, oldest = replies[4 * offset : 4 * offset + 4]
+            summaries.append(
+                AgentSummary(
+                    agent=name,
+                    queued=queued,
+                    claimed=claimed,
+                    failed=failed,
+                    oldest_queued_age_seconds=(
+                        round((now_us - oldest[0][1]) / 1e6, 3) if oldest else None
+                    ),
+                )
+            )
+        return summaries
+
+    # -- maintenance --------------------------------------------------------------------------
+
+    async def sweep(self) -> SweepReport:
+        """Expire leases and packets, and enqueue RQ jobs that went missing. Idempotent."""
+        report = SweepReport(requeued=[], failed=[], expired=[], repaired=[])
+        for raw in await self.redis.smembers(self.keys.inboxes):
+            agent = raw.decode()
+            now_us, now_iso = _now()
+            requeued, failed = await self.scripts.expire_leases(
+                keys=[self.keys.claimed(agent), self.keys.queued(agent), self.keys.failed(agent),
+                      self.keys.packet_prefix(agent), self.keys.expiring(agent)],
+                args=[now_us, now_iso, self.policy.max_deliveries, BATCH],
+            )  # fmt: skip
+            expired = await self.scripts.expire_packets(
+                keys=[self.keys.expiring(agent), self.keys.queued(agent),
+                      self.keys.packet_prefix(agent)],
+                args=[now_us, now_iso, BATCH],
+            )  # fmt: skip
+            report.requeued += [item.decode() for item in requeued]
+            report.failed += [item.decode() for item in failed]
+            report.expired += [item.decode() for item in expired]
+            for packet_id in requeued:
+                seq = await self.redis.hget(self.keys.packet(agent, packet_id.decode()), "job_seq")
+                await self._dispatch(agent, packet_id.decode(), int(seq or 0))
+            report.repaired += await self._repair_jobs(agent, now_us)
+        return report
+
+    async def _repair_jobs(self, agent: str, now_us: int) -> list[str]:
+        """Queued packets whose RQ job is missing (the writer died between the two writes)."""
+        dispatcher = self.backend.dispatcher
+        if dispatcher is None:
+            return []
+        settled_before = now_us - REPAIR_AFTER_SECONDS * 1_000_000
+        ids = [raw.decode() for raw in await self.redis.zrange(self.keys.queued(agent), 0, BATCH)]
+        if not ids:
+            return []
+        pipe = self.redis.pipeline(transaction=False)
+        for packet_id in ids:
+            pipe.hmget(self.keys.packet(agent, packet_id), "job_seq", "updated_at")
+        candidates = [
+            (packet_id, int(seq or 0))
+            for packet_id, (seq, updated) in zip(ids, await pipe.execute(), strict=True)
+            if updated is not None
+            and datetime.fromisoformat(updated.decode()).timestamp() * 1e6 < settled_before
+        ]
+        if not candidates:
+            return []
+        missing = await anyio.to_thread.run_sync(
+            partial(dispatcher.missing, self.namespace, candidates)
+        )
+        for index in missing:
+            packet_id, seq = candidates[index]
+            await self._dispatch(agent, packet_id, seq)
+        return [candidates[index][0] for index in missing]

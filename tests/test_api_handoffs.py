@@ -1,0 +1,130 @@
+"""Handoffs over REST, driven by the Python client (sync and async) against `baton serve`."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from baton.agents import AsyncBatonClient, BatonClient
+from baton.agents.client import ConflictError, ForbiddenError, NotFoundError
+from tests.test_api import assert_problem
+
+
+@pytest.fixture
+def scout(api_url: str, redis_url: str) -> BatonClient:
+    with BatonClient(api_url, agent="scout") as client:
+        yield client  # type: ignore[misc]
+
+
+@pytest.fixture
+def executor(api_url: str) -> BatonClient:
+    with BatonClient(api_url, agent="executor") as client:
+        yield client  # type: ignore[misc]
+
+
+def test_scout_to_executor_round_trip(scout: BatonClient, executor: BatonClient) -> None:
+    """The reference story over REST: the scout's session pins what it wrote, a later
+    correction is reported stale, and an outcome with handoff_id closes the packet."""
+    scout.start_session()
+    scout.remember("listing/482/assessment", {"verdict": "apply"}, confidence=0.8)
+    scout.remember("listing/553/assessment", {"verdict": "apply"}, confidence=0.7)
+    packet = scout.handoff("executor", "Two listings worth an application",
+                           next=["Draft 482", "Draft 553"], open=["Backoff long enough?"])  # fmt: skip
+    assert [(pin.ref, pin.version) for pin in packet.pins] == [
+        ("listing/482/assessment", 1), ("listing/553/assessment", 1),
+    ]  # fmt: skip
+    scout.remember("listing/553/assessment", {"verdict": "maybe"})
+
+    resumed = executor.resume()
+    assert resumed.packet is not None and resumed.packet.id == packet.id
+    assert [(s.ref, s.pinned_version, s.current_version) for s in resumed.stale] == [
+        ("listing/553/assessment", 1, 2)
+    ]
+    report = executor.record_outcome("success", "RUN-42", refs=["listing/482/assessment"],
+                                     handoff_id=packet.id)  # fmt: skip
+    assert report.handoff is not None and report.handoff.state == "done"
+    assert report.moves[0].after == pytest.approx(0.84)
+    log = executor.get_handoff(packet.id).log
+    assert log is not None
+    assert [(t.from_state, t.to_state) for t in log] == [
+        ("new", "queued"), ("queued", "claimed"), ("claimed", "done"),
+    ]  # fmt: skip
+    assert executor.resume().packet is None
+
+
+def test_resume_for_another_agent_is_forbidden(http: httpx.Client) -> None:
+    """An agent can only resume its own queue (403 problem)."""
+    body = assert_problem(http.post("/v1/agents/executor/resume"), 403)
+    assert "tester cannot resume executor" in body["detail"]
+
+
+def test_settling_checks_claimant_and_state(
+    scout: BatonClient, executor: BatonClient, http: httpx.Client
+) -> None:
+    """complete/release/fail: 404 unknown, 409 wrong state, 403 not the claimant."""
+    packet = scout.handoff("executor", "work")
+    with pytest.raises(ConflictError, match="is queued"):
+        executor.complete(packet.id)
+    executor.resume()
+    with pytest.raises(ForbiddenError, match="claimed by executor"):
+        scout.complete(packet.id)
+    with pytest.raises(NotFoundError):
+        executor.complete("h_deadbeef")
+    assert_problem(
+        http.post(f"/v1/handoffs/{packet.id}/fail", json={}, headers={"X-Baton-Agent": "executor"}),
+        422, "error",
+    )  # fmt: skip
+    released = executor.release(packet.id, reason="later")
+    assert released.state == "queued"
+    executor.resume()
+    failed = executor.fail(packet.id, "gave up")
+    assert (failed.state, failed.error) == ("failed", "gave up")
+
+
+def test_handoff_errors_are_problems(http: httpx.Client) -> None:
+    """Invalid packets are 422 naming the field; unknown packets 404."""
+    http.post("/v1/records", json={"ref": "a/b", "value": 1})
+    assert_problem(http.post("/v1/handoffs", json={"to": "x"}), 422, "summary")
+    assert_problem(http.post("/v1/handoffs", json={"to": "bad name", "summary": "s"}), 422, "to")
+    assert_problem(
+        http.post("/v1/handoffs", json={"to": "x", "summary": "s", "pins": [{"ref": "a/b",
+                                                                             "version": 9}]}),
+        422, "pins[0].version",
+    )  # fmt: skip
+    assert_problem(
+        http.post("/v1/handoffs", json={"to": "x", "summary": "s", "expires_in": 0}),
+        422, "expires_in",
+    )  # fmt: skip
+    assert_problem(http.get("/v1/handoffs/h_12345678"), 404)
+    assert_problem(http.get("/v1/handoffs", params={"status": "lost"}), 422, "status")
+
+
+def test_agents_and_listing(scout: BatonClient, executor: BatonClient) -> None:
+    """GET /v1/agents counts each inbox; GET /v1/handoffs filters by receiver and state."""
+    for _ in range(3):
+        scout.handoff("executor", "work")
+    scout.handoff("reviewer", "look")
+    executor.resume()
+
+    agents = {summary.agent: summary for summary in scout.agents()}
+    assert (agents["executor"].queued, agents["executor"].claimed) == (2, 1)
+    assert agents["executor"].oldest_queued_age_seconds is not None
+    assert agents["reviewer"].queued == 1
+    assert len(scout.list_handoffs(to="executor").packets) == 3
+    assert len(scout.list_handoffs(status="claimed").packets) == 1
+    assert len(scout.list_handoffs(from_agent="scout", limit=2).packets) == 2
+
+
+@pytest.mark.anyio
+async def test_async_client_speaks_the_same_api(api_url: str, redis_url: str) -> None:
+    """The asyncio client writes, hands off and resumes like the blocking one."""
+    async with AsyncBatonClient(api_url, agent="scout") as scout:
+        await scout.remember("a/b", {"x": 1})
+        packet = await scout.handoff("executor", "async work", pins=[{"ref": "a/b"}])
+    async with AsyncBatonClient(api_url, agent="executor") as executor:
+        resumed = await executor.resume()
+        assert resumed.packet is not None and resumed.packet.id == packet.id
+        assert resumed.pins[0].value == {"x": 1}
+        with pytest.raises(NotFoundError):
+            await executor.recall("no/such")
+        assert (await executor.complete(packet.id)).state == "done"

@@ -1,0 +1,241 @@
+"""Handoff packets in the store: pins, staleness, the state machine, leases and expiry."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import redis
+from rq import Queue
+
+from baton.queue.dispatch import queue_name
+from baton.server.errors import Forbidden, InvalidInput, NotFound, StateConflict
+from baton.server.handoffs import HandoffStore, job_id
+from baton.server.store import FactStore
+
+pytestmark = pytest.mark.anyio
+
+
+async def hand(handoffs: HandoffStore, to: str = "executor", **options: object) -> str:
+    packet = await handoffs.handoff(from_agent="scout", to_agent=to, summary="work", **options)  # type: ignore[arg-type]
+    return packet.id
+
+
+async def test_packet_ids_and_fields(handoffs: HandoffStore) -> None:
+    """A packet gets an id h_ + 8 hex digits and keeps what the sender wrote."""
+    packet = await handoffs.handoff(
+        from_agent="scout", to_agent="executor", summary="Two listings worth an application",
+        next_steps=["Draft 482", "Draft 553"], open_questions=["Is 60s enough?"], note="n",
+    )  # fmt: skip
+    assert len(packet.id) == 10 and packet.id.startswith("h_")
+    int(packet.id[2:], 16)
+    assert (packet.from_agent, packet.to_agent, packet.state) == ("scout", "executor", "queued")
+    assert (packet.next, packet.open, packet.note) == (
+        ["Draft 482", "Draft 553"], ["Is 60s enough?"], "n",
+    )  # fmt: skip
+    assert packet.log is not None
+    assert [(t.from_state, t.to_state, t.agent) for t in packet.log] == [
+        ("new", "queued", "scout")
+    ]
+
+
+async def test_stale_pin_is_flagged_and_serves_the_pinned_value(
+    handoffs: HandoffStore, store: FactStore
+) -> None:
+    """Pin v1, write v2, resume: the stale entry says {ref, 1, 2} and the value is v1's."""
+    await store.remember("listing/553/assessment", {"verdict": "apply"}, agent="scout",
+                         confidence=0.7)  # fmt: skip
+    await store.remember("listing/482/assessment", {"verdict": "apply"}, agent="scout")
+    await hand(handoffs, pins=[{"ref": "listing/553/assessment", "version": 1},
+                               {"ref": "listing/482/assessment"}])  # fmt: skip
+    await store.remember("listing/553/assessment", {"verdict": "maybe"}, agent="scout")
+
+    resumed = await handoffs.resume("executor")
+    assert [(s.ref, s.pinned_version, s.current_version) for s in resumed.stale] == [
+        ("listing/553/assessment", 1, 2)
+    ]
+    pins = {pin.ref: pin for pin in resumed.pins}
+    assert pins["listing/553/assessment"].value == {"verdict": "apply"}
+    assert pins["listing/553/assessment"].confidence == 0.7
+    assert (pins["listing/482/assessment"].version, pins["listing/482/assessment"].stale) == (1, False)
+
+
+async def test_default_pins_are_the_senders_touched_set(
+    handoffs: HandoffStore, store: FactStore
+) -> None:
+    """With pins omitted, every record the sender's session touched is pinned at the version
+    that session last saw, even if the record moved on since."""
+    session = (await store.create_session("scout")).id
+    await store.remember("a/one", 1, agent="scout", session=session)
+    await store.remember("a/two", 1, agent="scout")
+    await store.recall("a/two", agent="scout", session=session)
+    await store.remember("a/two", 2, agent="other")
+    await store.remember("a/untouched", 1, agent="scout")
+
+    packet = await handoffs.handoff(from_agent="scout", to_agent="executor", summary="s",
+                                    session=session)  # fmt: skip
+    assert [(pin.ref, pin.version) for pin in packet.pins] == [("a/one", 1), ("a/two", 1)]
+
+
+async def test_resume_claims_the_oldest_first_and_then_answers_empty(
+    handoffs: HandoffStore,
+) -> None:
+    """resume is FIFO by creation time; with nothing queued it says so without an error."""
+    ids = [await hand(handoffs) for _ in range(3)]
+    claimed = [(await handoffs.resume("executor")).packet for _ in range(3)]
+    assert [packet.id for packet in claimed if packet] == ids
+    empty = await handoffs.resume("executor")
+    assert (empty.packet, empty.message) == (None, "no packets waiting for executor")
+
+
+async def test_pull_claim_removes_the_rq_job(
+    handoffs: HandoffStore, sync_redis: redis.Redis
+) -> None:
+    """A packet claimed by resume no longer waits on the agent's RQ queue."""
+    await hand(handoffs)
+    queue = Queue(queue_name("default", "executor"), connection=sync_redis)
+    assert queue.count == 1
+    await handoffs.resume("executor")
+    assert queue.count == 0
+
+
+async def test_release_puts_the_packet_back_in_front(handoffs: HandoffStore) -> None:
+    """A released packet is the next one resumed, before younger packets."""
+    first, second = await hand(handoffs), await hand(handoffs)
+    assert (await handoffs.resume("executor")).packet.id == first  # type: ignore[union-attr]
+    released = await handoffs.release(first, "executor", reason="not now")
+    assert released.state == "queued"
+    assert released.log is not None and released.log[-1].reason == "not now"
+    assert (await handoffs.resume("executor")).packet.id == first  # type: ignore[union-attr]
+    assert (await handoffs.resume("executor")).packet.id == second  # type: ignore[union-attr]
+
+
+async def test_invalid_transitions_are_refused(handoffs: HandoffStore) -> None:
+    """Only a claimed packet can be completed, released or failed, only by its claimant."""
+    packet_id = await hand(handoffs)
+    with pytest.raises(StateConflict, match="is queued"):
+        await handoffs.complete(packet_id, "executor")
+    await handoffs.resume("executor")
+    with pytest.raises(Forbidden, match="claimed by executor"):
+        await handoffs.complete(packet_id, "intruder")
+    done = await handoffs.complete(packet_id, "executor")
+    assert done.state == "done"
+    with pytest.raises(StateConflict, match="is done"):
+        await handoffs.release(packet_id, "executor")
+    with pytest.raises(NotFound):
+        await handoffs.complete("h_00000000", "executor")
+
+
+async def test_fail_keeps_the_error(handoffs: HandoffStore) -> None:
+    """A failed packet carries the claimant's error and is counted as failed."""
+    packet_id = await hand(handoffs)
+    await handoffs.resume("executor")
+    failed = await handoffs.fail(packet_id, "executor", "board unreachable")
+    assert (failed.state, failed.error) == ("failed", "board unreachable")
+    summary = {a.agent: a for a in await handoffs.agents()}["executor"]
+    assert (summary.queued, summary.claimed, summary.failed) == (0, 0, 1)
+
+
+async def test_lease_expiry_requeues_and_counts_redeliveries(
+    handoffs: HandoffStore, sync_redis: redis.Redis
+) -> None:
+    """A lease that runs out puts the packet back with a redelivery counted and a new RQ job."""
+    packet_id = await hand(handoffs)
+    await handoffs.resume("executor", lease_seconds=0.05)
+    await asyncio.sleep(0.1)
+    report = await handoffs.sweep()
+    assert report.requeued == [packet_id]
+    packet = await handoffs.get(packet_id)
+    assert (packet.state, packet.redeliveries, packet.deliveries) == ("queued", 1, 1)
+    assert packet.log is not None and packet.log[-1].reason == "lease expired"
+    assert sync_redis.exists(f"rq:job:{job_id('default', packet_id, 1)}")
+    assert (await handoffs.sweep()).requeued == []  # idempotent
+
+
+async def test_max_deliveries_fails_the_packet(handoffs: HandoffStore) -> None:
+    """After the maximum number of deliveries an expiring lease fails the packet."""
+    packet_id = await hand(handoffs)
+    for _ in range(handoffs.policy.max_deliveries):
+        assert (await handoffs.resume("executor", lease_seconds=0.01)).packet is not None
+        await asyncio.sleep(0.03)
+        await handoffs.sweep()
+    packet = await handoffs.get(packet_id)
+    assert (packet.state, packet.error, packet.deliveries) == (
+        "failed", "max deliveries", handoffs.policy.max_deliveries,
+    )  # fmt: skip
+
+
+async def test_unclaimed_packets_expire(handoffs: HandoffStore) -> None:
+    """expires_in makes an unclaimed packet expired, by the sweep or at the next resume."""
+    swept = await hand(handoffs, expires_in=0.05)
+    lazy = await hand(handoffs, to="other", expires_in=0.05)
+    keeper = await hand(handoffs, to="other", expires_in=60)
+    await asyncio.sleep(0.1)
+
+    assert (await handoffs.resume("other")).packet.id == keeper  # type: ignore[union-attr]
+    assert (await handoffs.get(lazy)).state == "expired"
+    assert (await handoffs.sweep()).expired == [swept]
+    assert (await handoffs.get(swept)).state == "expired"
+    assert (await handoffs.resume("executor")).packet is None
+
+
+async def test_bad_packets_are_refused_without_writing(
+    handoffs: HandoffStore, store: FactStore, sync_redis: redis.Redis
+) -> None:
+    """Invalid fields and pins to missing records or versions are refused up front."""
+    await store.remember("a/b", 1, agent="scout")
+    keys_before = sync_redis.dbsize()
+    for options, field in [
+        ({"summary": " "}, "summary"),
+        ({"summary": "x" * 3000}, "summary"),
+        ({"next_steps": ["ok", ""]}, "next[1]"),
+        ({"pins": [{"ref": "no/such"}]}, "pins[0].ref"),
+        ({"pins": [{"ref": "a/b", "version": 2}]}, "pins[0].version"),
+        ({"expires_in": -1}, "expires_in"),
+    ]:
+        arguments = {"summary": "s", **options}
+        with pytest.raises(InvalidInput) as caught:
+            await handoffs.handoff(from_agent="scout", to_agent="executor", **arguments)  # type: ignore[arg-type]
+        assert caught.value.field == field
+    assert sync_redis.dbsize() == keys_before
+
+
+async def test_outcome_with_handoff_id_completes_the_packet(
+    handoffs: HandoffStore, store: FactStore
+) -> None:
+    """record_outcome(handoff_id=...) moves confidence and closes the claimed packet; a packet
+    not claimed by the caller is refused before any confidence moves."""
+    await store.remember("listing/482/assessment", "apply", agent="scout", confidence=0.8)
+    packet_id = await hand(handoffs, pins=[{"ref": "listing/482/assessment"}])
+    with pytest.raises(StateConflict):
+        await handoffs.record_outcome("success", "RUN-1", agent="executor",
+                                      refs=["listing/482/assessment"], handoff_id=packet_id)  # fmt: skip
+    assert (await store.recall("listing/482/assessment")).confidence == 0.8
+
+    await handoffs.resume("executor")
+    report = await handoffs.record_outcome(
+        "success", "RUN-1", agent="executor", refs=["listing/482/assessment"],
+        handoff_id=packet_id,
+    )  # fmt: skip
+    assert report.handoff is not None and report.handoff.state == "done"
+    assert report.moves[0].handoff_id == packet_id
+    assert report.moves[0].after == pytest.approx(0.84)
+
+
+async def test_listing_filters_and_pages(handoffs: HandoffStore) -> None:
+    """Packets list newest first, filter by state and receiver, and page without gaps."""
+    ids = [await hand(handoffs, to="a" if i % 2 else "b") for i in range(7)]
+    await handoffs.resume("a")
+
+    everything, cursor = [], None
+    while True:
+        page = await handoffs.list(limit=3, cursor=cursor)
+        everything += [packet.id for packet in page.packets]
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    assert everything == ids[::-1]
+    only_a = await handoffs.list(to_agent="a")
+    assert [p.id for p in only_a.packets] == [ids[5], ids[3], ids[1]]
+    claimed = await handoffs.list(status="claimed")
+    assert [p.id for p in claimed.packets] == [ids[1]]

@@ -1,0 +1,166 @@
+"""Handoffs across real processes: concurrent pulls, real RQ workers, kills and retries."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import redis
+from rq import Queue
+from rq.registry import FailedJobRegistry
+
+from baton.agents import BatonClient
+from baton.queue.dispatch import queue_name
+from baton.server.handoffs import HandoffStore
+from tests.conftest import REPO, baton_process
+
+pytestmark = pytest.mark.anyio
+
+PULLER = """
+import json, sys
+from baton.agents import BatonClient
+claimed = []
+with BatonClient(sys.argv[1], agent=sys.argv[2]) as baton:
+    while True:
+        resumed = baton.resume()
+        if resumed.packet is None:
+            break
+        claimed.append([resumed.packet.id, resumed.packet.created_at])
+        if sys.argv[3] == "handle":
+            baton.remember(f"handled/{resumed.packet.id}", "pull")
+        baton.complete(resumed.packet.id)
+print(json.dumps(claimed))
+"""
+
+
+def pullers(api_url: str, agent: str, count: int, mode: str) -> list[subprocess.Popen[str]]:
+    return [
+        subprocess.Popen([sys.executable, "-c", PULLER, api_url, agent, mode], cwd=REPO,
+                         stdout=subprocess.PIPE, text=True)  # fmt: skip
+        for _ in range(count)
+    ]
+
+
+async def queue_packets(handoffs: HandoffStore, agent: str, count: int, note: str = "") -> list[str]:
+    return [
+        (await handoffs.handoff(from_agent="scout", to_agent=agent, summary=f"task {n}",
+                                note=note or None)).id  # fmt: skip
+        for n in range(count)
+    ]
+
+
+@pytest.mark.slow
+async def test_four_pulling_processes_claim_each_packet_once_in_fifo_order(
+    handoffs: HandoffStore, api_url: str
+) -> None:
+    """4 processes resume in a loop over 200 queued packets: every packet is claimed by
+    exactly one of them, and each claimant sees its packets oldest first."""
+    ids = await queue_packets(handoffs, "executor", 200)
+    claims = [json.loads(p.communicate(timeout=120)[0]) for p in pullers(api_url, "executor", 4, "plain")]
+
+    claimed_ids = [packet_id for claim in claims for packet_id, _ in claim]
+    assert sorted(claimed_ids) == sorted(ids)
+    assert len(set(claimed_ids)) == 200
+    for claim in claims:
+        created = [created_at for _, created_at in claim]
+        assert created == sorted(created)
+    page = await handoffs.list(status="done", limit=500)
+    assert len(page.packets) == 200
+
+
+@pytest.mark.slow
+async def test_pull_and_push_racing_never_handle_a_packet_twice(
+    handoffs: HandoffStore, api_url: str, redis_url: str
+) -> None:
+    """An RQ agent worker and two pulling processes drain one queue together: each packet
+    is handled exactly once (its handled/<id> record has one version)."""
+    ids = await queue_packets(handoffs, "tester", 120)
+    worker = baton_process("agent", "run", "tester", "-m", "tests.handlers", "--burst",
+                           redis_url=redis_url, api_url=api_url)  # fmt: skip
+    pulling = pullers(api_url, "tester", 2, "handle")
+    pulled = [json.loads(p.communicate(timeout=120)[0]) for p in pulling]
+    output = worker.communicate(timeout=120)[0]
+    assert worker.returncode == 0, output
+
+    with BatonClient(api_url, agent="checker") as baton:
+        handled = {record.ref: record for record in baton.list_records(scope="handled", limit=500).records}
+    assert sorted(handled) == sorted(f"handled/{packet_id}" for packet_id in ids)
+    assert all(record.version == 1 for record in handled.values())
+    pushed = [ref for ref, record in handled.items() if record.value == "push"]
+    assert len(pushed) + sum(len(claim) for claim in pulled) == 120
+    states = {packet.state for packet in (await handoffs.list(limit=500)).packets}
+    assert states == {"done"}
+
+
+@pytest.mark.slow
+async def test_worker_killed_inside_a_handler_gets_the_packet_redelivered(
+    handoffs: HandoffStore, api_url: str, redis_url: str
+) -> None:
+    """SIGKILL a worker mid-handler: once the lease runs out the sweep requeues the packet,
+    a new worker completes it, and the redelivery count is 1."""
+    [packet_id] = await queue_packets(handoffs, "tester", 1, note="hang")
+    doomed = baton_process("agent", "run", "tester", "-m", "tests.handlers",
+                           redis_url=redis_url, api_url=api_url, BATON_LEASE_SECONDS="3")  # fmt: skip
+    with BatonClient(api_url, agent="checker") as baton:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            packet = baton.get_handoff(packet_id)
+            if packet.state == "claimed":
+                break
+            time.sleep(0.1)
+        assert packet.state == "claimed"
+        doomed.kill()
+        doomed.wait(10)
+
+        # The packet waits out its lease; then `baton worker` sweeps it back to the queue.
+        time.sleep(3.2)
+        sweep = subprocess.run(
+            [sys.executable, "-m", "baton.server.cli", "worker", "--burst"],
+            env={**os.environ, "BATON_REDIS_URL": redis_url}, cwd=REPO,
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert sweep.returncode == 0, sweep.stderr
+        assert baton.get_handoff(packet_id).state == "queued"
+
+        # The handler hangs only on the first delivery; the second one completes.
+        worker = baton_process("agent", "run", "tester", "-m", "tests.handlers", "--burst",
+                               redis_url=redis_url, api_url=api_url)  # fmt: skip
+        output = worker.communicate(timeout=60)[0]
+        assert worker.returncode == 0, output
+        packet = baton.get_handoff(packet_id)
+        assert (packet.state, packet.redeliveries, packet.deliveries) == ("done", 1, 2)
+        assert baton.recall(f"handled/{packet_id}").value == "push"
+
+
+@pytest.mark.slow
+async def test_a_handler_that_always_raises_is_retried_then_failed(
+    handoffs: HandoffStore, api_url: str, redis_url: str, sync_redis: redis.Redis
+) -> None:
+    """A failing handler is tried 3 times; then the packet is failed with the error text and
+    the job sits in RQ's failed registry (the dead letter)."""
+    [packet_id] = await queue_packets(handoffs, "tester", 1, note="raise")
+    worker = baton_process("agent", "run", "tester", "-m", "tests.handlers", "--burst",
+                           redis_url=redis_url, api_url=api_url)  # fmt: skip
+    output = worker.communicate(timeout=120)[0]
+    assert worker.returncode == 0, output
+
+    packet = await handoffs.get(packet_id)
+    assert packet.state == "failed"
+    assert packet.error == f"HandlerFailure: cannot handle {packet_id}"
+    assert packet.deliveries == 3
+    assert packet.log is not None
+    assert [t.reason for t in packet.log if t.to_state == "claimed"] == ["worker", "retry", "retry"]
+    queue = Queue(queue_name("default", "tester"), connection=sync_redis)
+    assert FailedJobRegistry(queue=queue).count == 1
+
+
+def test_agent_run_without_a_handler_says_how_to_register_one(redis_url: str) -> None:
+    """Starting a worker for an agent nobody registered fails fast with a clear message."""
+    worker = baton_process("agent", "run", "nobody", "-m", "tests.handlers", redis_url=redis_url)
+    output = worker.communicate(timeout=60)[0]
+    assert worker.returncode == 2
+    assert "no handler for agent 'nobody' (registered: tester)" in output
