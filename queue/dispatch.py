@@ -55,12 +55,18 @@ class RQDispatcher:
             failure_ttl=FAILURE_TTL,
         )
 
-    def discard(self, namespace: str, packet_id: str, seq: int) -> None:
-        """Drop a job whose packet was claimed by ``resume``, so queue depths stay true."""
-        try:
-            Job.fetch(job_id(namespace, packet_id, seq), connection=self.connection).delete()
-        except NoSuchJobError:
-            pass
+    def discard(self, namespace: str, agent: str, packet_id: str, seq: int) -> None:
+        """Drop the job of a packet claimed by ``resume``, so queue depths stay true.
+
+        Only a job still waiting in the queue is deleted; one a worker has already taken is
+        left to run, and it finds its packet claimed and does nothing.
+        """
+        identifier = job_id(namespace, packet_id, seq)
+        if self.queue(namespace, agent).remove(identifier):
+            try:
+                Job.fetch(identifier, connection=self.connection).delete(remove_from_queue=False)
+            except NoSuchJobError:
+                pass
 
     def missing(self, namespace: str, jobs: Sequence[tuple[str, int]]) -> list[int]:
         pipe = self.connection.pipeline(transaction=False)

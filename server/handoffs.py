@@ -25,6 +25,7 @@ from typing import Any, Protocol
 import anyio.to_thread
 import msgpack
 import msgspec
+import structlog
 
 from baton.server.errors import Forbidden, InvalidInput, NotFound, StateConflict
 from baton.server.keys import NAMESPACES, Keys
@@ -45,6 +46,7 @@ from baton.server.models import (
 from baton.server.store import BATCH, FactStore, _pairs, _unpack
 from baton.server.validation import check_agent, check_ref, check_session_id
 
+log = structlog.get_logger("baton.handoffs")
 PACKET_STATES: tuple[PacketState, ...] = ("queued", "claimed", "done", "failed", "expired")
 MAX_NOTE = 4000
 MAX_ID_ATTEMPTS = 20
@@ -57,7 +59,7 @@ class Dispatcher(Protocol):
 
     def enqueue(self, namespace: str, agent: str, packet_id: str, seq: int) -> None: ...
 
-    def discard(self, namespace: str, packet_id: str, seq: int) -> None: ...
+    def discard(self, namespace: str, agent: str, packet_id: str, seq: int) -> None: ...
 
     def missing(self, namespace: str, jobs: Sequence[tuple[str, int]]) -> list[int]:
         """Indexes of the (packet id, seq) pairs that have no RQ job."""
@@ -234,11 +236,17 @@ class HandoffStore:
         return resolved
 
     async def _dispatch(self, agent: str, packet_id: str, seq: int) -> None:
+        """Enqueue the packet's RQ job. The packet is already safe in its inbox, so a failure
+        here is logged, not raised: the sweep enqueues missing jobs."""
         dispatcher = self.backend.dispatcher
-        if dispatcher is not None:
+        if dispatcher is None:
+            return
+        try:
             await anyio.to_thread.run_sync(
                 partial(dispatcher.enqueue, self.namespace, agent, packet_id, seq)
             )
+        except Exception as error:  # noqa: BLE001 - repaired by the sweep
+            log.warning("enqueue failed; the sweep will retry", packet=packet_id, error=repr(error))
 
     # -- claiming -----------------------------------------------------------------------------
 
@@ -253,9 +261,13 @@ class HandoffStore:
             dispatcher = self.backend.dispatcher
             if dispatcher is not None:  # its RQ job would only find it claimed: drop it
                 seq = await self.redis.hget(self.keys.packet(agent, packet.id), "job_seq")
-                await anyio.to_thread.run_sync(
-                    partial(dispatcher.discard, self.namespace, packet.id, int(seq or 0))
-                )
+                try:
+                    await anyio.to_thread.run_sync(partial(
+                        dispatcher.discard, self.namespace, agent, packet.id, int(seq or 0)
+                    ))  # fmt: skip
+                except Exception as error:  # noqa: BLE001 - the claim stands; the job no-ops
+                    log.warning("could not drop the job of a pulled packet", packet=packet.id,
+                                error=repr(error))  # fmt: skip
             if session is not None:
                 await self.facts.touch(
                     check_session_id(session), agent, {pin.ref: pin.version for pin in packet.pins}
