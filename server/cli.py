@@ -17,7 +17,9 @@ from baton.server.errors import BatonError
 from baton.server.connection import async_redis, embedded_server, redis_url
 from baton.server.logs import configure_logging
 from baton.server.settings import Settings
-from baton.server.store import Backend, FactStore
+from baton.server.runtime import open_backend
+from baton.server.store import FactStore
+from baton.server.validation import check_agent
 
 def _settings() -> Settings:
     try:
@@ -75,11 +77,8 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 async def _with_store(namespace: str | None, action: Callable[[FactStore], Any]) -> Any:
     settings = _settings()
-    client = async_redis(redis_url(settings))
-    try:
-        return await action(Backend(client, settings.limits).store(namespace or settings.namespace))
-    finally:
-        await client.aclose()
+    async with open_backend(settings) as backend:
+        return await action(backend.store(namespace or settings.namespace))
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
@@ -114,6 +113,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
         + ("all chains intact" if not broken else f"{len(broken)} broken link(s)")
     )
     return 1 if broken else 0
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from baton.server.mcp_server import run_stdio
+
+    configure_logging()
+    agent = check_agent(args.agent or os.environ.get("AGENT_ID") or "anonymous", field="--agent")
+    asyncio.run(run_stdio(_settings(), agent))
+    return 0
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -182,6 +190,10 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("down", help="stop the embedded Redis server").set_defaults(
         handler=cmd_down
     )
+
+    mcp = commands.add_parser("mcp", help="serve the MCP tools on stdio (for Claude Code, Cursor, ...)")
+    mcp.add_argument("--agent", default=None, help="this agent's id (default: $AGENT_ID)")
+    mcp.set_defaults(handler=cmd_mcp)
 
     worker = commands.add_parser("worker", help="run the periodic sweeps (leases, expiry, repair)")
     worker.add_argument("--burst", action="store_true", help="sweep once and exit")

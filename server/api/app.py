@@ -6,19 +6,20 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import version
 
-from litestar import Litestar, get
+from litestar import Litestar, asgi, get
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.openapi.config import OpenAPIConfig
 from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
+from litestar.types import Receive, Scope, Send
 
-from baton.queue.dispatch import RQDispatcher
 from baton.server.api.deps import provide_caller, provide_handoffs, provide_store
 from baton.server.api.handoffs import HandoffController
 from baton.server.api.middleware import request_logging
 from baton.server.api.problems import EXCEPTION_HANDLERS
 from baton.server.api.records import RecordController
-from baton.server.connection import async_redis, queue_url, redis_url, sync_redis
+from baton.server.mcp_server import Binding, create_mcp_server
+from baton.server.runtime import open_backend
 from baton.server.settings import Settings
 from baton.server.store import Backend
 
@@ -41,20 +42,24 @@ def create_app(settings: Settings | None = None) -> Litestar:
     """Build the API. Redis is connected at start-up (the embedded one unless configured)."""
     settings = settings or Settings.from_env()
 
+    binding = Binding(namespace=settings.namespace)
+    mcp = create_mcp_server(binding)
+    mcp_app = mcp.streamable_http_app(streamable_http_path="/", host=settings.host)
+
+    @asgi("/mcp", is_mount=True, copy_scope=True)
+    async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
+        await mcp_app(scope, receive, send)
+
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        client = async_redis(redis_url(settings))
-        queue_connection = sync_redis(queue_url(settings))
-        dispatcher = RQDispatcher(queue_connection, settings.handoffs)
-        app.state.backend = Backend(client, settings.limits, dispatcher, settings.handoffs)
-        try:
-            yield
-        finally:
-            await client.aclose()
-            queue_connection.close()
+        async with open_backend(settings) as backend:
+            app.state.backend = binding.backend = backend
+            # A mounted app's own lifespan never runs: run the MCP session manager here.
+            async with mcp.session_manager.run():
+                yield
 
     return Litestar(
-        route_handlers=[RecordController, HandoffController, healthz, readyz],
+        route_handlers=[RecordController, HandoffController, healthz, readyz, mcp_endpoint],
         dependencies={"store": Provide(provide_store, sync_to_thread=False),
                       "handoffs": Provide(provide_handoffs, sync_to_thread=False),
                       "caller": Provide(provide_caller, sync_to_thread=False)},

@@ -1,0 +1,254 @@
+"""Baton as an MCP server: the seven tools of shared memory and handoffs.
+
+(No ``from __future__ import annotations`` here: the MCP SDK builds each tool's pydantic
+argument model from the real annotation objects.)
+
+The tools call the same store functions as the REST API. Over stdio (``baton mcp``) the
+process is one agent and one Baton session; over streamable HTTP (mounted at ``/mcp`` in
+the API) the agent comes from the ``X-Baton-Agent`` header and each MCP session is its own
+Baton session. Any mistake a caller can make comes back as a tool result with
+``isError: true`` and a message saying what to fix.
+"""
+
+
+import functools
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, ParamSpec
+
+import msgspec
+import redis.exceptions
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field
+
+from baton.server.errors import BatonError
+from baton.server.runtime import open_backend
+from baton.server.settings import Settings
+from baton.server.handoffs import HandoffStore
+from baton.server.store import Backend, FactStore
+from baton.server.validation import check_agent, check_namespace, check_session_id
+
+INSTRUCTIONS = """\
+Baton is a memory shared by several agents. Facts are records addressed by a ref
+`scope/key` (e.g. `listing/553/assessment`); writing one never overwrites, it adds a version.
+Use `remember` for what you learn, `recall` before acting on a fact, `handoff` to pass work
+to another agent, `resume` to pick up work handed to you (it tells you which facts changed
+since the sender pinned them), and `record_outcome` to report whether acting on facts worked.
+"""
+
+P = ParamSpec("P")
+
+Ref = Annotated[str, Field(description="A record ref 'scope/key'; the scope may hold slashes.")]
+Agent = Annotated[str, Field(description="An agent id, e.g. 'executor'.")]
+
+
+@dataclass
+class Binding:
+    """How tool calls find the store and the caller.
+
+    ``agent``/``session`` are fixed for a stdio server (one process, one agent, one
+    session); left None they come from each HTTP request's headers and MCP session.
+    """
+
+    namespace: str
+    agent: str | None = None
+    session: str | None = None
+    backend: Backend | None = None
+
+
+@dataclass(frozen=True)
+class Caller:
+    agent: str
+    session: str | None
+    facts: FactStore
+    handoffs: HandoffStore
+
+
+def _resolve(binding: Binding, ctx: Context) -> Caller:
+    if binding.backend is None:
+        raise ToolError("Baton is still starting; try again in a moment")
+    headers = ctx.headers or {}
+    agent = binding.agent or check_agent(headers.get("x-baton-agent", "anonymous"),
+                                         field="X-Baton-Agent")  # fmt: skip
+    session = binding.session
+    if session is None and headers.get("x-baton-session"):
+        session = check_session_id(headers["x-baton-session"], field="X-Baton-Session")
+    if session is None and headers.get("mcp-session-id"):
+        session = f"mcp-{headers['mcp-session-id'][:64]}"
+    namespace = check_namespace(headers.get("x-baton-namespace", binding.namespace))
+    facts = binding.backend.store(namespace)
+    return Caller(agent=agent, session=session, facts=facts, handoffs=HandoffStore(facts))
+
+
+def _as_tool_error(
+    function: Callable[P, Awaitable[Any]],
+) -> Callable[P, Awaitable[dict[str, Any]]]:
+    """Turn Baton's errors into isError results and results into plain JSON objects."""
+
+    @functools.wraps(function)
+    async def call(*args: P.args, **kwargs: P.kwargs) -> dict[str, Any]:
+        try:
+            result = await function(*args, **kwargs)
+        except BatonError as error:
+            raise ToolError(f"{error.title}: {error.detail}") from None
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+            raise ToolError("Baton cannot reach its Redis server right now; retry shortly") from None
+        built: dict[str, Any] = msgspec.to_builtins(result)
+        return built
+
+    # Tools advertise structured output: a JSON object shaped like the REST response.
+    call.__signature__ = inspect.signature(function).replace(  # type: ignore[attr-defined]
+        return_annotation=dict[str, Any]
+    )
+    call.__annotations__ = {**function.__annotations__, "return": dict[str, Any]}
+    return call
+
+
+def create_mcp_server(binding: Binding) -> MCPServer:
+    """The MCP server with Baton's tools, bound to ``binding``."""
+    mcp = MCPServer("baton", instructions=INSTRUCTIONS)
+
+    @mcp.tool(description=(
+        "Store a fact under a ref. Writing an existing ref adds a new version (old versions "
+        "stay readable). Give your confidence (0-1) in the fact. Set expected_version to "
+        "write only if nobody changed the record since you read that version."
+    ))  # fmt: skip
+    @_as_tool_error
+    async def remember(
+        ref: Ref,
+        value: Annotated[Any, Field(description="The fact: any JSON value.")],
+        ctx: Context,
+        tags: Annotated[list[str], Field(description="Labels for finding it again.")] = [],  # noqa: B006
+        confidence: Annotated[float, Field(ge=0, le=1, description="How sure you are.")] = 0.5,
+        expected_version: Annotated[
+            int | None, Field(ge=0, description="Only write on top of this version (0 = new).")
+        ] = None,
+    ) -> Any:
+        caller = _resolve(binding, ctx)
+        return await caller.facts.remember(
+            ref, value, agent=caller.agent, session=caller.session, tags=tags,
+            confidence=confidence, expected_version=expected_version,
+        )  # fmt: skip
+
+    @mcp.tool(description=(
+        "Read facts. With ref: that record's current version (or the given version). "
+        "Without ref: current versions filtered by scope, tags and minimum confidence, in ref "
+        "order; pass next_cursor back as cursor for more."
+    ))  # fmt: skip
+    @_as_tool_error
+    async def recall(
+        ctx: Context,
+        ref: Annotated[str | None, Field(description="One record to read.")] = None,
+        version: Annotated[int | None, Field(ge=1, description="A past version of ref.")] = None,
+        scope: Annotated[str | None, Field(description="Records in this scope and below.")] = None,
+        tags: Annotated[list[str], Field(description="Records carrying these tags.")] = [],  # noqa: B006
+        tags_mode: Annotated[Literal["all", "any"], Field(description="Match all or any tag.")] = "all",
+        min_confidence: Annotated[float | None, Field(ge=0, le=1)] = None,
+        limit: Annotated[int, Field(ge=1, le=500)] = 50,
+        cursor: Annotated[str | None, Field(description="next_cursor of the previous page.")] = None,
+    ) -> Any:
+        caller = _resolve(binding, ctx)
+        if ref is not None:
+            return await caller.facts.recall(
+                ref, version=version, agent=caller.agent, session=caller.session
+            )
+        return await caller.facts.list_records(
+            scope=scope, tags=tags, tags_mode=tags_mode, min_confidence=min_confidence,
+            limit=limit, cursor=cursor,
+        )  # fmt: skip
+
+    @mcp.tool(description=(
+        "Every version of a record, oldest first: value, author, time, confidence, and the "
+        "hash chain linking them (chain_ok says whether each link verifies)."
+    ))  # fmt: skip
+    @_as_tool_error
+    async def history(ref: Ref, ctx: Context) -> Any:
+        return await _resolve(binding, ctx).facts.history(ref)
+
+    @mcp.tool(description=(
+        "Hand work to another agent: a packet with a one-line summary, next steps and open "
+        "questions goes into its queue. Pins are the record versions your work is built on; "
+        "leave pins out to pin everything you read or wrote in this session. The receiver is "
+        "told if a pinned record changes before it picks the packet up."
+    ))  # fmt: skip
+    @_as_tool_error
+    async def handoff(
+        to: Agent,
+        summary: Annotated[str, Field(description="What is being handed over, in one line.")],
+        ctx: Context,
+        next: Annotated[list[str], Field(description="Concrete next steps.")] = [],  # noqa: A002, B006
+        open: Annotated[list[str], Field(description="Unanswered questions.")] = [],  # noqa: A002, B006
+        pins: Annotated[
+            list[dict[str, Any]] | None,
+            Field(description="[{ref, version}] to pin; version omitted = current."),
+        ] = None,
+        expires_in: Annotated[float | None, Field(gt=0, description="Seconds until unclaimed "
+                                                  "packet expires.")] = None,  # fmt: skip
+        note: str | None = None,
+    ) -> Any:
+        caller = _resolve(binding, ctx)
+        return await caller.handoffs.handoff(
+            from_agent=caller.agent, to_agent=to, summary=summary, next_steps=next,
+            open_questions=open, pins=pins, expires_in=expires_in, note=note,
+            session=caller.session,
+        )  # fmt: skip
+
+    @mcp.tool(description=(
+        "Pick up the oldest packet handed to you. Returns the packet, its pinned records at "
+        "the pinned versions, and a 'stale' list of pins whose record has a newer version: "
+        "re-read those before acting. packet is null when nothing waits. Finish with "
+        "record_outcome(handoff_id=...) to close it."
+    ))  # fmt: skip
+    @_as_tool_error
+    async def resume(
+        ctx: Context,
+        lease_seconds: Annotated[float | None, Field(gt=0, description="How long you hold "
+                                                     "the packet (default 15 min).")] = None,  # fmt: skip
+    ) -> Any:
+        caller = _resolve(binding, ctx)
+        return await caller.handoffs.resume(
+            caller.agent, lease_seconds=lease_seconds, session=caller.session
+        )
+
+    @mcp.tool(description=(
+        "Report whether acting on some facts worked. success raises their confidence, "
+        "failure lowers it; before and after are kept. refs defaults to every record you "
+        "touched in this session. Pass handoff_id to close the packet you resumed."
+    ))  # fmt: skip
+    @_as_tool_error
+    async def record_outcome(
+        outcome: Annotated[Literal["success", "failure"], Field(description="What happened.")],
+        outcome_ref: Annotated[str, Field(description="External reference, e.g. 'RUN-42'.")],
+        ctx: Context,
+        refs: Annotated[list[str] | None, Field(description="The facts the decision used.")] = None,
+        note: str | None = None,
+        handoff_id: Annotated[str | None, Field(description="Packet to complete.")] = None,
+    ) -> Any:
+        caller = _resolve(binding, ctx)
+        return await caller.handoffs.record_outcome(
+            outcome, outcome_ref, agent=caller.agent, refs=refs, session=caller.session,
+            note=note, handoff_id=handoff_id,
+        )  # fmt: skip
+
+    @mcp.tool(description=(
+        "Counts of records, versions, agents and outcomes and the average confidence; with "
+        "verify=true also recheck every hash chain and list broken links."
+    ))  # fmt: skip
+    @_as_tool_error
+    async def memory_stats(
+        ctx: Context,
+        verify: Annotated[bool, Field(description="Recompute every hash chain.")] = False,
+    ) -> Any:
+        return await _resolve(binding, ctx).facts.stats(verify=verify)
+
+    return mcp
+
+
+async def run_stdio(settings: Settings, agent: str) -> None:
+    """Serve MCP on stdin/stdout as ``agent``: one process, one Baton session."""
+    async with open_backend(settings) as backend:
+        session = await backend.store(settings.namespace).create_session(agent)
+        binding = Binding(settings.namespace, agent=agent, session=session.id, backend=backend)
+        await create_mcp_server(binding).run_stdio_async()

@@ -1,0 +1,203 @@
+"""The MCP tools: in memory, over stdio with real `baton mcp` processes, and over HTTP."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from baton.server.mcp_server import Binding, create_mcp_server
+from baton.server.store import Backend
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.anyio
+
+TOOLS = {
+    "remember": {"ref", "value"},
+    "recall": set(),
+    "history": {"ref"},
+    "handoff": {"to", "summary"},
+    "resume": set(),
+    "record_outcome": {"outcome", "outcome_ref"},
+    "memory_stats": set(),
+}
+
+
+@pytest.fixture
+async def scout(dispatching_backend: Backend) -> AsyncIterator[Client]:
+    """An in-memory MCP client acting as agent 'scout' in session 'scout-session'."""
+    binding = Binding("default", agent="scout", session="scout-session",
+                      backend=dispatching_backend)  # fmt: skip
+    async with Client(create_mcp_server(binding)) as client:
+        yield client
+
+
+@pytest.fixture
+async def executor(dispatching_backend: Backend) -> AsyncIterator[Client]:
+    binding = Binding("default", agent="executor", session="executor-session",
+                      backend=dispatching_backend)  # fmt: skip
+    async with Client(create_mcp_server(binding)) as client:
+        yield client
+
+
+async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
+    """Call a tool that must succeed and return its structured result."""
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    return result.structured_content
+
+
+async def error_text(client: Client, tool: str, **arguments: Any) -> str:
+    """Call a tool that must fail as a tool result (isError), and return its message."""
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error
+    return " ".join(getattr(block, "text", "") for block in result.content)
+
+
+async def test_tool_list_and_required_parameters(scout: Client) -> None:
+    """Exactly the seven reference tools, each with a description and its required fields."""
+    tools = {tool.name: tool for tool in (await scout.list_tools()).tools}
+    assert set(tools) == set(TOOLS)
+    for name, required in TOOLS.items():
+        assert tools[name].description
+        assert set(tools[name].input_schema.get("required", [])) == required
+        assert tools[name].output_schema is not None
+    outcome = tools["record_outcome"].input_schema["properties"]
+    assert outcome["outcome"]["enum"] == ["success", "failure"]
+    assert {"refs", "note", "handoff_id"} <= set(outcome)
+    assert "verify" in tools["memory_stats"].input_schema["properties"]
+
+
+async def test_every_tool_in_the_reference_story(scout: Client, executor: Client) -> None:
+    """remember, recall, history, handoff (touched set pinned), resume (stale flagged),
+    record_outcome (closing the packet) and memory_stats, end to end."""
+    await call(scout, "remember", ref="listing/482/assessment", value={"verdict": "apply"},
+               confidence=0.8)  # fmt: skip
+    await call(scout, "remember", ref="listing/553/assessment", value={"verdict": "apply"})
+    packet = await call(scout, "handoff", to="executor", summary="Two listings",
+                        next=["Draft 482"], open=["Backoff?"])  # fmt: skip
+    assert [(p["ref"], p["version"]) for p in packet["pins"]] == [
+        ("listing/482/assessment", 1), ("listing/553/assessment", 1),
+    ]  # fmt: skip
+    second = await call(scout, "remember", ref="listing/553/assessment", value={"verdict": "maybe"})
+    assert second["version"] == 2
+
+    resumed = await call(executor, "resume")
+    assert resumed["packet"]["id"] == packet["id"]
+    assert resumed["stale"] == [
+        {"ref": "listing/553/assessment", "pinned_version": 1, "current_version": 2}
+    ]
+    current = await call(executor, "recall", ref="listing/553/assessment")
+    assert current["value"] == {"verdict": "maybe"}
+    listing = await call(executor, "recall", scope="listing", min_confidence=0.6)
+    assert [r["ref"] for r in listing["records"]] == ["listing/482/assessment"]
+    history = await call(executor, "history", ref="listing/553/assessment")
+    assert [v["chain_ok"] for v in history["versions"]] == [True, True]
+
+    report = await call(executor, "record_outcome", outcome="success", outcome_ref="RUN-42",
+                        refs=["listing/482/assessment"], handoff_id=packet["id"])  # fmt: skip
+    assert report["moves"][0]["after"] == pytest.approx(0.84)
+    assert report["handoff"]["state"] == "done"
+    stats = await call(executor, "memory_stats", verify=True)
+    assert (stats["refs"], stats["versions"], stats["outcomes"], stats["broken"]) == (2, 3, 1, [])
+    assert (await call(executor, "resume"))["packet"] is None
+
+
+async def test_record_outcome_defaults_to_the_session_touched_set(
+    scout: Client, executor: Client
+) -> None:
+    """Without refs, an outcome applies to what this connection's session read or wrote."""
+    await call(scout, "remember", ref="a/read", value=1, confidence=0.6)
+    await call(scout, "remember", ref="a/other", value=1, confidence=0.6)
+    await call(executor, "recall", ref="a/read")
+    report = await call(executor, "record_outcome", outcome="failure", outcome_ref="RUN-1")
+    assert [(move["ref"], round(move["after"], 2)) for move in report["moves"]] == [("a/read", 0.39)]
+
+
+async def test_mistakes_are_error_results_not_crashes(scout: Client) -> None:
+    """Bad input and unknown refs come back as isError results with a clear message, and the
+    server keeps answering afterwards."""
+    assert "ref: 'nokey' has no scope" in await error_text(scout, "remember", ref="nokey", value=1)
+    assert "no record no/such" in await error_text(scout, "recall", ref="no/such")
+    assert "no record no/such" in await error_text(scout, "history", ref="no/such")
+    await call(scout, "remember", ref="a/b", value=1)
+    conflict = await error_text(scout, "remember", ref="a/b", value=2, expected_version=0)
+    assert "a/b is at version 1, not 0" in conflict
+    assert "confidence" in await error_text(scout, "remember", ref="a/b", value=1, confidence=3)
+    assert "value" in await error_text(scout, "remember", ref="a/b")
+    assert "summary" in await error_text(scout, "handoff", to="executor", summary=" ")
+    assert "pins[0].ref" in await error_text(scout, "handoff", to="x", summary="s",
+                                             pins=[{"ref": "no/such"}])  # fmt: skip
+    assert "no packet h_00000000" in await error_text(
+        scout, "record_outcome", outcome="success", outcome_ref="R", refs=["a/b"],
+        handoff_id="h_00000000",
+    )  # fmt: skip
+    assert (await call(scout, "recall", ref="a/b"))["version"] == 1
+
+
+def stdio_server(agent: str, redis_url: str) -> StdioServerParameters:
+    env = {**os.environ, "BATON_REDIS_URL": redis_url, "AGENT_ID": agent}
+    return StdioServerParameters(command=sys.executable, args=["-m", "baton.server.cli", "mcp"],
+                                 env=env, cwd=str(REPO))  # fmt: skip
+
+
+@pytest.mark.slow
+async def test_two_stdio_processes_hand_work_over(redis_url: str) -> None:
+    """A real `baton mcp` process as the scout remembers and hands off without pins (its
+    session's touched set is pinned); a second process as the executor resumes it."""
+    async with Client(stdio_server("scout", redis_url)) as scout:
+        await call(scout, "remember", ref="listing/482/assessment", value="apply", confidence=0.8)
+        packet = await call(scout, "handoff", to="executor", summary="One listing")
+    assert [(p["ref"], p["version"]) for p in packet["pins"]] == [("listing/482/assessment", 1)]
+    assert packet["from"] == "scout"
+
+    async with Client(stdio_server("executor", redis_url)) as executor:
+        resumed = await call(executor, "resume")
+        assert resumed["packet"]["id"] == packet["id"]
+        assert resumed["pins"][0]["value"] == "apply"
+        report = await call(executor, "record_outcome", outcome="success", outcome_ref="RUN-1",
+                            handoff_id=packet["id"])  # fmt: skip
+    assert [move["ref"] for move in report["moves"]] == ["listing/482/assessment"]
+    assert report["handoff"]["state"] == "done"
+
+
+def http_client(api_url: str, agent: str, **headers: str) -> Client:
+    http = httpx.AsyncClient(headers={"X-Baton-Agent": agent, **headers})
+    return Client(streamable_http_client(f"{api_url}/mcp", http_client=http), mode="legacy")
+
+
+async def test_streamable_http_sessions_and_agents(api_url: str, redis_url: str) -> None:
+    """Over HTTP at /mcp the agent comes from X-Baton-Agent and each MCP session is a Baton
+    session: the scout's handoff pins what that session wrote; the executor resumes it."""
+    async with http_client(api_url, "scout") as scout:
+        written = await call(scout, "remember", ref="a/b", value={"n": 1})
+        packet = await call(scout, "handoff", to="executor", summary="over http")
+    assert [(p["ref"], p["version"]) for p in packet["pins"]] == [("a/b", written["version"])]
+    assert packet["from"] == "scout"
+    assert packet["session"].startswith("mcp-")
+
+    async with http_client(api_url, "executor") as executor:
+        resumed = await call(executor, "resume")
+        assert resumed["packet"]["id"] == packet["id"]
+
+
+async def test_sessionless_http_clients_name_their_session_in_a_header(
+    api_url: str, redis_url: str
+) -> None:
+    """A client on the stateless protocol has no MCP session; X-Baton-Session gives it one.
+    A malformed agent header is an error result."""
+    http = httpx.AsyncClient(headers={"X-Baton-Agent": "scout", "X-Baton-Session": "s-42"})
+    async with Client(streamable_http_client(f"{api_url}/mcp", http_client=http)) as scout:
+        await call(scout, "remember", ref="a/b", value=1)
+        packet = await call(scout, "handoff", to="executor", summary="stateless")
+    assert (packet["session"], packet["pins"]) == ("s-42", [{"ref": "a/b", "version": 1}])
+
+    async with http_client(api_url, "not valid") as stranger:
+        assert "X-Baton-Agent" in await error_text(stranger, "recall", ref="a/b")
