@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-fast serve clean
+.PHONY: install demo test test-fast serve clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -13,6 +13,10 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+## make demo: the scout/executor story in separate processes (ARGS=--keep to browse after)
+demo: $(STAMP)
+	$(BIN)/baton demo $(ARGS)
 
 ## make test: the whole suite against a real embedded Valkey server
 test: $(STAMP)

@@ -11,6 +11,7 @@ from rq import get_current_job
 from baton.agents.client import BatonClient
 from baton.agents.runtime import handler_for
 from baton.queue.context import worker_context
+from baton.server.errors import StateConflict
 
 log = structlog.get_logger("baton.worker")
 
@@ -46,8 +47,12 @@ def deliver_packet(namespace: str, agent: str, packet_id: str) -> dict[str, Any]
         if last_try:
             context.run(handoffs.fail(packet_id, agent, f"{type(error).__name__}: {error}"))
         raise
-    packet = context.run(handoffs.complete(packet_id, agent, reason="handler returned"))
-    log.info("packet handled", packet=packet_id, agent=agent, deliveries=packet.deliveries)
+    try:
+        context.run(handoffs.complete(packet_id, agent, reason="handler returned"))
+    except StateConflict as settled:
+        # The handler settled the packet itself, e.g. with record_outcome(handoff_id=...).
+        log.info("packet settled by its handler", packet=packet_id, state=settled.extra["state"])
+    log.info("packet handled", packet=packet_id, agent=agent)
     return {"packet": packet_id, "handled": True}
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import logging
+import sys
 import threading
 from collections.abc import Sequence
 
@@ -26,6 +28,16 @@ class AgentNotRegistered(LookupError):
     """``baton agent run NAME`` found no handler for NAME in the modules it imported."""
 
 
+def _rq_logs_to_stderr() -> None:
+    """RQ logs to stdout by default; stdout belongs to the agent (its transcript, or MCP)."""
+    rq_logger = logging.getLogger("rq")
+    if not rq_logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s", "%H:%M:%S"))
+        rq_logger.addHandler(handler)
+        rq_logger.setLevel(logging.INFO)
+
+
 def import_handlers(modules: Sequence[str]) -> None:
     for module in modules:
         importlib.import_module(module)
@@ -42,6 +54,7 @@ def run_agent(
             f"no handler for agent {name!r} (registered: {known}); pass the module that "
             "defines it with --module, or set BATON_AGENT_MODULES"
         )
+    _rq_logs_to_stderr()
     connection = sync_redis(queue_url(settings))
     queue = Queue(queue_name(settings.namespace, name), connection=connection)
     worker = WORKER_CLASS([queue], connection=connection)
@@ -51,6 +64,7 @@ def run_agent(
 def run_maintenance(settings: Settings, *, burst: bool = False) -> bool:
     """Run the periodic sweeps: RQ's cron scheduler enqueues :func:`sweep` every
     ``BATON_SWEEP_SECONDS`` and this worker runs it."""
+    _rq_logs_to_stderr()
     connection = sync_redis(queue_url(settings))
     queue = Queue(MAINTENANCE_QUEUE, connection=connection)
     worker = WORKER_CLASS([queue], connection=connection)

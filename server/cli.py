@@ -195,6 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.add_argument("--agent", default=None, help="this agent's id (default: $AGENT_ID)")
     mcp.set_defaults(handler=cmd_mcp)
 
+    # Listed for --help only: main() hands "baton demo ..." to the demo's own parser.
+    commands.add_parser("demo", help="run the scout/executor demo (--keep, --write-transcript)")
+
     worker = commands.add_parser("worker", help="run the periodic sweeps (leases, expiry, repair)")
     worker.add_argument("--burst", action="store_true", help="sweep once and exit")
     worker.set_defaults(handler=cmd_worker)
@@ -228,7 +231,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["demo"]:  # the demo parses its own options
+        from baton.demo.run import main as demo
+
+        return demo(arguments[1:])
+    args = build_parser().parse_args(arguments)
     if args.command == "serve":
         settings = _settings()
         args.host = args.host or settings.host

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
@@ -29,20 +30,23 @@ TOOLS = {
 }
 
 
-@pytest.fixture
-async def scout(dispatching_backend: Backend) -> AsyncIterator[Client]:
-    """An in-memory MCP client acting as agent 'scout' in session 'scout-session'."""
-    binding = Binding("default", agent="scout", session="scout-session",
-                      backend=dispatching_backend)  # fmt: skip
+@asynccontextmanager
+async def connected(backend: Backend, agent: str) -> AsyncIterator[Client]:
+    """An in-memory MCP client acting as ``agent`` in its own session."""
+    binding = Binding("default", agent=agent, session=f"{agent}-session", backend=backend)
     async with Client(create_mcp_server(binding)) as client:
         yield client
 
 
 @pytest.fixture
+async def scout(dispatching_backend: Backend) -> AsyncIterator[Client]:
+    async with connected(dispatching_backend, "scout") as client:
+        yield client
+
+
+@pytest.fixture
 async def executor(dispatching_backend: Backend) -> AsyncIterator[Client]:
-    binding = Binding("default", agent="executor", session="executor-session",
-                      backend=dispatching_backend)  # fmt: skip
-    async with Client(create_mcp_server(binding)) as client:
+    async with connected(dispatching_backend, "executor") as client:
         yield client
 
 

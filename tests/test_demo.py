@@ -1,0 +1,111 @@
+"""`make demo`: the scout/executor story end to end, and the compose file's services."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from baton.demo.scout import build_parser as scout_parser
+from baton.server.cli import build_parser
+from baton.server.embedded import EmbeddedServer
+from tests.conftest import REPO
+
+KEY_LINES = [
+    "--- 1. pick up whatever is waiting",
+    "  . 4 pinned record versions arrived with the packet",
+    "  . stale: listing/553/assessment was pinned at v1, now at v2",
+    "--- 3. re-read anything the warning touched",
+    "  . dropping listing/553 - acting on the pinned v1 would be wrong",
+    "--- 5. report what actually happened",
+    "  . success on listing/482/assessment: confidence 80% -> 84%",
+    "  . failure on source/boards-example/rate-limit: confidence 60% -> 39%",
+    "all checks passed",
+]
+
+
+def run_demo(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "BATON_DATA_DIR": str(data_dir)}
+    env.pop("BATON_REDIS_URL", None)
+    return subprocess.run(
+        [sys.executable, "-m", "baton.server.cli", "demo", *args], env=env, cwd=REPO,
+        capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+
+
+def port_of(output: str) -> int:
+    match = re.search(r"dashboard: http://127\.0\.0\.1:(\d+)/", output)
+    assert match, output
+    return int(match.group(1))
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.mark.slow
+def test_demo_tells_the_story_checks_it_and_cleans_up(tmp_path: Path) -> None:
+    """On a machine with nothing running, the demo starts Redis and the API, passes its own
+    checks, writes the transcript, and leaves no server behind."""
+    transcript = tmp_path / "transcript.md"
+    result = run_demo(tmp_path / "data", "--write-transcript", str(transcript))
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    for line in KEY_LINES:
+        assert line in result.stdout
+    assert "\x1b[" not in result.stdout  # no colour when not on a terminal
+    story = [line for line in result.stdout.splitlines() if line.startswith(("---", "  ", "    "))]
+    assert len(story) > 30
+    assert all(len(line) <= 80 for line in story)
+    written = transcript.read_text()
+    assert "stale: listing/553/assessment was pinned at v1, now at v2" in written
+    assert "ok: every hash chain verifies" in written
+    assert not listening(port_of(result.stdout))
+    assert not EmbeddedServer(tmp_path / "data").ping()
+
+
+@pytest.mark.slow
+def test_demo_reuses_a_running_server_and_runs_again(tmp_path: Path) -> None:
+    """With the embedded server already up, the demo uses it, can run twice (a fresh
+    namespace each time), and leaves the server it did not start running."""
+    server = EmbeddedServer(tmp_path / "data")
+    server.ensure_running()
+    try:
+        first, second = run_demo(tmp_path / "data"), run_demo(tmp_path / "data")
+        assert first.returncode == 0, first.stdout + first.stderr
+        assert second.returncode == 0, second.stdout + second.stderr
+        namespaces = {re.search(r"namespace (demo-[\w-]+)", r.stdout).group(1)  # type: ignore[union-attr]
+                      for r in (first, second)}  # fmt: skip
+        assert len(namespaces) == 2
+        assert server.ping()
+    finally:
+        server.stop()
+
+
+def test_compose_services_run_real_baton_commands() -> None:
+    """compose.yaml has the five services on one Redis URL, with health checks and restart
+    policies, and every service command is a command baton accepts."""
+    compose = yaml.safe_load((REPO / "compose.yaml").read_text())
+    services = compose["services"]
+    assert set(services) == {"redis", "api", "worker", "executor", "scout"}
+    assert "--appendonly" in services["redis"]["command"]
+    assert services["redis"]["healthcheck"] and services["api"]["healthcheck"]
+    for name in ("api", "worker", "executor", "scout"):
+        service = services[name]
+        assert service["environment"]["BATON_REDIS_URL"] == "redis://redis:6379/0"
+        assert service["restart"] in ("unless-stopped", "no")
+        command = service["command"]
+        assert command[0] == "baton"
+        if command[1:3] == ["demo", "scout"]:
+            scout_parser().parse_args(command[3:])
+        else:
+            build_parser().parse_args(command[1:])
+    assert services["scout"]["profiles"] == ["scout"]
+    assert (REPO / "Dockerfile").exists()
