@@ -38,7 +38,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     url = redis_url(settings)  # start the embedded server before accepting traffic
     print(f"baton: serving http://{args.host}:{args.port} (redis: {url})", file=sys.stderr)
     uvicorn.run(
-        create_app(settings), host=args.host, port=args.port, access_log=False, log_config=None
+        create_app(settings), host=args.host, port=args.port, access_log=False, log_config=None,
+        timeout_graceful_shutdown=3,  # live dashboard streams never end by themselves
     )
     return 0
 

@@ -184,6 +184,9 @@ class HandoffStore:
         # If the process dies here, the packet is queued without an RQ job: pull still sees
         # it, and the periodic sweep enqueues the missing job (see sweep()).
         await self._dispatch(to_agent, packet_id, 0)
+        await self.facts.emit("handoff", from_agent,
+                              f"{from_agent} handed {packet_id} to {to_agent}: {summary}",
+                              packet=packet_id)  # fmt: skip
         return await self.get(packet_id)
 
     async def _new_id(self, to_agent: str) -> str:
@@ -290,7 +293,7 @@ class HandoffStore:
         lease_us = now_us + int(lease * 1_000_000)
         reply = await self.scripts.claim_packet(
             keys=[self.keys.queued(agent), self.keys.claimed(agent), self.keys.expiring(agent),
-                  self.keys.packet_prefix(agent)],
+                  self.keys.packet_prefix(agent), self.keys.expired(agent)],
             args=[packet_id, now_us, now_iso, lease_us, _iso(lease_us), claimant, reason, job],
         )  # fmt: skip
         if not reply or reply[0] == 0:
@@ -302,6 +305,8 @@ class HandoffStore:
             return Resumed(agent=agent, packet=None, pins=[], stale=[], lease_until=None,
                            message=message)  # fmt: skip
         packet = self._packet(_pairs(reply[2]))
+        await self.facts.emit("claim", claimant, f"{claimant} claimed {packet.id} ({reason})",
+                              packet=packet.id)  # fmt: skip
         pins = await self._resolve_for_reader(packet.pins)
         stale = [
             StalePin(ref=pin.ref, pinned_version=pin.version, current_version=pin.current_version)
@@ -362,7 +367,7 @@ class HandoffStore:
         reply = await self.scripts.settle_packet(
             keys=[self.keys.packet(to_agent, packet_id), self.keys.queued(to_agent),
                   self.keys.claimed(to_agent), self.keys.failed(to_agent),
-                  self.keys.expiring(to_agent)],
+                  self.keys.expiring(to_agent), self.keys.expired(to_agent)],
             args=[packet_id, from_state, to_state, agent, reason[:MAX_NOTE], now_iso, now_us,
                   error[:MAX_NOTE]],
         )  # fmt: skip
@@ -382,7 +387,20 @@ class HandoffStore:
             )  # fmt: skip
         if to_state == "queued":
             await self._dispatch(to_agent, packet_id, int(reply[2]))
+        await self.facts.emit(to_state, agent, f"{agent}: {packet_id} {from_state} -> "
+                              f"{to_state} ({error or reason})", packet=packet_id)  # fmt: skip
         return await self.get(packet_id)
+
+    async def requeue(self, packet_id: str, agent: str) -> Packet:
+        """Put a failed or expired packet back in its queue (an operator's action): a fresh
+        start, with expiry and delivery count cleared."""
+        packet = await self.get(packet_id, with_log=False)
+        if packet.state not in ("failed", "expired"):
+            raise StateConflict(
+                f"packet {packet_id} is {packet.state}; only failed or expired packets can be "
+                "requeued", packet=packet_id, state=packet.state,
+            )  # fmt: skip
+        return await self._settle(packet_id, agent, packet.state, "queued", f"requeued by {agent}")
 
     async def record_outcome(
         self,
@@ -570,12 +588,18 @@ class HandoffStore:
             )  # fmt: skip
             expired = await self.scripts.expire_packets(
                 keys=[self.keys.expiring(agent), self.keys.queued(agent),
-                      self.keys.packet_prefix(agent)],
+                      self.keys.packet_prefix(agent), self.keys.expired(agent)],
                 args=[now_us, now_iso, BATCH],
             )  # fmt: skip
             report.requeued += [item.decode() for item in requeued]
             report.failed += [item.decode() for item in failed]
             report.expired += [item.decode() for item in expired]
+            for kind, ids, text in (("queued", requeued, "lease ran out, queued again"),
+                                    ("failed", failed, "failed: max deliveries"),
+                                    ("expired", expired, "expired before anyone claimed it")):  # fmt: skip
+                for raw_id in ids:
+                    await self.facts.emit(kind, "baton", f"{raw_id.decode()}: {text}",
+                                          packet=raw_id.decode())  # fmt: skip
             for packet_id in requeued:
                 seq = await self.redis.hget(self.keys.packet(agent, packet_id.decode()), "job_seq")
                 await self._dispatch(agent, packet_id.decode(), int(seq or 0))

@@ -19,6 +19,8 @@ Layout (``<ns>`` is the namespace, ``<ref>`` a validated ref such as ``listing/5
     baton:<ns>:inbox:{<agent>}:claimed   zset  claimed packet ids by lease deadline
     baton:<ns>:inbox:{<agent>}:expiring  zset  packet ids with an expiry, by expiry time
     baton:<ns>:inbox:{<agent>}:failed    zset  failed packet ids by failure time
+    baton:<ns>:inbox:{<agent>}:expired   zset  expired packet ids by expiry time
+    baton:<ns>:events                    stream  recent writes, handoffs and outcomes (capped)
     baton:<ns>:inbox:{<agent>}:all       zset  every packet for the agent, by creation time
     baton:namespaces                     set   namespaces that have handoffs (for sweeps)
 
@@ -109,6 +111,13 @@ class Keys:
 
     def failed(self, agent: str) -> str:
         return f"{self.inbox(agent)}:failed"
+
+    def expired(self, agent: str) -> str:
+        return f"{self.inbox(agent)}:expired"
+
+    @property
+    def events(self) -> str:
+        return f"{self.base}:events"
 
     def inbox_all(self, agent: str) -> str:
         return f"{self.inbox(agent)}:all"

@@ -100,6 +100,7 @@ return 1
 """
 
 # KEYS[1] inbox queued  KEYS[2] inbox claimed  KEYS[3] inbox expiring  KEYS[4] packet prefix
+# KEYS[5] inbox expired
 # ARGV[1] packet id, or "" for the oldest queued one
 # ARGV[2] now (µs)      ARGV[3] now (ISO)      ARGV[4] lease end (µs)  ARGV[5] lease end (ISO)
 # ARGV[6] claimant      ARGV[7] reason     ARGV[8] the claiming RQ job's id, "" for a pull
@@ -135,6 +136,7 @@ while true do
   local expires = tonumber(redis.call('HGET', packet, 'expires_us') or '')
   if expires and expires <= now then
     redis.call('ZREM', KEYS[3], id)
+    redis.call('ZADD', KEYS[5], now, id)
     move(packet, 'expired', '', 'expired before it was claimed', ARGV[3])
     if ARGV[1] ~= '' then
       return {0, 'expired'}
@@ -150,8 +152,10 @@ end
 """
 
 # KEYS[1] packet hash   KEYS[2] inbox queued   KEYS[3] inbox claimed
-# KEYS[4] inbox failed  KEYS[5] inbox expiring
+# KEYS[4] inbox failed  KEYS[5] inbox expiring KEYS[6] inbox expired
 # ARGV[1] packet id     ARGV[2] from-state it must be in     ARGV[3] to-state
+# (failed or expired -> queued is an operator's requeue: a fresh start, expiry and
+# delivery count cleared; the log keeps the history)
 # ARGV[4] acting agent; when not "" and the packet is claimed, it must be the claimant
 # ARGV[5] reason        ARGV[6] now (ISO)      ARGV[7] now (µs)       ARGV[8] error text or ""
 # Returns {1, from, job_seq}; {-1} unknown packet; {0, state} wrong state;
@@ -171,7 +175,12 @@ end
 local to = ARGV[3]
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('ZREM', KEYS[4], ARGV[1])
+redis.call('ZREM', KEYS[6], ARGV[1])
 redis.call('HDEL', KEYS[1], 'lease_until')
+if state ~= 'claimed' and to == 'queued' then
+  redis.call('ZREM', KEYS[5], ARGV[1])
+  redis.call('HSET', KEYS[1], 'expires_us', '', 'deliveries', 0, 'error', '')
+end
 if ARGV[8] ~= '' then
   redis.call('HSET', KEYS[1], 'error', ARGV[8])
 end
@@ -217,7 +226,7 @@ end
 return {requeued, failed}
 """
 
-# KEYS[1] inbox expiring  KEYS[2] inbox queued  KEYS[3] packet prefix
+# KEYS[1] inbox expiring  KEYS[2] inbox queued  KEYS[3] packet prefix  KEYS[4] inbox expired
 # ARGV[1] now (µs)        ARGV[2] now (ISO)     ARGV[3] batch size
 # Returns the ids expired: queued packets past their expiry. A claimed packet keeps its
 # entry, so that it can still expire if it is released back to the queue.
@@ -229,6 +238,7 @@ for _, id in ipairs(due) do
   local state = redis.call('HGET', packet, 'state')
   if state == 'queued' then
     redis.call('ZREM', KEYS[2], id)
+    redis.call('ZADD', KEYS[4], ARGV[1], id)
     move(packet, 'expired', '', 'expired before it was claimed', ARGV[2])
     table.insert(expired, id)
   end

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 
 from baton.server import confidence as confidence_rules
 from baton.server.scripts import Scripts
@@ -60,6 +61,7 @@ MAX_WRITE_ATTEMPTS = 1000
 BATCH = 500
 MAX_OUTCOME_REF = 200
 MAX_NOTE = 4000
+EVENTS_KEPT = 10_000
 
 
 def utc_now() -> str:
@@ -187,8 +189,11 @@ class FactStore:
         else:
             raise StoreUnavailable(f"{ref}: too many concurrent writers, try again", ref=ref)
 
+        pipe = self.redis.pipeline(transaction=False)
         if session is not None:
-            await self.touch(session, agent, {ref: new})
+            self._touch_commands(pipe, session, agent, {ref: new})
+        self.event_command(pipe, "remember", agent, f"{agent} wrote {ref} v{new}", ref=ref)
+        await pipe.execute()
         return Remembered(
             ref=ref,
             version=new,
@@ -267,6 +272,14 @@ class FactStore:
                     ref, head, length, outcome, outcome_ref, agent, session, note, handoff_id
                 )
             )
+        pipe = self.redis.pipeline(transaction=False)
+        for move in moves:
+            self.event_command(
+                pipe, "outcome", agent,
+                f"{outcome} on {move.ref} ({outcome_ref}): {move.before:.0%} -> {move.after:.0%}",
+                ref=move.ref,
+            )  # fmt: skip
+        await pipe.execute()
         return OutcomeReport(outcome=outcome, outcome_ref=outcome_ref, moves=moves)
 
     async def _apply_outcome(
@@ -630,13 +643,39 @@ class FactStore:
 
     async def touch(self, session_id: str, agent: str, seen: dict[str, int]) -> None:
         """Record what a session saw; a session id used for the first time is created."""
-        key = self.keys.session(session_id)
         pipe = self.redis.pipeline(transaction=False)
+        self._touch_commands(pipe, session_id, agent, seen)
+        await pipe.execute()
+
+    def _touch_commands(
+        self, pipe: Pipeline, session_id: str, agent: str, seen: dict[str, int]
+    ) -> None:
+        key = self.keys.session(session_id)
         pipe.hsetnx(key, "agent", agent)
         pipe.hsetnx(key, "created_at", utc_now())
         pipe.hset(key, "last_seen_at", utc_now())
         if seen:
             pipe.hset(self.keys.session_touched(session_id), mapping=seen)
+
+    # -- activity -----------------------------------------------------------------------------
+
+    def event_command(
+        self, pipe: Pipeline, kind: str, agent: str, text: str, *, ref: str | None = None,
+        packet: str | None = None,
+    ) -> None:  # fmt: skip
+        """Queue an activity event on ``pipe``: the dashboard's feed and its live updates.
+        Events are a capped stream written after the change they describe (a crash in
+        between loses the event, never data)."""
+        fields = {"kind": kind, "agent": agent, "text": text, "ref": ref or "",
+                  "packet": packet or "", "at": utc_now()}  # fmt: skip
+        pipe.xadd(self.keys.events, fields, maxlen=EVENTS_KEPT, approximate=True)  # type: ignore[arg-type]
+
+    async def emit(
+        self, kind: str, agent: str, text: str, *, ref: str | None = None,
+        packet: str | None = None,
+    ) -> None:  # fmt: skip
+        pipe = self.redis.pipeline(transaction=False)
+        self.event_command(pipe, kind, agent, text, ref=ref, packet=packet)
         await pipe.execute()
 
 

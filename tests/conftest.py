@@ -22,6 +22,7 @@ from baton.server.settings import Limits
 from baton.server.store import Backend, FactStore
 
 if TYPE_CHECKING:
+    from baton.agents import BatonClient
     from baton.server.handoffs import HandoffStore
 
 REPO = Path(__file__).resolve().parent.parent
@@ -152,3 +153,21 @@ def baton_process(
         [sys.executable, "-m", "baton.server.cli", *args], env=environment, cwd=REPO,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
+
+
+@pytest.fixture
+def scout(api_url: str, redis_url: str) -> Iterator["BatonClient"]:
+    """The Python client acting as agent 'scout' against the running API."""
+    from baton.agents import BatonClient
+
+    with BatonClient(api_url, agent="scout") as client:
+        yield client
+
+
+@pytest.fixture
+def executor(api_url: str, redis_url: str) -> Iterator["BatonClient"]:
+    """The Python client acting as agent 'executor' against the running API."""
+    from baton.agents import BatonClient
+
+    with BatonClient(api_url, agent="executor") as client:
+        yield client

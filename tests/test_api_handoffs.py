@@ -10,18 +10,6 @@ from baton.agents.client import ConflictError, ForbiddenError, NotFoundError
 from tests.test_api import assert_problem
 
 
-@pytest.fixture
-def scout(api_url: str, redis_url: str) -> BatonClient:
-    with BatonClient(api_url, agent="scout") as client:
-        yield client  # type: ignore[misc]
-
-
-@pytest.fixture
-def executor(api_url: str) -> BatonClient:
-    with BatonClient(api_url, agent="executor") as client:
-        yield client  # type: ignore[misc]
-
-
 def test_scout_to_executor_round_trip(scout: BatonClient, executor: BatonClient) -> None:
     """The reference story over REST: the scout's session pins what it wrote, a later
     correction is reported stale, and an outcome with handoff_id closes the packet."""

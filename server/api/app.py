@@ -11,9 +11,19 @@ from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.openapi.config import OpenAPIConfig
 from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
+from litestar.contrib.jinja import JinjaTemplateEngine
+from litestar.static_files import create_static_files_router
+from litestar.template.config import TemplateConfig
 from litestar.types import Receive, Scope, Send
 
 from baton.server.api.deps import provide_caller, provide_handoffs, provide_store
+from baton.server.api.dashboard import (
+    STATIC,
+    TEMPLATES,
+    DashboardData,
+    DashboardPages,
+    provide_dashboard,
+)
 from baton.server.api.handoffs import HandoffController
 from baton.server.api.middleware import request_logging
 from baton.server.api.problems import EXCEPTION_HANDLERS
@@ -59,9 +69,15 @@ def create_app(settings: Settings | None = None) -> Litestar:
                 yield
 
     return Litestar(
-        route_handlers=[RecordController, HandoffController, healthz, readyz, mcp_endpoint],
+        route_handlers=[
+            RecordController, HandoffController, DashboardData, DashboardPages, healthz, readyz,
+            mcp_endpoint, create_static_files_router(path="/static", directories=[STATIC],
+                                                     include_in_schema=False),
+        ],
+        template_config=TemplateConfig(directory=TEMPLATES, engine=JinjaTemplateEngine),
         dependencies={"store": Provide(provide_store, sync_to_thread=False),
                       "handoffs": Provide(provide_handoffs, sync_to_thread=False),
+                      "dashboard": Provide(provide_dashboard, sync_to_thread=False),
                       "caller": Provide(provide_caller, sync_to_thread=False)},
         exception_handlers=EXCEPTION_HANDLERS,
         middleware=[request_logging],

@@ -27,8 +27,11 @@ class Caller:
 
 
 def provide_store(request: Request[Any, Any, Any], state: State) -> FactStore:
+    """The caller's namespace: the ``X-Baton-Namespace`` header, else a ``namespace`` query
+    parameter (handy for dashboard links), else the server's default."""
     backend: Backend = state.backend
-    return FactStore(backend, request.headers.get(NAMESPACE_HEADER, state.namespace))
+    namespace = request.headers.get(NAMESPACE_HEADER) or request.query_params.get("namespace")
+    return FactStore(backend, namespace or state.namespace)
 
 
 def provide_handoffs(store: FactStore) -> HandoffStore:

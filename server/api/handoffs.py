@@ -109,6 +109,11 @@ class HandoffController(Controller):
     ) -> Packet:
         return await handoffs.fail(packet_id, caller.agent, data.error)
 
+    @post("/handoffs/{packet_id:str}/requeue",
+          summary="Put a failed or expired packet back in its queue", status_code=200)  # fmt: skip
+    async def requeue(self, packet_id: str, handoffs: HandoffStore, caller: Caller) -> Packet:
+        return await handoffs.requeue(packet_id, caller.agent)
+
     @get("/agents", summary="Every known agent with its queued, claimed and failed counts")
     async def agents(self, handoffs: HandoffStore) -> list[AgentSummary]:
         return await handoffs.agents()

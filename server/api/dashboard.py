@@ -1,0 +1,155 @@
+"""The live dashboard: HTML pages rendered from the same views the JSON endpoints return,
+and a Server-Sent Events stream fed by the store's activity stream."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Annotated, Any
+
+from litestar import Controller, Request, get, post
+from litestar.params import Parameter
+from litestar.response import Redirect, ServerSentEvent, ServerSentEventMessage, Template
+
+from baton.server.api.deps import Caller
+from baton.server.dashboard import (
+    ActivityView,
+    ConfidencePoint,
+    Dashboard,
+    FailedView,
+    PacketView,
+    PendingView,
+    RecordView,
+)
+from baton.server.handoffs import HandoffStore
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+STATIC = Path(__file__).resolve().parent.parent / "static"
+EVENT_WAIT_MS = 15_000
+CHART = {"width": 640, "height": 180, "pad": 24}
+
+
+def provide_dashboard(handoffs: HandoffStore) -> Dashboard:
+    return Dashboard(handoffs)
+
+
+def duration(seconds: float | None) -> str:
+    """12.3 -> "12s", 754 -> "12m 34s", 7300 -> "2h 1m"; a time already passed is "overdue"
+    (the next sweep acts on it)."""
+    if seconds is None:
+        return "-"
+    if seconds < 0:
+        return "overdue"
+    hours, rest = divmod(int(seconds), 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes}m"
+    return f"{minutes}m {secs}s" if minutes else f"{secs}s"
+
+
+def chart(points: list[ConfidencePoint]) -> dict[str, Any]:
+    """Coordinates for the inline SVG confidence chart (evenly spaced events, 0..1 up)."""
+    width, height, pad = CHART["width"], CHART["height"], CHART["pad"]
+    step = (width - 2 * pad) / max(len(points) - 1, 1)
+    dots = [
+        {"x": round(pad + index * step, 1),
+         "y": round(height - pad - point.confidence * (height - 2 * pad), 1),
+         "label": f"{point.cause}: {point.confidence:.0%}"}  # fmt: skip
+        for index, point in enumerate(points)
+    ]
+    return {**CHART, "dots": dots, "line": " ".join(f"{d['x']},{d['y']}" for d in dots)}
+
+
+def _page(name: str, view: Any, request: Request[Any, Any, Any], **extra: Any) -> Template:
+    return Template(
+        template_name=name,
+        context={"view": view, "namespace": view.namespace, "path": request.url.path, **extra},
+    )
+
+
+class DashboardData(Controller):
+    """JSON for every dashboard page: what the pages render from."""
+
+    path = "/v1/dashboard"
+    tags = ["dashboard"]
+
+    @get("/pending", summary="Queued and claimed packets per agent, stale pins computed now")
+    async def pending(self, dashboard: Dashboard) -> PendingView:
+        return await dashboard.pending()
+
+    @get("/handoffs/{packet_id:str}", summary="One packet: pins pinned vs current, its log")
+    async def packet(self, packet_id: str, dashboard: Dashboard) -> PacketView:
+        return await dashboard.packet(packet_id)
+
+    @get("/records/{ref:path}", summary="A record's versions, chain status, confidence over time")
+    async def record(self, ref: str, dashboard: Dashboard) -> RecordView:
+        return await dashboard.record(ref.lstrip("/"))
+
+    @get("/failed", summary="Failed and expired packets with their reason")
+    async def failed(self, dashboard: Dashboard) -> FailedView:
+        return await dashboard.failed()
+
+    @get("/activity", summary="Recent writes, handoffs and outcomes, newest first")
+    async def activity(
+        self, dashboard: Dashboard, limit: Annotated[int, Parameter(ge=1, le=500)] = 50
+    ) -> ActivityView:
+        return await dashboard.activity(limit)
+
+    @get("/events", summary="Server-Sent Events: one message per store change")
+    async def events(self, dashboard: Dashboard) -> ServerSentEvent:
+        async def stream() -> AsyncIterator[ServerSentEventMessage]:
+            last = "$"
+            yield ServerSentEventMessage(comment="connected")
+            while True:
+                reply = await dashboard.redis.xread(
+                    {dashboard.keys.events: last}, block=EVENT_WAIT_MS, count=100
+                )
+                if not reply:
+                    yield ServerSentEventMessage(comment="keep-alive")
+                    continue
+                for event_id, fields in reply[0][1]:
+                    last = event_id.decode()
+                    yield ServerSentEventMessage(
+                        data=fields[b"text"].decode(), event=fields[b"kind"].decode(), id=last
+                    )
+
+        return ServerSentEvent(stream())
+
+
+class DashboardPages(Controller):
+    """The HTML pages."""
+
+    include_in_schema = False
+
+    @get("/", name="pending")
+    async def pending(
+        self, request: Request[Any, Any, Any], dashboard: Dashboard, partial: bool = False
+    ) -> Template:
+        view = await dashboard.pending()
+        name = "_pending.html" if partial else "pending.html"
+        return _page(name, view, request, duration=duration)
+
+    @get("/handoffs/{packet_id:str}", name="packet")
+    async def packet(
+        self, packet_id: str, request: Request[Any, Any, Any], dashboard: Dashboard
+    ) -> Template:
+        return _page("packet.html", await dashboard.packet(packet_id), request)
+
+    @get("/records/{ref:path}", name="record")
+    async def record(self, ref: str, request: Request[Any, Any, Any], dashboard: Dashboard) -> Template:
+        view = await dashboard.record(ref.lstrip("/"))
+        return _page("record.html", view, request, chart=chart(view.confidence))
+
+    @get("/failed", name="failed")
+    async def failed(self, request: Request[Any, Any, Any], dashboard: Dashboard) -> Template:
+        return _page("failed.html", await dashboard.failed(), request)
+
+    @get("/activity", name="activity")
+    async def activity(self, request: Request[Any, Any, Any], dashboard: Dashboard) -> Template:
+        return _page("activity.html", await dashboard.activity(100), request)
+
+    @post("/handoffs/{packet_id:str}/requeue", name="requeue")
+    async def requeue(self, packet_id: str, handoffs: HandoffStore, caller: Caller) -> Redirect:
+        """The failed page's requeue button (a plain form, so it works without JavaScript)."""
+        await handoffs.requeue(packet_id, caller.agent)
+        return Redirect(f"/failed?namespace={handoffs.namespace}")

@@ -1,0 +1,155 @@
+"""The dashboard: its JSON views after a scripted scenario, its pages, and a real browser
+watching the pending page update live."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from baton.agents import BatonClient
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+
+
+def scenario(scout: BatonClient, executor: BatonClient, api_url: str) -> dict[str, str]:
+    """Two packets for the executor (one goes stale, one gets claimed), one that fails."""
+    scout.remember("listing/553/assessment", {"verdict": "apply"}, confidence=0.7)
+    scout.remember("listing/482/assessment", {"verdict": "apply"}, confidence=0.8)
+    claimed = scout.handoff("executor", "claimed one", pins=[{"ref": "listing/482/assessment"}])
+    stale = scout.handoff("executor", "stale one", pins=[{"ref": "listing/553/assessment"},
+                                                         {"ref": "listing/482/assessment"}])  # fmt: skip
+    doomed = scout.handoff("reviewer", "will fail")
+    scout.remember("listing/553/assessment", {"verdict": "maybe"})
+    assert executor.resume().packet.id == claimed.id  # type: ignore[union-attr]
+    with BatonClient(api_url, agent="reviewer") as reviewer:
+        reviewer.resume()
+        reviewer.fail(doomed.id, "no reviewer today")
+    return {"claimed": claimed.id, "stale": stale.id, "doomed": doomed.id}
+
+
+def test_pending_view_counts_and_stale_flags(
+    scout: BatonClient, executor: BatonClient, http: httpx.Client, api_url: str
+) -> None:
+    """/v1/dashboard/pending: totals, per-agent packets, stale pins computed live."""
+    ids = scenario(scout, executor, api_url)
+    view = http.get("/v1/dashboard/pending").json()
+    assert (view["queued"], view["claimed"], view["failed"]) == (1, 1, 1)
+    [queue] = [q for q in view["agents"] if q["summary"]["agent"] == "executor"]
+    packets = {item["packet"]["id"]: item for item in queue["packets"]}
+    assert set(packets) == {ids["claimed"], ids["stale"]}
+    assert packets[ids["stale"]]["stale"] == [
+        {"ref": "listing/553/assessment", "pinned_version": 1, "current_version": 2}
+    ]
+    assert packets[ids["claimed"]]["stale"] == []
+    assert packets[ids["claimed"]]["lease_seconds_left"] > 800
+    assert "reviewer" not in [q["summary"]["agent"] for q in view["agents"]]
+
+    scout.remember("listing/482/assessment", {"verdict": "apply", "checked": True})
+    again = http.get("/v1/dashboard/pending").json()
+    [queue] = [q for q in again["agents"] if q["summary"]["agent"] == "executor"]
+    assert all(len(item["stale"]) >= 1 for item in queue["packets"])
+
+
+def test_packet_record_failed_and_activity_views(
+    scout: BatonClient, executor: BatonClient, http: httpx.Client, api_url: str
+) -> None:
+    """The other JSON views: pins pinned vs current, record chain and confidence series,
+    dead letters with their reason, and the activity feed."""
+    ids = scenario(scout, executor, api_url)
+    packet = http.get(f"/v1/dashboard/handoffs/{ids['stale']}").json()
+    assert [(p["ref"], p["pinned_version"], p["current_version"], p["stale"]) for p in
+            packet["pins"]] == [("listing/553/assessment", 1, 2, True),
+                                ("listing/482/assessment", 1, 1, False)]  # fmt: skip
+    assert [t["to"] for t in packet["packet"]["log"]] == ["queued"]
+
+    executor.record_outcome("success", "RUN-1", refs=["listing/482/assessment"])
+    record = http.get("/v1/dashboard/records/listing/482/assessment").json()
+    assert [v["chain_ok"] for v in record["history"]["versions"]] == [True]
+    assert [round(p["confidence"], 2) for p in record["confidence"]] == [0.8, 0.84]
+
+    failed = http.get("/v1/dashboard/failed").json()
+    assert [(d["packet"]["id"], d["reason"]) for d in failed["packets"]] == [
+        (ids["doomed"], "no reviewer today")
+    ]
+    kinds = [event["kind"] for event in http.get("/v1/dashboard/activity").json()["events"]]
+    assert kinds[0] == "outcome"
+    assert {"remember", "handoff", "claim", "failed"} <= set(kinds)
+
+
+def test_requeue_brings_a_failed_packet_back(
+    scout: BatonClient, executor: BatonClient, http: httpx.Client, api_url: str
+) -> None:
+    """The failed page's requeue puts the packet back in its queue; other states are 409."""
+    ids = scenario(scout, executor, api_url)
+    response = http.post(f"/handoffs/{ids['doomed']}/requeue", follow_redirects=False)
+    assert response.status_code in (301, 302, 303, 307)
+    assert response.headers["location"].startswith("/failed")
+    packet = scout.get_handoff(ids["doomed"])
+    assert (packet.state, packet.deliveries, packet.error) == ("queued", 0, None)
+    assert http.post(f"/v1/handoffs/{ids['stale']}/requeue").status_code == 409
+
+
+def test_pages_render_and_explain_the_empty_state(
+    scout: BatonClient, executor: BatonClient, http: httpx.Client, api_url: str
+) -> None:
+    """Every page answers HTML; an empty namespace says what to do."""
+    empty = http.get("/", params={"namespace": "nothing-here"})
+    assert empty.status_code == 200
+    assert "No pending handoffs" in empty.text and "make demo" in empty.text
+    ids = scenario(scout, executor, api_url)
+    pages = {
+        "/": ["stale one", "1 stale"],
+        f"/handoffs/{ids['stale']}": ["listing/553/assessment", "stale"],
+        "/records/listing/553/assessment": ["<svg", "v2 written"],
+        "/failed": ["no reviewer today", "Requeue"],
+        "/activity": ["handed", "claimed"],
+    }
+    for path, needles in pages.items():
+        page = http.get(path)
+        assert page.status_code == 200, path
+        assert page.headers["content-type"].startswith("text/html")
+        for needle in needles:
+            assert needle in page.text, (path, needle)
+    assert http.get("/static/dashboard.js").status_code == 200
+
+
+@pytest.mark.slow
+def test_browser_sees_the_pending_page_update_without_reloading(
+    scout: BatonClient, executor: BatonClient, api_url: str, tmp_path: Path
+) -> None:
+    """Headless Chromium loads the pending page, sees the packet with its stale badge, then
+    the packet is completed through the API and disappears without a reload."""
+    from playwright.sync_api import sync_playwright
+
+    assert shutil.which(CHROMIUM) or Path(CHROMIUM).exists(), "install Debian's chromium"
+    ids = scenario(scout, executor, api_url)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        errors: list[str] = []
+        page.on("console", lambda message: errors.append(message.text)
+                if message.type == "error" else None)  # fmt: skip
+        page.goto(f"{api_url}/")
+        stale_row = page.locator(f"tr[data-packet='{ids['stale']}']")
+        assert "1 stale" in stale_row.inner_text()
+        claimed_row = page.locator(f"tr[data-packet='{ids['claimed']}']")
+        assert claimed_row.count() == 1
+        page.wait_for_selector("#live-status.on", timeout=10_000)
+        page.evaluate("window.__notReloaded = true")
+
+        executor.complete(ids["claimed"])
+        deadline = time.monotonic() + 10
+        while claimed_row.count() and time.monotonic() < deadline:
+            page.wait_for_timeout(100)
+        assert claimed_row.count() == 0
+        assert page.evaluate("window.__notReloaded") is True
+        page.screenshot(path=str(tmp_path / "pending.png"), full_page=True)
+        browser.close()
+    assert (tmp_path / "pending.png").stat().st_size > 0
+    assert errors == []
