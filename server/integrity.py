@@ -80,8 +80,24 @@ class ChainChecker:
             problems.append(
                 {"kind": "link", "expected": self.expected_prev, "found": entry["prev_hash"]}
             )
-        recomputed = digest({name: entry[name] for name in self.fields})
-        if recomputed != entry["hash"]:
-            problems.append({"kind": "hash", "expected": entry["hash"], "found": recomputed})
+        forgotten = entry.get("forgotten")
+        if forgotten:
+            # The body is gone; its tombstone must cover the original hash instead.
+            expected, found = forgotten["hash"], digest(tombstone_body(entry["hash"], forgotten))
+        else:
+            expected, found = entry["hash"], digest({name: entry[name] for name in self.fields})
+        if found != expected:
+            problems.append({"kind": "hash", "expected": expected, "found": found})
         self.expected_prev = entry["hash"]
         return problems
+
+
+def tombstone_body(original_hash: str, tombstone: Mapping[str, Any]) -> dict[str, Any]:
+    """What a forgotten version's tombstone hash covers: the hash of the body it replaced,
+    and when, by whom and why it was forgotten."""
+    return {
+        "forgotten": original_hash,
+        "at": tombstone["at"],
+        "by": tombstone["by"],
+        "reason": tombstone["reason"],
+    }

@@ -23,6 +23,16 @@ Layout (``<ns>`` is the namespace, ``<ref>`` a validated ref such as ``listing/5
     baton:<ns>:events                    stream  recent writes, handoffs and outcomes (capped)
     baton:<ns>:inbox:{<agent>}:all       zset  every packet for the agent, by creation time
     baton:namespaces                     set   namespaces that have handoffs (for sweeps)
+    baton:<ns>:sessions                  zset  session ids by start time
+    baton:<ns>:sessions:active           zset  active session ids by last activity
+    baton:<ns>:session:{<sid>}:obs       list  the session's observation ids, oldest first
+    baton:<ns>:session:{<sid>}:obs:<oid> hash  one observation
+    baton:<ns>:obs-seen:<hash>           string  dedupe marker (5 minutes) -> observation id
+    baton:<ns>:memory-expiry             zset  memory ids by expiry time (ttl_days)
+    baton:<ns>:audit                     stream  append-only audit log (forget, expiry)
+    baton:<ns>:{idx:<ns>}:docs           hash  search index: doc id -> msgpack entry
+    baton:<ns>:{idx:<ns>}:t:<term>       zset  search postings: doc id -> term frequency
+    baton:<ns>:{idx:<ns>}:stats          hash  search index totals
 
 The braces are Redis Cluster hash tags: every key of one record hashes to the same slot, and
 so does everything in one agent's inbox (its queues and its packets), so each Lua script
@@ -38,10 +48,11 @@ DEFAULT_NAMESPACE = "default"
 class Keys:
     """Key builder for one namespace."""
 
-    __slots__ = ("base",)
+    __slots__ = ("base", "index")
 
     def __init__(self, namespace: str = DEFAULT_NAMESPACE) -> None:
         self.base = f"{PREFIX}:{namespace}"
+        self.index = f"{self.base}:{{idx:{namespace}}}"
 
     def record(self, ref: str) -> str:
         """The common stem of every key of one record."""
@@ -121,6 +132,47 @@ class Keys:
 
     def inbox_all(self, agent: str) -> str:
         return f"{self.inbox(agent)}:all"
+
+    # -- sessions, observations, memories -----------------------------------------------------
+
+    @property
+    def sessions(self) -> str:
+        return f"{self.base}:sessions"
+
+    @property
+    def active_sessions(self) -> str:
+        return f"{self.base}:sessions:active"
+
+    def observations(self, session_id: str) -> str:
+        return f"{self.session(session_id)}:obs"
+
+    def observation(self, session_id: str, observation_id: str) -> str:
+        return f"{self.session(session_id)}:obs:{observation_id}"
+
+    def observation_seen(self, digest: str) -> str:
+        return f"{self.base}:obs-seen:{digest}"
+
+    @property
+    def memory_expiry(self) -> str:
+        return f"{self.base}:memory-expiry"
+
+    @property
+    def audit(self) -> str:
+        return f"{self.base}:audit"
+
+    # -- search index (one hash tag per namespace) -------------------------------------------
+
+    @property
+    def search_docs(self) -> str:
+        return f"{self.index}:docs"
+
+    @property
+    def search_stats(self) -> str:
+        return f"{self.index}:stats"
+
+    @property
+    def search_term_prefix(self) -> str:
+        return f"{self.index}:t:"
 
 
 NAMESPACES = f"{PREFIX}:namespaces"

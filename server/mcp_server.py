@@ -25,6 +25,7 @@ from pydantic import Field
 
 from baton.server.errors import BatonError
 from baton.server.runtime import open_backend
+from baton.server.sessions import SessionStore
 from baton.server.settings import Settings
 from baton.server.handoffs import HandoffStore
 from baton.server.store import Backend, FactStore
@@ -249,6 +250,6 @@ def create_mcp_server(binding: Binding) -> MCPServer:
 async def run_stdio(settings: Settings, agent: str) -> None:
     """Serve MCP on stdin/stdout as ``agent``: one process, one Baton session."""
     async with open_backend(settings) as backend:
-        session = await backend.store(settings.namespace).create_session(agent)
+        session = await SessionStore(backend.store(settings.namespace)).start(agent=agent)
         binding = Binding(settings.namespace, agent=agent, session=session.id, backend=backend)
         await create_mcp_server(binding).run_stdio_async()

@@ -20,6 +20,15 @@ class Remembered(msgspec.Struct, kw_only=True):
     created_at: str
 
 
+class Tombstone(msgspec.Struct, kw_only=True):
+    """Left in place of a forgotten version's value: its hash covers the original hash."""
+
+    at: str
+    by: str
+    reason: str
+    hash: str
+
+
 class RecordVersion(msgspec.Struct, kw_only=True):
     """One version of a record. ``confidence`` is the current one for the newest version and
     the one it had when it was superseded for older versions."""
@@ -36,6 +45,7 @@ class RecordVersion(msgspec.Struct, kw_only=True):
     prev_hash: str
     superseded_by: int | None = None
     current_version: int
+    forgotten: Tombstone | None = None
 
 
 class RecordPage(msgspec.Struct, kw_only=True):
@@ -112,13 +122,88 @@ class Stats(msgspec.Struct, kw_only=True):
     broken: list[BrokenLink] | None = None
 
 
+SessionStatus = Literal["active", "completed", "abandoned"]
+
+
 class Session(msgspec.Struct, kw_only=True):
-    """A session and the refs it read or wrote, with the version it last saw of each."""
+    """A working session: where it ran, what it was about, and the refs it read or wrote
+    (with the version it last saw of each)."""
 
     id: str
     agent: str
+    project: str | None = None
+    cwd: str | None = None
+    status: SessionStatus = "active"
+    started_at: str
+    ended_at: str | None = None
+    last_activity_at: str | None = None
+    title: str | None = None
+    summary: str | None = None
+    concepts: list[str] = []
+    files: list[str] = []
+    observation_count: int = 0
+    touched: dict[str, int] = {}
+
+
+class SessionEnded(msgspec.Struct, kw_only=True):
+    """``ended`` is False for an unknown or already ended session (nothing changed)."""
+
+    ended: bool
+    session: Session | None
+
+
+class Observation(msgspec.Struct, kw_only=True):
+    """One hook event of a coding agent, compressed without an LLM."""
+
+    id: str
+    session: str
+    agent: str
+    project: str
+    cwd: str
+    hook_type: str
+    type: str
+    title: str
+    narrative: str
+    files: list[str]
+    timestamp: str
     created_at: str
-    touched: dict[str, int]
+
+
+class Observed(msgspec.Struct, kw_only=True):
+    observation: Observation
+    deduplicated: bool
+
+
+class RecallHit(msgspec.Struct, kw_only=True):
+    """A search hit: a saved memory or an observation."""
+
+    id: str
+    kind: Literal["memory", "observation"]
+    score: float
+    title: str
+    text: str
+    project: str | None
+    session: str | None = None
+    type: str | None = None
+    created_at: str | None = None
+    version: int | None = None
+    concepts: list[str] = []
+    files: list[str] = []
+
+
+class ResumeHere(msgspec.Struct, kw_only=True):
+    """The "where were we" answer: structured fields and the text to show."""
+
+    project_path: str
+    found: bool
+    fallback: bool
+    empty: bool
+    session: Session | None
+    question: str | None
+    files: list[str]
+    recalled: list[RecallHit]
+    next_step: str
+    text: str
 
 
 # -- handoffs ---------------------------------------------------------------------------------

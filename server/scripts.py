@@ -70,6 +70,41 @@ redis.call('HINCRBY', KEYS[1], ARGV[4], 1)
 return {1, redis.call('RPUSH', KEYS[2], ARGV[6])}
 """
 
+# KEYS[1] record head hash   KEYS[2] prefix of the record's version keys (ends in ":v:")
+# ARGV[1] the version the caller built on   ARGV[2] forgotten at   ARGV[3] by   ARGV[4] reason
+# ARGV[5] the empty value (msgpack nil)      ARGV[6..] tombstone hash of versions 1..n
+# Replaces every version's value by a tombstone; hashes and links stay, so the chain still
+# verifies. Returns 1, or 0 when the record moved on (the caller retries).
+FORGET_RECORD: Final = """
+if tonumber(redis.call('HGET', KEYS[1], 'version') or '0') ~= tonumber(ARGV[1]) then
+  return 0
+end
+for i = 6, #ARGV do
+  redis.call('HSET', KEYS[2] .. (i - 5), 'value', ARGV[5], 'tombstone_hash', ARGV[i],
+             'forgotten_at', ARGV[2], 'forgotten_by', ARGV[3], 'forgotten_reason', ARGV[4])
+end
+redis.call('HSET', KEYS[1], 'forgotten_at', ARGV[2])
+return 1
+"""
+
+# KEYS[1] session hash   KEYS[2] the session's touched hash
+# ARGV[1] agent          ARGV[2] now (ISO)      ARGV[3..] ref/version pairs seen
+# Creates the session on first use, reopens an abandoned one, records activity and what it
+# saw. Returns the session's status.
+TOUCH_SESSION: Final = """
+redis.call('HSETNX', KEYS[1], 'agent', ARGV[1])
+redis.call('HSETNX', KEYS[1], 'started_at', ARGV[2])
+redis.call('HSETNX', KEYS[1], 'status', 'active')
+if redis.call('HGET', KEYS[1], 'status') == 'abandoned' then
+  redis.call('HSET', KEYS[1], 'status', 'active')
+end
+redis.call('HSET', KEYS[1], 'last_activity_at', ARGV[2])
+if #ARGV > 2 then
+  redis.call('HSET', KEYS[2], unpack(ARGV, 3))
+end
+return redis.call('HGET', KEYS[1], 'status')
+"""
+
 # -- handoff packets --------------------------------------------------------------------------
 # Every script below touches one agent's inbox only (one hash slot). Packet keys are built
 # from the inbox's packet-key prefix, which carries the same hash tag.
@@ -257,6 +292,8 @@ class Scripts:
         self.remember = redis.register_script(REMEMBER)
         self.recall = redis.register_script(RECALL)
         self.record_outcome = redis.register_script(RECORD_OUTCOME)
+        self.touch_session = redis.register_script(TOUCH_SESSION)
+        self.forget_record = redis.register_script(FORGET_RECORD)
         self.create_packet = redis.register_script(CREATE_PACKET)
         self.claim_packet = redis.register_script(CLAIM_PACKET)
         self.settle_packet = redis.register_script(SETTLE_PACKET)

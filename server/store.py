@@ -7,13 +7,14 @@ process; a :class:`FactStore` is a cheap view of it for one namespace.
 from __future__ import annotations
 
 import json
-import secrets
+import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import msgpack
+import msgspec
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
@@ -26,9 +27,11 @@ from baton.server.integrity import (
     VERSION_FIELDS,
     ChainChecker,
     digest,
+    tombstone_body,
     version_body,
 )
 from baton.server.keys import Keys
+from baton.server.search import SearchIndex, text_of
 from baton.server.models import (
     BrokenLink,
     History,
@@ -41,6 +44,7 @@ from baton.server.models import (
     Remembered,
     Session,
     Stats,
+    Tombstone,
 )
 from baton.server.settings import HandoffPolicy, Limits
 from baton.server.validation import (
@@ -62,6 +66,9 @@ BATCH = 500
 MAX_OUTCOME_REF = 200
 MAX_NOTE = 4000
 EVENTS_KEPT = 10_000
+# Memories (``memory/<id>``) have their own search documents; their records are not indexed
+# again as facts.
+UNINDEXED_SCOPE = "memory/"
 
 
 def utc_now() -> str:
@@ -108,6 +115,7 @@ class FactStore:
         self.limits = backend.limits
         self.namespace = check_namespace(namespace)
         self.keys = Keys(self.namespace)
+        self.search = SearchIndex(self.redis, self.keys)
 
     # -- writing ------------------------------------------------------------------------------
 
@@ -144,8 +152,11 @@ class FactStore:
         pipe.sadd(self.keys.agents, agent)
         for tag in tag_list:
             pipe.sadd(self.keys.tag(tag), ref)
-        pipe.hmget(head_key, "version", "hash")
-        current_raw, hash_raw = (await pipe.execute())[-1]
+        pipe.hget(self.keys.search_docs, f"f:{ref}")
+        pipe.hmget(head_key, "version", "hash", "forgotten_at")
+        *_, indexed, (current_raw, hash_raw, forgotten) = await pipe.execute()
+        if forgotten is not None:
+            raise VersionConflict(f"{ref} was forgotten; write under a new ref", ref=ref)
 
         new_hash = ""
         for _ in range(MAX_WRITE_ATTEMPTS):
@@ -191,8 +202,13 @@ class FactStore:
 
         pipe = self.redis.pipeline(transaction=False)
         if session is not None:
-            self._touch_commands(pipe, session, agent, {ref: new})
+            await self.touch_commands(pipe, session, agent, {ref: new})
         self.event_command(pipe, "remember", agent, f"{agent} wrote {ref} v{new}", ref=ref)
+        if not ref.startswith(UNINDEXED_SCOPE):
+            self.search.queue_index(
+                pipe, f"f:{ref}", f"{ref} {text_of(value)} {' '.join(tag_list)}", kind="fact",
+                agent=agent, previous=None if indexed is None else msgpack.unpackb(indexed),
+            )  # fmt: skip
         await pipe.execute()
         return Remembered(
             ref=ref,
@@ -247,7 +263,7 @@ class FactStore:
                 raise InvalidInput(
                     "refs", "give the refs the outcome is about, or a session that touched them"
                 )
-            refs = sorted((await self.session(session)).touched)
+            refs = sorted(await self.touched(session))
             if not refs:
                 raise InvalidInput("refs", f"session {session} has touched no records; give refs")
         if isinstance(refs, str) or not isinstance(refs, Sequence) or not refs:
@@ -331,6 +347,31 @@ class FactStore:
                 return OutcomeEntry(**body, hash=entry_hash)
         raise StoreUnavailable(f"{ref}: too many concurrent writers, try again", ref=ref)
 
+    async def forget(self, ref: str, *, agent: str, reason: str) -> int:
+        """Replace every version's value of ``ref`` by a tombstone (see docs/integrity.md):
+        the data is gone, the chain still verifies and shows when, by whom and why."""
+        ref = check_ref(ref, self.limits.max_ref_length)
+        for _ in range(MAX_WRITE_ATTEMPTS):
+            head = await self.redis.hmget(self.keys.head(ref), "version", "forgotten_at")
+            if head[0] is None or head[1] is not None:
+                raise NotFound(f"no record {ref}" if head[0] is None else f"{ref} was forgotten",
+                               ref=ref)  # fmt: skip
+            current = int(head[0])
+            pipe = self.redis.pipeline(transaction=False)
+            for number in range(1, current + 1):
+                pipe.hget(self.keys.version(ref, number), "hash")
+            hashes = [raw.decode() for raw in await pipe.execute()]
+            tombstone = {"at": utc_now(), "by": agent, "reason": reason}
+            marks = [digest(tombstone_body(original, tombstone)) for original in hashes]
+            applied = await self.backend.scripts.forget_record(
+                keys=[self.keys.head(ref), self.keys.version(ref, 0)[:-1]],
+                args=[current, tombstone["at"], agent, reason, msgpack.packb(None), *marks],
+            )
+            if applied:
+                await self.search.remove([f"f:{ref}"])
+                return current
+        raise StoreUnavailable(f"{ref}: too many concurrent writers, try again", ref=ref)
+
     # -- reading ------------------------------------------------------------------------------
 
     async def recall(
@@ -346,6 +387,8 @@ class FactStore:
         found = await self._read(ref, version)
         if found is None:
             raise NotFound(f"no record {ref}", ref=ref)
+        if not isinstance(found, int) and found.forgotten is not None:
+            raise NotFound(f"{ref} was forgotten ({found.forgotten.reason})", ref=ref)
         if isinstance(found, int):
             raise NotFound(
                 f"{ref} has no version {version}; its current version is {found}",
@@ -390,7 +433,11 @@ class FactStore:
             prev_hash=fields[b"prev_hash"].decode(),
             superseded_by=None if superseded is None else int(superseded),
             current_version=current,
-        )
+            forgotten=None if b"tombstone_hash" not in fields else Tombstone(
+                at=fields[b"forgotten_at"].decode(), by=fields[b"forgotten_by"].decode(),
+                reason=fields[b"forgotten_reason"].decode(), hash=fields[b"tombstone_hash"].decode(),
+            ),
+        )  # fmt: skip
 
     async def list_records(
         self,
@@ -401,8 +448,11 @@ class FactStore:
         min_confidence: float | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        query: str | None = None,
     ) -> RecordPage:
-        """Current versions in ref order, filtered by scope (and below), tags and confidence."""
+        """Current versions in ref order, filtered by scope (and below), tags and confidence.
+        With ``query``, only records whose value matches it (BM25), best match first, in one
+        page of at most ``limit``."""
         scope = self._check_scope(scope)
         tag_list = check_tags(list(tags), self.limits.max_tags, self.limits.max_tag_length)
         if tags_mode not in ("all", "any"):
@@ -414,6 +464,9 @@ class FactStore:
         ):
             raise InvalidInput("limit", f"must be from 1 to {self.limits.max_page_size}")
 
+        if query is not None:
+            return await self._search_records(query, scope, tag_list, tags_mode,
+                                              min_confidence, limit)  # fmt: skip
         records: list[RecordVersion] = []
         last = cursor
         async for batch in self._candidate_refs(scope, tag_list, tags_mode, cursor):
@@ -430,6 +483,24 @@ class FactStore:
                     more = await self._has_more(scope, tag_list, tags_mode, last)
                     return RecordPage(records=records, next_cursor=last if more else None)
         return RecordPage(records=records, next_cursor=None)
+
+    async def _search_records(
+        self, query: str, scope: str | None, tags: list[str], tags_mode: str,
+        min_confidence: float | None, limit: int,
+    ) -> RecordPage:  # fmt: skip
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInput("query", "must be non-empty text")
+        hits = await self.search.search(query, limit=self.limits.max_page_size, kinds=["fact"])
+        refs = [hit.doc[2:] for hit in hits]
+        found = await self.read_versions([(ref, None) for ref in refs])
+        records = [
+            record for ref, record in zip(refs, found, strict=True)
+            if record is not None and record.forgotten is None
+            and (scope is None or ref.startswith(f"{scope}/"))
+            and (min_confidence is None or record.confidence >= min_confidence)
+            and (not tags or _tags_match(record.tags, tags, tags_mode))
+        ]  # fmt: skip
+        return RecordPage(records=records[:limit], next_cursor=None)
 
     def _check_scope(self, scope: str | None) -> str | None:
         if scope is None:
@@ -619,43 +690,29 @@ class FactStore:
 
     # -- sessions -----------------------------------------------------------------------------
 
-    async def create_session(self, agent: str) -> Session:
-        """Start a session for ``agent``; its reads and writes are remembered as touched."""
-        agent = check_agent(agent)
-        session_id = f"s_{secrets.token_hex(8)}"
-        await self.touch(session_id, agent, {})
-        return await self.session(session_id)
-
-    async def session(self, session_id: str) -> Session:
-        session_id = check_session_id(session_id)
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.hgetall(self.keys.session(session_id))
-        pipe.hgetall(self.keys.session_touched(session_id))
-        meta, touched = await pipe.execute()
-        if not meta:
-            raise NotFound(f"no session {session_id}", session=session_id)
-        return Session(
-            id=session_id,
-            agent=meta[b"agent"].decode(),
-            created_at=meta[b"created_at"].decode(),
-            touched={ref.decode(): int(version) for ref, version in touched.items()},
-        )
+    async def touched(self, session_id: str) -> dict[str, int]:
+        """The refs a session read or wrote, with the version it last saw of each."""
+        raw = await self.redis.hgetall(self.keys.session_touched(check_session_id(session_id)))
+        return {ref.decode(): int(version) for ref, version in raw.items()}
 
     async def touch(self, session_id: str, agent: str, seen: dict[str, int]) -> None:
-        """Record what a session saw; a session id used for the first time is created."""
+        """Record activity and what a session saw; a session id used for the first time is
+        created, an abandoned session is reopened."""
         pipe = self.redis.pipeline(transaction=False)
-        self._touch_commands(pipe, session_id, agent, seen)
+        await self.touch_commands(pipe, session_id, agent, seen)
         await pipe.execute()
 
-    def _touch_commands(
+    async def touch_commands(
         self, pipe: Pipeline, session_id: str, agent: str, seen: dict[str, int]
     ) -> None:
-        key = self.keys.session(session_id)
-        pipe.hsetnx(key, "agent", agent)
-        pipe.hsetnx(key, "created_at", utc_now())
-        pipe.hset(key, "last_seen_at", utc_now())
-        if seen:
-            pipe.hset(self.keys.session_touched(session_id), mapping=seen)
+        now_us = time.time_ns() // 1000
+        await self.backend.scripts.touch_session(
+            keys=[self.keys.session(session_id), self.keys.session_touched(session_id)],
+            args=[agent, utc_now(), *[item for pair in seen.items() for item in pair]],
+            client=pipe,
+        )  # fmt: skip
+        pipe.zadd(self.keys.sessions, {session_id: now_us}, nx=True)
+        pipe.zadd(self.keys.active_sessions, {session_id: now_us})
 
     # -- activity -----------------------------------------------------------------------------
 
@@ -697,4 +754,5 @@ def _hashed_view(record: RecordVersion) -> dict[str, Any]:
         session=record.session, created_at=record.created_at, tags=record.tags,
         prev_hash=record.prev_hash,
     )  # fmt: skip
-    return {**body, "hash": record.hash}
+    forgotten = None if record.forgotten is None else msgspec.structs.asdict(record.forgotten)
+    return {**body, "hash": record.hash, "forgotten": forgotten}

@@ -11,6 +11,7 @@ from rq import Queue
 from baton.queue.dispatch import queue_name
 from baton.server.errors import Forbidden, InvalidInput, NotFound, StateConflict
 from baton.server.handoffs import HandoffStore, job_id
+from baton.server.sessions import SessionStore
 from baton.server.store import FactStore
 
 pytestmark = pytest.mark.anyio
@@ -65,7 +66,7 @@ async def test_default_pins_are_the_senders_touched_set(
 ) -> None:
     """With pins omitted, every record the sender's session touched is pinned at the version
     that session last saw, even if the record moved on since."""
-    session = (await store.create_session("scout")).id
+    session = (await SessionStore(store).start(agent="scout")).id
     await store.remember("a/one", 1, agent="scout", session=session)
     await store.remember("a/two", 1, agent="scout")
     await store.recall("a/two", agent="scout", session=session)

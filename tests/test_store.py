@@ -9,6 +9,7 @@ import redis
 from baton.server.errors import InvalidInput, NotFound, TooLarge, VersionConflict
 from baton.server.integrity import GENESIS_HASH
 from baton.server.keys import Keys
+from baton.server.sessions import SessionStore
 from baton.server.store import Backend, FactStore
 
 pytestmark = pytest.mark.anyio
@@ -155,11 +156,11 @@ async def test_session_touched_set_defaults_outcome_refs(store: FactStore) -> No
     await store.remember("a/b", 1, agent="scout", confidence=0.5)
     await store.remember("c/d", 1, agent="scout", confidence=0.5)
     await store.remember("e/f", 1, agent="scout", confidence=0.5)
-    session = await store.create_session("executor")
+    session = await SessionStore(store).start(agent="executor")
     await store.recall("a/b", agent="executor", session=session.id)
     await store.remember("c/d", 2, agent="executor", session=session.id)
 
-    assert (await store.session(session.id)).touched == {"a/b": 1, "c/d": 2}
+    assert await store.touched(session.id) == {"a/b": 1, "c/d": 2}
     report = await store.record_outcome("success", "RUN-7", agent="executor", session=session.id)
     assert sorted(move.ref for move in report.moves) == ["a/b", "c/d"]
     assert (await store.recall("e/f")).confidence == 0.5

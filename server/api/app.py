@@ -25,6 +25,7 @@ from baton.server.api.dashboard import (
     provide_dashboard,
 )
 from baton.server.api.handoffs import HandoffController
+from baton.server.api.memory import MemoryController, provide_memories, provide_sessions
 from baton.server.api.middleware import request_logging
 from baton.server.api.problems import EXCEPTION_HANDLERS
 from baton.server.api.records import RecordController
@@ -70,7 +71,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
 
     return Litestar(
         route_handlers=[
-            RecordController, HandoffController, DashboardData, DashboardPages, healthz, readyz,
+            RecordController, HandoffController, MemoryController, DashboardData, DashboardPages,
+            healthz, readyz,
             mcp_endpoint, create_static_files_router(path="/static", directories=[STATIC],
                                                      include_in_schema=False),
         ],
@@ -78,6 +80,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
         dependencies={"store": Provide(provide_store, sync_to_thread=False),
                       "handoffs": Provide(provide_handoffs, sync_to_thread=False),
                       "dashboard": Provide(provide_dashboard, sync_to_thread=False),
+                      "sessions": Provide(provide_sessions, sync_to_thread=False),
+                      "memories": Provide(provide_memories, sync_to_thread=False),
                       "caller": Provide(provide_caller, sync_to_thread=False)},
         exception_handlers=EXCEPTION_HANDLERS,
         middleware=[request_logging],

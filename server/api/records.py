@@ -17,7 +17,6 @@ from baton.server.models import (
     RecordPage,
     RecordVersion,
     Remembered,
-    Session,
     Stats,
 )
 from baton.server.handoffs import HandoffStore
@@ -80,10 +79,13 @@ class RecordController(Controller):
         min_confidence: Annotated[float | None, Parameter(ge=0, le=1)] = None,
         limit: Annotated[int, Parameter(ge=1)] = 50,
         cursor: str | None = None,
+        text: Annotated[
+            str | None, Parameter(query="query", description="free text; best match first")
+        ] = None,
     ) -> RecordPage:
         return await store.list_records(
             scope=in_scope, tags=tags or [], tags_mode=tags_mode, min_confidence=min_confidence,
-            limit=limit, cursor=cursor,
+            limit=limit, cursor=cursor, query=text,
         )  # fmt: skip
 
     @get("/records/{ref:path}", summary="Recall one record, current or a given version")
@@ -120,11 +122,3 @@ class RecordController(Controller):
         self, store: FactStore, verify: bool = False, in_scope: ScopeParam = None
     ) -> Stats:
         return await store.stats(verify=verify, scope=in_scope)
-
-    @post("/sessions", summary="Start a session: Baton remembers what it reads and writes")
-    async def create_session(self, store: FactStore, caller: Caller) -> Session:
-        return await store.create_session(caller.agent)
-
-    @get("/sessions/{session_id:str}", summary="A session and the record versions it touched")
-    async def session(self, session_id: str, store: FactStore) -> Session:
-        return await store.session(session_id)

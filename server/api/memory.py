@@ -1,0 +1,162 @@
+"""REST routes for sessions, observations, saved memories, search and forgetting (``/v1``)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+from litestar import Controller, get, post
+from litestar.params import Parameter
+
+from baton.server.api.deps import Caller
+from baton.server.errors import InvalidInput
+from baton.server.memories import AuditEntry, Forgotten, MemorySaved, MemoryStore, Recall
+from baton.server.models import Observed, ResumeHere, Session, SessionEnded
+from baton.server.sessions import SessionStore
+from baton.server.store import FactStore
+
+
+class SessionStartBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    id: str | None = None
+    project: str | None = None
+    cwd: str | None = None
+    title: str | None = None
+
+
+class SessionEndBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    summary: str | None = None
+    title: str | None = None
+    concepts: list[str] | None = None
+
+
+class ObserveBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    hook_type: str
+    session_id: str
+    project: str
+    cwd: str
+    timestamp: str
+    data: Any = None
+
+
+class SaveBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    content: str
+    type: str | None = None
+    concepts: list[str] = []
+    files: list[str] = []
+    project: str | None = None
+    ttl_days: Annotated[float, msgspec.Meta(gt=0)] | None = None
+
+
+class RecallBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    query: str
+    limit: Annotated[int, msgspec.Meta(ge=1, le=100)] = 10
+    format: Literal["full", "compact", "narrative"] = "full"
+    token_budget: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    project: str | None = None
+    agent_id: str | None = None
+
+
+class SmartSearchBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    query: str | None = None
+    expand_ids: list[str] | None = None
+    limit: Annotated[int, msgspec.Meta(ge=1, le=100)] = 10
+    project: str | None = None
+
+
+class ForgetBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    memory_id: str | None = None
+    session_id: str | None = None
+    observation_ids: list[str] | None = None
+    reason: str = "forgotten on request"
+
+
+def provide_sessions(store: FactStore) -> SessionStore:
+    return SessionStore(store)
+
+
+def provide_memories(store: FactStore) -> MemoryStore:
+    return MemoryStore(store)
+
+
+class MemoryController(Controller):
+    path = "/v1"
+    tags = ["sessions and memories"]
+
+    @post("/sessions", summary="Start a session (any id, or a fresh one)")
+    async def start_session(
+        self, sessions: SessionStore, caller: Caller, data: SessionStartBody | None = None
+    ) -> Session:
+        body = data or SessionStartBody()
+        return await sessions.start(agent=caller.agent, session_id=body.id, project=body.project,
+                                    cwd=body.cwd, title=body.title)  # fmt: skip
+
+    @post("/sessions/{session_id:str}/end", summary="End a session (completed)", status_code=200)
+    async def end_session(
+        self, session_id: str, sessions: SessionStore, data: SessionEndBody | None = None
+    ) -> SessionEnded:
+        body = data or SessionEndBody()
+        return await sessions.end(session_id, summary=body.summary, title=body.title,
+                                  concepts=body.concepts)  # fmt: skip
+
+    @get("/sessions", summary="Recent sessions, newest first")
+    async def list_sessions(
+        self, sessions: SessionStore, limit: Annotated[int, Parameter(ge=1, le=500)] = 20
+    ) -> list[Session]:
+        return await sessions.recent(limit)
+
+    @get("/sessions/resume", summary="Where were we: the session to resume for a directory")
+    async def resume_here(
+        self, sessions: SessionStore, caller: Caller, cwd: str, override: str | None = None
+    ) -> ResumeHere:
+        return await sessions.resume_here(cwd, override=override, caller_session=caller.session)
+
+    @get("/sessions/{session_id:str}", summary="A session and the record versions it touched")
+    async def get_session(self, session_id: str, sessions: SessionStore) -> Session:
+        return await sessions.get(session_id)
+
+    @post("/observations", summary="Record a hook event of a coding agent")
+    async def observe(self, data: ObserveBody, sessions: SessionStore, caller: Caller) -> Observed:
+        return await sessions.observe(
+            hook_type=data.hook_type, session_id=data.session_id, project=data.project,
+            cwd=data.cwd, timestamp=data.timestamp, data=data.data, agent=caller.agent,
+        )  # fmt: skip
+
+    @post("/memories", summary="Save a memory (near-duplicates supersede, similar ones are hinted)")
+    async def save(self, data: SaveBody, memories: MemoryStore, caller: Caller) -> MemorySaved:
+        saved = await memories.save(
+            data.content, type=data.type, concepts=data.concepts, files=data.files,
+            project=data.project, agent_id=caller.agent, ttl_days=data.ttl_days,
+        )  # fmt: skip
+        if not saved.success:
+            raise InvalidInput("content", saved.error or "is required")
+        return saved
+
+    @post("/memories/recall", summary="BM25 search over memories and observations",
+          status_code=200)  # fmt: skip
+    async def recall(self, data: RecallBody, memories: MemoryStore) -> Recall:
+        return await memories.recall(
+            data.query, limit=data.limit, format=data.format, token_budget=data.token_budget,
+            project=data.project, agent_id=data.agent_id,
+        )  # fmt: skip
+
+    @post("/memories/smart-search", summary="Compact hits, or full records for chosen ids",
+          status_code=200)  # fmt: skip
+    async def smart_search(self, data: SmartSearchBody, memories: MemoryStore) -> Recall:
+        if not data.query and not data.expand_ids:
+            raise InvalidInput("query", "give a query or expand_ids")
+        return await memories.smart_search(query=data.query, expand_ids=data.expand_ids,
+                                           limit=data.limit, project=data.project)  # fmt: skip
+
+    @post("/forget", summary="Forget a memory, observations or a whole session (audited)",
+          status_code=200)  # fmt: skip
+    async def forget(self, data: ForgetBody, memories: MemoryStore, caller: Caller) -> Forgotten:
+        return await memories.forget(
+            agent=caller.agent, memory_id=data.memory_id, session_id=data.session_id,
+            observation_ids=data.observation_ids, reason=data.reason,
+        )  # fmt: skip
+
+    @get("/audit", summary="The audit log, newest first")
+    async def audit(
+        self, memories: MemoryStore, limit: Annotated[int, Parameter(ge=1, le=1000)] = 50
+    ) -> list[AuditEntry]:
+        return await memories.audit_log(limit)

@@ -1,0 +1,386 @@
+"""Saved memories, search over memories and observations, forgetting with an audit trail.
+
+A memory is a versioned record ``memory/<id>`` in the fact store, so history and the hash
+chain cover memories too. Saving near-duplicate content (Jaccard > 0.7 with a memory found
+by BM25) appends a version to that memory's record instead of creating a new one.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import time
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import msgpack
+import msgspec
+
+from baton.server.errors import InvalidInput, NotFound
+from baton.server.models import RecallHit
+from baton.server.search import SearchIndex, text_of
+from baton.server.store import FactStore, utc_now
+from baton.server.validation import check_agent
+
+MEMORY_TYPES = ("pattern", "preference", "architecture", "bug", "workflow", "fact")
+SUPERSEDE_ABOVE = 0.7
+SIMILAR_ABOVE = 0.4
+CANDIDATES = 50
+MAX_CONTENT = 64 * 1024
+Format = Literal["full", "compact", "narrative"]
+
+
+class Memory(msgspec.Struct, kw_only=True):
+    id: str
+    version: int
+    type: str
+    title: str
+    content: str
+    concepts: list[str]
+    files: list[str]
+    project: str | None
+    agent_id: str | None
+    created_at: str
+    supersedes: int | None = None
+    expires_at: str | None = None
+
+
+class SimilarTo(msgspec.Struct, kw_only=True):
+    id: str
+    title: str
+    similarity: float
+
+
+class MemorySaved(msgspec.Struct, kw_only=True, rename={"similar_to": "similarTo"}):
+    success: bool
+    memory: Memory | None = None
+    similar_to: SimilarTo | None = None
+    error: str | None = None
+
+
+class Recall(msgspec.Struct, kw_only=True):
+    results: list[RecallHit]
+    count: int
+    tokens_used: int
+    truncated: bool
+    narrative: str | None = None
+
+
+class Forgotten(msgspec.Struct, kw_only=True):
+    success: bool
+    memories: list[str]
+    observations: int
+    sessions: list[str]
+    audit_ids: list[str]
+
+
+class AuditEntry(msgspec.Struct, kw_only=True):
+    id: str
+    at: str
+    agent: str
+    action: str
+    target: str
+    reason: str
+    details: dict[str, Any]
+
+
+def words(text: str) -> set[str]:
+    """The Jaccard token set: lower-cased whitespace tokens longer than 2 characters."""
+    return {token for token in text.lower().split() if len(token) > 2}
+
+
+def jaccard(left: str, right: str) -> float:
+    a, b = words(left), words(right)
+    return len(a & b) / len(a | b) if a and b else 0.0
+
+
+def tokens_of(text: str) -> int:
+    """A model-free token estimate: about four characters a token."""
+    return max(1, math.ceil(len(text) / 4))
+
+
+def split_list(value: str | Sequence[str] | None, field: str) -> list[str]:
+    """MCP passes comma-separated strings, REST passes arrays."""
+    if value is None:
+        return []
+    items = value.split(",") if isinstance(value, str) else value
+    if not all(isinstance(item, str) for item in items):
+        raise InvalidInput(field, "must be a list of strings or a comma-separated string")
+    return [item.strip() for item in items if item.strip()]
+
+
+def memory_ref(memory_id: str) -> str:
+    return f"memory/{memory_id}"
+
+
+class MemoryStore:
+    """Memories, search and forgetting in one namespace."""
+
+    def __init__(self, facts: FactStore) -> None:
+        self.facts = facts
+        self.redis = facts.redis
+        self.keys = facts.keys
+        self.index = SearchIndex(facts.redis, facts.keys)
+
+    # -- saving -------------------------------------------------------------------------------
+
+    async def save(
+        self,
+        content: object,
+        *,
+        type: str | None = None,  # noqa: A002 - the reference's field name
+        concepts: str | Sequence[str] | None = None,
+        files: str | Sequence[str] | None = None,
+        project: str | None = None,
+        agent_id: str | None = None,
+        ttl_days: float | None = None,
+    ) -> MemorySaved:
+        """Save a memory, superseding a near-duplicate (Jaccard > 0.7) or hinting at a
+        similar one (> 0.4). Empty content is ``success: false``, not an exception."""
+        if not isinstance(content, str) or not content.strip():
+            return MemorySaved(success=False, error="content is required")
+        if len(content) > MAX_CONTENT:
+            raise InvalidInput("content", f"is longer than {MAX_CONTENT} characters")
+        kind = type if type in MEMORY_TYPES else "fact"
+        concept_list = split_list(concepts, "concepts")
+        file_list = split_list(files, "files")
+        project = project.strip() or None if isinstance(project, str) else None
+        agent = check_agent(agent_id, field="agent_id") if agent_id else None
+        if ttl_days is not None and (
+            isinstance(ttl_days, bool) or not isinstance(ttl_days, int | float) or ttl_days <= 0
+        ):
+            raise InvalidInput("ttl_days", "must be a positive number of days")
+
+        superseded, similar = await self._closest(content, project)
+        memory_id = superseded.id if superseded else f"mem_{secrets.token_hex(6)}"
+        title = content.strip().splitlines()[0][:80]
+        value = {"content": content, "type": kind, "title": title, "concepts": concept_list,
+                 "files": file_list, "project": project, "agent_id": agent}  # fmt: skip
+        written = await self.facts.remember(
+            memory_ref(memory_id), value, agent=agent or "anonymous", tags=["memory"],
+            expected_version=superseded.version if superseded else 0,
+        )  # fmt: skip
+        text = " ".join([content, title, *concept_list, *file_list])
+        await self.index.index(f"m:{memory_id}", text, kind="memory", project=project, agent=agent)
+        expires_at = None
+        if ttl_days is not None:
+            expires_us = time.time_ns() // 1000 + int(ttl_days * 86_400_000_000)
+            await self.redis.zadd(self.keys.memory_expiry, {memory_id: expires_us})
+            expires_at = _iso(expires_us)
+        memory = Memory(
+            id=memory_id, version=written.version, type=kind, title=title, content=content,
+            concepts=concept_list, files=file_list, project=project, agent_id=agent,
+            created_at=written.created_at, supersedes=written.superseded, expires_at=expires_at,
+        )  # fmt: skip
+        return MemorySaved(success=True, memory=memory, similar_to=None if superseded else similar)
+
+    async def _closest(
+        self, content: str, project: str | None
+    ) -> tuple[Memory | None, SimilarTo | None]:
+        """The memory to supersede (first candidate over 0.7, in rank order) and the best
+        candidate over 0.4 as a hint. Memories of another explicit project never match."""
+        hits = await self.index.search(content, limit=CANDIDATES, kinds=["memory"])
+        best: SimilarTo | None = None
+        for hit in hits:
+            if project and hit.project and hit.project != project:
+                continue
+            memory = await self.get(hit.doc.removeprefix("m:"))
+            similarity = jaccard(content, memory.content)
+            if similarity > SUPERSEDE_ABOVE:
+                return memory, None
+            if similarity > SIMILAR_ABOVE and (best is None or similarity > best.similarity):
+                best = SimilarTo(id=memory.id, title=memory.title, similarity=round(similarity, 2))
+        return None, best
+
+    async def get(self, memory_id: str, version: int | None = None) -> Memory:
+        record = await self.facts.recall(memory_ref(memory_id), version=version)
+        value = record.value
+        if not isinstance(value, dict) or "content" not in value:
+            raise NotFound(f"no memory {memory_id}", memory=memory_id)
+        return Memory(
+            id=memory_id, version=record.version, type=value["type"], title=value["title"],
+            content=value["content"], concepts=value["concepts"], files=value["files"],
+            project=value["project"], agent_id=value["agent_id"], created_at=record.created_at,
+            supersedes=record.version - 1 if record.version > 1 else None,
+        )  # fmt: skip
+
+    # -- searching ----------------------------------------------------------------------------
+
+    async def recall(
+        self,
+        query: str,
+        *,
+        limit: int = 10,
+        format: Format = "full",  # noqa: A002 - the reference's field name
+        token_budget: int | None = None,
+        project: str | None = None,
+        agent_id: str | None = None,
+        kinds: Sequence[str] = ("memory", "observation"),
+    ) -> Recall:
+        """BM25 search over memories and observations. With ``token_budget`` the results are
+        filled greedily, best first, until the next would not fit."""
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInput("query", "is required and must be a non-empty string")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 100:
+            raise InvalidInput("limit", "must be a whole number from 1 to 100")
+        if format not in ("full", "compact", "narrative"):
+            raise InvalidInput("format", "must be one of: full, compact, narrative")
+        if token_budget is not None and (
+            isinstance(token_budget, bool) or not isinstance(token_budget, int) or token_budget < 1
+        ):
+            raise InvalidInput("token_budget", "must be a positive whole number")
+        project = project.strip() or None if isinstance(project, str) else None
+        found = await self.index.search(query, limit=limit, kinds=kinds, project=project,
+                                        agent=agent_id)  # fmt: skip
+        hits = await self.hits([hit.doc for hit in found], {hit.doc: hit.score for hit in found})
+        results, used, truncated = [], 0, False
+        for hit in hits:
+            shown = hit if format == "full" else msgspec.structs.replace(hit, text=hit.title)
+            cost = tokens_of(shown.text if format != "compact" else shown.title)
+            if token_budget is not None and used + cost > token_budget:
+                truncated = True
+                break
+            results.append(shown)
+            used += cost
+        narrative = None
+        if format == "narrative":
+            narrative = "\n".join(f"- [{hit.kind}] {hit.title}: {hit.text}" for hit in hits[: len(results)])
+        return Recall(results=results, count=len(results), tokens_used=used, truncated=truncated,
+                      narrative=narrative)  # fmt: skip
+
+    async def hits(self, docs: Sequence[str], scores: dict[str, float] | None = None) -> list[RecallHit]:
+        """Full hits for index doc ids (``m:<id>`` or ``o:<session>:<id>``), in order."""
+        scores = scores or {}
+        hits: list[RecallHit] = []
+        for doc in docs:
+            if doc.startswith("m:"):
+                try:
+                    memory = await self.get(doc[2:])
+                except NotFound:
+                    continue
+                hits.append(RecallHit(
+                    id=memory.id, kind="memory", score=scores.get(doc, 0.0), title=memory.title,
+                    text=memory.content, project=memory.project, type=memory.type,
+                    created_at=memory.created_at, version=memory.version,
+                    concepts=memory.concepts, files=memory.files,
+                ))  # fmt: skip
+            elif doc.startswith("o:"):
+                session_id, _, observation_id = doc[2:].rpartition(":")
+                fields = await self.redis.hgetall(self.keys.observation(session_id, observation_id))
+                if not fields:
+                    continue
+                hits.append(RecallHit(
+                    id=observation_id, kind="observation", score=scores.get(doc, 0.0),
+                    title=fields[b"title"].decode(), text=fields[b"narrative"].decode(),
+                    project=fields[b"project"].decode(), session=session_id,
+                    type=fields[b"type"].decode(), created_at=fields[b"created_at"].decode(),
+                    files=msgpack.unpackb(fields[b"files"]),
+                ))  # fmt: skip
+        return hits
+
+    async def smart_search(
+        self, *, query: str | None = None, expand_ids: Sequence[str] | None = None,
+        limit: int = 10, project: str | None = None,
+    ) -> Recall:  # fmt: skip
+        """Compact hits for ``query``; or, with ``expand_ids``, those memories and
+        observations in full."""
+        if expand_ids:
+            docs = []
+            for item in expand_ids:
+                if item.startswith("mem_"):
+                    docs.append(f"m:{item}")
+                else:
+                    docs += [doc for doc in await self._observation_docs(item)]
+            hits = await self.hits(docs)
+            return Recall(results=hits, count=len(hits), tokens_used=sum(tokens_of(h.text) for h in hits),
+                          truncated=False)  # fmt: skip
+        return await self.recall(query or "", limit=limit, format="compact", project=project)
+
+    async def _observation_docs(self, observation_id: str) -> list[str]:
+        docs = await self.redis.hkeys(self.keys.search_docs)
+        suffix = f":{observation_id}"
+        return [doc.decode() for doc in docs if doc.decode().startswith("o:") and doc.decode().endswith(suffix)]
+
+    # -- forgetting ---------------------------------------------------------------------------
+
+    async def forget(
+        self, *, agent: str, memory_id: str | None = None, session_id: str | None = None,
+        observation_ids: Sequence[str] | None = None, reason: str = "forgotten on request",
+    ) -> Forgotten:  # fmt: skip
+        """Forget a memory, some observations of a session, or a whole session. What is
+        forgotten leaves the search index and the live views; each act is audited."""
+        if not memory_id and not session_id:
+            raise InvalidInput("memoryId", "sessionId or memoryId is required")
+        result = Forgotten(success=True, memories=[], observations=0, sessions=[], audit_ids=[])
+        if memory_id:
+            await self.facts.forget(memory_ref(memory_id), agent=agent, reason=reason)
+            await self.index.remove([f"m:{memory_id}"])
+            await self.redis.zrem(self.keys.memory_expiry, memory_id)
+            result.memories.append(memory_id)
+            result.audit_ids.append(await self.audit(agent, "forget", f"memory/{memory_id}", reason))
+        if session_id:
+            ids = list(observation_ids or [])
+            whole = not ids
+            if whole:
+                ids = [raw.decode() for raw in await self.redis.lrange(self.keys.observations(session_id), 0, -1)]
+            removed = await self.index.remove([f"o:{session_id}:{oid}" for oid in ids])
+            pipe = self.redis.pipeline(transaction=False)
+            for oid in ids:
+                pipe.delete(self.keys.observation(session_id, oid))
+                pipe.lrem(self.keys.observations(session_id), 0, oid)
+            if whole:
+                pipe.delete(self.keys.session(session_id), self.keys.session_touched(session_id),
+                            self.keys.observations(session_id), f"{self.keys.session(session_id)}:files")  # fmt: skip
+                pipe.zrem(self.keys.sessions, session_id)
+                pipe.zrem(self.keys.active_sessions, session_id)
+            else:
+                pipe.hincrby(self.keys.session(session_id), "observation_count", -len(ids))
+            await pipe.execute()
+            result.observations = max(removed, len(ids) if whole else removed)
+            target = f"session/{session_id}" if whole else f"session/{session_id}/observations"
+            if whole:
+                result.sessions.append(session_id)
+            result.audit_ids.append(await self.audit(
+                agent, "forget", target, reason, {"observations": ids},
+            ))  # fmt: skip
+        return result
+
+    async def audit(
+        self, agent: str, action: str, target: str, reason: str,
+        details: dict[str, Any] | None = None,
+    ) -> str:  # fmt: skip
+        """Append to the audit log (never trimmed)."""
+        fields = {"at": utc_now(), "agent": agent, "action": action, "target": target,
+                  "reason": reason, "details": msgpack.packb(details or {})}  # fmt: skip
+        return (await self.redis.xadd(self.keys.audit, fields)).decode()  # type: ignore[arg-type]
+
+    async def audit_log(self, limit: int = 50) -> list[AuditEntry]:
+        raw = await self.redis.xrevrange(self.keys.audit, count=max(1, min(limit, 1000)))
+        return [
+            AuditEntry(
+                id=entry_id.decode(), at=f[b"at"].decode(), agent=f[b"agent"].decode(),
+                action=f[b"action"].decode(), target=f[b"target"].decode(),
+                reason=f[b"reason"].decode(), details=msgpack.unpackb(f[b"details"]),
+            )  # fmt: skip
+            for entry_id, f in raw
+        ]
+
+    async def expire(self) -> list[str]:
+        """Forget memories whose ttl_days ran out, auditing each."""
+        now_us = time.time_ns() // 1000
+        due = [raw.decode() for raw in await self.redis.zrangebyscore(self.keys.memory_expiry, "-inf", now_us)]
+        for memory_id in due:
+            try:
+                await self.forget(agent="baton", memory_id=memory_id, reason="ttl expired")
+            except NotFound:
+                await self.redis.zrem(self.keys.memory_expiry, memory_id)
+        return due
+
+
+def _iso(micros: int) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(micros / 1e6, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+__all__ = ["MemoryStore", "text_of"]

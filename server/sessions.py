@@ -1,0 +1,427 @@
+"""Sessions of coding agents: start and end, observations compressed without an LLM, the
+idle sweep, and the "where were we" resume done server-side."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import time
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+import msgpack
+
+from baton.server.errors import InvalidInput, NotFound
+from baton.server.integrity import canonical_bytes
+from baton.server.memories import MemoryStore
+from baton.server.models import Observation, Observed, ResumeHere, Session, SessionEnded
+from baton.server.search import tokenize
+from baton.server.store import FactStore, utc_now
+from baton.server.validation import check_agent, check_session_id
+
+HOOK_TYPES = (
+    "session_start", "prompt_submit", "pre_tool_use", "post_tool_use", "post_tool_failure",
+    "pre_compact", "subagent_start", "subagent_stop", "notification", "task_completed", "stop",
+    "session_end",
+)  # fmt: skip
+# Tool name fragments -> observation type, checked in this order.
+TOOL_TYPES = (
+    (("edit", "patch"), "file_edit"),
+    (("write", "create"), "file_write"),
+    (("read", "view"), "file_read"),
+    (("bash", "shell"), "command_run"),
+    (("grep", "glob", "search"), "search"),
+    (("fetch", "http"), "web_fetch"),
+    (("task", "agent"), "subagent"),
+)
+HOOK_TYPE_NAMES = {
+    "prompt_submit": "conversation", "notification": "conversation", "stop": "conversation",
+    "session_start": "session", "session_end": "session", "pre_compact": "compact",
+    "subagent_start": "subagent", "subagent_stop": "subagent", "task_completed": "task",
+}  # fmt: skip
+FILE_KEYS = ("file_path", "filePath", "path", "notebook_path", "files", "paths")
+DEDUPE_SECONDS = 300
+RECENT_SESSIONS = 20
+NARRATIVE_LIMIT = 600
+STATUS_PREFERENCE = {"completed": 0, "abandoned": 1, "active": 2}
+CONCEPT_COUNT = 5
+STOPWORDS = frozenset(
+    "the and for with that this from into then than have has was were are not you your "
+    "our its it's can will should would could what when where which who how why use used "
+    "file files run ran tool output input".split()
+)
+
+
+def _first(data: Mapping[str, Any], *names: str) -> Any:
+    for name in names:
+        if data.get(name) not in (None, ""):
+            return data[name]
+    return None
+
+
+def _text(value: Any, limit: int = 300) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, dict):
+        preferred = _first(value, "command", "description", "pattern", "query", "url",
+                           "file_path", "path", "prompt", "content", "stdout", "output", "error")  # fmt: skip
+        value = preferred if preferred is not None else value
+    text = value if isinstance(value, str) else canonical_bytes(value).decode()
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def compress(hook_type: str, data: Mapping[str, Any]) -> tuple[str, str, str, list[str]]:
+    """(type, title, narrative, files) of a hook event, without an LLM."""
+    tool = _first(data, "tool_name", "toolName", "tool")
+    tool_input = _first(data, "tool_input", "toolInput", "input")
+    output = _first(data, "tool_response", "tool_output", "toolOutput", "output", "error")
+    prompt = _first(data, "prompt", "message", "last_assistant_message", "summary")
+    if isinstance(tool, str) and tool:
+        lowered = tool.lower()
+        kind = next((name for parts, name in TOOL_TYPES if any(p in lowered for p in parts)),
+                    "tool")  # fmt: skip
+        title = tool
+    else:
+        kind = HOOK_TYPE_NAMES.get(hook_type, "event")
+        title = hook_type.replace("_", " ")
+    parts = [_text(prompt)] if prompt is not None else []
+    if tool_input is not None:
+        parts.append(_text(tool_input))
+    if output is not None:
+        parts.append(("failed: " if hook_type == "post_tool_failure" else "→ ") + _text(output, 200))
+    narrative = " ".join(part for part in parts if part)[:NARRATIVE_LIMIT] or title
+    files: list[str] = []
+    if isinstance(tool_input, dict):
+        for key in FILE_KEYS:
+            found = tool_input.get(key)
+            for item in found if isinstance(found, list) else [found]:
+                if isinstance(item, str) and item and item not in files:
+                    files.append(item)
+    return kind, title, narrative, files
+
+
+def normalise_cwd(cwd: object, field: str = "cwd") -> str:
+    if not isinstance(cwd, str) or not cwd.strip():
+        raise InvalidInput(field, "is required: the absolute working directory")
+    if not os.path.isabs(cwd):
+        raise InvalidInput(field, f"{cwd!r} is not an absolute path")
+    return os.path.normpath(cwd)
+
+
+def within(cwd: str, project: str) -> bool:
+    """Directory-boundary match: equal, below, or above — never a sibling with a shared
+    prefix (``/repo-a`` does not match ``/repo-a-staging``)."""
+    return cwd == project or cwd.startswith(project.rstrip("/") + "/") or project.startswith(
+        cwd.rstrip("/") + "/"
+    )
+
+
+def short(session_id: str) -> str:
+    return session_id[:7]
+
+
+class SessionStore:
+    """Sessions and observations of one namespace."""
+
+    def __init__(self, facts: FactStore) -> None:
+        self.facts = facts
+        self.redis = facts.redis
+        self.keys = facts.keys
+        self.memories = MemoryStore(facts)
+
+    # -- life cycle ---------------------------------------------------------------------------
+
+    async def start(
+        self, *, agent: str, session_id: str | None = None, project: str | None = None,
+        cwd: str | None = None, title: str | None = None,
+    ) -> Session:  # fmt: skip
+        """Start (or restart) a session; a fresh id is made when none is given."""
+        agent = check_agent(agent, field="agentId")
+        session_id = check_session_id(session_id or f"s_{secrets.token_hex(8)}",
+                                      field="sessionId")  # fmt: skip
+        fields: dict[str, Any] = {"status": "active", "agent": agent, "started_at": utc_now()}
+        if project is not None:
+            if not isinstance(project, str) or not project.strip():
+                raise InvalidInput("project", "must be a non-empty string (a stable id)")
+            fields["project"] = project.strip()
+        if cwd is not None:
+            fields["cwd"] = normalise_cwd(cwd)
+        if title:
+            fields["title"] = str(title).strip()[:200]
+        await self.facts.touch(session_id, agent, {})
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hset(self.keys.session(session_id), mapping=fields)
+        pipe.hdel(self.keys.session(session_id), "ended_at")
+        await pipe.execute()
+        return await self.get(session_id)
+
+    async def end(
+        self, session_id: str, *, summary: str | None = None, concepts: list[str] | None = None,
+        title: str | None = None,
+    ) -> SessionEnded:  # fmt: skip
+        """Mark a session completed; an unknown or already ended one is ``ended: false``."""
+        session_id = check_session_id(session_id, field="sessionId")
+        status = await self.redis.hget(self.keys.session(session_id), "status")
+        if status is None or status == b"completed":
+            session = None if status is None else await self.get(session_id)
+            return SessionEnded(ended=False, session=session)
+        fields: dict[str, Any] = {"status": "completed", "ended_at": utc_now()}
+        if summary:
+            fields["summary"] = summary.strip()
+        if title:
+            fields["title"] = title.strip()[:200]
+        fields["concepts"] = msgpack.packb(concepts if concepts else await self._concepts(session_id))
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hset(self.keys.session(session_id), mapping=fields)
+        pipe.zrem(self.keys.active_sessions, session_id)
+        await pipe.execute()
+        return SessionEnded(ended=True, session=await self.get(session_id))
+
+    async def _concepts(self, session_id: str) -> list[str]:
+        """The session's most frequent words across its observations (no LLM, no guessing)."""
+        counts: Counter[str] = Counter()
+        for observation in await self.observations(session_id):
+            counts.update(
+                token for token in tokenize(f"{observation.title} {observation.narrative}")
+                if token.isalpha() and len(token) > 3 and token not in STOPWORDS
+            )  # fmt: skip
+        return [token for token, _ in counts.most_common(CONCEPT_COUNT)]
+
+    async def get(self, session_id: str) -> Session:
+        session_id = check_session_id(session_id, field="sessionId")
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hgetall(self.keys.session(session_id))
+        pipe.hgetall(self.keys.session_touched(session_id))
+        pipe.smembers(f"{self.keys.session(session_id)}:files")
+        meta, touched, files = await pipe.execute()
+        if not meta:
+            raise NotFound(f"no session {session_id}", session=session_id)
+        return self._session(session_id, meta, touched, files)
+
+    @staticmethod
+    def _session(
+        session_id: str, meta: dict[bytes, bytes], touched: dict[bytes, bytes], files: set[bytes]
+    ) -> Session:
+        def text(name: str) -> str | None:
+            raw = meta.get(name.encode())
+            return raw.decode() if raw else None
+
+        return Session(
+            id=session_id,
+            agent=meta[b"agent"].decode(),
+            project=text("project"),
+            cwd=text("cwd"),
+            status=(text("status") or "active"),  # type: ignore[arg-type]
+            started_at=meta[b"started_at"].decode(),
+            ended_at=text("ended_at"),
+            last_activity_at=text("last_activity_at"),
+            title=text("title"),
+            summary=text("summary"),
+            concepts=msgpack.unpackb(meta[b"concepts"]) if b"concepts" in meta else [],
+            files=sorted(raw.decode() for raw in files),
+            observation_count=int(meta.get(b"observation_count", 0)),
+            touched={ref.decode(): int(version) for ref, version in touched.items()},
+        )
+
+    async def recent(self, limit: int = 20) -> list[Session]:
+        """The most recently started sessions, newest first."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 500:
+            raise InvalidInput("limit", "must be a whole number from 1 to 500")
+        ids = [raw.decode() for raw in await self.redis.zrevrange(self.keys.sessions, 0, limit - 1)]
+        pipe = self.redis.pipeline(transaction=False)
+        for session_id in ids:
+            pipe.hgetall(self.keys.session(session_id))
+            pipe.hgetall(self.keys.session_touched(session_id))
+            pipe.smembers(f"{self.keys.session(session_id)}:files")
+        replies = await pipe.execute()
+        return [
+            self._session(session_id, *replies[3 * i : 3 * i + 3])
+            for i, session_id in enumerate(ids)
+            if replies[3 * i]
+        ]
+
+    async def abandon_idle(self, idle_seconds: float) -> list[str]:
+        """Active sessions without activity for ``idle_seconds`` become abandoned; any new
+        activity reopens them."""
+        cutoff = time.time_ns() // 1000 - int(idle_seconds * 1_000_000)
+        due = [raw.decode() for raw in await self.redis.zrangebyscore(self.keys.active_sessions, "-inf", cutoff)]
+        abandoned = []
+        for session_id in due:
+            status = await self.redis.hget(self.keys.session(session_id), "status")
+            if status == b"active":
+                await self.redis.hset(self.keys.session(session_id), "status", "abandoned")
+                abandoned.append(session_id)
+            await self.redis.zrem(self.keys.active_sessions, session_id)
+        return abandoned
+
+    # -- observations -------------------------------------------------------------------------
+
+    async def observe(
+        self, *, hook_type: str, session_id: str, project: str, cwd: str, timestamp: str,
+        data: Any, agent: str,
+    ) -> Observed:  # fmt: skip
+        """Store one hook event, compressed; the same event within 5 minutes is stored once."""
+        if hook_type not in HOOK_TYPES:
+            raise InvalidInput("hookType", f"must be one of {', '.join(HOOK_TYPES)}")
+        session_id = check_session_id(session_id, field="sessionId")
+        if not isinstance(project, str) or not project.strip():
+            raise InvalidInput("project", "is required: a stable project id")
+        cwd = normalise_cwd(cwd)
+        if not isinstance(timestamp, str) or not timestamp.strip():
+            raise InvalidInput("timestamp", "is required")
+        data = data if isinstance(data, dict) else {"value": data}
+        try:
+            fingerprint = hashlib.sha256(canonical_bytes(
+                {"session": session_id, "hook": hook_type, "data": data})).hexdigest()  # fmt: skip
+        except (TypeError, ValueError) as error:
+            raise InvalidInput("data", f"must be JSON data ({error})") from None
+        observation_id = f"o_{secrets.token_hex(6)}"
+        first = await self.redis.set(self.keys.observation_seen(fingerprint), observation_id,
+                                     nx=True, ex=DEDUPE_SECONDS)  # fmt: skip
+        if not first:
+            seen = (await self.redis.get(self.keys.observation_seen(fingerprint))) or b""
+            try:
+                return Observed(observation=await self.observation(session_id, seen.decode()),
+                                deduplicated=True)  # fmt: skip
+            except NotFound:
+                pass  # forgotten since: store it again
+        kind, title, narrative, files = compress(hook_type, data)
+        observation = Observation(
+            id=observation_id, session=session_id, agent=agent, project=project.strip(), cwd=cwd,
+            hook_type=hook_type, type=kind, title=title, narrative=narrative, files=files,
+            timestamp=timestamp, created_at=utc_now(),
+        )  # fmt: skip
+        await self.facts.touch(session_id, agent, {})
+        session_key = self.keys.session(session_id)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hset(self.keys.observation(session_id, observation_id), mapping={
+            "id": observation_id, "session": session_id, "agent": agent,
+            "project": observation.project, "cwd": cwd, "hook_type": hook_type, "type": kind,
+            "title": title, "narrative": narrative, "files": msgpack.packb(files),
+            "timestamp": timestamp, "created_at": observation.created_at,
+            "data": msgpack.packb(data),
+        })  # fmt: skip
+        pipe.rpush(self.keys.observations(session_id), observation_id)
+        pipe.hincrby(session_key, "observation_count", 1)
+        pipe.hsetnx(session_key, "project", observation.project)
+        pipe.hsetnx(session_key, "cwd", cwd)
+        if hook_type == "prompt_submit":
+            pipe.hsetnx(session_key, "title", narrative[:200])
+        if files:
+            pipe.sadd(f"{session_key}:files", *files)
+        self.memories.index.queue_index(
+            pipe, f"o:{session_id}:{observation_id}", f"{title} {narrative} {' '.join(files)}",
+            kind="observation", project=observation.project, agent=agent,
+        )  # fmt: skip
+        self.facts.event_command(pipe, "observe", agent, f"{agent}: {kind} {title}")
+        await pipe.execute()
+        return Observed(observation=observation, deduplicated=False)
+
+    async def observation(self, session_id: str, observation_id: str) -> Observation:
+        fields = await self.redis.hgetall(self.keys.observation(session_id, observation_id))
+        if not fields:
+            raise NotFound(f"no observation {observation_id} in session {session_id}")
+        return _observation(fields)
+
+    async def observations(self, session_id: str, last: int | None = None) -> list[Observation]:
+        start = 0 if last is None else -last
+        ids = await self.redis.lrange(self.keys.observations(session_id), start, -1)
+        pipe = self.redis.pipeline(transaction=False)
+        for raw in ids:
+            pipe.hgetall(self.keys.observation(session_id, raw.decode()))
+        return [_observation(fields) for fields in await pipe.execute() if fields]
+
+    # -- where were we ------------------------------------------------------------------------
+
+    async def resume_here(
+        self, cwd: str, *, override: str | None = None, caller_session: str | None = None
+    ) -> ResumeHere:
+        """The "where were we" answer for a working directory (rules in docs/sessions.md)."""
+        base = normalise_cwd(cwd)
+        project_path = os.path.normpath(os.path.join(base, override)) if override else base
+        candidates = [s for s in await self.recent(RECENT_SESSIONS) if s.id != caller_session]
+        matches = [s for s in candidates if s.cwd and within(s.cwd, project_path)]
+        fallback = not matches
+        pool = matches or candidates
+        if not pool:
+            text = (f"No earlier session is recorded for {project_path}. Nothing to hand off. "
+                    "Want to start fresh from the current state?")  # fmt: skip
+            return ResumeHere(project_path=project_path, found=False, fallback=False, empty=True,
+                              session=None, question=None, files=[], recalled=[],
+                              next_step="Start fresh from the current state.", text=text)  # fmt: skip
+        # Most recent first (recent() is newest first); the stable sort keeps that order
+        # within each status: completed before abandoned before still active.
+        session = sorted(pool, key=lambda s: STATUS_PREFERENCE.get(s.status, 3))[0]
+        intro = (f"No session matched {project_path}; falling back to the most recent "
+                 "session overall.\n" if fallback else "")  # fmt: skip
+        if session.observation_count == 0:
+            text = (f"{intro}The most recent session `{short(session.id)}` for this project has "
+                    "no recorded observations. Nothing to hand off. Want to start fresh from "
+                    "the current state?")  # fmt: skip
+            return ResumeHere(project_path=project_path, found=True, fallback=fallback,
+                              empty=True, session=session, question=None, files=[],
+                              recalled=[], next_step="Start fresh from the current state.",
+                              text=text)  # fmt: skip
+
+        recent = await self.observations(session.id, last=20)
+        question = self._open_question(session, recent)
+        files = list(dict.fromkeys([*session.files, *(f for o in reversed(recent) for f in o.files)]))[:10]
+        recalled = []
+        if session.concepts:
+            found = await self.memories.recall(" ".join(session.concepts), limit=10,
+                                               project=session.project)  # fmt: skip
+            recalled = found.results
+        next_step = self._next_step(session, question, recent, files)
+        title = session.title or (recent[0].narrative[:60] if recent else session.id)
+        lines = [f'{intro}Resuming {short(session.id)} "{title}".']
+        if question:
+            lines.append(f"Open question: {question}")
+        if session.summary and session.summary != question:
+            lines.append(f"Summary: {session.summary}")
+        if files:
+            lines.append("Touched: " + ", ".join(files))
+        decisions = [hit for hit in recalled if hit.kind == "memory" or hit.type == "command_run"]
+        if decisions:
+            lines.append("Decisions and errors: " + "; ".join(hit.title for hit in decisions[:5]))
+        lines.append(f"Next step: {next_step}")
+        return ResumeHere(project_path=project_path, found=True, fallback=fallback, empty=False,
+                          session=session, question=question, files=files, recalled=recalled,
+                          next_step=next_step, text="\n".join(lines))  # fmt: skip
+
+    @staticmethod
+    def _open_question(session: Session, recent: list[Observation]) -> str | None:
+        """An unanswered user-facing question: the summary's, or a recent conversation
+        observation's narrative, ending in '?'."""
+        if session.summary and session.summary.rstrip().endswith("?"):
+            sentences = session.summary.rstrip().replace("Open:", ".").split(".")
+            return sentences[-1].strip() or session.summary.strip()
+        for observation in reversed(recent):
+            if observation.type == "conversation" and observation.narrative.rstrip().endswith("?"):
+                return observation.narrative.strip()
+        return None
+
+    @staticmethod
+    def _next_step(session: Session, question: str | None, recent: list[Observation],
+                   files: list[str]) -> str:  # fmt: skip
+        if question:
+            return f"Get an answer to: {question}"
+        failures = [o for o in recent if o.hook_type == "post_tool_failure"]
+        if failures:
+            return f"Fix what failed last: {failures[-1].title} ({failures[-1].narrative[:80]})"
+        if files:
+            return f"Open {files[0]} and continue {session.title or 'where the session stopped'}."
+        return f"Continue {session.title or 'the session'}."
+
+
+def _observation(fields: dict[bytes, bytes]) -> Observation:
+    return Observation(
+        id=fields[b"id"].decode(), session=fields[b"session"].decode(),
+        agent=fields[b"agent"].decode(), project=fields[b"project"].decode(),
+        cwd=fields[b"cwd"].decode(), hook_type=fields[b"hook_type"].decode(),
+        type=fields[b"type"].decode(), title=fields[b"title"].decode(),
+        narrative=fields[b"narrative"].decode(), files=msgpack.unpackb(fields[b"files"]),
+        timestamp=fields[b"timestamp"].decode(), created_at=fields[b"created_at"].decode(),
+    )  # fmt: skip
