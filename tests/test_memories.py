@@ -1,0 +1,300 @@
+"""Sessions, observations, saved memories and search against the real embedded server."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from baton.server.errors import InvalidInput, NotFound
+from baton.server.memories import MemoryStore, jaccard
+from baton.server.search import tokenize
+from baton.server.sessions import SessionStore, compress, within
+from baton.server.store import FactStore
+
+pytestmark = pytest.mark.anyio
+
+BASE = "the refresh token rotation stores every device token in redis with a ttl"
+
+
+@pytest.fixture
+def memories(store: FactStore) -> MemoryStore:
+    return MemoryStore(store)
+
+
+@pytest.fixture
+def sessions(store: FactStore) -> SessionStore:
+    return SessionStore(store)
+
+
+async def observe(sessions: SessionStore, session_id: str, cwd: str, hook: str = "post_tool_use",
+                  **data: object) -> str:  # fmt: skip
+    observed = await sessions.observe(hook_type=hook, session_id=session_id, project="app",
+                                      cwd=cwd, timestamp="2026-11-30T10:00:00Z", data=data,
+                                      agent="claude")  # fmt: skip
+    return observed.observation.id
+
+
+# -- search ----------------------------------------------------------------------------------
+
+
+def test_tokeniser_keeps_paths_and_stems_lightly() -> None:
+    """Lower-case, path characters kept inside tokens, short tokens dropped, plurals folded."""
+    assert tokenize("Fixed src/auth/refresh.py: Tokens expire; a I") == [
+        "fix", "src/auth/refresh.py", "token", "expire",
+    ]  # fmt: skip
+
+
+async def test_saved_memory_is_found_immediately(memories: MemoryStore) -> None:
+    """memory_save returns after indexing: the next recall finds it, best match first."""
+    await memories.save("Use pnpm, never npm, in the web workspace", type="preference")
+    saved = await memories.save(BASE, type="architecture", concepts="jwt, rotation")
+    assert saved.success and saved.memory is not None
+    found = await memories.recall("device token rotation")
+    assert [hit.id for hit in found.results][:1] == [saved.memory.id]
+    assert found.results[0].concepts == ["jwt", "rotation"]
+
+
+async def test_empty_content_is_not_saved(memories: MemoryStore) -> None:
+    """Empty or non-string content gives success false and 'content is required'."""
+    for content in ("", "   ", None, 42):
+        saved = await memories.save(content)
+        assert (saved.success, saved.error) == (False, "content is required")
+
+
+async def test_near_duplicate_supersedes_as_version_two(
+    memories: MemoryStore, store: FactStore
+) -> None:
+    """Jaccard > 0.7: the new content is version 2 of the same memory record; version 1
+    stays in the chain, and only the new content is searchable."""
+    first = await memories.save(BASE + " and a sliding expiry window")
+    second = await memories.save(BASE + " and a fixed expiry window")
+    assert first.memory and second.memory
+    assert jaccard(first.memory.content, second.memory.content) > 0.7
+    assert (second.memory.id, second.memory.version, second.memory.supersedes) == (
+        first.memory.id, 2, 1,
+    )  # fmt: skip
+    history = await store.history(f"memory/{first.memory.id}")
+    assert [v.value["content"].split()[-3] for v in history.versions] == ["sliding", "fixed"]
+    assert all(v.chain_ok for v in history.versions)
+    assert [hit.text for hit in (await memories.recall("sliding expiry")).results] == [
+        second.memory.content
+    ]
+
+
+async def test_similar_memory_is_hinted_not_superseded(memories: MemoryStore) -> None:
+    """0.4 < Jaccard <= 0.7: a new memory, with a similarTo hint rounded to 2 decimals."""
+    first = await memories.save(BASE)
+    second = await memories.save("the refresh token rotation stores every session in postgres")
+    assert first.memory and second.memory and second.similar_to
+    assert second.memory.id != first.memory.id
+    similarity = jaccard(first.memory.content, second.memory.content)
+    assert 0.4 < similarity <= 0.7
+    assert (second.similar_to.id, second.similar_to.similarity) == (
+        first.memory.id, round(similarity, 2),
+    )  # fmt: skip
+
+
+async def test_different_explicit_projects_never_supersede(memories: MemoryStore) -> None:
+    """The same content in two explicit projects stays two memories; an unscoped one is a
+    wildcard and is superseded."""
+    one = await memories.save(BASE, project="alpha")
+    two = await memories.save(BASE, project="beta")
+    assert one.memory and two.memory and one.memory.id != two.memory.id
+    shared = await memories.save("a note that belongs to every project we run")
+    again = await memories.save("a note that belongs to every project we run", project="alpha")
+    assert shared.memory and again.memory and again.memory.id == shared.memory.id
+
+
+async def test_project_filter_never_leaks_another_projects_memories(
+    memories: MemoryStore,
+) -> None:
+    """Recall filtered by project returns that project's memories and unscoped ones only."""
+    await memories.save("deploy with blue green switch", project="alpha")
+    await memories.save("deploy with rolling restarts", project="beta")
+    await memories.save("deploy only on weekdays")
+    found = await memories.recall("deploy", project="alpha")
+    assert sorted(hit.project or "-" for hit in found.results) == ["-", "alpha"]
+
+
+async def test_formats_and_token_budget(memories: MemoryStore) -> None:
+    """compact shows titles, narrative adds a text block, a token budget truncates."""
+    topics = ["redis keys", "http etags", "cdn purges", "browser storage", "orm sessions"]
+    for topic in topics:
+        await memories.save(f"cache invalidation for {topic}: " + " ".join(
+            f"{topic.split()[0]}{n}" for n in range(60)))  # fmt: skip
+    compact = await memories.recall("cache invalidation", format="compact")
+    assert all(hit.text == hit.title for hit in compact.results)
+    narrative = await memories.recall("cache invalidation", format="narrative")
+    assert narrative.narrative and narrative.narrative.count("- [memory]") == 5
+    budget = await memories.recall("cache invalidation", token_budget=150)
+    assert budget.truncated and budget.count < 5 and budget.tokens_used <= 150
+
+
+async def test_forgotten_memory_is_never_found_and_chain_still_verifies(
+    memories: MemoryStore, store: FactStore
+) -> None:
+    """Forget removes the memory from search and reads, writes an audit entry, and leaves a
+    tombstone whose hash covers the original: verify stays clean."""
+    saved = await memories.save("temporary credentials live in the vault under ops/tmp")
+    assert saved.memory
+    result = await memories.forget(agent="claude", memory_id=saved.memory.id, reason="leaked")
+    assert result.memories == [saved.memory.id]
+    assert (await memories.recall("temporary credentials vault")).results == []
+    with pytest.raises(NotFound, match="forgotten"):
+        await memories.get(saved.memory.id)
+    history = await store.history(f"memory/{saved.memory.id}")
+    assert history.versions[0].value is None
+    assert history.versions[0].forgotten is not None and history.versions[0].chain_ok
+    assert (await store.stats(verify=True)).broken == []
+    [entry] = await memories.audit_log()
+    assert (entry.action, entry.target, entry.reason, entry.agent) == (
+        "forget", f"memory/{saved.memory.id}", "leaked", "claude",
+    )  # fmt: skip
+
+
+async def test_ttl_expiry_forgets_and_audits(memories: MemoryStore) -> None:
+    """A memory past its ttl_days is forgotten by the sweep, with an audit entry."""
+    saved = await memories.save("short lived fact about the staging database", ttl_days=1e-6)
+    keeper = await memories.save("the staging database runs postgres 16 on arm", ttl_days=30)
+    assert saved.memory and keeper.memory and saved.memory.expires_at
+    await asyncio.sleep(0.2)
+    assert await memories.expire() == [saved.memory.id]
+    assert [hit.id for hit in (await memories.recall("staging database")).results] == [
+        keeper.memory.id
+    ]
+    assert (await memories.audit_log())[0].reason == "ttl expired"
+
+
+# -- sessions and observations --------------------------------------------------------------
+
+
+def test_observations_are_compressed_without_an_llm() -> None:
+    """Type from the tool name, title, narrative from input and output, files from input."""
+    kind, title, narrative, files = compress("post_tool_use", {
+        "tool_name": "Edit", "tool_input": {"file_path": "src/auth.py", "old_string": "a"},
+        "tool_response": "ok",
+    })  # fmt: skip
+    assert (kind, title, files) == ("file_edit", "Edit", ["src/auth.py"])
+    assert "src/auth.py" in narrative
+    assert compress("post_tool_use", {"tool_name": "Bash", "tool_input": {"command": "pytest"}})[0] == "command_run"
+    assert compress("prompt_submit", {"prompt": "why?"})[:3] == ("conversation", "prompt submit", "why?")
+
+
+async def test_identical_observations_within_five_minutes_are_stored_once(
+    sessions: SessionStore,
+) -> None:
+    """The same event twice is deduplicated; observations are searchable at once."""
+    first = await observe(sessions, "s1", "/repo", tool_name="Bash", tool_input={"command": "make lint"})
+    again = await observe(sessions, "s1", "/repo", tool_name="Bash", tool_input={"command": "make lint"})
+    assert first == again
+    session = await sessions.get("s1")
+    assert session.observation_count == 1
+    hits = (await sessions.memories.recall("make lint")).results
+    assert [(hit.kind, hit.id, hit.session) for hit in hits] == [("observation", first, "s1")]
+
+
+async def test_session_end_and_idle_sweep(sessions: SessionStore) -> None:
+    """End completes a session once (then ended: false); idle ones become abandoned and new
+    activity reopens them."""
+    await sessions.start(agent="claude", session_id="s-end", project="app", cwd="/repo")
+    assert (await sessions.end("s-end", summary="done")).ended
+    assert not (await sessions.end("s-end")).ended
+    assert not (await sessions.end("s-unknown")).ended
+
+    await sessions.start(agent="claude", session_id="s-idle", project="app", cwd="/repo")
+    await asyncio.sleep(0.05)
+    assert await sessions.abandon_idle(0.01) == ["s-idle"]
+    assert (await sessions.get("s-idle")).status == "abandoned"
+    await observe(sessions, "s-idle", "/repo", tool_name="Read", tool_input={"path": "x.py"})
+    assert (await sessions.get("s-idle")).status == "active"
+
+
+def test_directory_boundary_matching() -> None:
+    """Equal, descendant and ancestor directories match; siblings sharing a prefix do not."""
+    assert within("/repo-a", "/repo-a")
+    assert within("/repo-a/src", "/repo-a")
+    assert within("/repo-a", "/repo-a/src")
+    assert not within("/repo-a-staging", "/repo-a")
+    assert not within("/repo-a", "/repo-a-staging")
+
+
+async def test_worked_example_resumes_with_the_open_question_first(
+    sessions: SessionStore,
+) -> None:
+    """The reference example: one completed session in /Users/dev/app; the answer opens with
+    'Resuming 7f3a9c2 "Auth refresh rework".', puts the open question next, recalls with the
+    session's concepts, and ends with one next step."""
+    await sessions.start(agent="claude", session_id="7f3a9c21", project="app",
+                         cwd="/Users/dev/app", title="Auth refresh rework")  # fmt: skip
+    await observe(sessions, "7f3a9c21", "/Users/dev/app", tool_name="Edit",
+                  tool_input={"file_path": "src/auth/refresh.ts"})  # fmt: skip
+    await sessions.memories.save("jwt-refresh-rotation: rotate on every use, 7 day family ttl",
+                                 project="app")  # fmt: skip
+    await sessions.end("7f3a9c21", concepts=["jwt-refresh-rotation", "logout"],
+                       summary="Reworked refresh rotation. Open: should logout revoke all device tokens?")  # fmt: skip
+
+    answer = await sessions.resume_here("/Users/dev/app")
+    lines = answer.text.splitlines()
+    assert lines[0] == 'Resuming 7f3a9c2 "Auth refresh rework".'
+    assert lines[1] == "Open question: should logout revoke all device tokens?"
+    assert lines[-1].startswith("Next step: ") and sum(l.startswith("Next step") for l in lines) == 1
+    assert answer.question == "should logout revoke all device tokens?"
+    assert "src/auth/refresh.ts" in answer.files
+    assert any("jwt-refresh-rotation" in hit.text for hit in answer.recalled)
+    assert (answer.fallback, answer.empty) == (False, False)
+
+
+async def test_empty_session_gets_the_honest_answer(sessions: SessionStore) -> None:
+    """A matching session without observations: nothing is invented."""
+    await sessions.start(agent="claude", session_id="c98f110e", project="app", cwd="/srv/app")
+    answer = await sessions.resume_here("/srv/app")
+    assert answer.empty and answer.recalled == [] and answer.files == []
+    assert answer.text == (
+        "The most recent session `c98f110` for this project has no recorded observations. "
+        "Nothing to hand off. Want to start fresh from the current state?"
+    )
+
+
+async def test_sibling_descendant_ancestor_override_and_fallback(sessions: SessionStore) -> None:
+    """/repo-a never matches /repo-a-staging; descendants and ancestors match; a relative
+    override resolves against the caller's cwd; no match falls back and says so."""
+    for session_id, cwd in (("s-staging", "/w/repo-a-staging"), ("s-sub", "/w/repo-a/api")):
+        await sessions.start(agent="claude", session_id=session_id, project="p", cwd=cwd)
+        await observe(sessions, session_id, cwd, tool_name="Read", tool_input={"path": f"{cwd}/x"})
+        await sessions.end(session_id)
+    assert (await sessions.resume_here("/w/repo-a")).session.id == "s-sub"  # type: ignore[union-attr]
+    assert (await sessions.resume_here("/w/repo-a/api/handlers")).session.id == "s-sub"  # type: ignore[union-attr]
+    assert (await sessions.resume_here("/w", override="repo-a-staging")).session.id == "s-staging"  # type: ignore[union-attr]
+    resolved = await sessions.resume_here("/w/repo-a/api", override="../../repo-a-staging")
+    assert (resolved.project_path, resolved.session.id) == ("/w/repo-a-staging", "s-staging")  # type: ignore[union-attr]
+
+    elsewhere = await sessions.resume_here("/somewhere/else")
+    assert elsewhere.fallback
+    assert elsewhere.text.startswith("No session matched /somewhere/else; falling back")
+    assert elsewhere.session is not None
+
+
+async def test_completed_is_preferred_and_the_callers_session_skipped(
+    sessions: SessionStore,
+) -> None:
+    """Among matches a completed session beats a more recent abandoned one, and the caller's
+    own live session is never the answer."""
+    await sessions.start(agent="claude", session_id="s-done", project="p", cwd="/r")
+    await observe(sessions, "s-done", "/r", tool_name="Read", tool_input={"path": "/r/a"})
+    await sessions.end("s-done")
+    await asyncio.sleep(0.01)
+    await sessions.start(agent="claude", session_id="s-gone", project="p", cwd="/r")
+    await observe(sessions, "s-gone", "/r", tool_name="Read", tool_input={"path": "/r/b"})
+    await sessions.abandon_idle(0)
+    await sessions.start(agent="claude", session_id="s-live", project="p", cwd="/r")
+    answer = await sessions.resume_here("/r", caller_session="s-live")
+    assert answer.session is not None and answer.session.id == "s-done"
+
+
+async def test_bad_observations_are_refused(sessions: SessionStore) -> None:
+    """Unknown hook types and relative working directories are clear errors."""
+    with pytest.raises(InvalidInput, match="hookType"):
+        await observe(sessions, "s1", "/repo", hook="made_up")
+    with pytest.raises(InvalidInput, match="cwd"):
+        await observe(sessions, "s1", "relative/dir")
