@@ -12,6 +12,8 @@ from baton.agents.client import BatonClient
 from baton.agents.runtime import handler_for
 from baton.queue.context import worker_context
 from baton.server.errors import StateConflict
+from baton.server.memories import MemoryStore
+from baton.server.sessions import SessionStore
 
 log = structlog.get_logger("baton.worker")
 
@@ -57,10 +59,18 @@ def deliver_packet(namespace: str, agent: str, packet_id: str) -> dict[str, Any]
 
 
 def sweep() -> dict[str, Any]:
-    """Expire leases and packets and repair missing jobs, in every namespace."""
+    """In every namespace: expire leases and packets, repair missing jobs, mark idle
+    sessions abandoned, forget memories whose ttl ran out."""
     context = worker_context()
     totals: dict[str, Any] = {}
     for namespace in context.namespaces():
+        facts = context.backend.store(namespace)
+        abandoned = context.run(
+            SessionStore(facts).abandon_idle(context.settings.session_idle_seconds)
+        )
+        expired_memories = context.run(MemoryStore(facts).expire())
+        if abandoned or expired_memories:
+            log.info("sweep", namespace=namespace, abandoned=abandoned, forgotten=expired_memories)
         report = context.run(context.handoffs(namespace).sweep())
         if report.requeued or report.failed or report.expired or report.repaired:
             log.info("sweep", namespace=namespace, requeued=report.requeued,

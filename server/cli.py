@@ -125,6 +125,18 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_hook(args: argparse.Namespace) -> int:
+    from baton.agents.hook import run
+
+    settings = _settings()
+    agent = check_agent(os.environ.get("AGENT_ID") or "claude-code", field="AGENT_ID")
+    try:
+        return run(args.event, sys.stdin, settings.base_url, agent)
+    except ValueError as error:
+        print(f"baton: {error}", file=sys.stderr)
+        return 2
+
+
 def cmd_worker(args: argparse.Namespace) -> int:
     from baton.queue.worker import run_maintenance
 
@@ -198,6 +210,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     # Listed for --help only: main() hands "baton demo ..." to the demo's own parser.
     commands.add_parser("demo", help="run the scout/executor demo (--keep, --write-transcript)")
+
+    hook = commands.add_parser("hook", help="record a Claude Code hook event (JSON on stdin)")
+    hook.add_argument("event", help="PostToolUse, UserPromptSubmit, ... or post_tool_use, ...")
+    hook.set_defaults(handler=cmd_hook)
 
     worker = commands.add_parser("worker", help="run the periodic sweeps (leases, expiry, repair)")
     worker.add_argument("--burst", action="store_true", help="sweep once and exit")

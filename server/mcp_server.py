@@ -13,6 +13,8 @@ Baton session. Any mistake a caller can make comes back as a tool result with
 
 import functools
 import inspect
+import os
+from contextvars import ContextVar
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, ParamSpec
@@ -24,6 +26,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from baton.server.errors import BatonError
+from baton.server.memories import MemoryStore, split_list
 from baton.server.runtime import open_backend
 from baton.server.sessions import SessionStore
 from baton.server.settings import Settings
@@ -67,9 +70,21 @@ class Caller:
     handoffs: HandoffStore
 
 
+# Set by the agentmemory-compatible /mcp/call shim, which calls tools outside an MCP request:
+# (agent, session or None, namespace).
+SHIM_IDENTITY: ContextVar[tuple[str, str | None, str] | None] = ContextVar(
+    "baton_mcp_shim_identity", default=None
+)
+
+
 def _resolve(binding: Binding, ctx: Context) -> Caller:
     if binding.backend is None:
         raise ToolError("Baton is still starting; try again in a moment")
+    shim = SHIM_IDENTITY.get()
+    if shim is not None:
+        agent, session, namespace = shim
+        facts = binding.backend.store(namespace)
+        return Caller(agent=agent, session=session, facts=facts, handoffs=HandoffStore(facts))
     headers = ctx.headers or {}
     agent = binding.agent or check_agent(headers.get("x-baton-agent", "anonymous"),
                                          field="X-Baton-Agent")  # fmt: skip
@@ -149,6 +164,7 @@ def create_mcp_server(binding: Binding) -> MCPServer:
         min_confidence: Annotated[float | None, Field(ge=0, le=1)] = None,
         limit: Annotated[int, Field(ge=1, le=500)] = 50,
         cursor: Annotated[str | None, Field(description="next_cursor of the previous page.")] = None,
+        query: Annotated[str | None, Field(description="Free text to match in values.")] = None,
     ) -> Any:
         caller = _resolve(binding, ctx)
         if ref is not None:
@@ -157,7 +173,7 @@ def create_mcp_server(binding: Binding) -> MCPServer:
             )
         return await caller.facts.list_records(
             scope=scope, tags=tags, tags_mode=tags_mode, min_confidence=min_confidence,
-            limit=limit, cursor=cursor,
+            limit=limit, cursor=cursor, query=query,
         )  # fmt: skip
 
     @mcp.tool(description=(
@@ -244,7 +260,120 @@ def create_mcp_server(binding: Binding) -> MCPServer:
     ) -> Any:
         return await _resolve(binding, ctx).facts.stats(verify=verify)
 
+    _add_memory_tools(mcp, binding)
     return mcp
+
+
+Csv = Annotated[str | None, Field(description="Comma-separated list.")]
+
+
+def _add_memory_tools(mcp: MCPServer, binding: Binding) -> None:
+    """The coding-agent tools, with the parameter names of agentmemory's MCP server."""
+
+    @mcp.tool(description=(
+        "Save something worth remembering across sessions (a pattern, preference, "
+        "architecture decision, bug, workflow or fact). Near-duplicates of an existing memory "
+        "update it instead of adding a copy; similar ones are reported as similarTo."
+    ))  # fmt: skip
+    @_as_tool_error
+    async def memory_save(
+        content: Annotated[str, Field(description="What to remember.")],
+        ctx: Context,
+        type: Annotated[str | None, Field(description="pattern, preference, architecture, "  # noqa: A002
+                                          "bug, workflow or fact.")] = None,  # fmt: skip
+        concepts: Csv = None,
+        files: Csv = None,
+        project: Annotated[str | None, Field(description="A stable project id.")] = None,
+        agentId: str | None = None,  # noqa: N803 - the reference's name
+        ttlDays: Annotated[float | None, Field(gt=0)] = None,  # noqa: N803
+    ) -> Any:
+        caller = _resolve(binding, ctx)
+        saved = await MemoryStore(caller.facts).save(
+            content, type=type, concepts=concepts, files=files, project=project,
+            agent_id=agentId or os.environ.get("AGENT_ID") or caller.agent, ttl_days=ttlDays,
+        )  # fmt: skip
+        if not saved.success:
+            raise ToolError(saved.error or "content is required")
+        return saved
+
+    @mcp.tool(description=(
+        "Search saved memories and past observations (BM25). format: full, compact or "
+        "narrative; token_budget caps the answer's size."
+    ))  # fmt: skip
+    @_as_tool_error
+    async def memory_recall(
+        query: str,
+        ctx: Context,
+        limit: Annotated[int, Field(ge=1, le=100)] = 10,
+        format: Literal["full", "compact", "narrative"] = "full",  # noqa: A002
+        token_budget: Annotated[int | None, Field(ge=1)] = None,
+        project: str | None = None,
+    ) -> Any:
+        return await MemoryStore(_resolve(binding, ctx).facts).recall(
+            query, limit=limit, format=format, token_budget=token_budget, project=project
+        )
+
+    @mcp.tool(description=(
+        "Find memories and observations as compact hits, then expand the ids you want in "
+        "full by calling again with expandIds."
+    ))  # fmt: skip
+    @_as_tool_error
+    async def memory_smart_search(
+        ctx: Context,
+        query: str | None = None,
+        expandIds: Csv = None,  # noqa: N803
+        limit: Annotated[int, Field(ge=1, le=100)] = 10,
+        project: str | None = None,
+    ) -> Any:
+        if not query and not expandIds:
+            raise ToolError("give a query, or expandIds to expand")
+        return await MemoryStore(_resolve(binding, ctx).facts).smart_search(
+            query=query, expand_ids=split_list(expandIds, "expandIds"), limit=limit,
+            project=project,
+        )  # fmt: skip
+
+    @mcp.tool(description="Recent sessions, newest first: where they ran and what they did.")
+    @_as_tool_error
+    async def memory_sessions(
+        ctx: Context, limit: Annotated[int, Field(ge=1, le=500)] = 20
+    ) -> Any:
+        return {"sessions": await SessionStore(_resolve(binding, ctx).facts).recent(limit)}
+
+    @mcp.tool(description=(
+        "Forget a memory (memoryId), some observations of a session (sessionId + "
+        "observationIds) or a whole session (sessionId). Audited."
+    ))  # fmt: skip
+    @_as_tool_error
+    async def memory_forget(
+        ctx: Context,
+        memoryId: str | None = None,  # noqa: N803
+        sessionId: str | None = None,  # noqa: N803
+        observationIds: Csv = None,  # noqa: N803
+        reason: str = "forgotten on request",
+    ) -> Any:
+        caller = _resolve(binding, ctx)
+        return await MemoryStore(caller.facts).forget(
+            agent=caller.agent, memory_id=memoryId, session_id=sessionId,
+            observation_ids=split_list(observationIds, "observationIds") or None, reason=reason,
+        )  # fmt: skip
+
+    @mcp.tool(description=(
+        "Where were we? Finds the last session for this working directory and answers with "
+        "its open question first, what it touched, and one next step. Use when the user says "
+        "'resume', 'where were we' or 'pick up where I left off'."
+    ))  # fmt: skip
+    @_as_tool_error
+    async def memory_resume_here(
+        ctx: Context,
+        cwd: Annotated[str | None, Field(description="Working directory (absolute); "
+                                         "default: this server's.")] = None,  # fmt: skip
+        override: Annotated[str | None, Field(description="Another project path, absolute "
+                                              "or relative to cwd.")] = None,  # fmt: skip
+    ) -> Any:
+        caller = _resolve(binding, ctx)
+        return await SessionStore(caller.facts).resume_here(
+            cwd or os.getcwd(), override=override, caller_session=caller.session
+        )
 
 
 async def run_stdio(settings: Settings, agent: str) -> None:

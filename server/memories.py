@@ -17,6 +17,7 @@ import msgpack
 import msgspec
 
 from baton.server.errors import InvalidInput, NotFound
+from baton.server.keys import NAMESPACES
 from baton.server.models import RecallHit
 from baton.server.search import SearchIndex, text_of
 from baton.server.store import FactStore, utc_now
@@ -165,7 +166,10 @@ class MemoryStore:
         expires_at = None
         if ttl_days is not None:
             expires_us = time.time_ns() // 1000 + int(ttl_days * 86_400_000_000)
-            await self.redis.zadd(self.keys.memory_expiry, {memory_id: expires_us})
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.zadd(self.keys.memory_expiry, {memory_id: expires_us})
+            pipe.sadd(NAMESPACES, self.facts.namespace)  # so the periodic sweep visits it
+            await pipe.execute()
             expires_at = _iso(expires_us)
         memory = Memory(
             id=memory_id, version=written.version, type=kind, title=title, content=content,

@@ -53,6 +53,8 @@ class Settings:
     port: int = 8765
     queue_url: str | None = None
     api_url: str | None = None
+    agentmemory_secret: str | None = None
+    session_idle_seconds: float = 24 * 3600
     limits: Limits = field(default_factory=Limits)
     handoffs: HandoffPolicy = field(default_factory=HandoffPolicy)
 
@@ -65,7 +67,8 @@ class Settings:
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
         """Read ``BATON_REDIS_URL``, ``BATON_DATA_DIR``, ``BATON_APPENDFSYNC``, ``BATON_NAMESPACE``,
         ``BATON_HOST``, ``BATON_PORT``, ``BATON_URL``, ``BATON_QUEUE_URL``,
-        ``BATON_MAX_VALUE_BYTES`` and the handoff policy variables."""
+        ``BATON_MAX_VALUE_BYTES``, ``BATON_SESSION_IDLE_HOURS``, ``AGENTMEMORY_SECRET`` and
+        the handoff policy variables."""
         env = os.environ if environ is None else environ
         appendfsync = env.get("BATON_APPENDFSYNC", "everysec")
         if appendfsync not in APPENDFSYNC_CHOICES:
@@ -82,6 +85,8 @@ class Settings:
             host=env.get("BATON_HOST", "127.0.0.1"),
             port=int(env.get("BATON_PORT", "8765")),
             queue_url=env.get("BATON_QUEUE_URL") or None,
+            agentmemory_secret=env.get("AGENTMEMORY_SECRET") or None,
+            session_idle_seconds=float(env.get("BATON_SESSION_IDLE_HOURS", "24")) * 3600,
             api_url=env.get("BATON_URL") or None,
             limits=Limits(
                 max_value_bytes=int(env.get("BATON_MAX_VALUE_BYTES", str(Limits.max_value_bytes)))

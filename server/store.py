@@ -30,7 +30,7 @@ from baton.server.integrity import (
     tombstone_body,
     version_body,
 )
-from baton.server.keys import Keys
+from baton.server.keys import NAMESPACES, Keys
 from baton.server.search import SearchIndex, text_of
 from baton.server.models import (
     BrokenLink,
@@ -713,6 +713,7 @@ class FactStore:
         )  # fmt: skip
         pipe.zadd(self.keys.sessions, {session_id: now_us}, nx=True)
         pipe.zadd(self.keys.active_sessions, {session_id: now_us})
+        pipe.sadd(NAMESPACES, self.namespace)  # so the periodic sweep visits it
 
     # -- activity -----------------------------------------------------------------------------
 

@@ -27,6 +27,12 @@ TOOLS = {
     "resume": set(),
     "record_outcome": {"outcome", "outcome_ref"},
     "memory_stats": set(),
+    "memory_save": {"content"},
+    "memory_recall": {"query"},
+    "memory_smart_search": set(),
+    "memory_sessions": set(),
+    "memory_forget": set(),
+    "memory_resume_here": set(),
 }
 
 
@@ -66,7 +72,8 @@ async def error_text(client: Client, tool: str, **arguments: Any) -> str:
 
 
 async def test_tool_list_and_required_parameters(scout: Client) -> None:
-    """Exactly the seven reference tools, each with a description and its required fields."""
+    """The seven reference tools and the six coding-agent tools, each with a description and
+    its required fields."""
     tools = {tool.name: tool for tool in (await scout.list_tools()).tools}
     assert set(tools) == set(TOOLS)
     for name, required in TOOLS.items():

@@ -17,6 +17,7 @@ from litestar.template.config import TemplateConfig
 from litestar.types import Receive, Scope, Send
 
 from baton.server.api.deps import provide_caller, provide_handoffs, provide_store
+from baton.server.api.agentmemory import AgentMemoryController
 from baton.server.api.dashboard import (
     STATIC,
     TEMPLATES,
@@ -71,7 +72,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
 
     return Litestar(
         route_handlers=[
-            RecordController, HandoffController, MemoryController, DashboardData, DashboardPages,
+            RecordController, HandoffController, MemoryController, AgentMemoryController,
+            DashboardData, DashboardPages,
             healthz, readyz,
             mcp_endpoint, create_static_files_router(path="/static", directories=[STATIC],
                                                      include_in_schema=False),
@@ -86,7 +88,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
         exception_handlers=EXCEPTION_HANDLERS,
         middleware=[request_logging],
         lifespan=[lifespan],
-        state=State({"namespace": settings.namespace}),
+        state=State({"namespace": settings.namespace, "mcp": mcp,
+                     "agentmemory_secret": settings.agentmemory_secret}),
         request_max_body_size=settings.limits.max_value_bytes + BODY_OVERHEAD,
         openapi_config=OpenAPIConfig(
             title="Baton",

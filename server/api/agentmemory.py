@@ -1,0 +1,330 @@
+"""A drop-in agentmemory-compatible REST surface under ``/agentmemory``.
+
+agentmemory's hook scripts and its MCP proxy shim work against Baton unchanged with
+``AGENTMEMORY_URL`` pointed at Baton's port: same paths, camelCase bodies, ``{"error": ...}``
+answers with 400/401, and its auth: with ``AGENTMEMORY_SECRET`` set, ``Authorization: Bearer
+<secret>`` (compared in constant time); without one, loopback clients only.
+"""
+
+from __future__ import annotations
+
+import hmac
+import re
+from typing import Any
+
+import msgspec
+from litestar import Controller, Request, Response, delete, get, post
+from litestar.datastructures import State
+
+from baton.server.errors import BatonError
+from baton.server.mcp_server import SHIM_IDENTITY
+from baton.server.memories import MemoryStore
+from baton.server.sessions import SessionStore
+from baton.server.store import FactStore
+from baton.server.validation import check_agent
+
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+CAMEL = re.compile(r"_([a-z])")
+
+
+def camel(value: Any) -> Any:
+    """snake_case keys to camelCase, recursively (agentmemory's wire style)."""
+    if isinstance(value, dict):
+        return {CAMEL.sub(lambda m: m.group(1).upper(), k): camel(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [camel(item) for item in value]
+    return value
+
+
+def answer(body: Any, status: int = 200) -> Response[Any]:
+    return Response(camel(msgspec.to_builtins(body)), status_code=status)
+
+
+def error(message: str, status: int = 400) -> Response[Any]:
+    return Response({"error": message}, status_code=status)
+
+
+def _string(body: dict[str, Any], name: str) -> str | None:
+    value = body.get(name)
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def _agent(request: Request[Any, Any, Any], body: dict[str, Any]) -> str:
+    raw = _string(body, "agentId") or request.query_params.get("agentId") or \
+        request.headers.get("x-baton-agent") or "anonymous"  # fmt: skip
+    return check_agent(raw[:64], field="agentId")
+
+
+def check_access(request: Request[Any, Any, Any], secret: str | None) -> Response[Any] | None:
+    """agentmemory's auth: a bearer secret when configured, else loopback clients only."""
+    if secret:
+        given = request.headers.get("authorization", "")
+        if not hmac.compare_digest(given.encode(), f"Bearer {secret}".encode()):
+            return error("unauthorized", 401)
+        return None
+    host = request.client.host if request.client else ""
+    if host not in LOOPBACK:
+        return error("unauthorized: set AGENTMEMORY_SECRET to allow non-loopback clients", 401)
+    return None
+
+
+async def _body(request: Request[Any, Any, Any]) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except Exception:  # noqa: BLE001 - any undecodable body is the client's mistake
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+class AgentMemoryController(Controller):
+    """The routes agentmemory's hooks and MCP shim call."""
+
+    path = "/agentmemory"
+    include_in_schema = False
+
+    async def _guard(self, request: Request[Any, Any, Any], state: State) -> Response[Any] | None:
+        return check_access(request, state.agentmemory_secret)
+
+    @get("/livez")
+    async def livez(self) -> dict[str, str]:
+        return {"status": "ok", "service": "agentmemory"}
+
+    @get("/health")
+    async def health(self, request: Request[Any, Any, Any], state: State) -> Response[Any]:
+        if denied := await self._guard(request, state):
+            return denied
+        await state.backend.redis.ping()
+        return answer({"status": "healthy", "service": "agentmemory", "backend": "baton"})
+
+    @post("/session/start")
+    async def session_start(
+        self, request: Request[Any, Any, Any], state: State, sessions: SessionStore
+    ) -> Response[Any]:
+        if denied := await self._guard(request, state):
+            return denied
+        body = await _body(request)
+        session_id, project, cwd = (_string(body, k) for k in ("sessionId", "project", "cwd"))
+        if not session_id or not project or not cwd:
+            return error("sessionId, project, and cwd are required non-empty strings")
+        try:
+            session = await sessions.start(agent=_agent(request, body), session_id=session_id,
+                                           project=project, cwd=cwd, title=_string(body, "title"))  # fmt: skip
+        except BatonError as failure:
+            return error(failure.detail)
+        return answer({"session": _session_shape(session), "context": ""})
+
+    @post("/session/end")
+    async def session_end(
+        self, request: Request[Any, Any, Any], state: State, sessions: SessionStore
+    ) -> Response[Any]:
+        if denied := await self._guard(request, state):
+            return denied
+        session_id = _string(await _body(request), "sessionId")
+        if not session_id:
+            return error("sessionId is required and must be a non-empty string")
+        ended = await sessions.end(session_id)
+        return answer({"success": True, "ended": ended.ended})
+
+    @get("/sessions")
+    async def sessions(
+        self, request: Request[Any, Any, Any], state: State, sessions: SessionStore
+    ) -> Response[Any]:
+        if denied := await self._guard(request, state):
+            return denied
+        raw = request.query_params.get("limit", "20")
+        if not raw.isdigit() or not 1 <= int(raw) <= 500:
+            return error("limit must be a positive integer up to 500")
+        found = await sessions.recent(int(raw))
+        return answer({"sessions": [_session_shape(s) for s in found]})
+
+    @post("/observe")
+    async def observe(
+        self, request: Request[Any, Any, Any], state: State, sessions: SessionStore
+    ) -> Response[Any]:
+        if denied := await self._guard(request, state):
+            return denied
+        body = await _body(request)
+        names = ("hookType", "sessionId", "project", "cwd", "timestamp")
+        values = [_string(body, name) for name in names]
+        if not all(values):
+            return error("hookType, sessionId, project, cwd, and timestamp are required strings")
+        hook, session_id, project, cwd, timestamp = values
+        try:
+            observed = await sessions.observe(
+                hook_type=hook, session_id=session_id, project=project, cwd=cwd,  # type: ignore[arg-type]
+                timestamp=timestamp, data=body.get("data"), agent=_agent(request, body),  # type: ignore[arg-type]
+            )  # fmt: skip
+        except BatonError as failure:
+            return error(failure.detail)
+        return answer({"success": True, "observationId": observed.observation.id,
+                       "deduplicated": observed.deduplicated,
+                       "observation": observed.observation}, 201)  # fmt: skip
+
+    @post("/remember")
+    async def remember(
+        self, request: Request[Any, Any, Any], state: State, memories: MemoryStore
+    ) -> Response[Any]:
+        if denied := await self._guard(request, state):
+            return denied
+        body = await _body(request)
+        if not _string(body, "content"):
+            return error("content is required")
+        try:
+            saved = await memories.save(
+                body["content"], type=body.get("type"), concepts=body.get("concepts"),
+                files=body.get("files"), project=body.get("project"),
+                agent_id=_agent(request, body), ttl_days=body.get("ttlDays"),
+            )  # fmt: skip
+        except BatonError as failure:
+            return error(failure.detail)
+        return answer(saved, 201)
+
+    @post("/search")
+    async def search(
+        self, request: Request[Any, Any, Any], state: State, memories: MemoryStore
+    ) -> Response[Any]:
+        if denied := await self._guard(request, state):
+            return denied
+        body = await _body(request)
+        if not _string(body, "query"):
+            return error("query is required and must be a non-empty string")
+        try:
+            found = await memories.recall(
+                body["query"], limit=body.get("limit", 10),
+                format=str(body.get("format", "full")).strip().lower(),  # type: ignore[arg-type]
+                token_budget=body.get("token_budget"), project=body.get("project"),
+                agent_id=_string(body, "agentId"),
+            )  # fmt: skip
+        except BatonError as failure:
+            return error(failure.detail)
+        return answer(found)
+
+    @post("/smart-search")
+    async def smart_search(
+        self, request: Request[Any, Any, Any], state: State, memories: MemoryStore
+    ) -> Response[Any]:
+        if denied := await self._guard(request, state):
+            return denied
+        body = await _body(request)
+        expand = body.get("expandIds")
+        if not _string(body, "query") and not expand:
+            return error("query or expandIds is required")
+        try:
+            found = await memories.smart_search(
+                query=_string(body, "query"), expand_ids=expand if isinstance(expand, list) else None,
+                limit=body.get("limit", 10), project=body.get("project"),
+            )  # fmt: skip
+        except BatonError as failure:
+            return error(failure.detail)
+        return answer(found)
+
+    @post("/forget")
+    async def forget(
+        self, request: Request[Any, Any, Any], state: State, memories: MemoryStore
+    ) -> Response[Any]:
+        if denied := await self._guard(request, state):
+            return denied
+        body = await _body(request)
+        if not _string(body, "sessionId") and not _string(body, "memoryId"):
+            return error("sessionId or memoryId is required")
+        try:
+            result = await memories.forget(
+                agent=_agent(request, body), memory_id=_string(body, "memoryId"),
+                session_id=_string(body, "sessionId"), observation_ids=body.get("observationIds"),
+                reason=_string(body, "reason") or "forgotten on request",
+            )  # fmt: skip
+        except BatonError as failure:
+            return error(failure.detail, 404 if failure.status_code == 404 else 400)
+        return answer(result)
+
+    @delete("/governance/memories", status_code=200)
+    async def delete_memories(
+        self, request: Request[Any, Any, Any], state: State, memories: MemoryStore
+    ) -> Response[Any]:
+        if denied := await self._guard(request, state):
+            return denied
+        body = await _body(request)
+        ids = body.get("memoryIds") or body.get("ids") or request.query_params.getall("id", [])
+        if not isinstance(ids, list) or not ids:
+            return error("memoryIds is required: a list of memory ids")
+        deleted = []
+        for memory_id in ids:
+            try:
+                await memories.forget(agent=_agent(request, body), memory_id=str(memory_id),
+                                      reason=_string(body, "reason") or "governance delete")  # fmt: skip
+                deleted.append(memory_id)
+            except BatonError:
+                continue
+        return answer({"success": True, "deleted": len(deleted), "memoryIds": deleted})
+
+    @get("/export")
+    async def export(
+        self, request: Request[Any, Any, Any], state: State, memories: MemoryStore,
+        sessions: SessionStore,
+    ) -> Response[Any]:  # fmt: skip
+        if denied := await self._guard(request, state):
+            return denied
+        page = await memories.facts.list_records(scope="memory", limit=500)
+        exported = []
+        for record in page.records:
+            try:
+                exported.append(await memories.get(record.ref.split("/", 1)[1]))
+            except BatonError:
+                continue
+        recent = await sessions.recent(500)
+        return answer({"version": 1, "memories": exported,
+                       "sessions": [_session_shape(s) for s in recent]})  # fmt: skip
+
+    @get("/audit")
+    async def audit(
+        self, request: Request[Any, Any, Any], state: State, memories: MemoryStore
+    ) -> Response[Any]:
+        if denied := await self._guard(request, state):
+            return denied
+        raw = request.query_params.get("limit", "50")
+        if not raw.isdigit() or not 1 <= int(raw) <= 1000:
+            return error("limit must be a positive integer up to 1000")
+        return answer({"entries": await memories.audit_log(int(raw))})
+
+    @get("/mcp/tools")
+    async def mcp_tools(self, request: Request[Any, Any, Any], state: State) -> Response[Any]:
+        if denied := await self._guard(request, state):
+            return denied
+        tools = await state.mcp.list_tools()
+        return Response({"tools": [
+            {"name": tool.name, "description": tool.description, "inputSchema": tool.input_schema}
+            for tool in tools
+        ]})  # fmt: skip
+
+    @post("/mcp/call")
+    async def mcp_call(
+        self, request: Request[Any, Any, Any], state: State, store: FactStore
+    ) -> Response[Any]:
+        if denied := await self._guard(request, state):
+            return denied
+        body = await _body(request)
+        name, arguments = _string(body, "name"), body.get("arguments") or {}
+        if not name or not isinstance(arguments, dict):
+            return error("name (a tool) and arguments (an object) are required")
+        token = SHIM_IDENTITY.set((_agent(request, arguments), _string(arguments, "sessionId"),
+                                   store.namespace))  # fmt: skip
+        try:
+            result = await state.mcp.call_tool(name, arguments)
+        except Exception as failure:  # noqa: BLE001 - the shim reports every tool failure as 400
+            return error(str(failure))
+        finally:
+            SHIM_IDENTITY.reset(token)
+        if result.is_error:
+            return error(" ".join(getattr(block, "text", "") for block in result.content))
+        return Response({"content": [block.model_dump(exclude_none=True) for block in result.content]})
+
+
+def _session_shape(session: Any) -> dict[str, Any]:
+    """A Baton session in agentmemory's field names."""
+    return {
+        "id": session.id, "project": session.project, "cwd": session.cwd,
+        "startedAt": session.started_at, "endedAt": session.ended_at, "status": session.status,
+        "observationCount": session.observation_count, "agentId": session.agent,
+        "title": session.title, "summary": session.summary, "concepts": session.concepts,
+        "files": session.files,
+    }  # fmt: skip
