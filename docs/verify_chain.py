@@ -27,14 +27,24 @@ def main():
     history = json.load(source)
     expected_prev, broken = GENESIS, 0
     for version in history["versions"]:
-        body = {name: version[name] for name in HASHED}
-        recomputed = hashlib.sha256(canonical(body)).hexdigest()
         problems = []
-        if recomputed != version["hash"]:
-            problems.append(f"hash: stored {version['hash']}, recomputed {recomputed}")
+        forgotten = version.get("forgotten")
+        if forgotten:
+            # The value is gone; the tombstone's hash must cover the original hash.
+            body = {"forgotten": version["hash"], "at": forgotten["at"], "by": forgotten["by"],
+                    "reason": forgotten["reason"]}
+            recomputed = hashlib.sha256(canonical(body)).hexdigest()
+            if recomputed != forgotten["hash"]:
+                problems.append(f"tombstone: stored {forgotten['hash']}, recomputed {recomputed}")
+        else:
+            body = {name: version[name] for name in HASHED}
+            recomputed = hashlib.sha256(canonical(body)).hexdigest()
+            if recomputed != version["hash"]:
+                problems.append(f"hash: stored {version['hash']}, recomputed {recomputed}")
         if version["prev_hash"] != expected_prev:
             problems.append(f"link: prev_hash {version['prev_hash']}, expected {expected_prev}")
-        status = "BROKEN " + "; ".join(problems) if problems else "ok"
+        status = "BROKEN " + "; ".join(problems) if problems else (
+            "ok (forgotten)" if forgotten else "ok")
         print(f"{history['ref']} v{version['version']}: {status}")
         broken += bool(problems)
         expected_prev = version["hash"]

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -94,16 +95,15 @@ def wait_for_http(url: str, process: subprocess.Popen[bytes], log: Path) -> None
     raise RuntimeError(f"server did not come up:\n{log.read_text()}")
 
 
-@pytest.fixture(scope="session")
-def api_url(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real ``baton serve`` process on a free loopback port, using the test server."""
+@contextmanager
+def running_server(redis_url: str, log: Path, **env: str) -> Iterator[str]:
+    """A real ``baton serve`` process on a free loopback port; yields its URL."""
     port = free_port()
-    log = tmp_path_factory.mktemp("api") / "serve.log"
-    env = {**os.environ, "BATON_REDIS_URL": redis_url, "BATON_MAX_VALUE_BYTES": "65536"}
+    environment = {**os.environ, "BATON_REDIS_URL": redis_url, **env}
     with open(log, "wb") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "baton.server.cli", "serve", "--port", str(port)],
-            env=env, stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
+            env=environment, stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
         )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
@@ -112,6 +112,14 @@ def api_url(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     finally:
         process.terminate()
         process.wait(10)
+
+
+@pytest.fixture(scope="session")
+def api_url(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The API every HTTP test shares (values limited to 64 KiB to test the limit)."""
+    log = tmp_path_factory.mktemp("api") / "serve.log"
+    with running_server(redis_url, log, BATON_MAX_VALUE_BYTES="65536") as url:
+        yield url
 
 
 @pytest.fixture

@@ -14,7 +14,9 @@ from typing import Any
 
 import msgspec
 from litestar import Controller, Request, Response, delete, get, post
+from litestar.connection import ASGIConnection
 from litestar.datastructures import State
+from litestar.handlers.base import BaseRouteHandler
 
 from baton.server.errors import BatonError
 from baton.server.mcp_server import SHIM_IDENTITY
@@ -55,17 +57,36 @@ def _agent(request: Request[Any, Any, Any], body: dict[str, Any]) -> str:
     return check_agent(raw[:64], field="agentId")
 
 
-def check_access(request: Request[Any, Any, Any], secret: str | None) -> Response[Any] | None:
-    """agentmemory's auth: a bearer secret when configured, else loopback clients only."""
+class Refused(Exception):
+    """An agentmemory-style refusal: answered as ``{"error": message}`` with ``status``."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.message, self.status = message, status
+
+
+def require_access(connection: ASGIConnection[Any, Any, Any, Any], route: BaseRouteHandler) -> None:
+    """agentmemory's auth: a bearer secret when configured, else loopback clients only
+    (``livez`` is always open)."""
+    if route.opt.get("open"):
+        return
+    secret = connection.app.state.agentmemory_secret
     if secret:
-        given = request.headers.get("authorization", "")
+        given = connection.headers.get("authorization", "")
         if not hmac.compare_digest(given.encode(), f"Bearer {secret}".encode()):
-            return error("unauthorized", 401)
-        return None
-    host = request.client.host if request.client else ""
+            raise Refused("unauthorized", 401)
+        return
+    host = connection.client.host if connection.client else ""
     if host not in LOOPBACK:
-        return error("unauthorized: set AGENTMEMORY_SECRET to allow non-loopback clients", 401)
-    return None
+        raise Refused("unauthorized: set AGENTMEMORY_SECRET to allow non-loopback clients", 401)
+
+
+def _refused(_: Request[Any, Any, Any], failure: Refused) -> Response[Any]:
+    return error(failure.message, failure.status)
+
+
+def _baton_error(_: Request[Any, Any, Any], failure: BatonError) -> Response[Any]:
+    return error(failure.detail, 404 if failure.status_code == 404 else 400)
 
 
 async def _body(request: Request[Any, Any, Any]) -> dict[str, Any]:
@@ -81,44 +102,34 @@ class AgentMemoryController(Controller):
 
     path = "/agentmemory"
     include_in_schema = False
+    guards = [require_access]
+    exception_handlers = {Refused: _refused, BatonError: _baton_error}  # type: ignore[dict-item]
 
-    async def _guard(self, request: Request[Any, Any, Any], state: State) -> Response[Any] | None:
-        return check_access(request, state.agentmemory_secret)
-
-    @get("/livez")
+    @get("/livez", opt={"open": True})
     async def livez(self) -> dict[str, str]:
         return {"status": "ok", "service": "agentmemory"}
 
     @get("/health")
-    async def health(self, request: Request[Any, Any, Any], state: State) -> Response[Any]:
-        if denied := await self._guard(request, state):
-            return denied
+    async def health(self, state: State) -> Response[Any]:
         await state.backend.redis.ping()
         return answer({"status": "healthy", "service": "agentmemory", "backend": "baton"})
 
     @post("/session/start")
     async def session_start(
-        self, request: Request[Any, Any, Any], state: State, sessions: SessionStore
+        self, request: Request[Any, Any, Any], sessions: SessionStore
     ) -> Response[Any]:
-        if denied := await self._guard(request, state):
-            return denied
         body = await _body(request)
         session_id, project, cwd = (_string(body, k) for k in ("sessionId", "project", "cwd"))
         if not session_id or not project or not cwd:
             return error("sessionId, project, and cwd are required non-empty strings")
-        try:
-            session = await sessions.start(agent=_agent(request, body), session_id=session_id,
-                                           project=project, cwd=cwd, title=_string(body, "title"))  # fmt: skip
-        except BatonError as failure:
-            return error(failure.detail)
+        session = await sessions.start(agent=_agent(request, body), session_id=session_id,
+                                       project=project, cwd=cwd, title=_string(body, "title"))  # fmt: skip
         return answer({"session": _session_shape(session), "context": ""})
 
     @post("/session/end")
     async def session_end(
-        self, request: Request[Any, Any, Any], state: State, sessions: SessionStore
+        self, request: Request[Any, Any, Any], sessions: SessionStore
     ) -> Response[Any]:
-        if denied := await self._guard(request, state):
-            return denied
         session_id = _string(await _body(request), "sessionId")
         if not session_id:
             return error("sessionId is required and must be a non-empty string")
@@ -127,10 +138,8 @@ class AgentMemoryController(Controller):
 
     @get("/sessions")
     async def sessions(
-        self, request: Request[Any, Any, Any], state: State, sessions: SessionStore
+        self, request: Request[Any, Any, Any], sessions: SessionStore
     ) -> Response[Any]:
-        if denied := await self._guard(request, state):
-            return denied
         raw = request.query_params.get("limit", "20")
         if not raw.isdigit() or not 1 <= int(raw) <= 500:
             return error("limit must be a positive integer up to 500")
@@ -139,110 +148,83 @@ class AgentMemoryController(Controller):
 
     @post("/observe")
     async def observe(
-        self, request: Request[Any, Any, Any], state: State, sessions: SessionStore
+        self, request: Request[Any, Any, Any], sessions: SessionStore
     ) -> Response[Any]:
-        if denied := await self._guard(request, state):
-            return denied
         body = await _body(request)
         names = ("hookType", "sessionId", "project", "cwd", "timestamp")
         values = [_string(body, name) for name in names]
         if not all(values):
             return error("hookType, sessionId, project, cwd, and timestamp are required strings")
         hook, session_id, project, cwd, timestamp = values
-        try:
-            observed = await sessions.observe(
-                hook_type=hook, session_id=session_id, project=project, cwd=cwd,  # type: ignore[arg-type]
-                timestamp=timestamp, data=body.get("data"), agent=_agent(request, body),  # type: ignore[arg-type]
-            )  # fmt: skip
-        except BatonError as failure:
-            return error(failure.detail)
+        observed = await sessions.observe(
+            hook_type=hook, session_id=session_id, project=project, cwd=cwd,  # type: ignore[arg-type]
+            timestamp=timestamp, data=body.get("data"), agent=_agent(request, body),  # type: ignore[arg-type]
+        )  # fmt: skip
         return answer({"success": True, "observationId": observed.observation.id,
                        "deduplicated": observed.deduplicated,
                        "observation": observed.observation}, 201)  # fmt: skip
 
     @post("/remember")
     async def remember(
-        self, request: Request[Any, Any, Any], state: State, memories: MemoryStore
+        self, request: Request[Any, Any, Any], memories: MemoryStore
     ) -> Response[Any]:
-        if denied := await self._guard(request, state):
-            return denied
         body = await _body(request)
         if not _string(body, "content"):
             return error("content is required")
-        try:
-            saved = await memories.save(
-                body["content"], type=body.get("type"), concepts=body.get("concepts"),
-                files=body.get("files"), project=body.get("project"),
-                agent_id=_agent(request, body), ttl_days=body.get("ttlDays"),
-            )  # fmt: skip
-        except BatonError as failure:
-            return error(failure.detail)
+        saved = await memories.save(
+            body["content"], type=body.get("type"), concepts=body.get("concepts"),
+            files=body.get("files"), project=body.get("project"),
+            agent_id=_agent(request, body), ttl_days=body.get("ttlDays"),
+        )  # fmt: skip
         return answer(saved, 201)
 
     @post("/search")
     async def search(
-        self, request: Request[Any, Any, Any], state: State, memories: MemoryStore
+        self, request: Request[Any, Any, Any], memories: MemoryStore
     ) -> Response[Any]:
-        if denied := await self._guard(request, state):
-            return denied
         body = await _body(request)
         if not _string(body, "query"):
             return error("query is required and must be a non-empty string")
-        try:
-            found = await memories.recall(
-                body["query"], limit=body.get("limit", 10),
-                format=str(body.get("format", "full")).strip().lower(),  # type: ignore[arg-type]
-                token_budget=body.get("token_budget"), project=body.get("project"),
-                agent_id=_string(body, "agentId"),
-            )  # fmt: skip
-        except BatonError as failure:
-            return error(failure.detail)
+        found = await memories.recall(
+            body["query"], limit=body.get("limit", 10),
+            format=str(body.get("format", "full")).strip().lower(),  # type: ignore[arg-type]
+            token_budget=body.get("token_budget"), project=body.get("project"),
+            agent_id=_string(body, "agentId"),
+        )  # fmt: skip
         return answer(found)
 
     @post("/smart-search")
     async def smart_search(
-        self, request: Request[Any, Any, Any], state: State, memories: MemoryStore
+        self, request: Request[Any, Any, Any], memories: MemoryStore
     ) -> Response[Any]:
-        if denied := await self._guard(request, state):
-            return denied
         body = await _body(request)
         expand = body.get("expandIds")
         if not _string(body, "query") and not expand:
             return error("query or expandIds is required")
-        try:
-            found = await memories.smart_search(
-                query=_string(body, "query"), expand_ids=expand if isinstance(expand, list) else None,
-                limit=body.get("limit", 10), project=body.get("project"),
-            )  # fmt: skip
-        except BatonError as failure:
-            return error(failure.detail)
+        found = await memories.smart_search(
+            query=_string(body, "query"), expand_ids=expand if isinstance(expand, list) else None,
+            limit=body.get("limit", 10), project=body.get("project"),
+        )  # fmt: skip
         return answer(found)
 
     @post("/forget")
     async def forget(
-        self, request: Request[Any, Any, Any], state: State, memories: MemoryStore
+        self, request: Request[Any, Any, Any], memories: MemoryStore
     ) -> Response[Any]:
-        if denied := await self._guard(request, state):
-            return denied
         body = await _body(request)
         if not _string(body, "sessionId") and not _string(body, "memoryId"):
             return error("sessionId or memoryId is required")
-        try:
-            result = await memories.forget(
-                agent=_agent(request, body), memory_id=_string(body, "memoryId"),
-                session_id=_string(body, "sessionId"), observation_ids=body.get("observationIds"),
-                reason=_string(body, "reason") or "forgotten on request",
-            )  # fmt: skip
-        except BatonError as failure:
-            return error(failure.detail, 404 if failure.status_code == 404 else 400)
+        result = await memories.forget(
+            agent=_agent(request, body), memory_id=_string(body, "memoryId"),
+            session_id=_string(body, "sessionId"), observation_ids=body.get("observationIds"),
+            reason=_string(body, "reason") or "forgotten on request",
+        )  # fmt: skip
         return answer(result)
 
     @delete("/governance/memories", status_code=200)
     async def delete_memories(
-        self, request: Request[Any, Any, Any], state: State, memories: MemoryStore
+        self, request: Request[Any, Any, Any], memories: MemoryStore
     ) -> Response[Any]:
-        if denied := await self._guard(request, state):
-            return denied
         body = await _body(request)
         ids = body.get("memoryIds") or body.get("ids") or request.query_params.getall("id", [])
         if not isinstance(ids, list) or not ids:
@@ -259,11 +241,8 @@ class AgentMemoryController(Controller):
 
     @get("/export")
     async def export(
-        self, request: Request[Any, Any, Any], state: State, memories: MemoryStore,
-        sessions: SessionStore,
-    ) -> Response[Any]:  # fmt: skip
-        if denied := await self._guard(request, state):
-            return denied
+        self, request: Request[Any, Any, Any], memories: MemoryStore, sessions: SessionStore
+    ) -> Response[Any]:
         page = await memories.facts.list_records(scope="memory", limit=500)
         exported = []
         for record in page.records:
@@ -277,19 +256,15 @@ class AgentMemoryController(Controller):
 
     @get("/audit")
     async def audit(
-        self, request: Request[Any, Any, Any], state: State, memories: MemoryStore
+        self, request: Request[Any, Any, Any], memories: MemoryStore
     ) -> Response[Any]:
-        if denied := await self._guard(request, state):
-            return denied
         raw = request.query_params.get("limit", "50")
         if not raw.isdigit() or not 1 <= int(raw) <= 1000:
             return error("limit must be a positive integer up to 1000")
         return answer({"entries": await memories.audit_log(int(raw))})
 
     @get("/mcp/tools")
-    async def mcp_tools(self, request: Request[Any, Any, Any], state: State) -> Response[Any]:
-        if denied := await self._guard(request, state):
-            return denied
+    async def mcp_tools(self, state: State) -> Response[Any]:
         tools = await state.mcp.list_tools()
         return Response({"tools": [
             {"name": tool.name, "description": tool.description, "inputSchema": tool.input_schema}
@@ -300,8 +275,6 @@ class AgentMemoryController(Controller):
     async def mcp_call(
         self, request: Request[Any, Any, Any], state: State, store: FactStore
     ) -> Response[Any]:
-        if denied := await self._guard(request, state):
-            return denied
         body = await _body(request)
         name, arguments = _string(body, "name"), body.get("arguments") or {}
         if not name or not isinstance(arguments, dict):
