@@ -6,7 +6,7 @@ from typing import Annotated
 
 import msgspec
 from litestar import Controller, get, post
-from litestar.params import Parameter
+from litestar.params import Parameter, QueryParameter
 
 from baton.server.api.deps import Caller
 from baton.server.errors import Forbidden
@@ -64,7 +64,7 @@ class HandoffController(Controller):
         handoffs: HandoffStore,
         status: PacketState | None = None,
         to: str | None = None,
-        from_agent: Annotated[str | None, Parameter(query="from")] = None,
+        from_agent: Annotated[str | None, QueryParameter(name="from")] = None,
         limit: Annotated[int, Parameter(ge=1)] = 50,
         cursor: str | None = None,
     ) -> PacketPage:

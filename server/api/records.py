@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 from litestar import Controller, get, post
-from litestar.params import Parameter
+from litestar.params import Parameter, QueryParameter
 
 from baton.server.api.deps import Caller
 from baton.server.models import (
@@ -45,7 +45,7 @@ class OutcomeBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 # "scope" is reserved by Litestar for the ASGI scope, so the Python name differs.
 ScopeParam = Annotated[
-    str | None, Parameter(query="scope", description="a scope; records in it and below it")
+    str | None, QueryParameter(name="scope", description="a scope; records in it and below it")
 ]
 
 
@@ -80,7 +80,7 @@ class RecordController(Controller):
         limit: Annotated[int, Parameter(ge=1)] = 50,
         cursor: str | None = None,
         text: Annotated[
-            str | None, Parameter(query="query", description="free text; best match first")
+            str | None, QueryParameter(name="query", description="free text; best match first")
         ] = None,
     ) -> RecordPage:
         return await store.list_records(
