@@ -19,7 +19,11 @@ from baton.server.logs import configure_logging
 from baton.server.settings import Settings
 from baton.server.runtime import open_backend
 from baton.server.store import FactStore
+from baton.server.tokens import TokenStore, parse_duration
 from baton.server.validation import check_agent
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
 
 def _settings() -> Settings:
     try:
@@ -36,12 +40,55 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = _settings()
     configure_logging()
     url = redis_url(settings)  # start the embedded server before accepting traffic
+    if args.host not in LOOPBACK and not args.insecure_open and not asyncio.run(_tokens_exist()):
+        print(
+            f"baton: refusing to serve on {args.host} without tokens: anyone who can reach the "
+            "port could read and write every agent's memory. Create one first "
+            "(baton token add --agent NAME --admin), bind to 127.0.0.1, or pass --insecure-open "
+            "to accept that risk.",
+            file=sys.stderr,
+        )
+        return 2
     print(f"baton: serving http://{args.host}:{args.port} (redis: {url})", file=sys.stderr)
     uvicorn.run(
         create_app(settings), host=args.host, port=args.port, access_log=False, log_config=None,
         timeout_graceful_shutdown=3,  # live dashboard streams never end by themselves
     )
     return 0
+
+
+async def _tokens_exist() -> bool:
+    async def check(store: FactStore) -> bool:
+        return await TokenStore(store.redis).any()
+
+    result: bool = await _with_store(None, check)
+    return result
+
+
+def cmd_token(args: argparse.Namespace) -> int:
+    async def run(store: FactStore) -> Any:
+        tokens = TokenStore(store.redis)
+        if args.token_command == "add":
+            expires = None if args.expires is None else parse_duration(args.expires)
+            issued = await tokens.add(args.agent, admin=args.admin, expires_in=expires,
+                                      scopes=args.scope or None)  # fmt: skip
+            print(issued.secret)
+            print(f"token {issued.token.id} for agent {issued.token.agent}"
+                  f"{' (admin)' if issued.token.admin else ''}; shown once, store it now",
+                  file=sys.stderr)  # fmt: skip
+        elif args.token_command == "list":
+            for token in await tokens.list():
+                print(f"{token.id}  {token.agent:<20} {'admin' if token.admin else 'agent':<5}  "
+                      f"scopes={','.join(token.scopes)}  created={token.created_at[:19]}  "
+                      f"expires={(token.expires_at or 'never')[:19]}  "
+                      f"last_used={(token.last_used_at or 'never')[:19]}")  # fmt: skip
+        else:
+            await tokens.revoke(args.id)
+            print(f"token {args.id} revoked")
+        return 0
+
+    result: int = asyncio.run(_with_store(None, run))
+    return result
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -197,6 +244,9 @@ def build_parser() -> argparse.ArgumentParser:
     defaults = Settings()
     serve.add_argument("--host", default=None, help=f"bind address (default {defaults.host})")
     serve.add_argument("--port", type=int, default=None, help=f"port (default {defaults.port})")
+    serve.add_argument("--insecure-open", action="store_true",
+                       help="serve a non-loopback address without tokens (anyone reaching the "
+                            "port can read and write everything)")  # fmt: skip
     serve.set_defaults(handler=cmd_serve)
 
     commands.add_parser("status", help="what runs where").set_defaults(handler=cmd_status)
@@ -210,6 +260,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     # Listed for --help only: main() hands "baton demo ..." to the demo's own parser.
     commands.add_parser("demo", help="run the scout/executor demo (--keep, --write-transcript)")
+
+    token = commands.add_parser("token", help="manage API tokens (add, list, revoke)")
+    token_commands = token.add_subparsers(dest="token_command", required=True)
+    add = token_commands.add_parser("add", help="create a token; its secret is printed once")
+    add.add_argument("--agent", required=True, help="the agent the token acts as")
+    add.add_argument("--admin", action="store_true", help="may act as any agent and requeue")
+    add.add_argument("--expires", default=None, help="lifetime such as 30d, 12h (default never)")
+    add.add_argument("--scope", action="append", default=[],
+                     help="namespace the token may use; repeatable (default all)")  # fmt: skip
+    token_commands.add_parser("list", help="tokens, without their secrets")
+    revoke = token_commands.add_parser("revoke", help="revoke a token by id")
+    revoke.add_argument("id")
+    token.set_defaults(handler=cmd_token)
 
     hook = commands.add_parser("hook", help="record a Claude Code hook event (JSON on stdin)")
     hook.add_argument("event", help="PostToolUse, UserPromptSubmit, ... or post_tool_use, ...")

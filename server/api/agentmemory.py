@@ -18,6 +18,7 @@ from litestar.connection import ASGIConnection
 from litestar.datastructures import State
 from litestar.handlers.base import BaseRouteHandler
 
+from baton.server.api.auth import identity_of
 from baton.server.errors import BatonError
 from baton.server.mcp_server import SHIM_IDENTITY
 from baton.server.memories import MemoryStore
@@ -68,8 +69,8 @@ class Refused(Exception):
 def require_access(connection: ASGIConnection[Any, Any, Any, Any], route: BaseRouteHandler) -> None:
     """agentmemory's auth: a bearer secret when configured, else loopback clients only
     (``livez`` is always open)."""
-    if route.opt.get("open"):
-        return
+    if route.opt.get("open") or identity_of(connection.scope) is not None:
+        return  # livez, or already authenticated by a Baton token
     secret = connection.app.state.agentmemory_secret
     if secret:
         given = connection.headers.get("authorization", "")

@@ -16,6 +16,7 @@ from litestar.static_files import create_static_files_router
 from litestar.template.config import TemplateConfig
 from litestar.types import Receive, Scope, Send
 
+from baton.server.api.auth import token_auth
 from baton.server.api.deps import provide_caller, provide_handoffs, provide_store
 from baton.server.api.agentmemory import AgentMemoryController
 from baton.server.api.dashboard import (
@@ -86,7 +87,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
                       "memories": Provide(provide_memories, sync_to_thread=False),
                       "caller": Provide(provide_caller, sync_to_thread=False)},
         exception_handlers=EXCEPTION_HANDLERS,
-        middleware=[request_logging],
+        middleware=[request_logging, token_auth],
         lifespan=[lifespan],
         state=State({"namespace": settings.namespace, "mcp": mcp,
                      "agentmemory_secret": settings.agentmemory_secret}),

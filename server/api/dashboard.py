@@ -8,9 +8,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from litestar import Controller, Request, get, post
+from litestar.datastructures import Cookie, State
+from litestar.exceptions import NotAuthorizedException as NotAuthorized
 from litestar.params import Parameter
 from litestar.response import Redirect, ServerSentEvent, ServerSentEventMessage, Template
 
+from baton.server.api.auth import COOKIE, require_admin
 from baton.server.api.deps import Caller
 from baton.server.dashboard import (
     ActivityView,
@@ -22,6 +25,7 @@ from baton.server.dashboard import (
     RecordView,
 )
 from baton.server.handoffs import HandoffStore
+from baton.server.tokens import TokenStore
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 STATIC = Path(__file__).resolve().parent.parent / "static"
@@ -144,12 +148,23 @@ class DashboardPages(Controller):
     async def failed(self, request: Request[Any, Any, Any], dashboard: Dashboard) -> Template:
         return _page("failed.html", await dashboard.failed(), request)
 
+    @get("/login", name="login")
+    async def login(self, token: str, state: State) -> Redirect:
+        """Open the dashboard with a token once: it is kept in an HttpOnly cookie."""
+        if await TokenStore(state.backend.redis).check(token) is None:
+            raise NotAuthorized("unknown, revoked or expired token")
+        return Redirect("/", cookies=[Cookie(key=COOKIE, value=token, httponly=True,
+                                             samesite="strict", path="/")])  # fmt: skip
+
     @get("/activity", name="activity")
     async def activity(self, request: Request[Any, Any, Any], dashboard: Dashboard) -> Template:
         return _page("activity.html", await dashboard.activity(100), request)
 
     @post("/handoffs/{packet_id:str}/requeue", name="requeue")
-    async def requeue(self, packet_id: str, handoffs: HandoffStore, caller: Caller) -> Redirect:
+    async def requeue(
+        self, packet_id: str, handoffs: HandoffStore, caller: Caller, request: Request[Any, Any, Any]
+    ) -> Redirect:
         """The failed page's requeue button (a plain form, so it works without JavaScript)."""
+        require_admin(request.scope)
         await handoffs.requeue(packet_id, caller.agent)
         return Redirect(f"/failed?namespace={handoffs.namespace}")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import msgspec
-from litestar import Controller, get, post
+from litestar import Controller, Request, get, post
 from litestar.params import Parameter, QueryParameter
 
+from baton.server.api.auth import require_admin
 from baton.server.api.deps import Caller
 from baton.server.errors import Forbidden
 from baton.server.handoffs import HandoffStore
@@ -111,7 +112,10 @@ class HandoffController(Controller):
 
     @post("/handoffs/{packet_id:str}/requeue",
           summary="Put a failed or expired packet back in its queue", status_code=200)  # fmt: skip
-    async def requeue(self, packet_id: str, handoffs: HandoffStore, caller: Caller) -> Packet:
+    async def requeue(
+        self, packet_id: str, handoffs: HandoffStore, caller: Caller, request: Request[Any, Any, Any]
+    ) -> Packet:
+        require_admin(request.scope)
         return await handoffs.requeue(packet_id, caller.agent)
 
     @get("/agents", summary="Every known agent with its queued, claimed and failed counts")

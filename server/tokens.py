@@ -1,0 +1,136 @@
+"""Agent tokens: 32 random bytes shown once; Baton keeps only their sha256.
+
+Keys (global, not per namespace)::
+
+    baton:token:<sha256>    hash  id, agent, admin, scopes, created_at, expires_at, last_used_at
+    baton:tokens            hash  token id -> sha256 (for listing and revoking by id)
+
+Looking a token up is one ``HGETALL`` by its hash: no scan over all tokens, and comparing
+secrets is left to the hash function (then confirmed with a constant-time compare).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+import time
+from datetime import UTC, datetime
+
+import msgspec
+from redis.asyncio import Redis
+
+from baton.server.errors import InvalidInput, NotFound
+from baton.server.keys import PREFIX
+from baton.server.store import utc_now
+from baton.server.validation import check_agent
+
+TOKENS = f"{PREFIX}:tokens"
+DURATION = re.compile(r"^(\d+)([smhd])$")
+UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+class Token(msgspec.Struct, kw_only=True):
+    """A token's record; the secret itself is never stored."""
+
+    id: str
+    agent: str
+    admin: bool
+    scopes: list[str]
+    created_at: str
+    expires_at: str | None
+    last_used_at: str | None = None
+
+    def expired(self) -> bool:
+        return self.expires_at is not None and datetime.fromisoformat(
+            self.expires_at
+        ) <= datetime.now(UTC)
+
+    def allows(self, namespace: str) -> bool:
+        return "*" in self.scopes or namespace in self.scopes
+
+
+class Issued(msgspec.Struct, kw_only=True):
+    token: Token
+    secret: str
+
+
+def digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def token_key(sha: str) -> str:
+    return f"{PREFIX}:token:{sha}"
+
+
+def parse_duration(text: str) -> int:
+    """``30d``, ``12h``, ``15m``, ``90s`` -> seconds."""
+    match = DURATION.match(text.strip())
+    if not match or int(match.group(1)) == 0:
+        raise InvalidInput("expires", "give a duration like 30d, 12h, 15m or 90s")
+    return int(match.group(1)) * UNITS[match.group(2)]
+
+
+class TokenStore:
+    def __init__(self, redis: Redis) -> None:
+        self.redis = redis
+
+    async def add(
+        self, agent: str, *, admin: bool = False, expires_in: int | None = None,
+        scopes: list[str] | None = None,
+    ) -> Issued:  # fmt: skip
+        """Create a token; the returned secret is shown once and never stored."""
+        agent = check_agent(agent, field="agent")
+        secret = "bt_" + secrets.token_urlsafe(32)
+        token = Token(
+            id=f"tok_{secrets.token_hex(4)}", agent=agent, admin=admin, scopes=scopes or ["*"],
+            created_at=utc_now(),
+            expires_at=None if expires_in is None else datetime.fromtimestamp(
+                time.time() + expires_in, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        )  # fmt: skip
+        sha = digest(secret)
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.hset(token_key(sha), mapping={"record": msgspec.json.encode(token)})
+        pipe.hset(TOKENS, token.id, sha)
+        await pipe.execute()
+        return Issued(token=token, secret=secret)
+
+    async def any(self) -> bool:
+        """Whether any token exists: with none, the server is in open (loopback) mode."""
+        return bool(await self.redis.hlen(TOKENS))
+
+    async def check(self, secret: str) -> Token | None:
+        """The live token for ``secret``, or None (unknown, revoked or expired)."""
+        sha = digest(secret)
+        raw = await self.redis.hget(token_key(sha), "record")
+        if raw is None:
+            return None
+        token = msgspec.json.decode(raw, type=Token)
+        stored = await self.redis.hget(TOKENS, token.id)  # gone once revoked
+        if stored is None or not hmac.compare_digest(stored.decode(), sha) or token.expired():
+            return None
+        await self.redis.hset(token_key(sha), "last_used_at", utc_now())
+        return token
+
+    async def list(self) -> list[Token]:
+        shas = await self.redis.hgetall(TOKENS)
+        pipe = self.redis.pipeline(transaction=False)
+        for sha in shas.values():
+            pipe.hmget(token_key(sha.decode()), "record", "last_used_at")
+        tokens = []
+        for raw, last_used in await pipe.execute():
+            if raw is not None:
+                token = msgspec.json.decode(raw, type=Token)
+                token.last_used_at = last_used.decode() if last_used else None
+                tokens.append(token)
+        return sorted(tokens, key=lambda token: token.created_at)
+
+    async def revoke(self, token_id: str) -> None:
+        sha = await self.redis.hget(TOKENS, token_id)
+        if sha is None:
+            raise NotFound(f"no token {token_id}", token=token_id)
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.delete(token_key(sha.decode()))
+        pipe.hdel(TOKENS, token_id)
+        await pipe.execute()
