@@ -91,6 +91,35 @@ def cmd_token(args: argparse.Namespace) -> int:
     return result
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from baton.server.backup import export
+
+    async def run(store: FactStore) -> int:
+        count = 0
+        async for line in export(store, args.scope):
+            sys.stdout.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n")
+            count += 1
+        return count
+
+    count = asyncio.run(_with_store(args.namespace, run))
+    print(f"baton: exported {count} lines", file=sys.stderr)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from baton.server.backup import import_dump, read_dump
+
+    with open(args.dump, encoding="utf-8") if args.dump != "-" else sys.stdin as source:
+        lines = read_dump(source)  # verifies every chain before anything is written
+
+    async def run(store: FactStore) -> dict[str, int]:
+        return await import_dump(store, lines)
+
+    counts = asyncio.run(_with_store(args.namespace, run))
+    print("baton: imported " + ", ".join(f"{n} {kind}" for kind, n in counts.items()))
+    return 0
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     settings = _settings()
     if settings.redis_url:
@@ -273,6 +302,15 @@ def build_parser() -> argparse.ArgumentParser:
     revoke = token_commands.add_parser("revoke", help="revoke a token by id")
     revoke.add_argument("id")
     token.set_defaults(handler=cmd_token)
+
+    dump = commands.add_parser("export", help="write a namespace as JSON lines to stdout")
+    dump.add_argument("--scope", default=None, help="only records in this scope and below")
+    dump.add_argument("--namespace", default=None)
+    dump.set_defaults(handler=cmd_export)
+    load = commands.add_parser("import", help="verify a dump's chains, then load it")
+    load.add_argument("dump", help="the file written by baton export, or - for stdin")
+    load.add_argument("--namespace", default=None)
+    load.set_defaults(handler=cmd_import)
 
     hook = commands.add_parser("hook", help="record a Claude Code hook event (JSON on stdin)")
     hook.add_argument("event", help="PostToolUse, UserPromptSubmit, ... or post_tool_use, ...")

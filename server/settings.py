@@ -54,6 +54,7 @@ class Settings:
     queue_url: str | None = None
     api_url: str | None = None
     agentmemory_secret: str | None = None
+    rate_limit: tuple[int, str] | None = (600, "second")
     session_idle_seconds: float = 24 * 3600
     limits: Limits = field(default_factory=Limits)
     handoffs: HandoffPolicy = field(default_factory=HandoffPolicy)
@@ -89,8 +90,15 @@ class Settings:
             session_idle_seconds=float(env.get("BATON_SESSION_IDLE_HOURS", "24")) * 3600,
             api_url=env.get("BATON_URL") or None,
             limits=Limits(
-                max_value_bytes=int(env.get("BATON_MAX_VALUE_BYTES", str(Limits.max_value_bytes)))
+                max_value_bytes=int(env.get("BATON_MAX_VALUE_BYTES", Limits.max_value_bytes)),
+                max_ref_length=int(env.get("BATON_MAX_REF_LENGTH", Limits.max_ref_length)),
+                max_tags=int(env.get("BATON_MAX_TAGS", Limits.max_tags)),
+                max_page_size=int(env.get("BATON_MAX_PAGE_SIZE", Limits.max_page_size)),
+                max_summary_length=int(env.get("BATON_MAX_SUMMARY", Limits.max_summary_length)),
+                max_steps=int(env.get("BATON_MAX_STEPS", Limits.max_steps)),
+                max_pins=int(env.get("BATON_MAX_PINS", Limits.max_pins)),
             ),
+            rate_limit=_rate(env.get("BATON_RATE_LIMIT", "600/second")),
             handoffs=HandoffPolicy(
                 lease_seconds=float(env.get("BATON_LEASE_SECONDS", HandoffPolicy.lease_seconds)),
                 max_deliveries=int(env.get("BATON_MAX_DELIVERIES", HandoffPolicy.max_deliveries)),
@@ -99,6 +107,22 @@ class Settings:
                 sweep_seconds=int(env.get("BATON_SWEEP_SECONDS", HandoffPolicy.sweep_seconds)),
             ),
         )
+
+
+RATE_UNITS = ("second", "minute", "hour", "day")
+
+
+def _rate(raw: str) -> tuple[int, str] | None:
+    """``"600/second"`` -> (600, "second"); ``"off"`` -> None."""
+    if raw.strip().lower() == "off":
+        return None
+    count, _, unit = raw.partition("/")
+    if not count.strip().isdigit() or int(count) < 1 or unit.strip() not in RATE_UNITS:
+        raise ValueError(
+            f"BATON_RATE_LIMIT must be like 600/second (units: {', '.join(RATE_UNITS)}) or off, "
+            f"got {raw!r}"
+        )
+    return int(count), unit.strip()
 
 
 def _intervals(raw: str | None) -> tuple[int, ...]:

@@ -146,3 +146,29 @@ def test_serving_a_public_address_without_tokens_is_refused(redis_url: str) -> N
     assert result.returncode == 2
     assert "refusing to serve on 0.0.0.0 without tokens" in result.stderr
     assert "--insecure-open" in result.stderr
+
+
+def test_requests_per_token_are_rate_limited(
+    auth_redis: str, tokens: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """BATON_RATE_LIMIT counts per token in Redis: over the limit is a 429 problem, and
+    another token still gets through."""
+    log = tmp_path_factory.mktemp("limited") / "serve.log"
+    with running_server(auth_redis, log, BATON_RATE_LIMIT="3/minute") as url:
+        scout = client(url, tokens["scout"])
+        codes = [scout.get("/v1/stats").status_code for _ in range(4)]
+        assert codes == [200, 200, 200, 429]
+        limited = scout.get("/v1/stats")
+        assert limited.headers["content-type"].startswith("application/problem+json")
+        assert client(url, tokens["executor"]).get("/v1/stats").status_code == 200
+
+
+def test_limits_are_configurable(auth_redis: str) -> None:
+    """A malformed limit setting stops the server with a message naming the variable."""
+    result = subprocess.run(
+        [sys.executable, "-m", "baton.server.cli", "serve"], cwd=REPO, capture_output=True,
+        text=True, timeout=60, check=False,
+        env={**os.environ, "BATON_REDIS_URL": auth_redis, "BATON_RATE_LIMIT": "lots"},
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "BATON_RATE_LIMIT must be like 600/second" in result.stderr

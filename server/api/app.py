@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
+from typing import Any
 from importlib.metadata import version
 
 from litestar import Litestar, asgi, get
@@ -12,11 +14,13 @@ from litestar.di import Provide
 from litestar.openapi.config import OpenAPIConfig
 from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
 from litestar.contrib.jinja import JinjaTemplateEngine
+from litestar.middleware.rate_limit import RateLimitConfig
+from litestar.stores.redis import RedisStore
 from litestar.static_files import create_static_files_router
 from litestar.template.config import TemplateConfig
 from litestar.types import Receive, Scope, Send
 
-from baton.server.api.auth import token_auth
+from baton.server.api.auth import identity_of, token_auth
 from baton.server.api.deps import provide_caller, provide_handoffs, provide_store
 from baton.server.api.agentmemory import AgentMemoryController
 from baton.server.api.dashboard import (
@@ -32,6 +36,7 @@ from baton.server.api.middleware import request_logging
 from baton.server.api.problems import EXCEPTION_HANDLERS
 from baton.server.api.records import RecordController
 from baton.server.mcp_server import Binding, create_mcp_server
+from baton.server.connection import async_redis, redis_url
 from baton.server.runtime import open_backend
 from baton.server.settings import Settings
 from baton.server.store import Backend
@@ -56,6 +61,19 @@ def create_app(settings: Settings | None = None) -> Litestar:
     settings = settings or Settings.from_env()
 
     binding = Binding(namespace=settings.namespace)
+    url = redis_url(settings)  # the embedded server starts here unless BATON_REDIS_URL is set
+    middleware: list[Any] = [request_logging, token_auth]
+    stores: dict[str, Any] = {}
+    if settings.rate_limit is not None:
+        count, unit = settings.rate_limit
+        limiter = RateLimitConfig(
+            rate_limit=(unit, count),  # type: ignore[arg-type]
+            identifier_for_request=lambda request: identity_of(request.scope).id,  # type: ignore[union-attr]
+            check_throttle_handler=lambda request: identity_of(request.scope) is not None,
+            store="rate_limit",
+        )  # fmt: skip
+        middleware.append(limiter.middleware)
+        stores["rate_limit"] = RedisStore(async_redis(url), namespace="baton:ratelimit")
     mcp = create_mcp_server(binding)
     mcp_app = mcp.streamable_http_app(streamable_http_path="/", host=settings.host)
 
@@ -65,7 +83,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        async with open_backend(settings) as backend:
+        async with open_backend(replace(settings, redis_url=url)) as backend:
             app.state.backend = binding.backend = backend
             # A mounted app's own lifespan never runs: run the MCP session manager here.
             async with mcp.session_manager.run():
@@ -87,7 +105,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
                       "memories": Provide(provide_memories, sync_to_thread=False),
                       "caller": Provide(provide_caller, sync_to_thread=False)},
         exception_handlers=EXCEPTION_HANDLERS,
-        middleware=[request_logging, token_auth],
+        middleware=middleware,
+        stores=stores,
         lifespan=[lifespan],
         state=State({"namespace": settings.namespace, "mcp": mcp,
                      "agentmemory_secret": settings.agentmemory_secret}),

@@ -1,0 +1,219 @@
+"""``baton export`` and ``baton import``: a JSON-lines dump of a namespace.
+
+One JSON object a line, each with a ``type``:
+
+- ``record``: a ref's head and every version (all stored fields, values as JSON, tombstones
+  for forgotten versions) and its outcomes log — hashes included;
+- ``packet``: a handoff packet's fields and transition log;
+- ``session``: a session's fields, touched refs, files and observations.
+
+Import checks every record's version chain and outcomes chain first and writes nothing if
+any link is broken, naming the first one. Packets come back in their inboxes (queued packets
+get their RQ job from the next sweep); search documents are rebuilt.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
+
+import msgpack
+
+from baton.server.errors import InvalidInput
+from baton.server.integrity import OUTCOME_FIELDS, VERSION_FIELDS, ChainChecker
+from baton.server.keys import NAMESPACES
+from baton.server.search import text_of
+from baton.server.store import BATCH, UNINDEXED_SCOPE, FactStore
+
+BINARY_VERSION_FIELDS = ("value", "tags")
+BINARY_PACKET_FIELDS = ("next", "open", "pins")
+
+
+def _decode(fields: dict[bytes, bytes], binary: Iterable[str] = ()) -> dict[str, Any]:
+    packed = set(binary)
+    return {
+        key.decode(): msgpack.unpackb(value, raw=False, strict_map_key=False)
+        if key.decode() in packed else value.decode()
+        for key, value in fields.items()
+    }  # fmt: skip
+
+
+def _encode(fields: dict[str, Any], binary: Iterable[str] = ()) -> dict[str, Any]:
+    packed = set(binary)
+    return {key: msgpack.packb(value) if key in packed else value for key, value in fields.items()}
+
+
+async def export(store: FactStore, scope: str | None = None) -> AsyncIterator[dict[str, Any]]:
+    """Every record (in ``scope`` and below, or all), then packets and sessions."""
+    redis, keys = store.redis, store.keys
+    async for batch in store._candidate_refs(store._check_scope(scope), [], "all", None):
+        for ref in batch:
+            head = await redis.hgetall(keys.head(ref))
+            if not head:
+                continue
+            current = int(head[b"version"])
+            versions = [_decode(fields, BINARY_VERSION_FIELDS)
+                        async for fields in store._versions(ref, current)]  # fmt: skip
+            outcomes = [msgpack.unpackb(raw) for raw in await redis.lrange(keys.outcomes(ref), 0, -1)]
+            yield {"type": "record", "ref": ref, "head": _decode(head), "versions": versions,
+                   "outcomes": outcomes}  # fmt: skip
+    if scope is not None:
+        return
+    inboxes = await redis.hgetall(keys.handoff_inbox)
+    for packet_id, agent in sorted(inboxes.items()):
+        fields = await redis.hgetall(keys.packet(agent.decode(), packet_id.decode()))
+        log = await redis.lrange(keys.packet_log(agent.decode(), packet_id.decode()), 0, -1)
+        yield {"type": "packet", "fields": _decode(fields, BINARY_PACKET_FIELDS),
+               "log": [msgpack.unpackb(entry) for entry in log]}  # fmt: skip
+    for raw_id in await redis.zrange(keys.sessions, 0, -1):
+        session_id = raw_id.decode()
+        meta = await redis.hgetall(keys.session(session_id))
+        if not meta:
+            continue
+        observations = []
+        for observation_id in await redis.lrange(keys.observations(session_id), 0, -1):
+            fields = await redis.hgetall(keys.observation(session_id, observation_id.decode()))
+            observations.append(_decode(fields, ("files", "data")))
+        yield {
+            "type": "session", "id": session_id, "meta": _decode(meta, ("concepts",)),
+            "touched": _decode(await redis.hgetall(keys.session_touched(session_id))),
+            "files": sorted(f.decode() for f in await redis.smembers(f"{keys.session(session_id)}:files")),
+            "observations": observations,
+        }  # fmt: skip
+
+
+def check_record(line: dict[str, Any]) -> str | None:
+    """The first broken link of an exported record, described, or None when it verifies."""
+    ref = line["ref"]
+    versions = ChainChecker(VERSION_FIELDS)
+    for version in line["versions"]:
+        view = {name: version.get(name) for name in VERSION_FIELDS}
+        view["ref"] = ref
+        view["session"] = version.get("session") or None
+        view["version"] = int(version["version"])
+        view["hash"] = version["hash"]
+        if "tombstone_hash" in version:
+            view["forgotten"] = {"at": version["forgotten_at"], "by": version["forgotten_by"],
+                                 "reason": version["forgotten_reason"],
+                                 "hash": version["tombstone_hash"]}  # fmt: skip
+        for problem in versions.check(view):
+            return (f"{ref} version {version['version']}: {problem['kind']} expected "
+                    f"{problem['expected']}, found {problem['found']}")  # fmt: skip
+    outcomes = ChainChecker(OUTCOME_FIELDS)
+    for entry in line["outcomes"]:
+        for problem in outcomes.check(entry):
+            return (f"{ref} outcome {entry['seq']}: {problem['kind']} expected "
+                    f"{problem['expected']}, found {problem['found']}")  # fmt: skip
+    if line["versions"] and line["head"].get("hash") != line["versions"][-1]["hash"]:
+        return f"{ref}: head hash is not the last version's hash"
+    return None
+
+
+def read_dump(lines: Iterable[str]) -> list[dict[str, Any]]:
+    """Parse a dump and verify every chain; raise InvalidInput naming the first problem."""
+    parsed = []
+    for number, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        try:
+            line = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise InvalidInput("dump", f"line {number} is not JSON ({error})") from None
+        if line.get("type") not in ("record", "packet", "session"):
+            raise InvalidInput("dump", f"line {number} has an unknown type {line.get('type')!r}")
+        if line["type"] == "record" and (problem := check_record(line)):
+            raise InvalidInput("dump", f"refused, nothing was written: line {number}: {problem}")
+        parsed.append(line)
+    return parsed
+
+
+async def import_dump(store: FactStore, lines: list[dict[str, Any]]) -> dict[str, int]:
+    """Write a verified dump (see :func:`read_dump`) into ``store``'s namespace."""
+    redis, keys = store.redis, store.keys
+    counts = {"records": 0, "versions": 0, "outcomes": 0, "packets": 0, "sessions": 0}
+    for start in range(0, len(lines), BATCH):
+        pipe = redis.pipeline(transaction=False)
+        for line in lines[start : start + BATCH]:
+            if line["type"] == "record":
+                _queue_record(store, pipe, line)
+                counts["records"] += 1
+                counts["versions"] += len(line["versions"])
+                counts["outcomes"] += len(line["outcomes"])
+            elif line["type"] == "packet":
+                _queue_packet(store, pipe, line)
+                counts["packets"] += 1
+            else:
+                _queue_session(store, pipe, line)
+                counts["sessions"] += 1
+        pipe.sadd(NAMESPACES, store.namespace)
+        await pipe.execute()
+    return counts
+
+
+def _queue_record(store: FactStore, pipe: Any, line: dict[str, Any]) -> None:
+    keys, ref = store.keys, line["ref"]
+    pipe.zadd(keys.refs, {ref: 0})
+    pipe.hset(keys.head(ref), mapping=line["head"])
+    for version in line["versions"]:
+        pipe.hset(keys.version(ref, int(version["version"])),
+                  mapping=_encode(version, BINARY_VERSION_FIELDS))  # fmt: skip
+        pipe.sadd(keys.agents, version["author"])
+        for tag in version["tags"]:
+            pipe.sadd(keys.tag(tag), ref)
+    for entry in line["outcomes"]:
+        pipe.rpush(keys.outcomes(ref), msgpack.packb(entry))
+    last = line["versions"][-1] if line["versions"] else None
+    if last is not None and "tombstone_hash" not in last and not ref.startswith(UNINDEXED_SCOPE):
+        store.search.queue_index(pipe, f"f:{ref}", f"{ref} {text_of(last['value'])}", kind="fact",
+                                 agent=last["author"])  # fmt: skip
+    if last is not None and "tombstone_hash" not in last and ref.startswith(UNINDEXED_SCOPE):
+        memory = last["value"]
+        store.search.queue_index(
+            pipe, f"m:{ref.split('/', 1)[1]}",
+            " ".join([memory["content"], memory["title"], *memory["concepts"], *memory["files"]]),
+            kind="memory", project=memory["project"], agent=memory["agent_id"],
+        )  # fmt: skip
+
+
+def _queue_packet(store: FactStore, pipe: Any, line: dict[str, Any]) -> None:
+    keys, fields = store.keys, line["fields"]
+    packet_id, agent, state = fields["id"], fields["to"], fields["state"]
+    created = int(fields["created_us"])
+    pipe.hset(keys.packet(agent, packet_id), mapping=_encode(fields, BINARY_PACKET_FIELDS))
+    for entry in line["log"]:
+        pipe.rpush(keys.packet_log(agent, packet_id), msgpack.packb(entry))
+    pipe.hset(keys.handoff_inbox, packet_id, agent)
+    pipe.zadd(keys.handoffs, {packet_id: created})
+    pipe.zadd(keys.inbox_all(agent), {packet_id: created})
+    pipe.sadd(keys.inboxes, agent)
+    if state == "queued":
+        pipe.zadd(keys.queued(agent), {packet_id: created})
+    elif state == "claimed":
+        pipe.zadd(keys.claimed(agent), {packet_id: created})  # an old lease: swept soon
+    elif state in ("failed", "expired"):
+        pipe.zadd(keys.failed(agent) if state == "failed" else keys.expired(agent), {packet_id: created})
+    if fields.get("expires_us") and state in ("queued", "claimed"):
+        pipe.zadd(keys.expiring(agent), {packet_id: int(fields["expires_us"])})
+
+
+def _queue_session(store: FactStore, pipe: Any, line: dict[str, Any]) -> None:
+    keys, session_id = store.keys, line["id"]
+    pipe.hset(keys.session(session_id), mapping=_encode(line["meta"], ("concepts",)))
+    if line["touched"]:
+        pipe.hset(keys.session_touched(session_id), mapping=line["touched"])
+    if line["files"]:
+        pipe.sadd(f"{keys.session(session_id)}:files", *line["files"])
+    started = datetime.fromisoformat(line["meta"]["started_at"]).timestamp()
+    pipe.zadd(keys.sessions, {session_id: int(started * 1_000_000)}, nx=True)
+    for observation in line["observations"]:
+        observation_id = observation["id"]
+        pipe.hset(keys.observation(session_id, observation_id),
+                  mapping=_encode(observation, ("files", "data")))  # fmt: skip
+        pipe.rpush(keys.observations(session_id), observation_id)
+        store.search.queue_index(
+            pipe, f"o:{session_id}:{observation_id}",
+            f"{observation['title']} {observation['narrative']} {' '.join(observation['files'])}",
+            kind="observation", project=observation["project"], agent=observation["agent"],
+        )  # fmt: skip
