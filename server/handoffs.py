@@ -50,6 +50,7 @@ log = structlog.get_logger("baton.handoffs")
 PACKET_STATES: tuple[PacketState, ...] = ("queued", "claimed", "done", "failed", "expired")
 MAX_NOTE = 4000
 MAX_ID_ATTEMPTS = 20
+MAX_SECONDS = 10 * 365 * 86_400  # expiries and leases: ten years at most
 # A queued packet whose RQ job is missing this long after its last transition is repaired.
 REPAIR_AFTER_SECONDS = 30
 
@@ -145,9 +146,9 @@ class HandoffStore:
             raise InvalidInput("note", f"must be text of at most {MAX_NOTE} characters")
         if expires_in is not None and (
             isinstance(expires_in, bool) or not isinstance(expires_in, int | float)
-            or expires_in <= 0
+            or not 0 < expires_in <= MAX_SECONDS
         ):  # fmt: skip
-            raise InvalidInput("expires_in", "must be a positive number of seconds")
+            raise InvalidInput("expires_in", f"must be a number of seconds from 0 to {MAX_SECONDS}")
         resolved = await self._resolve_pins(pins, session)
 
         created_us, created_at = _now()
@@ -287,8 +288,8 @@ class HandoffStore:
         reason: str, *, job: str,
     ) -> Resumed:  # fmt: skip
         lease = self.policy.lease_seconds if lease_seconds is None else lease_seconds
-        if isinstance(lease, bool) or not isinstance(lease, int | float) or lease <= 0:
-            raise InvalidInput("lease_seconds", "must be a positive number of seconds")
+        if isinstance(lease, bool) or not isinstance(lease, int | float) or not 0 < lease <= MAX_SECONDS:
+            raise InvalidInput("lease_seconds", f"must be a number of seconds from 0 to {MAX_SECONDS}")
         now_us, now_iso = _now()
         lease_us = now_us + int(lease * 1_000_000)
         reply = await self.scripts.claim_packet(

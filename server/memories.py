@@ -28,6 +28,7 @@ SUPERSEDE_ABOVE = 0.7
 SIMILAR_ABOVE = 0.4
 CANDIDATES = 50
 MAX_CONTENT = 64 * 1024
+MAX_TTL_DAYS = 36_500
 Format = Literal["full", "compact", "narrative"]
 
 
@@ -148,9 +149,10 @@ class MemoryStore:
         project = project.strip() or None if isinstance(project, str) else None
         agent = check_agent(agent_id, field="agent_id") if agent_id else None
         if ttl_days is not None and (
-            isinstance(ttl_days, bool) or not isinstance(ttl_days, int | float) or ttl_days <= 0
-        ):
-            raise InvalidInput("ttl_days", "must be a positive number of days")
+            isinstance(ttl_days, bool) or not isinstance(ttl_days, int | float)
+            or not 0 < ttl_days <= MAX_TTL_DAYS
+        ):  # fmt: skip
+            raise InvalidInput("ttl_days", f"must be a number of days from 0 to {MAX_TTL_DAYS}")
 
         superseded, similar = await self._closest(content, project)
         memory_id = superseded.id if superseded else f"mem_{secrets.token_hex(6)}"

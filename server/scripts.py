@@ -288,6 +288,16 @@ return expired
 class Scripts:
     """Every script registered once on one client (redis-py reloads them after NOSCRIPT)."""
 
+    async def load(self, redis: Redis) -> int:
+        """Load every script not yet in Redis' cache (after a restart or SCRIPT FLUSH);
+        returns how many scripts are ready."""
+        scripts = [value for value in vars(self).values() if hasattr(value, "sha")]
+        present = await redis.script_exists(*(script.sha for script in scripts))
+        for script, exists in zip(scripts, present, strict=True):
+            if not exists:
+                await redis.script_load(script.script)
+        return len(scripts)
+
     def __init__(self, redis: Redis) -> None:
         self.remember = redis.register_script(REMEMBER)
         self.recall = redis.register_script(RECALL)

@@ -31,6 +31,7 @@ from baton.server.api.dashboard import (
     provide_dashboard,
 )
 from baton.server.api.handoffs import HandoffController
+from baton.server.api.metrics import PROMETHEUS, MetricsController
 from baton.server.api.memory import MemoryController, provide_memories, provide_sessions
 from baton.server.api.middleware import request_logging
 from baton.server.api.problems import EXCEPTION_HANDLERS
@@ -49,11 +50,11 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@get("/readyz", tags=["operations"], summary="Redis answers: ready for traffic")
-async def readyz(state: State) -> dict[str, str]:
+@get("/readyz", tags=["operations"], summary="Redis answers and the scripts are loaded")
+async def readyz(state: State) -> dict[str, Any]:
     backend: Backend = state.backend
-    await backend.redis.ping()
-    return {"status": "ready"}
+    loaded = await backend.scripts.load(backend.redis)
+    return {"status": "ready", "scripts": loaded}
 
 
 def create_app(settings: Settings | None = None) -> Litestar:
@@ -62,7 +63,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
 
     binding = Binding(namespace=settings.namespace)
     url = redis_url(settings)  # the embedded server starts here unless BATON_REDIS_URL is set
-    middleware: list[Any] = [request_logging, token_auth]
+    middleware: list[Any] = [request_logging, PROMETHEUS.middleware, token_auth]
     stores: dict[str, Any] = {}
     if settings.rate_limit is not None:
         count, unit = settings.rate_limit
@@ -92,7 +93,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
     return Litestar(
         route_handlers=[
             RecordController, HandoffController, MemoryController, AgentMemoryController,
-            DashboardData, DashboardPages,
+            DashboardData, DashboardPages, MetricsController,
             healthz, readyz,
             mcp_endpoint, create_static_files_router(path="/static", directories=[STATIC],
                                                      include_in_schema=False),

@@ -99,7 +99,7 @@ class DashboardData(Controller):
     ) -> ActivityView:
         return await dashboard.activity(limit)
 
-    @get("/events", summary="Server-Sent Events: one message per store change")
+    @get("/events", include_in_schema=False)  # a text/event-stream, see docs/dashboard.md
     async def events(self, dashboard: Dashboard) -> ServerSentEvent:
         async def stream() -> AsyncIterator[ServerSentEventMessage]:
             last = "$"

@@ -59,6 +59,9 @@ def http_error(request: Request[Any, Any, Any], error: HTTPException) -> Respons
 
 
 def redis_error(request: Request[Any, Any, Any], error: Exception) -> Response[Any]:
+    from baton.server.api.metrics import REDIS_ERRORS
+
+    REDIS_ERRORS.inc()
     log.warning("redis unavailable", error=repr(error), path=request.url.path)
     return _problem(
         request, 503, "Store unavailable",

@@ -9,6 +9,7 @@ from litestar import Controller, get, post
 from litestar.params import Parameter, QueryParameter
 
 from baton.server.api.deps import Caller
+from baton.server.api.metrics import record_verify
 from baton.server.models import (
     History,
     OutcomeEntry,
@@ -121,4 +122,7 @@ class RecordController(Controller):
     async def stats(
         self, store: FactStore, verify: bool = False, in_scope: ScopeParam = None
     ) -> Stats:
-        return await store.stats(verify=verify, scope=in_scope)
+        stats = await store.stats(verify=verify, scope=in_scope)
+        if verify:
+            record_verify(store.namespace, len(stats.broken or []), stats.checked_versions or 0)
+        return stats

@@ -1,0 +1,52 @@
+"""``/metrics`` in Prometheus format: Litestar's Prometheus plugin for request counts and
+latencies per route, plus Baton's own gauges refreshed at every scrape."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Controller, Request, Response, get
+from litestar.plugins.prometheus import PrometheusConfig
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, generate_latest
+
+from baton.server.handoffs import HandoffStore
+from baton.server.keys import NAMESPACES
+
+PACKETS = Gauge("baton_packets", "Handoff packets by receiving agent and state",
+                ["namespace", "agent", "state"])  # fmt: skip
+QUEUE_DEPTH = Gauge("baton_rq_queue_depth", "Jobs waiting in each agent's RQ queue",
+                    ["namespace", "agent"])  # fmt: skip
+VERIFY_BROKEN = Gauge("baton_verify_broken_links",
+                      "Broken hash-chain links found by the last verify in this process",
+                      ["namespace"])  # fmt: skip
+VERIFY_CHECKED = Gauge("baton_verify_checked_versions",
+                       "Versions checked by the last verify in this process", ["namespace"])  # fmt: skip
+REDIS_ERRORS = Counter("baton_redis_errors", "Requests that failed because Redis was unreachable")
+
+PROMETHEUS = PrometheusConfig(app_name="baton", prefix="baton", group_path=True,
+                              exclude=["/metrics", "/v1/dashboard/events"])  # fmt: skip
+
+
+def record_verify(namespace: str, broken: int, checked: int) -> None:
+    VERIFY_BROKEN.labels(namespace).set(broken)
+    VERIFY_CHECKED.labels(namespace).set(checked)
+
+
+class MetricsController(Controller):
+    path = "/metrics"
+    include_in_schema = False
+
+    @get()
+    async def metrics(self, request: Request[Any, Any, Any]) -> Response[bytes]:
+        """Refresh Baton's gauges from the store, then render the whole registry."""
+        backend = request.app.state.backend
+        for raw in sorted(await backend.redis.smembers(NAMESPACES)):
+            namespace = raw.decode()
+            handoffs = HandoffStore(backend.store(namespace))
+            for summary in await handoffs.agents():
+                for state in ("queued", "claimed", "failed"):
+                    PACKETS.labels(namespace, summary.agent, state).set(getattr(summary, state))
+                if backend.dispatcher is not None:
+                    depth = backend.dispatcher.queue(namespace, summary.agent).count
+                    QUEUE_DEPTH.labels(namespace, summary.agent).set(depth)
+        return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
