@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from baton.server.errors import BatonError
-from baton.server.connection import async_redis, embedded_server, redis_url
+from baton.server.connection import async_redis, embedded_server, queue_url, redis_url
 from baton.server.logs import configure_logging
 from baton.server.settings import Settings
 from baton.server.runtime import open_backend
@@ -23,6 +23,14 @@ from baton.server.tokens import TokenStore, parse_duration
 from baton.server.validation import check_agent
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def _check_queue_url(settings: Settings) -> None:
+    """Fail before starting anything when RQ would have to run on a Redis Cluster."""
+    try:
+        queue_url(settings)
+    except ValueError as error:
+        raise SystemExit(f"baton: {error}") from None
 
 
 def _settings() -> Settings:
@@ -40,6 +48,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = _settings()
     configure_logging()
     url = redis_url(settings)  # start the embedded server before accepting traffic
+    _check_queue_url(settings)
     if args.host not in LOOPBACK and not args.insecure_open and not asyncio.run(_tokens_exist()):
         print(
             f"baton: refusing to serve on {args.host} without tokens: anyone who can reach the "
@@ -217,7 +226,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from baton.queue.worker import run_maintenance
 
     configure_logging()
-    run_maintenance(_settings(), burst=args.burst)
+    settings = _settings()
+    _check_queue_url(settings)
+    run_maintenance(settings, burst=args.burst)
     return 0
 
 
@@ -228,6 +239,7 @@ def cmd_agent_run(args: argparse.Namespace) -> int:
     settings = _settings()
     if args.namespace:
         settings = replace(settings, namespace=args.namespace)
+    _check_queue_url(settings)
     modules = list(args.module) + [
         module for module in os.environ.get("BATON_AGENT_MODULES", "").split(",") if module
     ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import redis
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
@@ -27,15 +28,39 @@ def redis_url(settings: Settings) -> str:
 
 
 def queue_url(settings: Settings) -> str:
-    return settings.queue_url or redis_url(settings)
+    """RQ's Redis: ``BATON_QUEUE_URL``, else the data Redis (which must then not be a
+    cluster: RQ does not run on Redis Cluster)."""
+    if settings.queue_url:
+        return settings.queue_url
+    url = redis_url(settings)
+    if is_cluster(url):
+        raise ValueError(
+            "BATON_REDIS_URL is a Redis Cluster, which RQ cannot use: set BATON_QUEUE_URL to a "
+            "plain Redis for the queues"
+        )
+    return url
 
 
 def _retry() -> Retry:
     return Retry(ExponentialBackoff(cap=0.5, base=0.05), 2)
 
 
+CLUSTER_SCHEMES = ("redis+cluster://", "rediss+cluster://")
+
+
+def is_cluster(url: str) -> bool:
+    """``redis+cluster://host:port`` (or ``rediss+cluster://``) names a Redis Cluster."""
+    return url.startswith(CLUSTER_SCHEMES)
+
+
 def async_redis(url: str) -> Redis:
-    """A binary (msgpack-safe) client that fails fast when Redis is away instead of hanging."""
+    """A binary (msgpack-safe) client that fails fast when Redis is away instead of hanging;
+    a cluster client for ``redis+cluster://`` URLs."""
+    if is_cluster(url):
+        cluster: Redis = RedisCluster.from_url(  # type: ignore[assignment]
+            url.replace("+cluster", "", 1), socket_connect_timeout=2, socket_timeout=30
+        )
+        return cluster
     return Redis.from_url(url, socket_connect_timeout=2, socket_timeout=30, retry=_retry())
 
 

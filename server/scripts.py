@@ -292,10 +292,8 @@ class Scripts:
         """Load every script not yet in Redis' cache (after a restart or SCRIPT FLUSH);
         returns how many scripts are ready."""
         scripts = [value for value in vars(self).values() if hasattr(value, "sha")]
-        present = await redis.script_exists(*(script.sha for script in scripts))
-        for script, exists in zip(scripts, present, strict=True):
-            if not exists:
-                await redis.script_load(script.script)
+        for script in scripts:  # SCRIPT LOAD is idempotent (and reaches every cluster primary)
+            await redis.script_load(script.script)
         return len(scripts)
 
     def __init__(self, redis: Redis) -> None:

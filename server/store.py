@@ -6,6 +6,7 @@ process; a :class:`FactStore` is a cheap view of it for one namespace.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
@@ -17,6 +18,7 @@ import msgpack
 import msgspec
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
+from redis.asyncio.cluster import RedisCluster
 
 from baton.server import confidence as confidence_rules
 from baton.server.scripts import Scripts
@@ -101,6 +103,21 @@ class Backend:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "scripts", Scripts(self.redis))
+
+    @property
+    def cluster(self) -> bool:
+        """On a cluster, scripts cannot be pipelined: they run as separate calls."""
+        return isinstance(self.redis, RedisCluster)
+
+    async def eval_many(self, calls: Sequence[tuple[Any, list[Any], list[Any]]]) -> list[Any]:
+        """Run several (script, keys, args) in one round trip (a pipeline), or concurrently
+        on a cluster."""
+        if self.cluster:
+            return list(await asyncio.gather(*(s(keys=k, args=a) for s, k, a in calls)))
+        pipe = self.redis.pipeline(transaction=False)
+        for script, keys, args in calls:
+            await script(keys=keys, args=args, client=pipe)
+        return list(await pipe.execute())
 
     def store(self, namespace: str = "default") -> FactStore:
         return FactStore(self, namespace)
@@ -547,15 +564,13 @@ class FactStore:
     async def read_versions(
         self, wanted: Sequence[tuple[str, int | None]]
     ) -> list[RecordVersion | None]:
-        """Many (ref, version or None for current) reads in one pipelined round trip;
-        None where the record or version does not exist."""
-        pipe = self.redis.pipeline(transaction=False)
-        for ref, version in wanted:
-            await self.backend.scripts.recall(
-                keys=[self.keys.head(ref), self.keys.version(ref, 0)[:-1]],
-                args=["" if version is None else version], client=pipe,
-            )  # fmt: skip
-        replies = await pipe.execute()
+        """Many (ref, version or None for current) reads in one round trip; None where the
+        record or version does not exist."""
+        replies = await self.backend.eval_many([
+            (self.backend.scripts.recall, [self.keys.head(ref), self.keys.version(ref, 0)[:-1]],
+             ["" if version is None else version])
+            for ref, version in wanted
+        ])  # fmt: skip
         found: list[RecordVersion | None] = []
         for (ref, _), reply in zip(wanted, replies, strict=True):
             if not reply or not reply[1]:
@@ -706,11 +721,12 @@ class FactStore:
         self, pipe: Pipeline, session_id: str, agent: str, seen: dict[str, int]
     ) -> None:
         now_us = time.time_ns() // 1000
-        await self.backend.scripts.touch_session(
-            keys=[self.keys.session(session_id), self.keys.session_touched(session_id)],
-            args=[agent, utc_now(), *[item for pair in seen.items() for item in pair]],
-            client=pipe,
-        )  # fmt: skip
+        keys = [self.keys.session(session_id), self.keys.session_touched(session_id)]
+        args = [agent, utc_now(), *[item for pair in seen.items() for item in pair]]
+        if self.backend.cluster:
+            await self.backend.scripts.touch_session(keys=keys, args=args)
+        else:
+            await self.backend.scripts.touch_session(keys=keys, args=args, client=pipe)
         pipe.zadd(self.keys.sessions, {session_id: now_us}, nx=True)
         pipe.zadd(self.keys.active_sessions, {session_id: now_us})
         pipe.sadd(NAMESPACES, self.namespace)  # so the periodic sweep visits it

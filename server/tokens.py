@@ -2,8 +2,8 @@
 
 Keys (global, not per namespace)::
 
-    baton:token:<sha256>    hash  id, agent, admin, scopes, created_at, expires_at, last_used_at
-    baton:tokens            hash  token id -> sha256 (for listing and revoking by id)
+    baton:{tokens}:token:<sha256>  hash  the token record (json) and last_used_at
+    baton:{tokens}:index           hash  token id -> sha256 (for listing and revoking by id)
 
 Looking a token up is one ``HGETALL`` by its hash: no scan over all tokens, and comparing
 secrets is left to the hash function (then confirmed with a constant-time compare).
@@ -26,7 +26,8 @@ from baton.server.keys import PREFIX
 from baton.server.store import utc_now
 from baton.server.validation import check_agent
 
-TOKENS = f"{PREFIX}:tokens"
+# One hash tag for every token key: adding and revoking stay single-slot transactions.
+TOKENS = f"{PREFIX}:{{tokens}}:index"
 DURATION = re.compile(r"^(\d+)([smhd])$")
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -61,7 +62,7 @@ def digest(secret: str) -> str:
 
 
 def token_key(sha: str) -> str:
-    return f"{PREFIX}:token:{sha}"
+    return f"{PREFIX}:{{tokens}}:token:{sha}"
 
 
 def parse_duration(text: str) -> int:

@@ -4,6 +4,7 @@ and a real ``baton serve`` process for the HTTP tests."""
 from __future__ import annotations
 
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -17,8 +18,12 @@ import httpx
 import pytest
 import redis
 
-from baton.server.connection import async_redis
-from baton.server.embedded import EmbeddedServer
+from redis.backoff import NoBackoff
+from redis.cluster import RedisCluster
+from redis.retry import Retry
+
+from baton.server.connection import async_redis, is_cluster
+from baton.server.embedded import EmbeddedServer, valkey_binary
 from baton.server.settings import Limits
 from baton.server.store import Backend, FactStore
 
@@ -64,9 +69,96 @@ def _flush(request: pytest.FixtureRequest) -> None:
         client.close()
 
 
+@pytest.fixture(scope="session")
+def cluster_ports(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[int]]:
+    """A real 3-master Redis Cluster from the embedded binary, on loopback ports."""
+    server_binary = valkey_binary()
+    cli = str(Path(server_binary).with_name("valkey-cli"))
+    ports = cluster_ports_free(3)
+    base = tmp_path_factory.mktemp("cluster")
+    nodes = []
+    for port in ports:
+        (base / str(port)).mkdir()
+        nodes.append(subprocess.Popen(
+            [server_binary, "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+             "--cluster-config-file", str(base / str(port) / "nodes.conf"),
+             "--dir", str(base / str(port)), "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        ))  # fmt: skip
+    try:
+        for port in ports:
+            wait_for_redis(redis.Redis(port=port, retry=Retry(NoBackoff(), 0)))
+        subprocess.run([cli, "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports),
+                        "--cluster-replicas", "0", "--cluster-yes"],
+                       check=True, capture_output=True, timeout=60)  # fmt: skip
+        deadline = time.monotonic() + 30
+        while any(cluster_state(p) != "ok" for p in ports):
+            assert time.monotonic() < deadline, "the cluster did not become ready"
+            time.sleep(0.1)
+        yield ports
+    finally:
+        for node in nodes:
+            node.terminate()
+            node.wait(10)
+
+
+def cluster_state(port: int) -> str:
+    info = redis.Redis(port=port, decode_responses=True).execute_command("CLUSTER INFO")
+    return str(info.get("cluster_state") if isinstance(info, dict) else info)
+
+
+def cluster_ports_free(count: int) -> list[int]:
+    """Ports whose cluster bus port (port + 10000) is free too, so both fit below 65536."""
+    found: list[int] = []
+    for port in random.sample(range(20000, 30000), 200):
+        if len(found) == count:
+            break
+        try:
+            with socket.socket() as one, socket.socket() as bus:
+                one.bind(("127.0.0.1", port))
+                bus.bind(("127.0.0.1", port + 10000))
+            found.append(port)
+        except OSError:
+            continue
+    return found
+
+
+def wait_for_redis(client: redis.Redis) -> None:
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            client.ping()
+            return
+        except redis.ConnectionError:
+            assert time.monotonic() < deadline, "redis did not start"
+            time.sleep(0.05)
+
+
+@pytest.fixture(params=["standalone", "cluster"])
+def data_url(request: pytest.FixtureRequest, redis_url: str) -> str:
+    """The store tests run twice: on the embedded server and on a real Redis Cluster."""
+    if request.param == "standalone":
+        return redis_url
+    ports = request.getfixturevalue("cluster_ports")
+    for port in ports:
+        redis.Redis(port=port).flushall()
+    return f"redis+cluster://127.0.0.1:{ports[0]}"
+
+
 @pytest.fixture
-async def backend(redis_url: str) -> AsyncIterator[Backend]:
-    client = async_redis(redis_url)
+def data_redis(data_url: str) -> Iterator[redis.Redis]:
+    """A blocking client on the store's own Redis (cluster-aware), for tampering in tests."""
+    client: redis.Redis = (
+        RedisCluster.from_url(data_url.replace("+cluster", "")) if is_cluster(data_url)  # type: ignore[assignment]
+        else redis.Redis.from_url(data_url)
+    )  # fmt: skip
+    yield client
+    client.close()
+
+
+@pytest.fixture
+async def backend(data_url: str) -> AsyncIterator[Backend]:
+    client = async_redis(data_url)
     yield Backend(client, Limits())
     await client.aclose()
 
@@ -130,14 +222,14 @@ def http(api_url: str, redis_url: str) -> Iterator[httpx.Client]:
 
 
 @pytest.fixture
-async def dispatching_backend(redis_url: str) -> AsyncIterator[Backend]:
+async def dispatching_backend(data_url: str, redis_url: str) -> AsyncIterator[Backend]:
     """A backend that also enqueues RQ jobs, as the API server does."""
     from baton.queue.dispatch import RQDispatcher
     from baton.server.connection import sync_redis
     from baton.server.settings import HandoffPolicy
 
-    client = async_redis(redis_url)
-    queue_connection = sync_redis(redis_url)
+    client = async_redis(data_url)
+    queue_connection = sync_redis(redis_url)  # RQ always on the plain server
     policy = HandoffPolicy(retry_intervals=(0,))
     yield Backend(client, Limits(), RQDispatcher(queue_connection, policy), policy)
     await client.aclose()

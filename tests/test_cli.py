@@ -84,3 +84,9 @@ def test_every_folder_of_the_design_card_exists() -> None:
                  "README.md", "Makefile", "docs", ".ci/run"):  # fmt: skip
         assert (REPO / name).exists(), name
     assert Path(REPO / ".ci" / "run").stat().st_mode & 0o111
+
+
+@pytest.fixture
+def data_url(redis_url: str) -> str:
+    """The CLI processes here use the plain embedded server, so the store does too."""
+    return redis_url

@@ -181,11 +181,11 @@ async def test_unclaimed_packets_expire(handoffs: HandoffStore) -> None:
 
 
 async def test_bad_packets_are_refused_without_writing(
-    handoffs: HandoffStore, store: FactStore, sync_redis: redis.Redis
+    handoffs: HandoffStore, store: FactStore, data_redis: redis.Redis
 ) -> None:
     """Invalid fields and pins to missing records or versions are refused up front."""
     await store.remember("a/b", 1, agent="scout")
-    keys_before = sync_redis.dbsize()
+    keys_before = data_redis.dbsize()
     for options, field in [
         ({"summary": " "}, "summary"),
         ({"summary": "x" * 3000}, "summary"),
@@ -198,7 +198,7 @@ async def test_bad_packets_are_refused_without_writing(
         with pytest.raises(InvalidInput) as caught:
             await handoffs.handoff(from_agent="scout", to_agent="executor", **arguments)  # type: ignore[arg-type]
         assert caught.value.field == field
-    assert sync_redis.dbsize() == keys_before
+    assert data_redis.dbsize() == keys_before
 
 
 async def test_outcome_with_handoff_id_completes_the_packet(

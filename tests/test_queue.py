@@ -164,3 +164,9 @@ def test_agent_run_without_a_handler_says_how_to_register_one(redis_url: str) ->
     output = worker.communicate(timeout=60)[0]
     assert worker.returncode == 2
     assert "no handler for agent 'nobody' (registered: tester)" in output
+
+
+@pytest.fixture
+def data_url(redis_url: str) -> str:
+    """Worker processes here use the plain embedded server, so the store does too."""
+    return redis_url

@@ -54,7 +54,7 @@ async def test_expected_version_mismatch_writes_nothing(store: FactStore) -> Non
 
 
 async def test_bad_input_is_refused_before_anything_is_written(
-    store: FactStore, sync_redis: redis.Redis
+    store: FactStore, data_redis: redis.Redis
 ) -> None:
     """Invalid refs, values and confidences raise clear errors and leave Redis empty."""
     with pytest.raises(InvalidInput, match="ref"):
@@ -65,7 +65,7 @@ async def test_bad_input_is_refused_before_anything_is_written(
         await store.remember("a/b", 1, agent="scout", confidence=1.5)
     with pytest.raises(InvalidInput, match="tags"):
         await store.remember("a/b", 1, agent="scout", tags=["has space"])
-    assert sync_redis.dbsize() == 0
+    assert data_redis.dbsize() == 0
 
 
 async def test_value_over_the_limit_is_too_large(backend: Backend) -> None:
@@ -231,7 +231,7 @@ async def test_stats_counts_records_versions_agents_and_outcomes(store: FactStor
 
 
 async def test_verify_reports_exactly_the_tampered_version(
-    store: FactStore, sync_redis: redis.Redis
+    store: FactStore, data_redis: redis.Redis
 ) -> None:
     """Editing a stored value behind Baton's back breaks that version's hash, and only that;
     restoring it makes verify clean again."""
@@ -239,10 +239,10 @@ async def test_verify_reports_exactly_the_tampered_version(
         await store.remember("listing/553/assessment", {"i": i}, agent="scout")
     await store.remember("other/ref", "fine", agent="scout")
     key = Keys().version("listing/553/assessment", 2)
-    original = sync_redis.hget(key, "value")
+    original = data_redis.hget(key, "value")
     assert original is not None
 
-    sync_redis.hset(key, "value", msgpack.packb({"i": 99}))
+    data_redis.hset(key, "value", msgpack.packb({"i": 99}))
     stats = await store.stats(verify=True)
     assert stats.broken is not None
     assert [(b.ref, b.chain, b.version, b.kind) for b in stats.broken] == [
@@ -251,18 +251,18 @@ async def test_verify_reports_exactly_the_tampered_version(
     history = await store.history("listing/553/assessment")
     assert [entry.chain_ok for entry in history.versions] == [True, False, True]
 
-    sync_redis.hset(key, "value", original)
+    data_redis.hset(key, "value", original)
     assert (await store.stats(verify=True)).broken == []
 
 
 async def test_verify_catches_a_rewritten_hash_at_the_next_link(
-    store: FactStore, sync_redis: redis.Redis
+    store: FactStore, data_redis: redis.Redis
 ) -> None:
     """Forging a version's hash too shows up as a broken link at the following version."""
     for i in range(3):
         await store.remember("a/b", i, agent="scout")
     key = Keys().version("a/b", 2)
-    sync_redis.hset(key, "value", msgpack.packb(42))
+    data_redis.hset(key, "value", msgpack.packb(42))
     forged = (await store.history("a/b")).versions[1]
     from baton.server.integrity import digest, version_body
 
@@ -270,22 +270,22 @@ async def test_verify_catches_a_rewritten_hash_at_the_next_link(
         ref="a/b", version=2, value=42, author=forged.author, session=None,
         created_at=forged.created_at, tags=[], prev_hash=forged.prev_hash,
     )  # fmt: skip
-    sync_redis.hset(key, "hash", digest(body))
+    data_redis.hset(key, "hash", digest(body))
 
     broken = (await store.stats(verify=True)).broken
     assert broken is not None
     assert [(b.version, b.kind) for b in broken] == [(3, "link")]
 
 
-async def test_verify_checks_the_outcomes_chain(store: FactStore, sync_redis: redis.Redis) -> None:
+async def test_verify_checks_the_outcomes_chain(store: FactStore, data_redis: redis.Redis) -> None:
     """An outcome entry edited in place is reported in the outcomes chain."""
     await store.remember("a/b", 1, agent="scout", confidence=0.6)
     await store.record_outcome("failure", "RUN-1", agent="e", refs=["a/b"])
     await store.record_outcome("success", "RUN-2", agent="e", refs=["a/b"])
     log_key = Keys().outcomes("a/b")
-    entry = msgpack.unpackb(sync_redis.lindex(log_key, 0))
+    entry = msgpack.unpackb(data_redis.lindex(log_key, 0))
     entry["after"] = 0.9
-    sync_redis.lset(log_key, 0, msgpack.packb(entry))
+    data_redis.lset(log_key, 0, msgpack.packb(entry))
 
     broken = (await store.stats(verify=True)).broken
     assert broken is not None
