@@ -212,6 +212,7 @@ def _queue_session(store: FactStore, pipe: Any, line: dict[str, Any]) -> None:
         pipe.hset(keys.observation(session_id, observation_id),
                   mapping=_encode(observation, ("files", "data")))  # fmt: skip
         pipe.rpush(keys.observations(session_id), observation_id)
+        pipe.hset(keys.observation_sessions, observation_id, session_id)
         store.search.queue_index(
             pipe, f"o:{session_id}:{observation_id}",
             f"{observation['title']} {observation['narrative']} {' '.join(observation['files'])}",

@@ -28,6 +28,7 @@ Layout (``<ns>`` is the namespace, ``<ref>`` a validated ref such as ``listing/5
     baton:<ns>:session:{<sid>}:obs       list  the session's observation ids, oldest first
     baton:<ns>:session:{<sid>}:obs:<oid> hash  one observation
     baton:<ns>:obs-seen:<hash>           string  dedupe marker (5 minutes) -> observation id
+    baton:<ns>:obs-session               hash  observation id -> session id
     baton:<ns>:memory-expiry             zset  memory ids by expiry time (ttl_days)
     baton:<ns>:audit                     stream  append-only audit log (forget, expiry)
     baton:<ns>:{idx:<ns>}:docs           hash  search index: doc id -> msgpack entry
@@ -148,6 +149,10 @@ class Keys:
 
     def observation(self, session_id: str, observation_id: str) -> str:
         return f"{self.session(session_id)}:obs:{observation_id}"
+
+    @property
+    def observation_sessions(self) -> str:
+        return f"{self.base}:obs-session"
 
     def observation_seen(self, digest: str) -> str:
         return f"{self.base}:obs-seen:{digest}"

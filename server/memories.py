@@ -18,7 +18,7 @@ import msgspec
 
 from baton.server.errors import InvalidInput, NotFound
 from baton.server.keys import NAMESPACES
-from baton.server.models import RecallHit
+from baton.server.models import RecallHit, RecordVersion
 from baton.server.search import SearchIndex, text_of
 from baton.server.store import FactStore, utc_now
 from baton.server.validation import check_agent
@@ -186,11 +186,13 @@ class MemoryStore:
         """The memory to supersede (first candidate over 0.7, in rank order) and the best
         candidate over 0.4 as a hint. Memories of another explicit project never match."""
         hits = await self.index.search(content, limit=CANDIDATES, kinds=["memory"])
+        hits = [hit for hit in hits if not (project and hit.project and hit.project != project)]
+        memories = await self.get_many([hit.doc.removeprefix("m:") for hit in hits])
         best: SimilarTo | None = None
         for hit in hits:
-            if project and hit.project and hit.project != project:
+            memory = memories.get(hit.doc.removeprefix("m:"))
+            if memory is None:
                 continue
-            memory = await self.get(hit.doc.removeprefix("m:"))
             similarity = jaccard(content, memory.content)
             if similarity > SUPERSEDE_ABOVE:
                 return memory, None
@@ -200,15 +202,21 @@ class MemoryStore:
 
     async def get(self, memory_id: str, version: int | None = None) -> Memory:
         record = await self.facts.recall(memory_ref(memory_id), version=version)
-        value = record.value
-        if not isinstance(value, dict) or "content" not in value:
+        memory = _memory(memory_id, record)
+        if memory is None:
             raise NotFound(f"no memory {memory_id}", memory=memory_id)
-        return Memory(
-            id=memory_id, version=record.version, type=value["type"], title=value["title"],
-            content=value["content"], concepts=value["concepts"], files=value["files"],
-            project=value["project"], agent_id=value["agent_id"], created_at=record.created_at,
-            supersedes=record.version - 1 if record.version > 1 else None,
-        )  # fmt: skip
+        return memory
+
+    async def get_many(self, memory_ids: Sequence[str]) -> dict[str, Memory]:
+        """Current memories by id in one round trip; forgotten or unknown ids are left out."""
+        records = await self.facts.read_versions([(memory_ref(i), None) for i in memory_ids])
+        found = {}
+        for memory_id, record in zip(memory_ids, records, strict=True):
+            memory = None if record is None else _memory(memory_id, record)
+            if memory is not None:
+                found[memory_id] = memory
+        return found
+
 
     # -- searching ----------------------------------------------------------------------------
 
@@ -255,30 +263,33 @@ class MemoryStore:
                       narrative=narrative)  # fmt: skip
 
     async def hits(self, docs: Sequence[str], scores: dict[str, float] | None = None) -> list[RecallHit]:
-        """Full hits for index doc ids (``m:<id>`` or ``o:<session>:<id>``), in order."""
+        """Full hits for index doc ids (``m:<id>`` or ``o:<session>:<id>``), in order, in two
+        round trips whatever their number."""
         scores = scores or {}
+        memories = await self.get_many([doc[2:] for doc in docs if doc.startswith("m:")])
+        observed = [doc[2:].rpartition(":") for doc in docs if doc.startswith("o:")]
+        pipe = self.redis.pipeline(transaction=False)
+        for session_id, _, observation_id in observed:
+            pipe.hgetall(self.keys.observation(session_id, observation_id))
+        observations = {
+            f"o:{session_id}:{observation_id}": fields
+            for (session_id, _, observation_id), fields in zip(observed, await pipe.execute(), strict=True)
+            if fields
+        }  # fmt: skip
         hits: list[RecallHit] = []
         for doc in docs:
-            if doc.startswith("m:"):
-                try:
-                    memory = await self.get(doc[2:])
-                except NotFound:
-                    continue
+            if (memory := memories.get(doc[2:])) is not None and doc.startswith("m:"):
                 hits.append(RecallHit(
                     id=memory.id, kind="memory", score=scores.get(doc, 0.0), title=memory.title,
                     text=memory.content, project=memory.project, type=memory.type,
                     created_at=memory.created_at, version=memory.version,
                     concepts=memory.concepts, files=memory.files,
                 ))  # fmt: skip
-            elif doc.startswith("o:"):
-                session_id, _, observation_id = doc[2:].rpartition(":")
-                fields = await self.redis.hgetall(self.keys.observation(session_id, observation_id))
-                if not fields:
-                    continue
+            elif (fields := observations.get(doc)) is not None:
                 hits.append(RecallHit(
-                    id=observation_id, kind="observation", score=scores.get(doc, 0.0),
+                    id=fields[b"id"].decode(), kind="observation", score=scores.get(doc, 0.0),
                     title=fields[b"title"].decode(), text=fields[b"narrative"].decode(),
-                    project=fields[b"project"].decode(), session=session_id,
+                    project=fields[b"project"].decode(), session=fields[b"session"].decode(),
                     type=fields[b"type"].decode(), created_at=fields[b"created_at"].decode(),
                     files=msgpack.unpackb(fields[b"files"]),
                 ))  # fmt: skip
@@ -303,9 +314,8 @@ class MemoryStore:
         return await self.recall(query or "", limit=limit, format="compact", project=project)
 
     async def _observation_docs(self, observation_id: str) -> list[str]:
-        docs = await self.redis.hkeys(self.keys.search_docs)
-        suffix = f":{observation_id}"
-        return [doc.decode() for doc in docs if doc.decode().startswith("o:") and doc.decode().endswith(suffix)]
+        session_id = await self.redis.hget(self.keys.observation_sessions, observation_id)
+        return [] if session_id is None else [f"o:{session_id.decode()}:{observation_id}"]
 
     # -- forgetting ---------------------------------------------------------------------------
 
@@ -334,6 +344,7 @@ class MemoryStore:
             for oid in ids:
                 pipe.delete(self.keys.observation(session_id, oid))
                 pipe.lrem(self.keys.observations(session_id), 0, oid)
+                pipe.hdel(self.keys.observation_sessions, oid)
             if whole:
                 pipe.delete(self.keys.session(session_id), self.keys.session_touched(session_id),
                             self.keys.observations(session_id), f"{self.keys.session(session_id)}:files")  # fmt: skip
@@ -381,6 +392,18 @@ class MemoryStore:
             except NotFound:
                 await self.redis.zrem(self.keys.memory_expiry, memory_id)
         return due
+
+
+def _memory(memory_id: str, record: RecordVersion) -> Memory | None:
+    value = record.value
+    if record.forgotten is not None or not isinstance(value, dict) or "content" not in value:
+        return None
+    return Memory(
+        id=memory_id, version=record.version, type=value["type"], title=value["title"],
+        content=value["content"], concepts=value["concepts"], files=value["files"],
+        project=value["project"], agent_id=value["agent_id"], created_at=record.created_at,
+        supersedes=record.version - 1 if record.version > 1 else None,
+    )  # fmt: skip
 
 
 def _iso(micros: int) -> str:

@@ -305,6 +305,7 @@ class SessionStore:
             "data": msgpack.packb(data),
         })  # fmt: skip
         pipe.rpush(self.keys.observations(session_id), observation_id)
+        pipe.hset(self.keys.observation_sessions, observation_id, session_id)
         pipe.hincrby(session_key, "observation_count", 1)
         pipe.hsetnx(session_key, "project", observation.project)
         pipe.hsetnx(session_key, "cwd", cwd)

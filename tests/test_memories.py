@@ -298,3 +298,18 @@ async def test_bad_observations_are_refused(sessions: SessionStore) -> None:
         await observe(sessions, "s1", "/repo", hook="made_up")
     with pytest.raises(InvalidInput, match="cwd"):
         await observe(sessions, "s1", "relative/dir")
+
+
+async def test_smart_search_gives_compact_hits_then_expands_chosen_ids(
+    sessions: SessionStore,
+) -> None:
+    """Compact hits carry titles only; expanding their ids returns the full texts."""
+    saved = await sessions.memories.save("the payment webhook retries five times " + "x" * 200)
+    observation = await observe(sessions, "s-x", "/repo", tool_name="Bash",
+                                tool_input={"command": "curl payment webhook"})  # fmt: skip
+    compact = await sessions.memories.smart_search(query="payment webhook")
+    assert {hit.id for hit in compact.results} == {saved.memory.id, observation}  # type: ignore[union-attr]
+    assert all(hit.text == hit.title for hit in compact.results)
+    full = await sessions.memories.smart_search(expand_ids=[saved.memory.id, observation])  # type: ignore[union-attr]
+    assert [hit.kind for hit in full.results] == ["memory", "observation"]
+    assert full.results[0].text.endswith("x" * 200)
