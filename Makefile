@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast serve clean
+.PHONY: install demo test test-fast bench serve clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ test: $(STAMP)
 ## make test-fast: everything but the slow multi-process end-to-end tests
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m 'not slow' $(ARGS)
+
+## make bench: speed next to same-run baselines; writes docs/benchmarks.md (ARGS=--quick)
+bench: $(STAMP)
+	$(BIN)/python -m tests.bench $(ARGS)
 
 ## make serve: the REST API on http://127.0.0.1:8765 with the embedded Redis
 serve: $(STAMP)

@@ -7,7 +7,7 @@ same server.
 from __future__ import annotations
 
 import redis
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
@@ -46,6 +46,9 @@ def _retry() -> Retry:
 
 
 CLUSTER_SCHEMES = ("redis+cluster://", "rediss+cluster://")
+# Requests beyond this many concurrent Redis calls wait (up to 5 s) for a free connection
+# instead of failing.
+MAX_CONNECTIONS = 256
 
 
 def is_cluster(url: str) -> bool:
@@ -61,7 +64,11 @@ def async_redis(url: str) -> Redis:
             url.replace("+cluster", "", 1), socket_connect_timeout=2, socket_timeout=30
         )
         return cluster
-    return Redis.from_url(url, socket_connect_timeout=2, socket_timeout=30, retry=_retry())
+    pool = BlockingConnectionPool.from_url(
+        url, max_connections=MAX_CONNECTIONS, timeout=5, socket_connect_timeout=2,
+        socket_timeout=30, retry=_retry(),
+    )  # fmt: skip
+    return Redis(connection_pool=pool)
 
 
 def sync_redis(url: str) -> redis.Redis:

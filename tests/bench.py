@@ -1,0 +1,386 @@
+"""``make bench``: Baton's speed next to baselines measured in the same run.
+
+    .venv/bin/python -m tests.bench [--quick] [--output docs/benchmarks.md]
+
+Starts its own embedded Valkey (in a temp dir), ``baton serve``, a baseline Litestar app,
+RQ workers and MCP servers; runs each scenario after a warm-up; prints every Baton figure next
+to its baseline and the ratio; writes a markdown report. Machines here are noisy: absolute
+numbers drift between runs, the ratios are what to compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib.metadata import version
+from pathlib import Path
+
+import httpx
+import msgpack
+import psutil
+import redis
+from mcp import Client, StdioServerParameters
+
+from baton.server.connection import async_redis
+from baton.server.embedded import EmbeddedServer
+from baton.server.integrity import GENESIS_HASH, digest, version_body
+from baton.server.keys import Keys
+from baton.server.settings import Limits
+from baton.server.store import Backend, utc_now
+from tests.conftest import REPO, free_port, wait_for_http
+
+CONCURRENCY = 32
+
+
+@dataclass
+class Measure:
+    name: str
+    latencies: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def throughput(self) -> float:
+        return len(self.latencies) / self.seconds if self.seconds else 0.0
+
+    def pct(self, q: float) -> float:
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000 if ordered else 0.0
+
+
+@dataclass
+class Row:
+    scenario: str
+    baton: str
+    baseline: str
+    ratio: str
+    target: str
+    met: bool | None
+
+
+def fmt(measure: Measure) -> str:
+    return (f"p50 {measure.pct(0.5):.2f} ms, p95 {measure.pct(0.95):.2f}, "
+            f"p99 {measure.pct(0.99):.2f}, {measure.throughput:,.0f}/s")  # fmt: skip
+
+
+async def http_load(
+    url: str, request: Callable[[httpx.AsyncClient, int], Awaitable[httpx.Response]],
+    seconds: float, concurrency: int = CONCURRENCY, warmup: float = 1.0, name: str = "",
+) -> Measure:  # fmt: skip
+    """``concurrency`` clients calling ``request`` back to back for ``seconds`` (after a
+    warm-up that is not counted)."""
+    measure = Measure(name)
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30) as client:
+        start = time.perf_counter()
+        counting_from = start + warmup
+        stop = counting_from + seconds
+
+        async def worker(number: int) -> None:
+            i = 0
+            while (now := time.perf_counter()) < stop:
+                response = await request(client, number * 1_000_000 + i)
+                assert response.status_code < 300, response.text
+                if now >= counting_from:
+                    measure.latencies.append(time.perf_counter() - now)
+                i += 1
+
+        await asyncio.gather(*(worker(n) for n in range(concurrency)))
+        measure.seconds = seconds
+    return measure
+
+
+async def sequential(call: Callable[[int], Awaitable[object]], count: int, name: str) -> Measure:
+    measure = Measure(name)
+    for i in range(count // 10):  # warm-up
+        await call(i)
+    started = time.perf_counter()
+    for i in range(count):
+        before = time.perf_counter()
+        await call(count + i)
+        measure.latencies.append(time.perf_counter() - before)
+    measure.seconds = time.perf_counter() - started
+    return measure
+
+
+def start(command: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    with open(log, "wb") as out:
+        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+
+
+async def populate_versions(backend: Backend, refs: int, per_ref: int) -> None:
+    """Write valid hash-chained versions straight into Redis (fast, for verify's scale)."""
+    keys = Keys()
+    for ref_number in range(refs):
+        ref = f"verify/r{ref_number:07d}"
+        prev = GENESIS_HASH
+        pipe = backend.redis.pipeline(transaction=False)
+        for number in range(1, per_ref + 1):
+            created = utc_now()
+            body = version_body(ref=ref, version=number, value={"n": number}, author="bench",
+                                session=None, created_at=created, tags=[], prev_hash=prev)  # fmt: skip
+            new = digest(body)
+            pipe.hset(keys.version(ref, number), mapping={
+                "value": msgpack.packb({"n": number}), "author": "bench", "session": "",
+                "created_at": created, "tags": msgpack.packb([]), "version": number, "hash": new,
+                "prev_hash": prev, "confidence": "0.5",
+            })  # fmt: skip
+            prev = new
+        pipe.hset(keys.head(ref), mapping={"version": per_ref, "hash": prev, "confidence": "0.5"})
+        pipe.zadd(keys.refs, {ref: 0})
+        await pipe.execute()
+
+
+async def hash_floor(backend: Backend, refs: int, per_ref: int) -> Measure:
+    """B-hash: HGETALL in pipelined batches + sha256 over the same versions."""
+    import hashlib
+
+    keys = Keys()
+    measure = Measure("B-hash")
+    started = time.perf_counter()
+    for ref_number in range(refs):
+        ref = f"verify/r{ref_number:07d}"
+        pipe = backend.redis.pipeline(transaction=False)
+        for number in range(1, per_ref + 1):
+            pipe.hgetall(keys.version(ref, number))
+        for fields in await pipe.execute():
+            hashlib.sha256(b"".join(fields.values())).hexdigest()
+    measure.seconds = time.perf_counter() - started
+    measure.latencies = [0.0] * (refs * per_ref)
+    return measure
+
+
+async def main(quick: bool, output: Path) -> None:
+    scale = 10 if quick else 1
+    seconds = 3.0 if quick else 6.0
+    work = Path(tempfile.mkdtemp(prefix="baton-bench-"))
+    embedded = EmbeddedServer(work / "data")
+    url = embedded.ensure_running()
+    env = {**os.environ, "BATON_REDIS_URL": url, "BATON_RATE_LIMIT": "off",
+           "PYTHONPATH": str(REPO)}  # fmt: skip
+    rows: list[Row] = []
+    processes: list[subprocess.Popen[bytes]] = []
+    client = async_redis(url)
+    backend = Backend(client, Limits())
+    raw = redis.Redis.from_url(url)
+
+    def row(scenario: str, mine: Measure, base: Measure, target: str,
+            ratio: float | None = None, met: bool | None = None) -> None:  # fmt: skip
+        ratio_text = "" if ratio is None else f"{ratio:.2f}"
+        rows.append(Row(scenario, fmt(mine), fmt(base) if base.latencies else base.name,
+                        ratio_text, target, met))  # fmt: skip
+        print(f"{scenario:<48} {fmt(mine)}\n{'':<48} vs {base.name}: {fmt(base)}  ratio {ratio_text} "
+              f"target {target} -> {'met' if met else 'MISSED' if met is False else '-'}", flush=True)
+
+    try:
+        api_port, base_port = free_port(), free_port()
+        api = start([sys.executable, "-m", "baton.server.cli", "serve", "--port", str(api_port)],
+                    work / "api.log", env)  # fmt: skip
+        baseline = start([sys.executable, "-m", "uvicorn", "tests.bench_baselines:http_app",
+                          "--port", str(base_port), "--no-access-log", "--log-level", "warning"],
+                         work / "baseline.log", env)  # fmt: skip
+        processes += [api, baseline]
+        api_url, base_url = f"http://127.0.0.1:{api_port}", f"http://127.0.0.1:{base_port}"
+        wait_for_http(api_url, api, work / "api.log")
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                httpx.get(f"{base_url}/get")
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+        raw.set("bench:baseline", "x")
+
+        # -- B-redis --------------------------------------------------------------------------
+        script = client.register_script("return redis.call('GET', KEYS[1])")
+        b_redis = await sequential(lambda i: script(keys=["bench:baseline"]), 2000 // scale * 5, "B-redis")
+        print(f"B-redis (one EVALSHA per call): {fmt(b_redis)}")
+
+        # -- B-http and REST scenarios ---------------------------------------------------------
+        b_http = await http_load(base_url, lambda c, i: c.get("/get"), seconds, name="B-http")
+        headers = {"X-Baton-Agent": "bench"}
+        remember = await http_load(api_url, lambda c, i: c.post(
+            "/v1/records", json={"ref": f"bench/r{i // 1_000_000}", "value": {"i": i}},
+            headers=headers), seconds, name="remember")  # fmt: skip
+        ratio = remember.throughput / b_http.throughput
+        row("REST remember, 32 clients (throughput)", remember, b_http, "≥ 0.60", ratio, ratio >= 0.6)
+        recall = await http_load(api_url, lambda c, i: c.get("/v1/records/bench/r0"), seconds,
+                                 name="recall")  # fmt: skip
+        ratio = recall.throughput / b_http.throughput
+        row("REST recall of one ref, 32 clients (throughput)", recall, b_http, "≥ 0.80", ratio, ratio >= 0.8)
+
+        # -- resume with 4 pins, one stale (sequential) ----------------------------------------
+        async with httpx.AsyncClient(base_url=api_url, headers=headers) as http:
+            for n in range(4):
+                await http.post("/v1/records", json={"ref": f"pin/{n}", "value": n})
+            packets = 600 // scale * 2
+            for _ in range(packets):
+                await http.post("/v1/handoffs", json={"to": "puller", "summary": "s",
+                                                      "pins": [{"ref": f"pin/{n}"} for n in range(4)]})  # fmt: skip
+            await http.post("/v1/records", json={"ref": "pin/0", "value": "moved"})
+            puller = {"X-Baton-Agent": "puller"}
+            resume = await sequential(lambda i: http.post("/v1/agents/puller/resume", headers=puller),
+                                      packets - packets // 10 - 1, "resume")  # fmt: skip
+            base_seq = await sequential(lambda i: http.get(f"{base_url}/get"), 1000 // scale * 2, "B-http (sequential)")
+            ratio = resume.pct(0.5) / base_seq.pct(0.5)
+            row("resume, 4 pins, one stale (p50, sequential)", resume, base_seq, "≤ 2.0 × p50", ratio, ratio <= 2.0)
+
+            observe = await sequential(lambda i: http.post("/v1/observations", json={
+                "hook_type": "post_tool_use", "session_id": "bench-s", "project": "bench",
+                "cwd": "/bench", "timestamp": "t",
+                "data": {"tool_name": "Bash", "tool_input": {"command": f"make {i}"}}}),
+                1000 // scale * 2, "observe")  # fmt: skip
+            row("observe (p50, sequential)", observe, Measure("5 ms absolute"), "p50 ≤ 5 ms",
+                None, observe.pct(0.5) <= 5.0)
+
+        # -- push handoff vs B-rq --------------------------------------------------------------
+        worker_env = {**env, "BATON_URL": api_url, "BATON_BENCH_AGENT": "1"}
+        agent = start([sys.executable, "-m", "baton.server.cli", "agent", "run", "bench", "--module",
+                       "tests.bench_baselines"], work / "agent.log", worker_env)  # fmt: skip
+        rq_worker = start([sys.executable, "-m", "rq.cli", "worker", "--url", url, "--worker-class",
+                           "rq.worker.SimpleWorker", "bench-rq"], work / "rq.log", env)  # fmt: skip
+        processes += [agent, rq_worker]
+        time.sleep(3)
+        from rq import Queue
+
+        queue = Queue("bench-rq", connection=raw)
+
+        async def rq_once(i: int) -> None:
+            before = time.time()
+            queue.enqueue("tests.bench_baselines.noop_job", "bench:rq-starts")
+            _, started = await asyncio.to_thread(raw.blpop, ["bench:rq-starts"], 30)
+            latencies.append(float(started) - before)
+
+        async def push_once(i: int) -> None:
+            before = time.time()
+            async with httpx.AsyncClient(base_url=api_url, headers=headers) as http:
+                await http.post("/v1/handoffs", json={"to": "bench", "summary": "push"})
+            _, started = await asyncio.to_thread(raw.blpop, ["bench:push-starts"], 30)
+            latencies.append(float(started) - before)
+
+        pushes = 200 // scale * 2
+        latencies: list[float] = []
+        await sequential(rq_once, pushes, "B-rq")
+        b_rq = Measure("B-rq", latencies[-pushes:], 1.0)
+        latencies = []
+        await sequential(push_once, pushes, "push")
+        push = Measure("push", latencies[-pushes:], 1.0)
+        ratio = push.pct(0.5) / b_rq.pct(0.5)
+        row("push: handoff call -> handler starts (p50)", push, b_rq, "≤ 2.0 × p50", ratio, ratio <= 2.0)
+
+        # -- MCP over stdio vs a no-op tool ----------------------------------------------------
+        async def mcp_measure(params: StdioServerParameters, tool: str, name: str) -> Measure:
+            async with Client(params) as mcp:
+                return await sequential(lambda i: mcp.call_tool(tool, {"ref": f"m/{i % 50}", "value": i}),
+                                        500 // scale * 2, name)  # fmt: skip
+
+        baton_stdio = StdioServerParameters(command=sys.executable, args=["-m", "baton.server.cli", "mcp"],
+                                            env={**env, "AGENT_ID": "bench"}, cwd=str(REPO))  # fmt: skip
+        noop_stdio = StdioServerParameters(command=sys.executable, args=["-m", "tests.bench_baselines", "mcp"],
+                                           env=env, cwd=str(REPO))  # fmt: skip
+        b_mcp = await mcp_measure(noop_stdio, "noop", "B-mcp (stdio)")
+        mcp_remember = await mcp_measure(baton_stdio, "remember", "MCP remember")
+        ratio = mcp_remember.pct(0.5) / b_mcp.pct(0.5)
+        row("MCP remember over stdio (p50)", mcp_remember, b_mcp, "≤ 2.0 × p50", ratio, ratio <= 2.0)
+
+        # -- verify vs B-hash ------------------------------------------------------------------
+        refs, per_ref = 1000 // scale, 1000 if not quick else 100
+        await populate_versions(backend, refs, per_ref)
+        b_hash = await hash_floor(backend, refs, per_ref)
+        store = backend.store()
+        before_rss = psutil.Process().memory_info().rss
+        started = time.perf_counter()
+        stats = await store.stats(verify=True, scope="verify")
+        elapsed = time.perf_counter() - started
+        grown = (psutil.Process().memory_info().rss - before_rss) / 2**20
+        verify = Measure("verify", [0.0] * (stats.checked_versions or 0), elapsed)
+        ratio = verify.throughput / b_hash.throughput
+        rows.append(Row(f"verify of {refs * per_ref:,} versions (versions/s)",
+                        f"{verify.throughput:,.0f}/s, RSS +{grown:.1f} MiB",
+                        f"{b_hash.throughput:,.0f}/s", f"{ratio:.2f}", "≥ 0.50, memory flat",
+                        ratio >= 0.5))  # fmt: skip
+        print(f"verify {verify.throughput:,.0f}/s vs B-hash {b_hash.throughput:,.0f}/s ratio {ratio:.2f}; "
+              f"RSS grew {grown:.1f} MiB (ru_maxrss {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB)")
+
+        # -- search over many memories ---------------------------------------------------------
+        from baton.server.memories import MemoryStore
+
+        memories = MemoryStore(store)
+        count = 50_000 // scale
+        words = ["cache", "token", "deploy", "schema", "retry", "queue", "index", "lease",
+                 "vault", "proxy", "shard", "audit", "hook", "agent", "packet", "session"]
+
+        async def seed(i: int) -> None:
+            text = " ".join(words[(i * k) % len(words)] for k in range(1, 9)) + f" note{i}"
+            await store.remember(f"memory/mem_{i:012x}", {
+                "content": text, "type": "fact", "title": text[:40], "concepts": [], "files": [],
+                "project": None, "agent_id": None}, agent="bench")  # fmt: skip
+            await memories.index.index(f"m:mem_{i:012x}", text, kind="memory")
+
+        for start_at in range(0, count, 64):
+            await asyncio.gather(*(seed(i) for i in range(start_at, min(count, start_at + 64))))
+        search = await sequential(lambda i: memories.recall(f"{words[i % 16]} {words[(i * 3) % 16]}"),
+                                  200, "memory_recall")  # fmt: skip
+        met = search.pct(0.5) <= 10 and search.pct(0.95) <= 25
+        row(f"memory_recall over {count:,} memories", search, Measure("10 ms / 25 ms absolute"),
+            "p50 ≤ 10 ms, p95 ≤ 25 ms", None, met)  # fmt: skip
+
+        # -- server memory ----------------------------------------------------------------------
+        api_rss = psutil.Process(api.pid).memory_info().rss / 2**20
+        redis_memory = raw.info()["used_memory"] / 2**20
+        rows.append(Row("API server RSS after the run", f"{api_rss:.0f} MiB (Redis holds {redis_memory:.0f} MiB)",
+                        "-", "", "≤ 250 MiB", api_rss <= 250))  # fmt: skip
+        print(f"API RSS {api_rss:.0f} MiB; Redis used_memory {redis_memory:.0f} MiB")
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        await client.aclose()
+        embedded.stop()
+    write_report(output, rows, quick)
+
+
+def write_report(output: Path, rows: list[Row], quick: bool) -> None:
+    cpu = platform.processor() or platform.machine()
+    lines = [
+        "# Benchmarks",
+        "",
+        f"Measured by `make bench{' ARGS=--quick' if quick else ''}` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC: "
+        f"{os.cpu_count()} cores ({cpu}), {psutil.virtual_memory().total / 2**30:.0f} GiB, "
+        f"Python {platform.python_version()}, Valkey (embedded), litestar {version('litestar')}, "
+        f"redis-py {version('redis')}, rq {version('rq')}, mcp {version('mcp')}. Load generator, "
+        "servers and Redis share the same 2 cores, for the baselines and for Baton alike, so compare "
+        "the ratios, not the absolute numbers.",
+        "",
+        "| scenario | Baton | baseline | ratio | target | met |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        met = "yes" if r.met else "**no**" if r.met is False else "-"
+        lines.append(f"| {r.scenario} | {r.baton} | {r.baseline} | {r.ratio} | {r.target} | {met} |")
+    existing = output.read_text() if output.exists() else ""
+    notes = existing.split("\n## ", 1)[1] if "\n## " in existing else ""
+    output.write_text("\n".join(lines) + "\n" + (f"\n## {notes}" if notes else ""))
+    print(f"\nreport written to {output}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(prog="make bench")
+    parser.add_argument("--quick", action="store_true", help="a tenth of the sizes, shorter runs")
+    parser.add_argument("--output", default=str(REPO / "docs" / "benchmarks.md"))
+    arguments = parser.parse_args()
+    asyncio.run(main(arguments.quick, Path(arguments.output)))

@@ -1,0 +1,71 @@
+"""The baselines ``make bench`` measures Baton against, on the same stack and machine.
+
+- ``http_app``: a minimal Litestar app whose handler does one Redis ``GET`` (B-http), served
+  by uvicorn exactly like ``baton serve``;
+- ``noop_job``: an RQ job that only records when it started (B-rq);
+- ``mcp_noop``: an MCP server with one no-op tool on the same SDK and stdio transport (B-mcp).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import redis
+from litestar import Litestar, get
+from redis.asyncio import Redis
+
+
+def _redis_url() -> str:
+    return os.environ["BATON_REDIS_URL"]
+
+
+_client: Redis | None = None
+
+
+@get("/get")
+async def one_get() -> dict[str, object]:
+    global _client  # noqa: PLW0603 - one client per process, created on the server's loop
+    if _client is None:
+        _client = Redis.from_url(_redis_url())
+    value = await _client.get("bench:baseline")
+    return {"value": None if value is None else value.decode()}
+
+
+http_app = Litestar(route_handlers=[one_get], logging_config=None)
+
+
+def noop_job(key: str) -> None:
+    """B-rq's job: note when it started, nothing else."""
+    redis.Redis.from_url(_redis_url()).rpush(key, repr(time.time()))
+
+
+def mcp_noop() -> None:
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("baseline")
+
+    @server.tool()
+    async def noop(ref: str, value: object) -> dict[str, object]:
+        """Does nothing: the cost of the SDK and the transport alone."""
+        return {"ref": ref}
+
+    server.run()
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["mcp"]:
+    mcp_noop()
+
+
+def register_bench_agent() -> None:
+    """The push scenario's handler: note when it started, then return (packet done)."""
+    from baton.agents import agent
+
+    @agent("bench")
+    def started(resumed: object, baton: object) -> None:
+        redis.Redis.from_url(_redis_url()).rpush("bench:push-starts", repr(time.time()))
+
+
+if os.environ.get("BATON_BENCH_AGENT"):
+    register_bench_agent()
