@@ -12,6 +12,7 @@ from collections.abc import Coroutine
 from functools import cache
 from typing import Any, TypeVar
 
+from baton.agents.client import BatonClient
 from baton.queue.dispatch import RQDispatcher
 from baton.server.connection import async_redis, queue_url, redis_url, sync_redis
 from baton.server.handoffs import HandoffStore
@@ -25,6 +26,7 @@ T = TypeVar("T")
 class WorkerContext:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        self.clients: dict[tuple[str, str], BatonClient] = {}
         self.runner = asyncio.Runner()
         self.dispatcher = RQDispatcher(sync_redis(queue_url(settings)), settings.handoffs)
         url = redis_url(settings)
@@ -37,6 +39,14 @@ class WorkerContext:
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         return self.runner.run(coroutine)
+
+    def client(self, agent: str, namespace: str) -> BatonClient:
+        """The client handed to handlers, kept for the worker's life: building an HTTP client
+        (TLS context, connection pool) per packet would dominate a short handler."""
+        key = (agent, namespace)
+        if key not in self.clients:
+            self.clients[key] = BatonClient(self.settings.base_url, agent=agent, namespace=namespace)
+        return self.clients[key]
 
     def handoffs(self, namespace: str) -> HandoffStore:
         return HandoffStore(self.backend.store(namespace))

@@ -8,7 +8,6 @@ from typing import Any
 import structlog
 from rq import get_current_job
 
-from baton.agents.client import BatonClient
 from baton.agents.runtime import handler_for
 from baton.queue.context import worker_context
 from baton.server.errors import StateConflict
@@ -38,10 +37,7 @@ def deliver_packet(namespace: str, agent: str, packet_id: str) -> dict[str, Any]
     try:
         if handler is None:
             raise LookupError(f"no handler is registered for agent {agent!r} in this worker")
-        with BatonClient(
-            context.settings.base_url, agent=agent, namespace=namespace
-        ) as client:
-            handler(resumed, client)
+        handler(resumed, context.client(agent, namespace))
     except Exception as error:
         last_try = job is None or not job.retries_left
         log.warning("handler failed", packet=packet_id, agent=agent, error=repr(error),

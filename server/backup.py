@@ -132,6 +132,7 @@ def read_dump(lines: Iterable[str]) -> list[dict[str, Any]]:
 async def import_dump(store: FactStore, lines: list[dict[str, Any]]) -> dict[str, int]:
     """Write a verified dump (see :func:`read_dump`) into ``store``'s namespace."""
     redis, keys = store.redis, store.keys
+    await store.search.refresh_average()
     counts = {"records": 0, "versions": 0, "outcomes": 0, "packets": 0, "sessions": 0}
     for start in range(0, len(lines), BATCH):
         pipe = redis.pipeline(transaction=False)

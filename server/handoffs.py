@@ -15,6 +15,7 @@ packet, so a packet claimed by ``resume`` is never also run by a worker, and vic
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import time
 from collections.abc import Sequence
@@ -47,6 +48,8 @@ from baton.server.store import BATCH, FactStore, _pairs, _unpack
 from baton.server.validation import check_agent, check_ref, check_session_id
 
 log = structlog.get_logger("baton.handoffs")
+# Fire-and-forget tasks are kept referenced until they finish (asyncio keeps weak refs only).
+_background: set[asyncio.Task[None]] = set()
 PACKET_STATES: tuple[PacketState, ...] = ("queued", "claimed", "done", "failed", "expired")
 MAX_NOTE = 4000
 MAX_ID_ATTEMPTS = 20
@@ -264,19 +267,26 @@ class HandoffStore:
             packet = resumed.packet
             dispatcher = self.backend.dispatcher
             if dispatcher is not None:  # its RQ job would only find it claimed: drop it
-                seq = await self.redis.hget(self.keys.packet(agent, packet.id), "job_seq")
-                try:
-                    await anyio.to_thread.run_sync(partial(
-                        dispatcher.discard, self.namespace, agent, packet.id, int(seq or 0)
-                    ))  # fmt: skip
-                except Exception as error:  # noqa: BLE001 - the claim stands; the job no-ops
-                    log.warning("could not drop the job of a pulled packet", packet=packet.id,
-                                error=repr(error))  # fmt: skip
+                task = asyncio.create_task(self._discard(dispatcher, agent, packet.id))
+                _background.add(task)
+                task.add_done_callback(_background.discard)
             if session is not None:
                 await self.facts.touch(
                     check_session_id(session), agent, {pin.ref: pin.version for pin in packet.pins}
                 )
         return resumed
+
+    async def _discard(self, dispatcher: Dispatcher, agent: str, packet_id: str) -> None:
+        """Drop a pulled packet's RQ job, off the request's path (the job would only find its
+        packet claimed and do nothing; dropping it keeps queue depths true)."""
+        try:
+            seq = await self.redis.hget(self.keys.packet(agent, packet_id), "job_seq")
+            await anyio.to_thread.run_sync(
+                partial(dispatcher.discard, self.namespace, agent, packet_id, int(seq or 0))
+            )
+        except Exception as error:  # noqa: BLE001 - the claim stands; the job no-ops
+            log.warning("could not drop the job of a pulled packet", packet=packet_id,
+                        error=repr(error))  # fmt: skip
 
     async def claim_for_job(self, agent: str, packet_id: str, job: str) -> Resumed:
         """Claim one packet for the RQ job delivering it (push). ``packet`` is None when the

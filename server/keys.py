@@ -32,7 +32,9 @@ Layout (``<ns>`` is the namespace, ``<ref>`` a validated ref such as ``listing/5
     baton:<ns>:memory-expiry             zset  memory ids by expiry time (ttl_days)
     baton:<ns>:audit                     stream  append-only audit log (forget, expiry)
     baton:<ns>:{idx:<ns>}:docs           hash  search index: doc id -> msgpack entry
-    baton:<ns>:{idx:<ns>}:t:<term>       zset  search postings: doc id -> term frequency
+    baton:<ns>:{idx:<ns>}:meta           hash  search index: doc id -> "kind\tproject\tagent"
+    baton:<ns>:{idx:<ns>}:t:<term>       zset  search postings: doc id -> normalised tf part of BM25
+    baton:<ns>:{idx:<ns>}:scratch        zset  the search script's scratch space (always deleted)
     baton:<ns>:{idx:<ns>}:stats          hash  search index totals
 
 The braces are Redis Cluster hash tags: every key of one record hashes to the same slot, and
@@ -170,6 +172,14 @@ class Keys:
     @property
     def search_docs(self) -> str:
         return f"{self.index}:docs"
+
+    @property
+    def search_scratch(self) -> str:
+        return f"{self.index}:scratch"
+
+    @property
+    def search_meta(self) -> str:
+        return f"{self.index}:meta"
 
     @property
     def search_stats(self) -> str:

@@ -122,7 +122,7 @@ class MemoryStore:
         self.facts = facts
         self.redis = facts.redis
         self.keys = facts.keys
-        self.index = SearchIndex(facts.redis, facts.keys)
+        self.index = facts.search
 
     # -- saving -------------------------------------------------------------------------------
 

@@ -87,6 +87,65 @@ redis.call('HSET', KEYS[1], 'forgotten_at', ARGV[2])
 return 1
 """
 
+# KEYS[1] search stats hash   KEYS[2] search meta hash (doc -> "kind\tproject\tagent")
+# KEYS[3] a scratch sorted set (deleted before returning)
+# KEYS[4..] the postings of the query's terms (doc -> the term's length-normalised tf part)
+# ARGV[1] limit   ARGV[2] kinds, comma-separated ("" = any)
+# ARGV[3] project ("" = any; documents of no project always match)   ARGV[4] agent ("" = any)
+# ARGV[5] how many top documents to look at before filtering (-1 = all)
+# Returns {doc, score, meta, ...} for the best ``limit`` documents by BM25, best first: each
+# posting already holds tf·(k1+1)/(tf + k1·(1−b+b·len/avglen)), so the query only weights
+# every term's postings by its idf and sums them — one ZUNIONSTORE, in C.
+SEARCH: Final = """
+local total_docs = tonumber(redis.call('HGET', KEYS[1], 'docs') or '0')
+if total_docs <= 0 then
+  return {}
+end
+local postings, weights = {}, {}
+for i = 4, #KEYS do
+  local frequency = redis.call('ZCARD', KEYS[i])
+  if frequency > 0 then
+    postings[#postings + 1] = KEYS[i]
+    weights[#weights + 1] = math.log(1 + (total_docs - frequency + 0.5) / (frequency + 0.5))
+  end
+end
+if #postings == 0 then
+  return {}
+end
+local union = {'ZUNIONSTORE', KEYS[3], #postings}
+for _, key in ipairs(postings) do
+  union[#union + 1] = key
+end
+union[#union + 1] = 'WEIGHTS'
+for _, weight in ipairs(weights) do
+  union[#union + 1] = weight
+end
+redis.call(unpack(union))
+local ranked = redis.call('ZRANGE', KEYS[3], 0, tonumber(ARGV[5]), 'REV', 'WITHSCORES')
+redis.call('DEL', KEYS[3])
+local kinds = {}
+for kind in string.gmatch(ARGV[2], '[^,]+') do
+  kinds[kind] = true
+end
+local found, limit = {}, tonumber(ARGV[1])
+for j = 1, #ranked, 2 do
+  local meta = redis.call('HGET', KEYS[2], ranked[j])
+  if meta then
+    local kind, project, agent = string.match(meta, '^([^\t]*)\t([^\t]*)\t(.*)$')
+    if (ARGV[2] == '' or kinds[kind]) and (ARGV[3] == '' or project == '' or project == ARGV[3])
+        and (ARGV[4] == '' or agent == ARGV[4]) then
+      found[#found + 1] = ranked[j]
+      found[#found + 1] = ranked[j + 1]
+      found[#found + 1] = meta
+      if #found / 3 >= limit then
+        break
+      end
+    end
+  end
+end
+return found
+"""
+
 # KEYS[1] session hash   KEYS[2] the session's touched hash
 # ARGV[1] agent          ARGV[2] now (ISO)      ARGV[3..] ref/version pairs seen
 # Creates the session on first use, reopens an abandoned one, records activity and what it
@@ -302,6 +361,7 @@ class Scripts:
         self.record_outcome = redis.register_script(RECORD_OUTCOME)
         self.touch_session = redis.register_script(TOUCH_SESSION)
         self.forget_record = redis.register_script(FORGET_RECORD)
+        self.search = redis.register_script(SEARCH)
         self.create_packet = redis.register_script(CREATE_PACKET)
         self.claim_packet = redis.register_script(CLAIM_PACKET)
         self.settle_packet = redis.register_script(SETTLE_PACKET)

@@ -3,14 +3,20 @@
 Documents are memories (``m:<id>``), observations (``o:<session>:<id>``) and the text of
 fact values (``f:<ref>``). The index is updated in the same request as the write, so what
 was saved is found at once. All keys of a namespace's index share one hash tag
-(``{idx:<ns>}``, see ``keys.py``), so a pipeline of index updates stays on one node of a
-cluster.
+(``{idx:<ns>}``, see ``keys.py``): updates pipeline to one node of a cluster, and scoring is
+one Lua script (``SEARCH``) next to the postings — a query costs one round trip.
+
+Each posting stores the term's length-normalised part of BM25, tf·(k1+1)/(tf+k1·(1−b+b·len/
+avglen)), computed when the document is indexed with the average length known then (read
+every few seconds); a query weights each term's postings by its idf and sums them with one
+ZUNIONSTORE. The ranking is exact BM25 up to the drift of the average length between the
+moments documents were indexed.
 """
 
 from __future__ import annotations
 
-import math
 import re
+import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -20,9 +26,13 @@ import msgspec
 from redis.asyncio import Redis
 
 from baton.server.keys import Keys
+from baton.server.scripts import SEARCH
 
 K1 = 1.2
 B = 0.75
+CANDIDATE_FACTOR = 8  # look at this many times ``limit`` top documents before filtering
+AVERAGE_REFRESH_SECONDS = 5.0
+_averages: dict[str, tuple[float, float]] = {}  # stats key -> (read at, average doc length)
 TOKEN = re.compile(r"[a-z0-9][a-z0-9/._-]*[a-z0-9]|[a-z0-9]")
 MIN_TOKEN = 2
 
@@ -71,8 +81,11 @@ class Hit(msgspec.Struct, kw_only=True):
 class SearchIndex:
     """The BM25 index of one namespace."""
 
-    def __init__(self, redis: Redis, keys: Keys) -> None:
+    def __init__(self, redis: Redis, keys: Keys, script: Any = None) -> None:
         self.redis = redis
+        self.script = script if script is not None else redis.register_script(SEARCH)
+        self.meta_key = keys.search_meta
+        self.scratch_key = keys.search_scratch
         self.docs_key = keys.search_docs
         self.stats_key = keys.search_stats
         self.term_prefix = keys.search_term_prefix
@@ -90,13 +103,18 @@ class SearchIndex:
         entry = {"kind": kind, "project": project or "", "agent": agent or "", "len": length,
                  "terms": sorted(terms)}  # fmt: skip
         pipe.hset(self.docs_key, doc, msgpack.packb(entry))
+        pipe.hset(self.meta_key, doc, f"{kind}\t{project or ''}\t{agent or ''}")
         pipe.hincrby(self.stats_key, "docs", 1)
         pipe.hincrby(self.stats_key, "total_length", length)
+        average = _averages.get(self.stats_key, (0.0, 0.0))[1] or float(length or 1)
+        norm = K1 * (1 - B + B * length / average)
         for term, count in terms.items():
-            pipe.zadd(self.term_prefix + term, {doc: count})
+            # The term's BM25 part but for idf, normalised by this document's length.
+            pipe.zadd(self.term_prefix + term, {doc: count * (K1 + 1) / (count + norm)})
 
     def _queue_remove(self, pipe: Any, doc: str, entry: dict[str, Any]) -> None:
         pipe.hdel(self.docs_key, doc)
+        pipe.hdel(self.meta_key, doc)
         pipe.hincrby(self.stats_key, "docs", -1)
         pipe.hincrby(self.stats_key, "total_length", -int(entry["len"]))
         for term in entry["terms"]:
@@ -109,7 +127,18 @@ class SearchIndex:
         raw = await self.redis.hmget(self.docs_key, list(docs))
         return {doc: msgpack.unpackb(item) for doc, item in zip(docs, raw, strict=True) if item}
 
+    async def refresh_average(self) -> None:
+        """Re-read the average document length the length normalisation uses (cached for a
+        few seconds per process: it drifts slowly)."""
+        read_at, _ = _averages.get(self.stats_key, (0.0, 0.0))
+        if time.monotonic() - read_at < AVERAGE_REFRESH_SECONDS:
+            return
+        docs, total = await self.redis.hmget(self.stats_key, "docs", "total_length")
+        average = int(total or 0) / int(docs) if docs and int(docs) > 0 else 0.0
+        _averages[self.stats_key] = (time.monotonic(), average)
+
     async def index(self, doc: str, text: str, **fields: Any) -> None:
+        await self.refresh_average()
         previous = (await self.entries([doc])).get(doc)
         pipe = self.redis.pipeline(transaction=False)
         self.queue_index(pipe, doc, text, previous=previous, **fields)
@@ -137,37 +166,17 @@ class SearchIndex:
         terms = list(dict.fromkeys(tokenize(query)))
         if not terms:
             return []
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.hmget(self.stats_key, "docs", "total_length")
-        for term in terms:
-            pipe.zrange(self.term_prefix + term, 0, -1, withscores=True)
-        stats, *postings = await pipe.execute()
-        total_docs = int(stats[0] or 0)
-        if not total_docs:
-            return []
-        average = int(stats[1] or 0) / total_docs or 1.0
-        candidates = {raw.decode() for posting in postings for raw, _ in posting}
-        entries = await self.entries(sorted(candidates))
-        allowed = {
-            doc: entry for doc, entry in entries.items()
-            if (not kinds or entry["kind"] in kinds)
-            and (project is None or entry["project"] in ("", project))
-            and (agent is None or entry["agent"] == agent)
-        }  # fmt: skip
-        scores: dict[str, float] = {}
-        for posting in postings:
-            frequency = len(posting)
-            idf = math.log(1 + (total_docs - frequency + 0.5) / (frequency + 0.5))
-            for raw, tf in posting:
-                doc = raw.decode()
-                entry = allowed.get(doc)
-                if entry is None:
-                    continue
-                norm = K1 * (1 - B + B * entry["len"] / average)
-                scores[doc] = scores.get(doc, 0.0) + idf * tf * (K1 + 1) / (tf + norm)
-        best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
-        return [
-            Hit(doc=doc, kind=allowed[doc]["kind"], score=round(score, 4),
-                project=allowed[doc]["project"] or None, agent=allowed[doc]["agent"] or None)  # fmt: skip
-            for doc, score in best
-        ]
+        keys = [self.stats_key, self.meta_key, self.scratch_key,
+                *(self.term_prefix + term for term in terms)]  # fmt: skip
+        filters = [",".join(kinds), project or "", agent or ""]
+        reply = await self.script(keys=keys, args=[limit, *filters, limit * CANDIDATE_FACTOR - 1])
+        if (kinds or project or agent) and len(reply) // 3 < limit:
+            # The filters dropped too many of the best documents: look at all of them.
+            reply = await self.script(keys=keys, args=[limit, *filters, -1])
+        hits = []
+        for index in range(0, len(reply), 3):
+            kind, doc_project, doc_agent = reply[index + 2].decode().split("\t")
+            hits.append(Hit(doc=reply[index].decode(), kind=kind,
+                            score=round(float(reply[index + 1]), 4), project=doc_project or None,
+                            agent=doc_agent or None))  # fmt: skip
+        return hits

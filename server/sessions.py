@@ -295,6 +295,7 @@ class SessionStore:
             timestamp=timestamp, created_at=utc_now(),
         )  # fmt: skip
         await self.facts.touch(session_id, agent, {})
+        await self.memories.index.refresh_average()
         session_key = self.keys.session(session_id)
         pipe = self.redis.pipeline(transaction=False)
         pipe.hset(self.keys.observation(session_id, observation_id), mapping={

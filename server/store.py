@@ -132,7 +132,7 @@ class FactStore:
         self.limits = backend.limits
         self.namespace = check_namespace(namespace)
         self.keys = Keys(self.namespace)
-        self.search = SearchIndex(self.redis, self.keys)
+        self.search = SearchIndex(self.redis, self.keys, backend.scripts.search)
 
     # -- writing ------------------------------------------------------------------------------
 
@@ -222,6 +222,7 @@ class FactStore:
             await self.touch_commands(pipe, session, agent, {ref: new})
         self.event_command(pipe, "remember", agent, f"{agent} wrote {ref} v{new}", ref=ref)
         if not ref.startswith(UNINDEXED_SCOPE):
+            await self.search.refresh_average()
             self.search.queue_index(
                 pipe, f"f:{ref}", f"{ref} {text_of(value)} {' '.join(tag_list)}", kind="fact",
                 agent=agent, previous=None if indexed is None else msgpack.unpackb(indexed),
