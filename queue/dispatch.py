@@ -11,7 +11,6 @@ from collections.abc import Sequence
 
 import redis
 from rq import Queue, Retry
-from rq.exceptions import NoSuchJobError
 from rq.job import Job
 
 from baton.server.handoffs import job_id
@@ -63,10 +62,8 @@ class RQDispatcher:
         """
         identifier = job_id(namespace, packet_id, seq)
         if self.queue(namespace, agent).remove(identifier):
-            try:
-                Job.fetch(identifier, connection=self.connection).delete(remove_from_queue=False)
-            except NoSuchJobError:
-                pass
+            # Out of the queue, no worker can take it any more: its hash is all that is left.
+            self.connection.delete(Job.key_for(identifier))
 
     def missing(self, namespace: str, jobs: Sequence[tuple[str, int]]) -> list[int]:
         pipe = self.connection.pipeline(transaction=False)

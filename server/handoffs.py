@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Protocol
@@ -27,6 +27,7 @@ import anyio.to_thread
 import msgpack
 import msgspec
 import structlog
+from redis.asyncio.client import Pipeline
 
 from baton.server.errors import Forbidden, InvalidInput, NotFound, StateConflict
 from baton.server.keys import NAMESPACES, Keys
@@ -316,9 +317,10 @@ class HandoffStore:
             return Resumed(agent=agent, packet=None, pins=[], stale=[], lease_until=None,
                            message=message)  # fmt: skip
         packet = self._packet(_pairs(reply[2]))
-        await self.facts.emit("claim", claimant, f"{claimant} claimed {packet.id} ({reason})",
-                              packet=packet.id)  # fmt: skip
-        pins = await self._resolve_for_reader(packet.pins)
+        pins = await self._resolve_for_reader(packet.pins, also=partial(
+            self.facts.event_command, kind="claim", agent=claimant,
+            text=f"{claimant} claimed {packet.id} ({reason})", packet=packet.id,
+        ))  # fmt: skip
         stale = [
             StalePin(ref=pin.ref, pinned_version=pin.version, current_version=pin.current_version)
             for pin in pins
@@ -333,10 +335,12 @@ class HandoffStore:
             message=f"packet {packet.id} from {packet.from_agent}: {packet.summary}",
         )
 
-    async def _resolve_for_reader(self, pins: list[Pin]) -> list[ResolvedPin]:
+    async def _resolve_for_reader(
+        self, pins: list[Pin], also: Callable[[Pipeline], None] | None = None
+    ) -> list[ResolvedPin]:
         """Each pin's pinned version, flagged stale when the record has moved on.
         Computed at every resume, never cached."""
-        found = await self.facts.read_versions([(pin.ref, pin.version) for pin in pins])
+        found = await self.facts.read_versions([(pin.ref, pin.version) for pin in pins], also)
         resolved = []
         for pin, record in zip(pins, found, strict=True):
             if record is None:

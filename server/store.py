@@ -109,15 +109,26 @@ class Backend:
         """On a cluster, scripts cannot be pipelined: they run as separate calls."""
         return isinstance(self.redis, RedisCluster)
 
-    async def eval_many(self, calls: Sequence[tuple[Any, list[Any], list[Any]]]) -> list[Any]:
-        """Run several (script, keys, args) in one round trip (a pipeline), or concurrently
-        on a cluster."""
+    async def eval_many(
+        self, calls: Sequence[tuple[Any, list[Any], list[Any]]],
+        also: Callable[[Pipeline], None] | None = None,
+    ) -> list[Any]:  # fmt: skip
+        """Run several (script, keys, args) — and the plain commands ``also`` queues — in one
+        round trip (a pipeline), or concurrently on a cluster. Returns the scripts' replies."""
         if self.cluster:
-            return list(await asyncio.gather(*(s(keys=k, args=a) for s, k, a in calls)))
+            extra = []
+            if also is not None:
+                pipe = self.redis.pipeline(transaction=False)
+                also(pipe)
+                extra.append(pipe.execute())
+            replies = await asyncio.gather(*(s(keys=k, args=a) for s, k, a in calls), *extra)
+            return list(replies[: len(calls)])
         pipe = self.redis.pipeline(transaction=False)
         for script, keys, args in calls:
             await script(keys=keys, args=args, client=pipe)
-        return list(await pipe.execute())
+        if also is not None:
+            also(pipe)
+        return list((await pipe.execute())[: len(calls)])
 
     def store(self, namespace: str = "default") -> FactStore:
         return FactStore(self, namespace)
@@ -175,6 +186,28 @@ class FactStore:
         if forgotten is not None:
             raise VersionConflict(f"{ref} was forgotten; write under a new ref", ref=ref)
 
+        # What follows a successful write: the session's touched set, the activity event and
+        # the search document. On a single Redis they ride in the same pipeline as the write
+        # when the write is unconditional (a lost race only means the touched version is
+        # rewritten by the attempt that wins); otherwise they follow it.
+        indexing = not ref.startswith(UNINDEXED_SCOPE)
+        if indexing:
+            await self.search.refresh_average()
+        pending = {"touch", "event", "index"} if indexing else {"touch", "event"}
+
+        async def follow_up(pipe: Pipeline, version: int) -> None:
+            if session is not None and "touch" in pending:
+                await self.touch_commands(pipe, session, agent, {ref: version})
+            if "event" in pending:
+                self.event_command(pipe, "remember", agent, f"{agent} wrote {ref}", ref=ref)
+            if "index" in pending:
+                self.search.queue_index(
+                    pipe, f"f:{ref}", f"{ref} {text_of(value)} {' '.join(tag_list)}",
+                    kind="fact", agent=agent,
+                    previous=None if indexed is None else msgpack.unpackb(indexed),
+                )  # fmt: skip
+
+        together = expected_version is None and not self.backend.cluster
         new_hash = ""
         for _ in range(MAX_WRITE_ATTEMPTS):
             current = int(current_raw or 0)
@@ -206,28 +239,29 @@ class FactStore:
                 "prev_hash": prev_hash,
                 "confidence": repr(confidence),
             }
-            applied, at = await self.backend.scripts.remember(
-                keys=[head_key, self.keys.version(ref, new), self.keys.version(ref, current)],
-                args=[current, new_hash, repr(confidence), created_at, agent,
-                      *[item for pair in fields.items() for item in pair]],
-            )  # fmt: skip
+            keys = [head_key, self.keys.version(ref, new), self.keys.version(ref, current)]
+            args = [current, new_hash, repr(confidence), created_at, agent,
+                    *[item for pair in fields.items() for item in pair]]  # fmt: skip
+            if together:
+                pipe = self.redis.pipeline(transaction=False)
+                await self.backend.scripts.remember(keys=keys, args=args, client=pipe)
+                await follow_up(pipe, new)
+                applied, _ = (await pipe.execute())[0]
+                pending &= {"touch"}  # event and index are in; the touch may need redoing
+                if applied:
+                    pending.clear()
+            else:
+                applied, _ = await self.backend.scripts.remember(keys=keys, args=args)
             if applied:
                 break
             current_raw, hash_raw = await self.redis.hmget(head_key, "version", "hash")
         else:
             raise StoreUnavailable(f"{ref}: too many concurrent writers, try again", ref=ref)
 
-        pipe = self.redis.pipeline(transaction=False)
-        if session is not None:
-            await self.touch_commands(pipe, session, agent, {ref: new})
-        self.event_command(pipe, "remember", agent, f"{agent} wrote {ref} v{new}", ref=ref)
-        if not ref.startswith(UNINDEXED_SCOPE):
-            await self.search.refresh_average()
-            self.search.queue_index(
-                pipe, f"f:{ref}", f"{ref} {text_of(value)} {' '.join(tag_list)}", kind="fact",
-                agent=agent, previous=None if indexed is None else msgpack.unpackb(indexed),
-            )  # fmt: skip
-        await pipe.execute()
+        if pending and (session is not None or pending != {"touch"}):
+            pipe = self.redis.pipeline(transaction=False)
+            await follow_up(pipe, new)
+            await pipe.execute()
         return Remembered(
             ref=ref,
             version=new,
@@ -563,15 +597,16 @@ class FactStore:
             low = f"({refs[-1]}"
 
     async def read_versions(
-        self, wanted: Sequence[tuple[str, int | None]]
-    ) -> list[RecordVersion | None]:
-        """Many (ref, version or None for current) reads in one round trip; None where the
-        record or version does not exist."""
+        self, wanted: Sequence[tuple[str, int | None]],
+        also: Callable[[Pipeline], None] | None = None,
+    ) -> list[RecordVersion | None]:  # fmt: skip
+        """Many (ref, version or None for current) reads in one round trip, with the plain
+        commands ``also`` queues; None where the record or version does not exist."""
         replies = await self.backend.eval_many([
             (self.backend.scripts.recall, [self.keys.head(ref), self.keys.version(ref, 0)[:-1]],
              ["" if version is None else version])
             for ref, version in wanted
-        ])  # fmt: skip
+        ], also)  # fmt: skip
         found: list[RecordVersion | None] = []
         for (ref, _), reply in zip(wanted, replies, strict=True):
             if not reply or not reply[1]:

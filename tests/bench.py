@@ -262,10 +262,11 @@ async def main(quick: bool, output: Path) -> None:
             _, started = await asyncio.to_thread(raw.blpop, ["bench:rq-starts"], 30)
             latencies.append(float(started) - before)
 
+        pusher = httpx.AsyncClient(base_url=api_url, headers=headers)
+
         async def push_once(i: int) -> None:
             before = time.time()
-            async with httpx.AsyncClient(base_url=api_url, headers=headers) as http:
-                await http.post("/v1/handoffs", json={"to": "bench", "summary": "push"})
+            await pusher.post("/v1/handoffs", json={"to": "bench", "summary": "push"})
             _, started = await asyncio.to_thread(raw.blpop, ["bench:push-starts"], 30)
             latencies.append(float(started) - before)
 
@@ -276,6 +277,7 @@ async def main(quick: bool, output: Path) -> None:
         latencies = []
         await sequential(push_once, pushes, "push")
         push = Measure("push", latencies[-pushes:], 1.0)
+        await pusher.aclose()
         ratio = push.pct(0.5) / b_rq.pct(0.5)
         row("push: handoff call -> handler starts (p50)", push, b_rq, "≤ 2.0 × p50", ratio, ratio <= 2.0)
 
