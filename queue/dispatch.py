@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from typing import Final
+
 import redis
+from redis.asyncio import Redis as AsyncRedis
 from rq import Queue, Retry
 from rq.job import Job
 
@@ -24,6 +27,17 @@ RESULT_TTL = 3600
 FAILURE_TTL = 7 * 24 * 3600
 
 
+# KEYS[1] the RQ queue list   KEYS[2] the job hash   ARGV[1] the job id
+# Removes a job that no worker has taken yet, and its hash.
+DISCARD_JOB: Final = """
+if redis.call('LREM', KEYS[1], 0, ARGV[1]) > 0 then
+  redis.call('DEL', KEYS[2])
+  return 1
+end
+return 0
+"""
+
+
 def queue_name(namespace: str, agent: str) -> str:
     """The RQ queue of one agent, e.g. ``baton:default:executor``."""
     return f"baton:{namespace}:{agent}"
@@ -32,9 +46,13 @@ def queue_name(namespace: str, agent: str) -> str:
 class RQDispatcher:
     """The RQ side of handoffs, on a plain (binary, non-cluster) Redis connection."""
 
-    def __init__(self, connection: redis.Redis, policy: HandoffPolicy) -> None:
+    def __init__(
+        self, connection: redis.Redis, policy: HandoffPolicy,
+        async_connection: AsyncRedis | None = None,
+    ) -> None:  # fmt: skip
         self.connection = connection
         self.policy = policy
+        self.async_connection = async_connection
 
     def queue(self, namespace: str, agent: str) -> Queue:
         return Queue(queue_name(namespace, agent), connection=self.connection)
@@ -54,16 +72,18 @@ class RQDispatcher:
             failure_ttl=FAILURE_TTL,
         )
 
-    def discard(self, namespace: str, agent: str, packet_id: str, seq: int) -> None:
+    async def discard(self, namespace: str, agent: str, packet_id: str, seq: int) -> None:
         """Drop the job of a packet claimed by ``resume``, so queue depths stay true.
 
-        Only a job still waiting in the queue is deleted; one a worker has already taken is
-        left to run, and it finds its packet claimed and does nothing.
+        Only a job still waiting in the queue is deleted (one atomic script on the queue
+        Redis); one a worker has already taken is left to run, and it finds its packet claimed
+        and does nothing.
         """
+        if self.async_connection is None:
+            return
         identifier = job_id(namespace, packet_id, seq)
-        if self.queue(namespace, agent).remove(identifier):
-            # Out of the queue, no worker can take it any more: its hash is all that is left.
-            self.connection.delete(Job.key_for(identifier))
+        queue_key = Queue.redis_queue_namespace_prefix + queue_name(namespace, agent)
+        await self.async_connection.eval(DISCARD_JOB, 2, queue_key, Job.key_for(identifier), identifier)
 
     def missing(self, namespace: str, jobs: Sequence[tuple[str, int]]) -> list[int]:
         pipe = self.connection.pipeline(transaction=False)

@@ -138,7 +138,7 @@ async def import_dump(store: FactStore, lines: list[dict[str, Any]]) -> dict[str
         pipe = redis.pipeline(transaction=False)
         for line in lines[start : start + BATCH]:
             if line["type"] == "record":
-                _queue_record(store, pipe, line)
+                await _queue_record(store, pipe, line)
                 counts["records"] += 1
                 counts["versions"] += len(line["versions"])
                 counts["outcomes"] += len(line["outcomes"])
@@ -146,14 +146,14 @@ async def import_dump(store: FactStore, lines: list[dict[str, Any]]) -> dict[str
                 _queue_packet(store, pipe, line)
                 counts["packets"] += 1
             else:
-                _queue_session(store, pipe, line)
+                await _queue_session(store, pipe, line)
                 counts["sessions"] += 1
         pipe.sadd(NAMESPACES, store.namespace)
         await pipe.execute()
     return counts
 
 
-def _queue_record(store: FactStore, pipe: Any, line: dict[str, Any]) -> None:
+async def _queue_record(store: FactStore, pipe: Any, line: dict[str, Any]) -> None:
     keys, ref = store.keys, line["ref"]
     pipe.zadd(keys.refs, {ref: 0})
     pipe.hset(keys.head(ref), mapping=line["head"])
@@ -167,11 +167,11 @@ def _queue_record(store: FactStore, pipe: Any, line: dict[str, Any]) -> None:
         pipe.rpush(keys.outcomes(ref), msgpack.packb(entry))
     last = line["versions"][-1] if line["versions"] else None
     if last is not None and "tombstone_hash" not in last and not ref.startswith(UNINDEXED_SCOPE):
-        store.search.queue_index(pipe, f"f:{ref}", f"{ref} {text_of(last['value'])}", kind="fact",
+        await store.search.queue_index(pipe, f"f:{ref}", f"{ref} {text_of(last['value'])}", kind="fact",
                                  agent=last["author"])  # fmt: skip
     if last is not None and "tombstone_hash" not in last and ref.startswith(UNINDEXED_SCOPE):
         memory = last["value"]
-        store.search.queue_index(
+        await store.search.queue_index(
             pipe, f"m:{ref.split('/', 1)[1]}",
             " ".join([memory["content"], memory["title"], *memory["concepts"], *memory["files"]]),
             kind="memory", project=memory["project"], agent=memory["agent_id"],
@@ -199,7 +199,7 @@ def _queue_packet(store: FactStore, pipe: Any, line: dict[str, Any]) -> None:
         pipe.zadd(keys.expiring(agent), {packet_id: int(fields["expires_us"])})
 
 
-def _queue_session(store: FactStore, pipe: Any, line: dict[str, Any]) -> None:
+async def _queue_session(store: FactStore, pipe: Any, line: dict[str, Any]) -> None:
     keys, session_id = store.keys, line["id"]
     pipe.hset(keys.session(session_id), mapping=_encode(line["meta"], ("concepts",)))
     if line["touched"]:
@@ -214,7 +214,7 @@ def _queue_session(store: FactStore, pipe: Any, line: dict[str, Any]) -> None:
                   mapping=_encode(observation, ("files", "data")))  # fmt: skip
         pipe.rpush(keys.observations(session_id), observation_id)
         pipe.hset(keys.observation_sessions, observation_id, session_id)
-        store.search.queue_index(
+        await store.search.queue_index(
             pipe, f"o:{session_id}:{observation_id}",
             f"{observation['title']} {observation['narrative']} {' '.join(observation['files'])}",
             kind="observation", project=observation["project"], agent=observation["agent"],

@@ -64,7 +64,7 @@ class Dispatcher(Protocol):
 
     def enqueue(self, namespace: str, agent: str, packet_id: str, seq: int) -> None: ...
 
-    def discard(self, namespace: str, agent: str, packet_id: str, seq: int) -> None: ...
+    async def discard(self, namespace: str, agent: str, packet_id: str, seq: int) -> None: ...
 
     def missing(self, namespace: str, jobs: Sequence[tuple[str, int]]) -> list[int]:
         """Indexes of the (packet id, seq) pairs that have no RQ job."""
@@ -282,9 +282,7 @@ class HandoffStore:
         packet claimed and do nothing; dropping it keeps queue depths true)."""
         try:
             seq = await self.redis.hget(self.keys.packet(agent, packet_id), "job_seq")
-            await anyio.to_thread.run_sync(
-                partial(dispatcher.discard, self.namespace, agent, packet_id, int(seq or 0))
-            )
+            await dispatcher.discard(self.namespace, agent, packet_id, int(seq or 0))
         except Exception as error:  # noqa: BLE001 - the claim stands; the job no-ops
             log.warning("could not drop the job of a pulled packet", packet=packet_id,
                         error=repr(error))  # fmt: skip

@@ -15,15 +15,19 @@ from baton.server.store import Backend
 async def open_backend(settings: Settings) -> AsyncIterator[Backend]:
     """Connect to the data Redis (starting the embedded one if needed) and to the queue
     Redis; close both on exit."""
-    client = async_redis(redis_url(settings))
-    queue_connection = sync_redis(queue_url(settings))
+    data_url, rq_url = redis_url(settings), queue_url(settings)
+    client = async_redis(data_url)
+    queue_client = client if rq_url == data_url else async_redis(rq_url)
+    queue_connection = sync_redis(rq_url)
     try:
         yield Backend(
             client,
             settings.limits,
-            RQDispatcher(queue_connection, settings.handoffs),
+            RQDispatcher(queue_connection, settings.handoffs, queue_client),
             settings.handoffs,
         )
     finally:
         await client.aclose()
+        if queue_client is not client:
+            await queue_client.aclose()
         queue_connection.close()

@@ -146,6 +146,40 @@ end
 return found
 """
 
+# KEYS[1] search docs hash   KEYS[2] search meta hash   KEYS[3] search stats hash
+# KEYS[4] the prefix of the term postings (same hash tag)
+# ARGV[1] doc id   ARGV[2] its entry (msgpack {kind, project, agent, len, terms}), or "" to
+# only remove the doc   ARGV[3] its meta ("kind\tproject\tagent")   ARGV[4] its length
+# ARGV[5..] term / posting score pairs
+# (Re)indexes one document in one call: the old postings and totals are taken out first.
+# Returns 1 if the doc was indexed before, else 0.
+INDEX_DOC: Final = """
+local old = redis.call('HGET', KEYS[1], ARGV[1])
+if old then
+  local entry = cmsgpack.unpack(old)
+  redis.call('HDEL', KEYS[1], ARGV[1])
+  redis.call('HDEL', KEYS[2], ARGV[1])
+  redis.call('HINCRBY', KEYS[3], 'docs', -1)
+  redis.call('HINCRBY', KEYS[3], 'total_length', -entry['len'])
+  for _, term in ipairs(entry['terms']) do
+    redis.call('ZREM', KEYS[4] .. term, ARGV[1])
+  end
+end
+if ARGV[2] ~= '' then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+  redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+  redis.call('HINCRBY', KEYS[3], 'docs', 1)
+  redis.call('HINCRBY', KEYS[3], 'total_length', ARGV[4])
+  for i = 5, #ARGV, 2 do
+    redis.call('ZADD', KEYS[4] .. ARGV[i], ARGV[i + 1], ARGV[1])
+  end
+end
+if old then
+  return 1
+end
+return 0
+"""
+
 # KEYS[1] session hash   KEYS[2] the session's touched hash
 # ARGV[1] agent          ARGV[2] now (ISO)      ARGV[3..] ref/version pairs seen
 # Creates the session on first use, reopens an abandoned one, records activity and what it
@@ -362,6 +396,7 @@ class Scripts:
         self.touch_session = redis.register_script(TOUCH_SESSION)
         self.forget_record = redis.register_script(FORGET_RECORD)
         self.search = redis.register_script(SEARCH)
+        self.index_doc = redis.register_script(INDEX_DOC)
         self.create_packet = redis.register_script(CREATE_PACKET)
         self.claim_packet = redis.register_script(CLAIM_PACKET)
         self.settle_packet = redis.register_script(SETTLE_PACKET)

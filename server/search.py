@@ -24,9 +24,10 @@ from typing import Any
 import msgpack
 import msgspec
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 
 from baton.server.keys import Keys
-from baton.server.scripts import SEARCH
+from baton.server.scripts import Scripts
 
 K1 = 1.2
 B = 0.75
@@ -81,51 +82,40 @@ class Hit(msgspec.Struct, kw_only=True):
 class SearchIndex:
     """The BM25 index of one namespace."""
 
-    def __init__(self, redis: Redis, keys: Keys, script: Any = None) -> None:
+    def __init__(self, redis: Redis, scripts: Scripts, keys: Keys) -> None:
         self.redis = redis
-        self.script = script if script is not None else redis.register_script(SEARCH)
+        self.script = scripts.search
+        self.index_script = scripts.index_doc
         self.meta_key = keys.search_meta
         self.scratch_key = keys.search_scratch
         self.docs_key = keys.search_docs
         self.stats_key = keys.search_stats
         self.term_prefix = keys.search_term_prefix
 
-    def queue_index(
+    async def queue_index(
         self, pipe: Any, doc: str, text: str, *, kind: str, project: str | None = None,
-        agent: str | None = None, previous: dict[str, Any] | None = None,
+        agent: str | None = None,
     ) -> None:  # fmt: skip
-        """Queue the commands that (re)index ``doc`` on ``pipe``; ``previous`` is its
-        current entry (from :meth:`entries`) when it is being replaced."""
-        if previous is not None:
-            self._queue_remove(pipe, doc, previous)
+        """Queue the one script call that (re)indexes ``doc`` on ``pipe`` (run at once on a
+        cluster, where scripts cannot be pipelined)."""
         terms = Counter(tokenize(text))
         length = sum(terms.values())
         entry = {"kind": kind, "project": project or "", "agent": agent or "", "len": length,
                  "terms": sorted(terms)}  # fmt: skip
-        pipe.hset(self.docs_key, doc, msgpack.packb(entry))
-        pipe.hset(self.meta_key, doc, f"{kind}\t{project or ''}\t{agent or ''}")
-        pipe.hincrby(self.stats_key, "docs", 1)
-        pipe.hincrby(self.stats_key, "total_length", length)
         average = _averages.get(self.stats_key, (0.0, 0.0))[1] or float(length or 1)
         norm = K1 * (1 - B + B * length / average)
-        for term, count in terms.items():
-            # The term's BM25 part but for idf, normalised by this document's length.
-            pipe.zadd(self.term_prefix + term, {doc: count * (K1 + 1) / (count + norm)})
+        # Each posting holds the term's BM25 part but for idf, normalised by the doc's length.
+        postings = [item for term, count in terms.items()
+                    for item in (term, count * (K1 + 1) / (count + norm))]  # fmt: skip
+        args = [doc, msgpack.packb(entry), f"{kind}\t{project or ''}\t{agent or ''}", length,
+                *postings]  # fmt: skip
+        await self._run(pipe, args)
 
-    def _queue_remove(self, pipe: Any, doc: str, entry: dict[str, Any]) -> None:
-        pipe.hdel(self.docs_key, doc)
-        pipe.hdel(self.meta_key, doc)
-        pipe.hincrby(self.stats_key, "docs", -1)
-        pipe.hincrby(self.stats_key, "total_length", -int(entry["len"]))
-        for term in entry["terms"]:
-            pipe.zrem(self.term_prefix + term, doc)
-
-    async def entries(self, docs: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """The index entries of ``docs`` that exist."""
-        if not docs:
-            return {}
-        raw = await self.redis.hmget(self.docs_key, list(docs))
-        return {doc: msgpack.unpackb(item) for doc, item in zip(docs, raw, strict=True) if item}
+    async def _run(self, pipe: Any, args: list[Any]) -> Any:
+        keys = [self.docs_key, self.meta_key, self.stats_key, self.term_prefix]
+        if isinstance(self.redis, RedisCluster):
+            return await self.index_script(keys=keys, args=args)
+        return await self.index_script(keys=keys, args=args, client=pipe)
 
     async def refresh_average(self) -> None:
         """Re-read the average document length the length normalisation uses (cached for a
@@ -139,20 +129,17 @@ class SearchIndex:
 
     async def index(self, doc: str, text: str, **fields: Any) -> None:
         await self.refresh_average()
-        previous = (await self.entries([doc])).get(doc)
         pipe = self.redis.pipeline(transaction=False)
-        self.queue_index(pipe, doc, text, previous=previous, **fields)
+        await self.queue_index(pipe, doc, text, **fields)
         await pipe.execute()
 
     async def remove(self, docs: Iterable[str]) -> int:
-        found = await self.entries(list(docs))
-        if not found:
-            return 0
+        """Take documents out of the index; returns how many were in it."""
         pipe = self.redis.pipeline(transaction=False)
-        for doc, entry in found.items():
-            self._queue_remove(pipe, doc, entry)
-        await pipe.execute()
-        return len(found)
+        results = [await self._run(pipe, [doc, "", "", 0]) for doc in docs]
+        if not isinstance(self.redis, RedisCluster):
+            results = await pipe.execute()
+        return sum(int(result) for result in results)
 
     async def search(
         self, query: str, *, limit: int = 10, kinds: Sequence[str] = (),

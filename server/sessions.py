@@ -314,7 +314,7 @@ class SessionStore:
             pipe.hsetnx(session_key, "title", narrative[:200])
         if files:
             pipe.sadd(f"{session_key}:files", *files)
-        self.memories.index.queue_index(
+        await self.memories.index.queue_index(
             pipe, f"o:{session_id}:{observation_id}", f"{title} {narrative} {' '.join(files)}",
             kind="observation", project=observation.project, agent=agent,
         )  # fmt: skip

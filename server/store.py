@@ -143,7 +143,7 @@ class FactStore:
         self.limits = backend.limits
         self.namespace = check_namespace(namespace)
         self.keys = Keys(self.namespace)
-        self.search = SearchIndex(self.redis, self.keys, backend.scripts.search)
+        self.search = SearchIndex(self.redis, backend.scripts, self.keys)
 
     # -- writing ------------------------------------------------------------------------------
 
@@ -180,9 +180,8 @@ class FactStore:
         pipe.sadd(self.keys.agents, agent)
         for tag in tag_list:
             pipe.sadd(self.keys.tag(tag), ref)
-        pipe.hget(self.keys.search_docs, f"f:{ref}")
         pipe.hmget(head_key, "version", "hash", "forgotten_at")
-        *_, indexed, (current_raw, hash_raw, forgotten) = await pipe.execute()
+        *_, (current_raw, hash_raw, forgotten) = await pipe.execute()
         if forgotten is not None:
             raise VersionConflict(f"{ref} was forgotten; write under a new ref", ref=ref)
 
@@ -201,10 +200,9 @@ class FactStore:
             if "event" in pending:
                 self.event_command(pipe, "remember", agent, f"{agent} wrote {ref}", ref=ref)
             if "index" in pending:
-                self.search.queue_index(
+                await self.search.queue_index(
                     pipe, f"f:{ref}", f"{ref} {text_of(value)} {' '.join(tag_list)}",
                     kind="fact", agent=agent,
-                    previous=None if indexed is None else msgpack.unpackb(indexed),
                 )  # fmt: skip
 
         together = expected_version is None and not self.backend.cluster

@@ -230,9 +230,11 @@ async def dispatching_backend(data_url: str, redis_url: str) -> AsyncIterator[Ba
 
     client = async_redis(data_url)
     queue_connection = sync_redis(redis_url)  # RQ always on the plain server
+    queue_client = async_redis(redis_url)
     policy = HandoffPolicy(retry_intervals=(0,))
-    yield Backend(client, Limits(), RQDispatcher(queue_connection, policy), policy)
+    yield Backend(client, Limits(), RQDispatcher(queue_connection, policy, queue_client), policy)
     await client.aclose()
+    await queue_client.aclose()
     queue_connection.close()
 
 
