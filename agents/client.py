@@ -18,7 +18,6 @@ from typing import Any, Generic, Self, TypeVar
 
 import httpx
 import msgspec
-
 from baton.server.models import (
     AgentSummary,
     History,

@@ -13,7 +13,6 @@ import sys
 from typing import Any, TextIO
 
 import httpx
-
 from baton.server.sessions import HOOK_TYPES
 from baton.server.store import utc_now
 

@@ -23,7 +23,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
-
 from baton.agents import BatonClient
 from baton.agents.client import BatonAPIError
 from baton.demo import board, scout

@@ -15,12 +15,11 @@ import asyncio
 from collections.abc import Sequence
 
 import httpx
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-
 from baton.agents import BatonClient
 from baton.demo import board
 from baton.demo.transcript import bullet, section
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 AGENT = "scout"
 RECEIVER = "executor"

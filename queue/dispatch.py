@@ -8,16 +8,14 @@ default serializer is kept so that RQ's own tools (``rq info``, ``rq requeue``) 
 from __future__ import annotations
 
 from collections.abc import Sequence
-
 from typing import Final
 
 import redis
+from baton.server.handoffs import job_id
+from baton.server.settings import HandoffPolicy
 from redis.asyncio import Redis as AsyncRedis
 from rq import Queue, Retry
 from rq.job import Job
-
-from baton.server.handoffs import job_id
-from baton.server.settings import HandoffPolicy
 
 DELIVER = "baton.queue.jobs.deliver_packet"
 SWEEP = "baton.queue.jobs.sweep"

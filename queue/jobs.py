@@ -6,13 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import structlog
-from rq import get_current_job
-
 from baton.agents.runtime import handler_for
 from baton.queue.context import worker_context
 from baton.server.errors import StateConflict
 from baton.server.memories import MemoryStore
 from baton.server.sessions import SessionStore
+from rq import get_current_job
 
 log = structlog.get_logger("baton.worker")
 

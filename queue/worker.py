@@ -8,15 +8,14 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from rq import Queue
-from rq.cron import CronScheduler
-from rq.worker import SimpleWorker
-
 from baton.agents.runtime import handler_for, registered
 from baton.queue.dispatch import MAINTENANCE_QUEUE, SWEEP, queue_name
 from baton.queue.jobs import sweep
 from baton.server.connection import queue_url, sync_redis
 from baton.server.settings import Settings
+from rq import Queue
+from rq.cron import CronScheduler
+from rq.worker import SimpleWorker
 
 # SimpleWorker runs jobs in the worker process itself: no fork per job, and the process
 # keeps its event loop and Redis connections between jobs. Leases, not the work horse,

@@ -15,12 +15,11 @@ get their RQ job from the next sweep); search documents are rebuilt.
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from collections.abc import AsyncIterator, Iterable
+from datetime import datetime
 from typing import Any
 
 import msgpack
-
 from baton.server.errors import InvalidInput
 from baton.server.integrity import OUTCOME_FIELDS, VERSION_FIELDS, ChainChecker
 from baton.server.keys import NAMESPACES
@@ -131,7 +130,7 @@ def read_dump(lines: Iterable[str]) -> list[dict[str, Any]]:
 
 async def import_dump(store: FactStore, lines: list[dict[str, Any]]) -> dict[str, int]:
     """Write a verified dump (see :func:`read_dump`) into ``store``'s namespace."""
-    redis, keys = store.redis, store.keys
+    redis = store.redis
     await store.search.refresh_average()
     counts = {"records": 0, "versions": 0, "outcomes": 0, "packets": 0, "sessions": 0}
     for start in range(0, len(lines), BATCH):

@@ -12,12 +12,11 @@ from dataclasses import replace
 from typing import Any
 
 import msgspec
-
-from baton.server.errors import BatonError
 from baton.server.connection import async_redis, embedded_server, queue_url, redis_url
+from baton.server.errors import BatonError
 from baton.server.logs import configure_logging
-from baton.server.settings import Settings
 from baton.server.runtime import open_backend
+from baton.server.settings import Settings
 from baton.server.store import FactStore
 from baton.server.tokens import TokenStore, parse_duration
 from baton.server.validation import check_agent
@@ -42,7 +41,6 @@ def _settings() -> Settings:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
-
     from baton.server.api.app import create_app
 
     settings = _settings()

@@ -7,13 +7,12 @@ same server.
 from __future__ import annotations
 
 import redis
+from baton.server.embedded import EmbeddedServer
+from baton.server.settings import Settings
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
-
-from baton.server.embedded import EmbeddedServer
-from baton.server.settings import Settings
 
 
 def embedded_server(settings: Settings) -> EmbeddedServer:

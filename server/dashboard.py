@@ -8,7 +8,6 @@ from datetime import datetime
 from typing import Any
 
 import msgspec
-
 from baton.server.handoffs import HandoffStore
 from baton.server.models import AgentSummary, History, OutcomeEntry, Packet, StalePin
 

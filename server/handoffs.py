@@ -27,8 +27,6 @@ import anyio.to_thread
 import msgpack
 import msgspec
 import structlog
-from redis.asyncio.client import Pipeline
-
 from baton.server.errors import Forbidden, InvalidInput, NotFound, StateConflict
 from baton.server.keys import NAMESPACES, Keys
 from baton.server.models import (
@@ -47,6 +45,7 @@ from baton.server.models import (
 )
 from baton.server.store import BATCH, FactStore, _pairs, _unpack
 from baton.server.validation import check_agent, check_ref, check_session_id
+from redis.asyncio.client import Pipeline
 
 log = structlog.get_logger("baton.handoffs")
 # Fire-and-forget tasks are kept referenced until they finish (asyncio keeps weak refs only).

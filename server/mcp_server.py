@@ -14,25 +14,24 @@ Baton session. Any mistake a caller can make comes back as a tool result with
 import functools
 import inspect
 import os
-from contextvars import ContextVar
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, ParamSpec
 
 import msgspec
 import redis.exceptions
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import Field
-
 from baton.server.errors import BatonError
+from baton.server.handoffs import HandoffStore
 from baton.server.memories import MemoryStore, split_list
 from baton.server.runtime import open_backend
 from baton.server.sessions import SessionStore
 from baton.server.settings import Settings
-from baton.server.handoffs import HandoffStore
 from baton.server.store import Backend, FactStore
 from baton.server.validation import check_agent, check_namespace, check_session_id
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field
 
 INSTRUCTIONS = """\
 Baton is a memory shared by several agents. Facts are records addressed by a ref

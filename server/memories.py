@@ -15,11 +15,10 @@ from typing import Any, Literal
 
 import msgpack
 import msgspec
-
 from baton.server.errors import InvalidInput, NotFound
 from baton.server.keys import NAMESPACES
 from baton.server.models import RecallHit, RecordVersion
-from baton.server.search import SearchIndex, text_of
+from baton.server.search import text_of
 from baton.server.store import FactStore, utc_now
 from baton.server.validation import check_agent
 

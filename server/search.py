@@ -23,11 +23,10 @@ from typing import Any
 
 import msgpack
 import msgspec
-from redis.asyncio import Redis
-from redis.asyncio.cluster import RedisCluster
-
 from baton.server.keys import Keys
 from baton.server.scripts import Scripts
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 
 K1 = 1.2
 B = 0.75

@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import msgpack
-
 from baton.server.errors import InvalidInput, NotFound
 from baton.server.integrity import canonical_bytes
 from baton.server.memories import MemoryStore

@@ -16,12 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack
 import msgspec
-from redis.asyncio import Redis
-from redis.asyncio.client import Pipeline
-from redis.asyncio.cluster import RedisCluster
-
 from baton.server import confidence as confidence_rules
-from baton.server.scripts import Scripts
 from baton.server.errors import InvalidInput, NotFound, StoreUnavailable, TooLarge, VersionConflict
 from baton.server.integrity import (
     GENESIS_HASH,
@@ -33,7 +28,6 @@ from baton.server.integrity import (
     version_body,
 )
 from baton.server.keys import NAMESPACES, Keys
-from baton.server.search import SearchIndex, text_of
 from baton.server.models import (
     BrokenLink,
     History,
@@ -44,10 +38,11 @@ from baton.server.models import (
     RecordPage,
     RecordVersion,
     Remembered,
-    Session,
     Stats,
     Tombstone,
 )
+from baton.server.scripts import Scripts
+from baton.server.search import SearchIndex, text_of
 from baton.server.settings import HandoffPolicy, Limits
 from baton.server.validation import (
     check_agent,
@@ -57,6 +52,9 @@ from baton.server.validation import (
     check_session_id,
     check_tags,
 )
+from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
+from redis.asyncio.cluster import RedisCluster
 
 if TYPE_CHECKING:
     from baton.server.handoffs import Dispatcher

@@ -19,12 +19,11 @@ import time
 from datetime import UTC, datetime
 
 import msgspec
-from redis.asyncio import Redis
-
 from baton.server.errors import InvalidInput, NotFound
 from baton.server.keys import PREFIX
 from baton.server.store import utc_now
 from baton.server.validation import check_agent
+from redis.asyncio import Redis
 
 # One hash tag for every token key: adding and revoking stay single-slot transactions.
 TOKENS = f"{PREFIX}:{{tokens}}:index"

@@ -30,14 +30,14 @@ import httpx
 import msgpack
 import psutil
 import redis
-from mcp import Client, StdioServerParameters
-
 from baton.server.connection import async_redis
 from baton.server.embedded import EmbeddedServer
 from baton.server.integrity import GENESIS_HASH, digest, version_body
 from baton.server.keys import Keys
 from baton.server.settings import Limits
 from baton.server.store import Backend, utc_now
+from mcp import Client, StdioServerParameters
+
 from tests.conftest import REPO, free_port, wait_for_http
 
 CONCURRENCY = 32

@@ -17,15 +17,13 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 import redis
-
-from redis.backoff import NoBackoff
-from redis.cluster import RedisCluster
-from redis.retry import Retry
-
 from baton.server.connection import async_redis, is_cluster
 from baton.server.embedded import EmbeddedServer, valkey_binary
 from baton.server.settings import Limits
 from baton.server.store import Backend, FactStore
+from redis.backoff import NoBackoff
+from redis.cluster import RedisCluster
+from redis.retry import Retry
 
 if TYPE_CHECKING:
     from baton.agents import BatonClient

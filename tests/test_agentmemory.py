@@ -12,10 +12,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from litestar.testing import TestClient
-
 from baton.server.api.app import create_app
 from baton.server.settings import Settings
+from litestar.testing import TestClient
+
 from tests.conftest import REPO, free_port, running_server
 
 SECRET = "s3cret-for-tests"

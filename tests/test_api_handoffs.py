@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import httpx
 import pytest
-
 from baton.agents import AsyncBatonClient, BatonClient
 from baton.agents.client import ConflictError, ForbiddenError, NotFoundError
+
 from tests.test_api import assert_problem
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import msgpack
 import pytest
 import redis
-
 from baton.server.keys import Keys
 from baton.server.store import FactStore
+
 from tests.conftest import REPO
 
 

@@ -8,7 +8,6 @@ import sys
 from collections import Counter
 
 import pytest
-
 from baton.server.connection import async_redis
 from baton.server.settings import Limits
 from baton.server.store import Backend

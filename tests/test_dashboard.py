@@ -9,7 +9,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from baton.agents import BatonClient
 
 CHROMIUM = "/usr/bin/chromium"

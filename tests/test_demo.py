@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from baton.demo.scout import build_parser as scout_parser
 from baton.server.cli import build_parser
 from baton.server.embedded import EmbeddedServer
+
 from tests.conftest import REPO
 
 KEY_LINES = [

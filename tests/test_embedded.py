@@ -13,8 +13,8 @@ from pathlib import Path
 import psutil
 import pytest
 import redis
-
 from baton.server.embedded import EmbeddedServer
+
 from tests.conftest import REPO
 
 START_AND_REPORT = """

@@ -14,11 +14,11 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
-
 from baton.server.connection import async_redis
 from baton.server.embedded import EmbeddedServer
 from baton.server.settings import Limits
 from baton.server.store import Backend
+
 from tests.conftest import REPO, free_port, wait_for_http
 
 

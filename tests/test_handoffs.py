@@ -6,13 +6,12 @@ import asyncio
 
 import pytest
 import redis
-from rq import Queue
-
 from baton.queue.dispatch import queue_name
 from baton.server.errors import Forbidden, InvalidInput, NotFound, StateConflict
 from baton.server.handoffs import HandoffStore, job_id
 from baton.server.sessions import SessionStore
 from baton.server.store import FactStore
+from rq import Queue
 
 pytestmark = pytest.mark.anyio
 

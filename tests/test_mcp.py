@@ -10,11 +10,11 @@ from typing import Any
 
 import httpx
 import pytest
+from baton.server.mcp_server import Binding, create_mcp_server
+from baton.server.store import Backend
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from baton.server.mcp_server import Binding, create_mcp_server
-from baton.server.store import Backend
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.anyio

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
 from baton.server.errors import InvalidInput, NotFound
 from baton.server.memories import MemoryStore, jaccard
 from baton.server.search import tokenize

@@ -9,15 +9,14 @@ import math
 import httpx
 import pytest
 import schemathesis
-from schemathesis.checks import not_a_server_error
-from schemathesis.specs.openapi.checks import content_type_conformance, response_schema_conformance
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from baton.server import confidence
 from baton.server.errors import InvalidInput
 from baton.server.integrity import canonical_bytes
 from baton.server.validation import parse_ref
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import content_type_conformance, response_schema_conformance
 
 # The contract: never a 5xx, and what is documented is what comes back.
 CHECKS = [not_a_server_error, response_schema_conformance, content_type_conformance]

@@ -10,12 +10,12 @@ import time
 
 import pytest
 import redis
-from rq import Queue
-from rq.registry import FailedJobRegistry
-
 from baton.agents import BatonClient
 from baton.queue.dispatch import queue_name
 from baton.server.handoffs import HandoffStore
+from rq import Queue
+from rq.registry import FailedJobRegistry
+
 from tests.conftest import REPO, baton_process
 
 pytestmark = pytest.mark.anyio

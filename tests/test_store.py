@@ -5,7 +5,6 @@ from __future__ import annotations
 import msgpack
 import pytest
 import redis
-
 from baton.server.errors import InvalidInput, NotFound, TooLarge, VersionConflict
 from baton.server.integrity import GENESIS_HASH
 from baton.server.keys import Keys

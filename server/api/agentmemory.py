@@ -13,11 +13,6 @@ import re
 from typing import Any
 
 import msgspec
-from litestar import Controller, Request, Response, delete, get, post
-from litestar.connection import ASGIConnection
-from litestar.datastructures import State
-from litestar.handlers.base import BaseRouteHandler
-
 from baton.server.api.auth import identity_of
 from baton.server.errors import BatonError
 from baton.server.mcp_server import SHIM_IDENTITY
@@ -25,6 +20,10 @@ from baton.server.memories import MemoryStore
 from baton.server.sessions import SessionStore
 from baton.server.store import FactStore
 from baton.server.validation import check_agent
+from litestar import Controller, Request, Response, delete, get, post
+from litestar.connection import ASGIConnection
+from litestar.datastructures import State
+from litestar.handlers.base import BaseRouteHandler
 
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 CAMEL = re.compile(r"_([a-z])")

@@ -5,24 +5,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
-from typing import Any
 from importlib.metadata import version
+from typing import Any
 
-from litestar import Litestar, asgi, get
-from litestar.datastructures import State
-from litestar.di import Provide
-from litestar.openapi.config import OpenAPIConfig
-from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
-from litestar.contrib.jinja import JinjaTemplateEngine
-from litestar.middleware.rate_limit import RateLimitConfig
-from litestar.stores.redis import RedisStore
-from litestar.static_files import create_static_files_router
-from litestar.template.config import TemplateConfig
-from litestar.types import Receive, Scope, Send
-
-from baton.server.api.auth import identity_of, token_auth
-from baton.server.api.deps import provide_caller, provide_handoffs, provide_store
 from baton.server.api.agentmemory import AgentMemoryController
+from baton.server.api.auth import identity_of, token_auth
 from baton.server.api.dashboard import (
     STATIC,
     TEMPLATES,
@@ -30,17 +17,29 @@ from baton.server.api.dashboard import (
     DashboardPages,
     provide_dashboard,
 )
+from baton.server.api.deps import provide_caller, provide_handoffs, provide_store
 from baton.server.api.handoffs import HandoffController
-from baton.server.api.metrics import PROMETHEUS, MetricsController
 from baton.server.api.memory import MemoryController, provide_memories, provide_sessions
+from baton.server.api.metrics import PROMETHEUS, MetricsController
 from baton.server.api.middleware import request_logging
 from baton.server.api.problems import EXCEPTION_HANDLERS
 from baton.server.api.records import RecordController
-from baton.server.mcp_server import Binding, create_mcp_server
 from baton.server.connection import async_redis, redis_url
+from baton.server.mcp_server import Binding, create_mcp_server
 from baton.server.runtime import open_backend
 from baton.server.settings import Settings
 from baton.server.store import Backend
+from litestar import Litestar, asgi, get
+from litestar.contrib.jinja import JinjaTemplateEngine
+from litestar.datastructures import State
+from litestar.di import Provide
+from litestar.middleware.rate_limit import RateLimitConfig
+from litestar.openapi.config import OpenAPIConfig
+from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
+from litestar.static_files import create_static_files_router
+from litestar.stores.redis import RedisStore
+from litestar.template.config import TemplateConfig
+from litestar.types import Receive, Scope, Send
 
 BODY_OVERHEAD = 64 * 1024
 

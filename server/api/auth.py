@@ -17,11 +17,10 @@ import time
 from typing import Any
 from urllib.parse import parse_qs
 
-from litestar.types import ASGIApp, Receive, Scope, Send
-
 from baton.server.api.deps import AGENT_HEADER, NAMESPACE_HEADER
 from baton.server.errors import Forbidden
 from baton.server.tokens import Token, TokenStore
+from litestar.types import ASGIApp, Receive, Scope, Send
 
 OPEN_PATHS = ("/healthz", "/readyz", "/agentmemory/livez", "/login", "/static/", "/schema")
 COOKIE = "baton_token"

@@ -7,12 +7,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any
 
-from litestar import Controller, Request, get, post
-from litestar.datastructures import Cookie, State
-from litestar.exceptions import NotAuthorizedException as NotAuthorized
-from litestar.params import Parameter
-from litestar.response import Redirect, ServerSentEvent, ServerSentEventMessage, Template
-
 from baton.server.api.auth import COOKIE, require_admin
 from baton.server.api.deps import Caller
 from baton.server.dashboard import (
@@ -26,6 +20,11 @@ from baton.server.dashboard import (
 )
 from baton.server.handoffs import HandoffStore
 from baton.server.tokens import TokenStore
+from litestar import Controller, Request, get, post
+from litestar.datastructures import Cookie, State
+from litestar.exceptions import NotAuthorizedException as NotAuthorized
+from litestar.params import Parameter
+from litestar.response import Redirect, ServerSentEvent, ServerSentEventMessage, Template
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 STATIC = Path(__file__).resolve().parent.parent / "static"

@@ -5,12 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from litestar import Request
-from litestar.datastructures import State
-
 from baton.server.handoffs import HandoffStore
 from baton.server.store import Backend, FactStore
 from baton.server.validation import check_agent, check_session_id
+from litestar import Request
+from litestar.datastructures import State
 
 AGENT_HEADER = "x-baton-agent"
 SESSION_HEADER = "x-baton-session"

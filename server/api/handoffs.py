@@ -5,14 +5,13 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import msgspec
-from litestar import Controller, Request, get, post
-from litestar.params import Parameter, QueryParameter
-
 from baton.server.api.auth import require_admin
 from baton.server.api.deps import Caller
 from baton.server.errors import Forbidden
 from baton.server.handoffs import HandoffStore
 from baton.server.models import AgentSummary, Packet, PacketPage, PacketState, Resumed
+from litestar import Controller, Request, get, post
+from litestar.params import Parameter, QueryParameter
 
 
 class PinBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

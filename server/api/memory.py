@@ -5,15 +5,14 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import msgspec
-from litestar import Controller, get, post
-from litestar.params import Parameter
-
 from baton.server.api.deps import Caller
 from baton.server.errors import InvalidInput
 from baton.server.memories import AuditEntry, Forgotten, MemorySaved, MemoryStore, Recall
 from baton.server.models import Observed, ResumeHere, Session, SessionEnded
 from baton.server.sessions import SessionStore
 from baton.server.store import FactStore
+from litestar import Controller, get, post
+from litestar.params import Parameter
 
 
 class SessionStartBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from baton.server.handoffs import HandoffStore
+from baton.server.keys import NAMESPACES
 from litestar import Controller, Request, Response, get
 from litestar.plugins.prometheus import PrometheusConfig
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, generate_latest
-
-from baton.server.handoffs import HandoffStore
-from baton.server.keys import NAMESPACES
 
 PACKETS = Gauge("baton_packets", "Handoff packets by receiving agent and state",
                 ["namespace", "agent", "state"])  # fmt: skip

@@ -8,12 +8,11 @@ from typing import Any
 
 import redis.exceptions
 import structlog
+from baton.server.errors import BatonError
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.plugins.problem_details import ProblemDetailsException
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
-
-from baton.server.errors import BatonError
 
 log = structlog.get_logger("baton.api")
 NAMED_FIELD = re.compile(r"field `([^`]+)`")

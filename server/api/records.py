@@ -5,11 +5,9 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import msgspec
-from litestar import Controller, get, post
-from litestar.params import Parameter, QueryParameter
-
 from baton.server.api.deps import Caller
 from baton.server.api.metrics import record_verify
+from baton.server.handoffs import HandoffStore
 from baton.server.models import (
     History,
     OutcomeEntry,
@@ -20,8 +18,9 @@ from baton.server.models import (
     Remembered,
     Stats,
 )
-from baton.server.handoffs import HandoffStore
 from baton.server.store import FactStore
+from litestar import Controller, get, post
+from litestar.params import Parameter, QueryParameter
 
 
 class RememberBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
