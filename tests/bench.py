@@ -37,6 +37,7 @@ from baton.server.keys import Keys
 from baton.server.settings import Limits
 from baton.server.store import Backend, utc_now
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
 from tests.conftest import REPO, free_port, wait_for_http
 
@@ -298,6 +299,25 @@ async def main(quick: bool, output: Path) -> None:
         mcp_remember = await mcp_measure(baton_stdio, "remember", "MCP remember")
         ratio = mcp_remember.pct(0.5) / b_mcp.pct(0.5)
         row("MCP remember over stdio (p50)", mcp_remember, b_mcp, "≤ 2.0 × p50", ratio, ratio <= 2.0)
+
+        # -- MCP over streamable HTTP vs a no-op tool -------------------------------------------
+        mcp_port = free_port()
+        processes.append(start([sys.executable, "-m", "uvicorn", "--factory",
+                                "tests.bench_baselines:mcp_http_app", "--port", str(mcp_port),
+                                "--log-level", "warning"], work / "mcp-http.log", env))  # fmt: skip
+        time.sleep(3)
+
+        async def mcp_http_measure(url: str, tool: str, name: str) -> Measure:
+            http = httpx.AsyncClient(headers=headers)
+            async with Client(streamable_http_client(url, http_client=http)) as mcp:
+                return await sequential(lambda i: mcp.call_tool(tool, {"ref": f"m/{i % 50}", "value": i}),
+                                        500 // scale * 2, name)  # fmt: skip
+
+        b_mcp_http = await mcp_http_measure(f"http://127.0.0.1:{mcp_port}/mcp", "noop", "B-mcp (HTTP)")
+        mcp_http = await mcp_http_measure(f"{api_url}/mcp", "remember", "MCP remember (HTTP)")
+        ratio = mcp_http.pct(0.5) / b_mcp_http.pct(0.5)
+        row("MCP remember over streamable HTTP (p50)", mcp_http, b_mcp_http, "≤ 2.0 × p50", ratio,
+            ratio <= 2.0)  # fmt: skip
 
         # -- verify vs B-hash ------------------------------------------------------------------
         refs, per_ref = 1000 // scale, 1000 if not quick else 100

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from typing import Any
 
 import redis
 from litestar import Litestar, get
@@ -41,7 +42,7 @@ def noop_job(key: str) -> None:
     redis.Redis.from_url(_redis_url()).rpush(key, repr(time.time()))
 
 
-def mcp_noop() -> None:
+def mcp_noop_server() -> Any:
     from mcp.server.mcpserver import MCPServer
 
     server = MCPServer("baseline")
@@ -51,11 +52,16 @@ def mcp_noop() -> None:
         """Does nothing: the cost of the SDK and the transport alone."""
         return {"ref": ref}
 
-    server.run()
+    return server
+
+
+def mcp_http_app() -> Any:
+    """B-mcp over streamable HTTP: the no-op server's app, for ``uvicorn --factory``."""
+    return mcp_noop_server().streamable_http_app(streamable_http_path="/mcp")
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["mcp"]:
-    mcp_noop()
+    mcp_noop_server().run()
 
 
 def register_bench_agent() -> None:
