@@ -104,11 +104,9 @@ class Dashboard:
         self.keys = handoffs.keys
         self.namespace = handoffs.namespace
 
-    async def _packets(self, agent: str, ids: list[str]) -> list[Packet]:
-        pipe = self.redis.pipeline(transaction=False)
-        for packet_id in ids:
-            pipe.hgetall(self.keys.packet(agent, packet_id))
-        return [self.handoffs._packet(fields) for fields in await pipe.execute() if fields]
+    async def _packets(self, ids: list[str]) -> list[Packet]:
+        found = await self.handoffs.get_many(ids)
+        return [found[packet_id] for packet_id in ids if packet_id in found]
 
     async def _current_versions(self, refs: list[str]) -> dict[str, int | None]:
         unique = sorted(set(refs))
@@ -132,7 +130,7 @@ class Dashboard:
         by_agent: dict[str, list[Packet]] = {}
         for index, summary in enumerate(busy):
             ids = [raw.decode() for raw in replies[2 * index] + replies[2 * index + 1]]
-            by_agent[summary.agent] = await self._packets(summary.agent, ids)
+            by_agent[summary.agent] = await self._packets(ids)
         current = await self._current_versions(
             [pin.ref for packets in by_agent.values() for p in packets for pin in p.pins]
         )
@@ -202,7 +200,7 @@ class Dashboard:
             pipe.zrevrange(self.keys.expired(summary.agent), 0, PAGE - 1)
             failed_ids, expired_ids = await pipe.execute()
             ids = [raw.decode() for raw in failed_ids + expired_ids]
-            for packet in await self._packets(summary.agent, ids):
+            for packet in await self._packets(ids):
                 reason = packet.error or (
                     "expired before anyone claimed it" if packet.state == "expired" else "failed"
                 )

@@ -473,6 +473,22 @@ class HandoffStore:
             packet.log = [msgspec.convert(_unpack(entry), Transition) for entry in log]
         return packet
 
+    async def get_many(self, packet_ids: Sequence[str]) -> dict[str, Packet]:
+        """Packets by id, without their logs, in two round trips whatever their number;
+        unknown ids are left out."""
+        if not packet_ids:
+            return {}
+        agents = await self.redis.hmget(self.keys.handoff_inbox, list(packet_ids))
+        known = [(pid, agent.decode()) for pid, agent in zip(packet_ids, agents, strict=True) if agent]
+        pipe = self.redis.pipeline(transaction=False)
+        for packet_id, agent in known:
+            pipe.hgetall(self.keys.packet(agent, packet_id))
+        return {
+            packet_id: self._packet(fields)
+            for (packet_id, _), fields in zip(known, await pipe.execute(), strict=True)
+            if fields
+        }
+
     @staticmethod
     def _packet(fields: dict[bytes, bytes]) -> Packet:
         def text(name: str) -> str | None:
@@ -543,9 +559,10 @@ class HandoffStore:
                 ]  # fmt: skip
             if not entries:
                 return PacketPage(packets=packets, next_cursor=None)
+            found = await self.get_many([packet_id for packet_id, _ in entries])
             for packet_id, score in entries:
-                packet = await self.get(packet_id, with_log=False)
-                if (status and packet.state != status) or (
+                packet = found.get(packet_id)
+                if packet is None or (status and packet.state != status) or (
                     from_agent and packet.from_agent != from_agent
                 ):
                     continue

@@ -73,7 +73,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
             store="rate_limit",
         )  # fmt: skip
         middleware.append(limiter.middleware)
-        stores["rate_limit"] = RedisStore(async_redis(url), namespace="baton:ratelimit")
+        stores["rate_limit"] = RedisStore(async_redis(url), namespace="baton:ratelimit",
+                                          handle_client_shutdown=True)  # fmt: skip
     mcp = create_mcp_server(binding)
     mcp_app = mcp.streamable_http_app(streamable_http_path="/", host=settings.host)
 
