@@ -92,37 +92,127 @@ return 1
 # KEYS[4..] the postings of the query's terms (doc -> the term's length-normalised tf part)
 # ARGV[1] limit   ARGV[2] kinds, comma-separated ("" = any)
 # ARGV[3] project ("" = any; documents of no project always match)   ARGV[4] agent ("" = any)
-# ARGV[5] how many top documents to look at before filtering (-1 = all)
+# ARGV[5] the index of the last top document to look at before filtering (-1 = all)
+# ARGV[6] try the threshold algorithm (below) when the postings hold more entries than this
 # Returns {doc, score, meta, ...} for the best ``limit`` documents by BM25, best first: each
 # posting already holds tf·(k1+1)/(tf + k1·(1−b+b·len/avglen)), so the query only weights
-# every term's postings by its idf and sums them — one ZUNIONSTORE, in C.
+# every term's postings by its idf and sums them — a ZUNIONSTORE, in C, for short postings.
 SEARCH: Final = """
 local total_docs = tonumber(redis.call('HGET', KEYS[1], 'docs') or '0')
 if total_docs <= 0 then
   return {}
 end
-local postings, weights = {}, {}
+local depth = tonumber(ARGV[5])
+local terms, listed = {}, 0
 for i = 4, #KEYS do
   local frequency = redis.call('ZCARD', KEYS[i])
   if frequency > 0 then
-    postings[#postings + 1] = KEYS[i]
-    weights[#weights + 1] = math.log(1 + (total_docs - frequency + 0.5) / (frequency + 0.5))
+    local weight = math.log(1 + (total_docs - frequency + 0.5) / (frequency + 0.5))
+    terms[#terms + 1] = {key = KEYS[i], weight = weight, frequency = frequency, read = 0}
+    listed = listed + frequency
   end
 end
-if #postings == 0 then
+if #terms == 0 then
   return {}
 end
-local union = {'ZUNIONSTORE', KEYS[3], #postings}
-for _, key in ipairs(postings) do
-  union[#union + 1] = key
+
+-- Fagin's threshold algorithm: read every term's postings best part first, in blocks that
+-- double (a list with little left is read to its end), and score each new document exactly
+-- (ZMSCORE on every term). A document not read yet scores at most the sum of weight × the
+-- last part read in each list not read to its end; once the (depth+1)-th best exact score
+-- reaches that sum, the top is final. Gives up, for one ZUNIONSTORE over everything, once
+-- it has read a quarter of the postings.
+local function threshold_top()
+  local seen, docs, scores, best = {}, {}, {}, {}
+  local block = depth + 1
+  while true do
+    local fresh, bound = {}, 0
+    for _, term in ipairs(terms) do
+      if term.read < term.frequency then
+        local stop = term.read + block - 1
+        if term.frequency - term.read <= 4 * block then
+          stop = -1
+        end
+        local entries = redis.call('ZRANGE', term.key, term.read, stop, 'REV', 'WITHSCORES')
+        term.read = term.read + #entries / 2
+        for j = 1, #entries, 2 do
+          if not seen[entries[j]] then
+            seen[entries[j]] = true
+            fresh[#fresh + 1] = entries[j]
+          end
+        end
+        if term.read < term.frequency then
+          bound = bound + term.weight * tonumber(entries[#entries])
+        end
+      end
+    end
+    local first = #docs
+    for j = 1, #fresh do
+      docs[first + j] = fresh[j]
+      scores[first + j] = 0
+    end
+    for _, term in ipairs(terms) do
+      for from = 1, #fresh, 1000 do
+        local to = math.min(#fresh, from + 999)
+        local parts = redis.call('ZMSCORE', term.key, unpack(fresh, from, to))
+        for j = from, to do
+          if parts[j - from + 1] then
+            scores[first + j] = scores[first + j] + term.weight * tonumber(parts[j - from + 1])
+          end
+        end
+      end
+    end
+    -- the depth+1 best scores so far, negated so the default (fast) sort puts them first
+    for j = first + 1, #docs do
+      best[#best + 1] = -scores[j]
+    end
+    table.sort(best)
+    for j = #best, depth + 2, -1 do
+      best[j] = nil
+    end
+    if bound == 0 or (#best > depth and -best[depth + 1] >= bound) then
+      local floor = -best[#best]
+      local order = {}
+      for j = 1, #docs do
+        if scores[j] >= floor then
+          order[#order + 1] = j
+        end
+      end
+      table.sort(order, function(a, b)
+        if scores[a] ~= scores[b] then return scores[a] > scores[b] end
+        return docs[a] > docs[b]
+      end)
+      local ranked = {}
+      for j = 1, math.min(#order, depth + 1) do
+        ranked[#ranked + 1] = docs[order[j]]
+        ranked[#ranked + 1] = string.format('%.17g', scores[order[j]])
+      end
+      return ranked
+    end
+    if #docs * 4 > listed then
+      return nil
+    end
+    block = block * 2
+  end
 end
-union[#union + 1] = 'WEIGHTS'
-for _, weight in ipairs(weights) do
-  union[#union + 1] = weight
+
+local ranked
+if depth >= 0 and listed > tonumber(ARGV[6]) then
+  ranked = threshold_top()
 end
-redis.call(unpack(union))
-local ranked = redis.call('ZRANGE', KEYS[3], 0, tonumber(ARGV[5]), 'REV', 'WITHSCORES')
-redis.call('DEL', KEYS[3])
+if not ranked then
+  local union = {'ZUNIONSTORE', KEYS[3], #terms}
+  for _, term in ipairs(terms) do
+    union[#union + 1] = term.key
+  end
+  union[#union + 1] = 'WEIGHTS'
+  for _, term in ipairs(terms) do
+    union[#union + 1] = term.weight
+  end
+  redis.call(unpack(union))
+  ranked = redis.call('ZRANGE', KEYS[3], 0, depth, 'REV', 'WITHSCORES')
+  redis.call('DEL', KEYS[3])
+end
 local kinds = {}
 for kind in string.gmatch(ARGV[2], '[^,]+') do
   kinds[kind] = true

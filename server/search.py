@@ -9,8 +9,9 @@ one Lua script (``SEARCH``) next to the postings — a query costs one round tri
 Each posting stores the term's length-normalised part of BM25, tf·(k1+1)/(tf+k1·(1−b+b·len/
 avglen)), computed when the document is indexed with the average length known then (read
 every few seconds); a query weights each term's postings by its idf and sums them with one
-ZUNIONSTORE. The ranking is exact BM25 up to the drift of the average length between the
-moments documents were indexed.
+ZUNIONSTORE, leaving out (MaxScore pruning) the common terms that cannot lift a document into
+the result on their own. The ranking is exact BM25 up to the drift of the average length
+between the moments documents were indexed.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from redis.asyncio.cluster import RedisCluster
 K1 = 1.2
 B = 0.75
 CANDIDATE_FACTOR = 8  # look at this many times ``limit`` top documents before filtering
+PRUNE_ABOVE_POSTINGS = 2_000  # below this many postings a plain union is as cheap as pruning
 AVERAGE_REFRESH_SECONDS = 5.0
 _averages: dict[str, tuple[float, float]] = {}  # stats key -> (read at, average doc length)
 TOKEN = re.compile(r"[a-z0-9][a-z0-9/._-]*[a-z0-9]|[a-z0-9]")
@@ -90,6 +92,7 @@ class SearchIndex:
         self.docs_key = keys.search_docs
         self.stats_key = keys.search_stats
         self.term_prefix = keys.search_term_prefix
+        self.prune_above = PRUNE_ABOVE_POSTINGS
 
     async def queue_index(
         self, pipe: Any, doc: str, text: str, *, kind: str, project: str | None = None,
@@ -155,10 +158,11 @@ class SearchIndex:
         keys = [self.stats_key, self.meta_key, self.scratch_key,
                 *(self.term_prefix + term for term in terms)]  # fmt: skip
         filters = [",".join(kinds), project or "", agent or ""]
-        reply = await self.script(keys=keys, args=[limit, *filters, limit * CANDIDATE_FACTOR - 1])
+        depth = limit * CANDIDATE_FACTOR - 1
+        reply = await self.script(keys=keys, args=[limit, *filters, depth, self.prune_above])
         if (kinds or project or agent) and len(reply) // 3 < limit:
             # The filters dropped too many of the best documents: look at all of them.
-            reply = await self.script(keys=keys, args=[limit, *filters, -1])
+            reply = await self.script(keys=keys, args=[limit, *filters, -1, self.prune_above])
         hits = []
         for index in range(0, len(reply), 3):
             kind, doc_project, doc_agent = reply[index + 2].decode().split("\t")

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import random
 
 import pytest
+import redis
+from baton.server.connection import async_redis
 from baton.server.errors import InvalidInput, NotFound
 from baton.server.memories import MemoryStore, jaccard
-from baton.server.search import tokenize
+from baton.server.search import SearchIndex, tokenize
+from baton.server.settings import Limits
 from baton.server.sessions import SessionStore, compress, within
-from baton.server.store import FactStore
+from baton.server.store import Backend, FactStore
 
 pytestmark = pytest.mark.anyio
 
@@ -52,6 +56,51 @@ async def test_saved_memory_is_found_immediately(memories: MemoryStore) -> None:
     found = await memories.recall("device token rotation")
     assert [hit.id for hit in found.results][:1] == [saved.memory.id]
     assert found.results[0].concepts == ["jwt", "rotation"]
+
+
+async def zipf_corpus(index: SearchIndex, count: int) -> list[str]:
+    """Index ``count`` 12-word documents over a Zipf-like vocabulary (common words are very
+    common, as in real notes); returns 60 queries of one to three words."""
+    rng = random.Random(11)
+    vocabulary = [f"w{n}" for n in range(400)]
+    weights = [1 / (rank + 1) for rank in range(len(vocabulary))]
+    for start in range(0, count, 100):
+        await asyncio.gather(*(
+            index.index(f"m:{n}", " ".join(rng.choices(vocabulary, weights, k=rng.randint(4, 20))),
+                        kind="memory")
+            for n in range(start, min(count, start + 100))))  # fmt: skip
+    return [" ".join(rng.choices(vocabulary, weights, k=rng.randint(1, 3))) for _ in range(60)]
+
+
+async def test_pruned_search_ranks_exactly_like_the_full_union(memories: MemoryStore) -> None:
+    """The threshold algorithm that skips most of the common words' postings returns the
+    same ranking as scoring every posting: same scores, and the same documents above the
+    last score (documents tied with it may differ)."""
+    index = memories.index
+    queries = await zipf_corpus(index, 2000)
+    for query in queries:
+        index.prune_above = 10**12
+        full = await index.search(query, limit=10)
+        index.prune_above = 0
+        pruned = await index.search(query, limit=10)
+        assert [hit.score for hit in pruned] == [hit.score for hit in full], query
+        floor = full[-1].score
+        assert {h.doc for h in pruned if h.score > floor} == {h.doc for h in full if h.score > floor}
+
+
+async def test_common_word_queries_do_not_merge_whole_postings(
+    redis_url: str, sync_redis: redis.Redis
+) -> None:
+    """Queries of common words are answered from the heads of their postings: no
+    ZUNIONSTORE over tens of thousands of entries (what made them slow)."""
+    client = async_redis(redis_url)
+    index = MemoryStore(Backend(client, Limits()).store()).index
+    await zipf_corpus(index, 2000)
+    sync_redis.config_resetstat()
+    for query in ("w0 w1", "w0 w2 w3", "w1 w2 w7"):
+        assert len(await index.search(query, limit=10)) == 10
+    assert "cmdstat_zunionstore" not in sync_redis.info("commandstats")
+    await client.aclose()
 
 
 async def test_empty_content_is_not_saved(memories: MemoryStore) -> None:
