@@ -6,12 +6,16 @@ same server.
 
 from __future__ import annotations
 
+from typing import Any
+
 import redis
 from baton.server.embedded import EmbeddedServer
 from baton.server.settings import Settings
 from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.client import Pipeline
 from redis.asyncio.cluster import RedisCluster
 from redis.backoff import ExponentialBackoff
+from redis.exceptions import NoScriptError
 from redis.retry import Retry
 
 
@@ -55,6 +59,45 @@ def is_cluster(url: str) -> bool:
     return url.startswith(CLUSTER_SCHEMES)
 
 
+class ScriptPipeline(Pipeline):
+    """A pipeline that sends its scripts' EVALSHA straight away: redis-py asks SCRIPT EXISTS
+    before every pipeline that holds a script, one round trip more each time. Baton loads its
+    scripts at startup; a script missing from the server's cache since (a restart, SCRIPT
+    FLUSH) did not run, so it is loaded and run on its own after the rest of the pipeline.
+    Transactions keep redis-py's check (a re-run would not be part of the MULTI)."""
+
+    async def load_scripts(self) -> None:
+        if self.is_transaction or self.explicit_transaction:
+            await super().load_scripts()
+
+    async def execute(self, raise_on_error: bool = True) -> list[Any]:
+        if self.is_transaction or self.explicit_transaction or not self.scripts:
+            return await super().execute(raise_on_error)
+        stack = list(self.command_stack)
+        sources = {script.sha: script.script for script in self.scripts}
+        replies: list[Any] = await super().execute(raise_on_error=False)
+        missing = [index for index, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+        if missing:
+            client = Redis(connection_pool=self.connection_pool)
+            for index in missing:
+                args, options = stack[index]
+                await client.script_load(sources[args[1]])
+                replies[index] = await client.execute_command(*args, **options)
+        errors = [reply for reply in replies if isinstance(reply, Exception)]
+        if raise_on_error and errors:
+            raise errors[0]
+        return replies
+
+
+class BatonRedis(Redis):
+    """redis-py's asyncio client whose pipelines are ``ScriptPipeline``s."""
+
+    def pipeline(self, transaction: bool = True, shard_hint: str | None = None) -> Pipeline:
+        return ScriptPipeline(
+            self.connection_pool, self.response_callbacks, transaction, shard_hint
+        )
+
+
 def async_redis(url: str) -> Redis:
     """A binary (msgpack-safe) client that fails fast when Redis is away instead of hanging;
     a cluster client for ``redis+cluster://`` URLs."""
@@ -67,7 +110,7 @@ def async_redis(url: str) -> Redis:
         url, max_connections=MAX_CONNECTIONS, timeout=5, socket_connect_timeout=2,
         socket_timeout=30, retry=_retry(),
     )  # fmt: skip
-    return Redis(connection_pool=pool)
+    return BatonRedis(connection_pool=pool)
 
 
 def sync_redis(url: str) -> redis.Redis:

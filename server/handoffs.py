@@ -156,7 +156,7 @@ class HandoffStore:
 
         created_us, created_at = _now()
         expires_us = None if expires_in is None else created_us + int(expires_in * 1_000_000)
-        packet_id = await self._new_id(to_agent)
+        packet_id = await self._new_id(to_agent, created_us)
         fields: dict[str, Any] = {
             "id": packet_id,
             "from": from_agent,
@@ -174,11 +174,6 @@ class HandoffStore:
             "redeliveries": 0,
             "job_seq": 0,
         }
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.sadd(NAMESPACES, self.namespace)
-        pipe.sadd(self.keys.inboxes, to_agent)
-        pipe.zadd(self.keys.handoffs, {packet_id: created_us})
-        await pipe.execute()
         await self.scripts.create_packet(
             keys=[self.keys.packet(to_agent, packet_id), self.keys.queued(to_agent),
                   self.keys.expiring(to_agent), self.keys.inbox_all(to_agent)],
@@ -193,10 +188,17 @@ class HandoffStore:
                               packet=packet_id)  # fmt: skip
         return await self.get(packet_id)
 
-    async def _new_id(self, to_agent: str) -> str:
+    async def _new_id(self, to_agent: str, created_us: int) -> str:
+        """A free packet id, taken together with the indexes that find the packet (written
+        before the packet itself, so a crash in between leaves nothing unfindable)."""
         for _ in range(MAX_ID_ATTEMPTS):
             packet_id = f"h_{secrets.token_hex(4)}"
-            if await self.redis.hsetnx(self.keys.handoff_inbox, packet_id, to_agent):
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.hsetnx(self.keys.handoff_inbox, packet_id, to_agent)
+            pipe.sadd(NAMESPACES, self.namespace)
+            pipe.sadd(self.keys.inboxes, to_agent)
+            pipe.zadd(self.keys.handoffs, {packet_id: created_us}, nx=True)  # a taken id: kept
+            if (await pipe.execute())[0]:
                 return packet_id
         raise RuntimeError("could not find a free packet id")  # 2^32 ids: practically never
 
@@ -262,12 +264,12 @@ class HandoffStore:
     ) -> Resumed:
         """Claim ``agent``'s oldest queued packet (pull), with its pins resolved."""
         agent = check_agent(agent)
-        resumed = await self._claim(agent, "", agent, lease_seconds, "resume", job="")
+        resumed, job_seq = await self._claim(agent, "", agent, lease_seconds, "resume", job="")
         if resumed.packet is not None:
             packet = resumed.packet
             dispatcher = self.backend.dispatcher
             if dispatcher is not None:  # its RQ job would only find it claimed: drop it
-                task = asyncio.create_task(self._discard(dispatcher, agent, packet.id))
+                task = asyncio.create_task(self._discard(dispatcher, agent, packet.id, job_seq))
                 _background.add(task)
                 task.add_done_callback(_background.discard)
             if session is not None:
@@ -276,12 +278,13 @@ class HandoffStore:
                 )
         return resumed
 
-    async def _discard(self, dispatcher: Dispatcher, agent: str, packet_id: str) -> None:
+    async def _discard(
+        self, dispatcher: Dispatcher, agent: str, packet_id: str, job_seq: int
+    ) -> None:
         """Drop a pulled packet's RQ job, off the request's path (the job would only find its
         packet claimed and do nothing; dropping it keeps queue depths true)."""
         try:
-            seq = await self.redis.hget(self.keys.packet(agent, packet_id), "job_seq")
-            await dispatcher.discard(self.namespace, agent, packet_id, int(seq or 0))
+            await dispatcher.discard(self.namespace, agent, packet_id, job_seq)
         except Exception as error:  # noqa: BLE001 - the claim stands; the job no-ops
             log.warning("could not drop the job of a pulled packet", packet=packet_id,
                         error=repr(error))  # fmt: skip
@@ -289,12 +292,14 @@ class HandoffStore:
     async def claim_for_job(self, agent: str, packet_id: str, job: str) -> Resumed:
         """Claim one packet for the RQ job delivering it (push). ``packet`` is None when the
         packet is no longer queued: someone else has it, or it is settled or expired."""
-        return await self._claim(agent, packet_id, agent, None, "worker", job=job)
+        resumed, _ = await self._claim(agent, packet_id, agent, None, "worker", job=job)
+        return resumed
 
     async def _claim(
         self, agent: str, packet_id: str, claimant: str, lease_seconds: float | None,
         reason: str, *, job: str,
-    ) -> Resumed:  # fmt: skip
+    ) -> tuple[Resumed, int]:  # fmt: skip
+        """The claim and the claimed packet's pins, and the sequence number of its RQ job."""
         lease = self.policy.lease_seconds if lease_seconds is None else lease_seconds
         if isinstance(lease, bool) or not isinstance(lease, int | float) or not 0 < lease <= MAX_SECONDS:
             raise InvalidInput("lease_seconds", f"must be a number of seconds from 0 to {MAX_SECONDS}")
@@ -312,8 +317,9 @@ class HandoffStore:
                 else f"packet {packet_id} is {state or 'unknown'}, not queued"
             )  # fmt: skip
             return Resumed(agent=agent, packet=None, pins=[], stale=[], lease_until=None,
-                           message=message)  # fmt: skip
-        packet = self._packet(_pairs(reply[2]))
+                           message=message), 0  # fmt: skip
+        fields = _pairs(reply[2])
+        packet = self._packet(fields)
         pins = await self._resolve_for_reader(packet.pins, also=partial(
             self.facts.event_command, kind="claim", agent=claimant,
             text=f"{claimant} claimed {packet.id} ({reason})", packet=packet.id,
@@ -330,7 +336,7 @@ class HandoffStore:
             stale=stale,
             lease_until=packet.lease_until,
             message=f"packet {packet.id} from {packet.from_agent}: {packet.summary}",
-        )
+        ), int(fields.get(b"job_seq", 0))
 
     async def _resolve_for_reader(
         self, pins: list[Pin], also: Callable[[Pipeline], None] | None = None

@@ -5,10 +5,12 @@ from __future__ import annotations
 import msgpack
 import pytest
 import redis
+from baton.server.connection import async_redis
 from baton.server.errors import InvalidInput, NotFound, TooLarge, VersionConflict
 from baton.server.integrity import GENESIS_HASH
 from baton.server.keys import Keys
 from baton.server.sessions import SessionStore
+from baton.server.settings import Limits
 from baton.server.store import Backend, FactStore
 
 pytestmark = pytest.mark.anyio
@@ -289,3 +291,27 @@ async def test_verify_checks_the_outcomes_chain(store: FactStore, data_redis: re
     broken = (await store.stats(verify=True)).broken
     assert broken is not None
     assert [(b.chain, b.version, b.kind) for b in broken] == [("outcomes", 1, "hash")]
+
+
+async def test_writes_survive_a_script_flush_without_asking_script_exists(
+    redis_url: str, sync_redis: redis.Redis
+) -> None:
+    """Pipelines send their scripts straight away (no SCRIPT EXISTS round trip each time);
+    after SCRIPT FLUSH the missing scripts are loaded and run, and nothing is lost or
+    written twice: each write is one version, indexed and found by search."""
+    client = async_redis(redis_url)
+    store = Backend(client, Limits()).store()
+    session = "s-flush"
+    await store.remember("flush/a", {"text": "before the flush"}, agent="scout", session=session)
+    sync_redis.config_resetstat()
+    sync_redis.script_flush()
+    await store.remember("flush/a", {"text": "after the flush"}, agent="scout", session=session)
+    await store.remember("flush/b", {"text": "another write"}, agent="scout", session=session)
+
+    assert (await store.recall("flush/a")).version == 2
+    assert [v.version for v in (await store.history("flush/a")).versions] == [1, 2]
+    assert {h.doc for h in await store.search.search("after another")} == {"f:flush/a", "f:flush/b"}
+    stats = await store.stats(verify=True)
+    assert (stats.versions, stats.broken) == (3, [])
+    assert "cmdstat_script|exists" not in sync_redis.info("commandstats")
+    await client.aclose()
