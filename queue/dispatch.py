@@ -14,6 +14,7 @@ import redis
 from baton.server.handoffs import job_id
 from baton.server.settings import HandoffPolicy
 from redis.asyncio import Redis as AsyncRedis
+from redis.commands.core import AsyncScript
 from rq import Queue, Retry
 from rq.job import Job
 
@@ -50,7 +51,9 @@ class RQDispatcher:
     ) -> None:  # fmt: skip
         self.connection = connection
         self.policy = policy
-        self.async_connection = async_connection
+        self.discard_script = (
+            None if async_connection is None else async_connection.register_script(DISCARD_JOB)
+        )
 
     def queue(self, namespace: str, agent: str) -> Queue:
         return Queue(queue_name(namespace, agent), connection=self.connection)
@@ -70,18 +73,18 @@ class RQDispatcher:
             failure_ttl=FAILURE_TTL,
         )
 
-    async def discard(self, namespace: str, agent: str, packet_id: str, seq: int) -> None:
-        """Drop the job of a packet claimed by ``resume``, so queue depths stay true.
-
-        Only a job still waiting in the queue is deleted (one atomic script on the queue
-        Redis); one a worker has already taken is left to run, and it finds its packet claimed
-        and does nothing.
-        """
-        if self.async_connection is None:
-            return
+    def discard_call(
+        self, namespace: str, agent: str, packet_id: str, seq: int
+    ) -> tuple[AsyncScript, list[str], list[str]] | None:
+        """The script call that drops the job of a packet claimed by ``resume``, so queue
+        depths stay true: only a job still waiting in the queue is deleted (atomically, on the
+        queue Redis); one a worker has already taken is left to run, and it finds its packet
+        claimed and does nothing."""
+        if self.discard_script is None:
+            return None
         identifier = job_id(namespace, packet_id, seq)
         queue_key = Queue.redis_queue_namespace_prefix + queue_name(namespace, agent)
-        await self.async_connection.eval(DISCARD_JOB, 2, queue_key, Job.key_for(identifier), identifier)
+        return self.discard_script, [queue_key, Job.key_for(identifier)], [identifier]
 
     def missing(self, namespace: str, jobs: Sequence[tuple[str, int]]) -> list[int]:
         pipe = self.connection.pipeline(transaction=False)

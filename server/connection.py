@@ -15,6 +15,7 @@ from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.client import Pipeline
 from redis.asyncio.cluster import RedisCluster
 from redis.backoff import ExponentialBackoff
+from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
 from redis.retry import Retry
 
@@ -87,6 +88,13 @@ class ScriptPipeline(Pipeline):
         if raise_on_error and errors:
             raise errors[0]
         return replies
+
+
+def queue_script(pipe: Pipeline, script: AsyncScript, keys: list[Any], args: list[Any]) -> None:
+    """Queue one EVALSHA of ``script`` on ``pipe`` (synchronously; ``ScriptPipeline`` loads
+    the script if the server lost it)."""
+    pipe.scripts.add(script)
+    pipe.evalsha(script.sha, len(keys), *keys, *args)
 
 
 class BatonRedis(Redis):

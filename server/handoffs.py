@@ -27,6 +27,7 @@ import anyio.to_thread
 import msgpack
 import msgspec
 import structlog
+from baton.server.connection import queue_script
 from baton.server.errors import Forbidden, InvalidInput, NotFound, StateConflict
 from baton.server.keys import NAMESPACES, Keys
 from baton.server.models import (
@@ -46,6 +47,7 @@ from baton.server.models import (
 from baton.server.store import BATCH, FactStore, _pairs, _unpack
 from baton.server.validation import check_agent, check_ref, check_session_id
 from redis.asyncio.client import Pipeline
+from redis.commands.core import AsyncScript
 
 log = structlog.get_logger("baton.handoffs")
 # Fire-and-forget tasks are kept referenced until they finish (asyncio keeps weak refs only).
@@ -63,7 +65,12 @@ class Dispatcher(Protocol):
 
     def enqueue(self, namespace: str, agent: str, packet_id: str, seq: int) -> None: ...
 
-    async def discard(self, namespace: str, agent: str, packet_id: str, seq: int) -> None: ...
+    def discard_call(
+        self, namespace: str, agent: str, packet_id: str, seq: int
+    ) -> tuple[AsyncScript, list[str], list[str]] | None:
+        """The script call (script, keys, args) that drops a packet's job if no worker took
+        it yet; None when there is no queue connection to run it on."""
+        ...
 
     def missing(self, namespace: str, jobs: Sequence[tuple[str, int]]) -> list[int]:
         """Indexes of the (packet id, seq) pairs that have no RQ job."""
@@ -264,42 +271,48 @@ class HandoffStore:
     ) -> Resumed:
         """Claim ``agent``'s oldest queued packet (pull), with its pins resolved."""
         agent = check_agent(agent)
-        resumed, job_seq = await self._claim(agent, "", agent, lease_seconds, "resume", job="")
-        if resumed.packet is not None:
-            packet = resumed.packet
-            dispatcher = self.backend.dispatcher
-            if dispatcher is not None:  # its RQ job would only find it claimed: drop it
-                task = asyncio.create_task(self._discard(dispatcher, agent, packet.id, job_seq))
-                _background.add(task)
-                task.add_done_callback(_background.discard)
-            if session is not None:
-                await self.facts.touch(
-                    check_session_id(session), agent, {pin.ref: pin.version for pin in packet.pins}
-                )
+        resumed = await self._claim(agent, "", agent, lease_seconds, "resume", job="")
+        if resumed.packet is not None and session is not None:
+            seen = {pin.ref: pin.version for pin in resumed.packet.pins}
+            await self.facts.touch(check_session_id(session), agent, seen)
         return resumed
 
-    async def _discard(
-        self, dispatcher: Dispatcher, agent: str, packet_id: str, job_seq: int
-    ) -> None:
-        """Drop a pulled packet's RQ job, off the request's path (the job would only find its
-        packet claimed and do nothing; dropping it keeps queue depths true)."""
-        try:
-            await dispatcher.discard(self.namespace, agent, packet_id, job_seq)
-        except Exception as error:  # noqa: BLE001 - the claim stands; the job no-ops
-            log.warning("could not drop the job of a pulled packet", packet=packet_id,
-                        error=repr(error))  # fmt: skip
+    def _drop_job(self, agent: str, packet_id: str, job_seq: int) -> Callable[[Pipeline], None]:
+        """What queues the dropping of a pulled packet's RQ job (the job would only find its
+        packet claimed and do nothing; dropping it keeps queue depths true): on the pins'
+        pipeline when RQ shares the data Redis, else a task off the request's path."""
+        call = None if self.backend.dispatcher is None else self.backend.dispatcher.discard_call(
+            self.namespace, agent, packet_id, job_seq
+        )  # fmt: skip
+        if call is None:
+            return lambda pipe: None
+        script, keys, args = call
+        if script.registered_client is self.redis and not self.backend.cluster:
+            return lambda pipe: queue_script(pipe, script, keys, args)
+
+        async def discard() -> None:
+            try:
+                await script(keys=keys, args=args)
+            except Exception as error:  # noqa: BLE001 - the claim stands; the job no-ops
+                log.warning("could not drop the job of a pulled packet", packet=packet_id,
+                            error=repr(error))  # fmt: skip
+
+        task = asyncio.create_task(discard())
+        _background.add(task)
+        task.add_done_callback(_background.discard)
+        return lambda pipe: None
 
     async def claim_for_job(self, agent: str, packet_id: str, job: str) -> Resumed:
         """Claim one packet for the RQ job delivering it (push). ``packet`` is None when the
         packet is no longer queued: someone else has it, or it is settled or expired."""
-        resumed, _ = await self._claim(agent, packet_id, agent, None, "worker", job=job)
-        return resumed
+        return await self._claim(agent, packet_id, agent, None, "worker", job=job)
 
     async def _claim(
         self, agent: str, packet_id: str, claimant: str, lease_seconds: float | None,
         reason: str, *, job: str,
-    ) -> tuple[Resumed, int]:  # fmt: skip
-        """The claim and the claimed packet's pins, and the sequence number of its RQ job."""
+    ) -> Resumed:  # fmt: skip
+        """Claim a packet (the oldest with no ``packet_id``) and resolve its pins; a pull
+        (``reason`` "resume") also drops the packet's RQ job."""
         lease = self.policy.lease_seconds if lease_seconds is None else lease_seconds
         if isinstance(lease, bool) or not isinstance(lease, int | float) or not 0 < lease <= MAX_SECONDS:
             raise InvalidInput("lease_seconds", f"must be a number of seconds from 0 to {MAX_SECONDS}")
@@ -317,13 +330,20 @@ class HandoffStore:
                 else f"packet {packet_id} is {state or 'unknown'}, not queued"
             )  # fmt: skip
             return Resumed(agent=agent, packet=None, pins=[], stale=[], lease_until=None,
-                           message=message), 0  # fmt: skip
+                           message=message)  # fmt: skip
         fields = _pairs(reply[2])
         packet = self._packet(fields)
-        pins = await self._resolve_for_reader(packet.pins, also=partial(
-            self.facts.event_command, kind="claim", agent=claimant,
-            text=f"{claimant} claimed {packet.id} ({reason})", packet=packet.id,
-        ))  # fmt: skip
+        drop_job = (
+            self._drop_job(agent, packet.id, int(fields.get(b"job_seq", 0)))
+            if reason == "resume" else lambda pipe: None
+        )  # fmt: skip
+
+        def also(pipe: Pipeline) -> None:
+            self.facts.event_command(pipe, "claim", claimant,
+                                     f"{claimant} claimed {packet.id} ({reason})", packet=packet.id)  # fmt: skip
+            drop_job(pipe)
+
+        pins = await self._resolve_for_reader(packet.pins, also=also)
         stale = [
             StalePin(ref=pin.ref, pinned_version=pin.version, current_version=pin.current_version)
             for pin in pins
@@ -336,7 +356,7 @@ class HandoffStore:
             stale=stale,
             lease_until=packet.lease_until,
             message=f"packet {packet.id} from {packet.from_agent}: {packet.summary}",
-        ), int(fields.get(b"job_seq", 0))
+        )
 
     async def _resolve_for_reader(
         self, pins: list[Pin], also: Callable[[Pipeline], None] | None = None

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import msgpack
 import msgspec
 from baton.server import confidence as confidence_rules
+from baton.server.connection import queue_script
 from baton.server.errors import InvalidInput, NotFound, StoreUnavailable, TooLarge, VersionConflict
 from baton.server.integrity import (
     GENESIS_HASH,
@@ -123,7 +124,7 @@ class Backend:
             return list(replies[: len(calls)])
         pipe = self.redis.pipeline(transaction=False)
         for script, keys, args in calls:
-            await script(keys=keys, args=args, client=pipe)
+            queue_script(pipe, script, keys, args)
         if also is not None:
             also(pipe)
         return list((await pipe.execute())[: len(calls)])

@@ -221,18 +221,20 @@ def http(api_url: str, redis_url: str) -> Iterator[httpx.Client]:
 
 @pytest.fixture
 async def dispatching_backend(data_url: str, redis_url: str) -> AsyncIterator[Backend]:
-    """A backend that also enqueues RQ jobs, as the API server does."""
+    """A backend that also enqueues RQ jobs, as the API server does: RQ on the plain server,
+    sharing the data client when the data is there too."""
     from baton.queue.dispatch import RQDispatcher
     from baton.server.connection import sync_redis
     from baton.server.settings import HandoffPolicy
 
     client = async_redis(data_url)
-    queue_connection = sync_redis(redis_url)  # RQ always on the plain server
-    queue_client = async_redis(redis_url)
+    queue_connection = sync_redis(redis_url)
+    queue_client = client if data_url == redis_url else async_redis(redis_url)
     policy = HandoffPolicy(retry_intervals=(0,))
     yield Backend(client, Limits(), RQDispatcher(queue_connection, policy, queue_client), policy)
     await client.aclose()
-    await queue_client.aclose()
+    if queue_client is not client:
+        await queue_client.aclose()
     queue_connection.close()
 
 

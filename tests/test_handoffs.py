@@ -92,7 +92,7 @@ async def test_pull_claim_removes_the_rq_job(
     handoffs: HandoffStore, sync_redis: redis.Redis
 ) -> None:
     """A packet claimed by resume no longer waits on the agent's RQ queue (the job is dropped
-    just after the answer, off the request's path)."""
+    with the pins read, or just after the answer when RQ has its own Redis)."""
     await hand(handoffs)
     queue = Queue(queue_name("default", "executor"), connection=sync_redis)
     assert queue.count == 1
