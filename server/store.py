@@ -539,7 +539,10 @@ class FactStore:
     ) -> RecordPage:  # fmt: skip
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("query", "must be non-empty text")
-        hits = await self.search.search(query, limit=self.limits.max_page_size, kinds=["fact"])
+        filtered = scope is not None or tags or min_confidence is not None
+        # Scope, tags and confidence are checked on the records: look further down the ranking.
+        wanted = self.limits.max_page_size if filtered else limit
+        hits = await self.search.search(query, limit=wanted, kinds=["fact"])
         refs = [hit.doc[2:] for hit in hits]
         found = await self.read_versions([(ref, None) for ref in refs])
         records = [
