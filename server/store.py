@@ -684,6 +684,7 @@ class FactStore:
                 pipe.hmget(self.keys.head(ref), "version", "confidence")
                 pipe.llen(self.keys.outcomes(ref))
             replies = await pipe.execute()
+            short: list[tuple[str, int, int]] = []  # records checked together, one round trip
             for ref, (version, confidence), length in zip(
                 batch, replies[::2], replies[1::2], strict=True
             ):
@@ -694,10 +695,17 @@ class FactStore:
                 outcomes += length
                 confidence_sum += float(confidence)
                 if verify:
-                    async for link in self.verify_record(ref, int(version)):
-                        broken.append(link)
                     checked_versions += int(version)
                     checked_outcomes += length
+                    if int(version) + length >= BATCH:
+                        broken += [link async for link in self.verify_record(ref, int(version))]
+                    else:
+                        short.append((ref, int(version), length))
+                    if sum(n + m for _, n, m in short) >= BATCH:
+                        broken += await self._verify_records(short)
+                        short = []
+            if short:
+                broken += await self._verify_records(short)
             seen += len(batch)
             if on_progress:
                 on_progress(seen, total)
@@ -716,28 +724,31 @@ class FactStore:
         )
 
     async def verify_record(self, ref: str, current: int) -> AsyncIterator[BrokenLink]:
-        """Recompute one record's version chain and outcomes chain; yield each broken link."""
-        checker = ChainChecker(VERSION_FIELDS)
-        number = 0
+        """Recompute one record's version chain and outcomes chain; yield each broken link.
+        The versions are read in pipelined batches (memory stays flat for long histories)."""
+        check = _ChainCheck(ref)
         async for fields in self._versions(ref, current):
-            number += 1
-            if not fields:
-                yield BrokenLink(ref=ref, chain="versions", version=number, kind="hash",
-                                 expected="a stored version", found="nothing")  # fmt: skip
-                continue
-            try:
-                view = _hashed_view(self._version(ref, fields, {}, current=-1))
-            except (KeyError, ValueError, msgpack.UnpackException) as error:
-                yield BrokenLink(ref=ref, chain="versions", version=number, kind="hash",
-                                 expected="a decodable version", found=repr(error))  # fmt: skip
-                continue
-            for problem in checker.check(view):
-                yield BrokenLink(ref=ref, chain="versions", version=number, **problem)
-        checker = ChainChecker(OUTCOME_FIELDS)
-        for raw in await self.redis.lrange(self.keys.outcomes(ref), 0, -1):
-            entry = _unpack(raw)
-            for problem in checker.check(entry):
-                yield BrokenLink(ref=ref, chain="outcomes", version=entry["seq"], **problem)
+            for link in check.version(fields):
+                yield link
+        for link in check.outcomes(await self.redis.lrange(self.keys.outcomes(ref), 0, -1)):
+            yield link
+
+    async def _verify_records(self, records: list[tuple[str, int, int]]) -> list[BrokenLink]:
+        """Check several short records — (ref, versions, outcomes) — with one pipeline."""
+        pipe = self.redis.pipeline(transaction=False)
+        for ref, current, outcomes in records:
+            for number in range(1, current + 1):
+                pipe.hgetall(self.keys.version(ref, number))
+            if outcomes:
+                pipe.lrange(self.keys.outcomes(ref), 0, -1)
+        replies = iter(await pipe.execute())
+        broken: list[BrokenLink] = []
+        for ref, current, outcomes in records:
+            check = _ChainCheck(ref)
+            for _ in range(current):
+                broken += check.version(next(replies))
+            broken += check.outcomes(next(replies) if outcomes else [])
+        return broken
 
     # -- sessions -----------------------------------------------------------------------------
 
@@ -787,6 +798,37 @@ class FactStore:
         pipe = self.redis.pipeline(transaction=False)
         self.event_command(pipe, kind, agent, text, ref=ref, packet=packet)
         await pipe.execute()
+
+
+class _ChainCheck:
+    """One record's chains checked link by link: versions in order, then its outcomes."""
+
+    def __init__(self, ref: str) -> None:
+        self.ref = ref
+        self.number = 0
+        self.checker = ChainChecker(VERSION_FIELDS)
+
+    def version(self, fields: dict[bytes, bytes]) -> list[BrokenLink]:
+        self.number += 1
+        if not fields:
+            return [BrokenLink(ref=self.ref, chain="versions", version=self.number, kind="hash",
+                               expected="a stored version", found="nothing")]  # fmt: skip
+        try:
+            view = _hashed_view(FactStore._version(self.ref, fields, {}, current=-1))
+        except (KeyError, ValueError, msgpack.UnpackException) as error:
+            return [BrokenLink(ref=self.ref, chain="versions", version=self.number, kind="hash",
+                               expected="a decodable version", found=repr(error))]  # fmt: skip
+        return [BrokenLink(ref=self.ref, chain="versions", version=self.number, **problem)
+                for problem in self.checker.check(view)]  # fmt: skip
+
+    def outcomes(self, raws: list[bytes]) -> list[BrokenLink]:
+        checker = ChainChecker(OUTCOME_FIELDS)
+        broken = []
+        for raw in raws:
+            entry = _unpack(raw)
+            broken += [BrokenLink(ref=self.ref, chain="outcomes", version=entry["seq"], **problem)
+                       for problem in checker.check(entry)]  # fmt: skip
+        return broken
 
 
 def _tags_match(have: list[str], wanted: list[str], mode: str) -> bool:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import platform
 import random
 import resource
 import subprocess
@@ -21,9 +20,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from importlib.metadata import version
 from pathlib import Path
 
 import httpx
@@ -39,86 +35,18 @@ from baton.server.store import Backend, utc_now
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from tests.bench_growth import growth
+from tests.benchkit import (
+    Measure,
+    Row,
+    fmt,
+    http_load,
+    interleaved,
+    sequential,
+    start,
+    write_report,
+)
 from tests.conftest import REPO, free_port, wait_for_http
-
-CONCURRENCY = 32
-
-
-@dataclass
-class Measure:
-    name: str
-    latencies: list[float] = field(default_factory=list)
-    seconds: float = 0.0
-
-    @property
-    def throughput(self) -> float:
-        return len(self.latencies) / self.seconds if self.seconds else 0.0
-
-    def pct(self, q: float) -> float:
-        ordered = sorted(self.latencies)
-        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000 if ordered else 0.0
-
-
-@dataclass
-class Row:
-    scenario: str
-    baton: str
-    baseline: str
-    ratio: str
-    target: str
-    met: bool | None
-
-
-def fmt(measure: Measure) -> str:
-    """Percentiles, and throughput where the scenario measured one (not for one-at-a-time
-    latency probes)."""
-    text = f"p50 {measure.pct(0.5):.2f} ms, p95 {measure.pct(0.95):.2f}, p99 {measure.pct(0.99):.2f}"
-    return text + (f", {measure.throughput:,.0f}/s" if measure.seconds else "")
-
-
-async def http_load(
-    url: str, request: Callable[[httpx.AsyncClient, int], Awaitable[httpx.Response]],
-    seconds: float, concurrency: int = CONCURRENCY, warmup: float = 1.0, name: str = "",
-) -> Measure:  # fmt: skip
-    """``concurrency`` clients calling ``request`` back to back for ``seconds`` (after a
-    warm-up that is not counted)."""
-    measure = Measure(name)
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30) as client:
-        start = time.perf_counter()
-        counting_from = start + warmup
-        stop = counting_from + seconds
-
-        async def worker(number: int) -> None:
-            i = 0
-            while (now := time.perf_counter()) < stop:
-                response = await request(client, number * 1_000_000 + i)
-                assert response.status_code < 300, response.text
-                if now >= counting_from:
-                    measure.latencies.append(time.perf_counter() - now)
-                i += 1
-
-        await asyncio.gather(*(worker(n) for n in range(concurrency)))
-        measure.seconds = seconds
-    return measure
-
-
-async def sequential(call: Callable[[int], Awaitable[object]], count: int, name: str) -> Measure:
-    measure = Measure(name)
-    for i in range(count // 10):  # warm-up
-        await call(i)
-    started = time.perf_counter()
-    for i in range(count):
-        before = time.perf_counter()
-        await call(count + i)
-        measure.latencies.append(time.perf_counter() - before)
-    measure.seconds = time.perf_counter() - started
-    return measure
-
-
-def start(command: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    with open(log, "wb") as out:
-        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO)
 
 
 async def populate_versions(backend: Backend, refs: int, per_ref: int) -> None:
@@ -172,6 +100,7 @@ async def main(quick: bool, output: Path) -> None:
     env = {**os.environ, "BATON_REDIS_URL": url, "BATON_RATE_LIMIT": "off",
            "PYTHONPATH": str(REPO)}  # fmt: skip
     rows: list[Row] = []
+    growth_table: list[str] = []
     processes: list[subprocess.Popen[bytes]] = []
     client = async_redis(url)
     backend = Backend(client, Limits())
@@ -234,9 +163,11 @@ async def main(quick: bool, output: Path) -> None:
                                                       "pins": [{"ref": f"pin/{n}"} for n in range(4)]})  # fmt: skip
             await http.post("/v1/records", json={"ref": "pin/0", "value": "moved"})
             puller = {"X-Baton-Agent": "puller"}
-            resume = await sequential(lambda i: http.post("/v1/agents/puller/resume", headers=puller),
-                                      packets - packets // 10 - 1, "resume")  # fmt: skip
-            base_seq = await sequential(lambda i: http.get(f"{base_url}/get"), 1000 // scale * 2, "B-http (sequential)")
+            measured = await interleaved({
+                "resume": lambda i: http.post("/v1/agents/puller/resume", headers=puller),
+                "B-http (sequential)": lambda i: http.get(f"{base_url}/get"),
+            }, packets - packets // 10 - 1)  # fmt: skip
+            resume, base_seq = measured["resume"], measured["B-http (sequential)"]
             ratio = resume.pct(0.5) / base_seq.pct(0.5)
             row("resume, 4 pins, one stale (p50, sequential)", resume, base_seq, "≤ 2.0 × p50", ratio, ratio <= 2.0)
 
@@ -260,61 +191,63 @@ async def main(quick: bool, output: Path) -> None:
 
         queue = Queue("bench-rq", connection=raw)
 
+        pusher = httpx.AsyncClient(base_url=api_url, headers=headers)
+
+        pushes = 200 // scale * 2
+        latencies: dict[str, list[float]] = {"B-rq": [], "push": []}
+
         async def rq_once(i: int) -> None:
             before = time.time()
             queue.enqueue("tests.bench_baselines.noop_job", "bench:rq-starts")
             _, started = await asyncio.to_thread(raw.blpop, ["bench:rq-starts"], 30)
-            latencies.append(float(started) - before)
-
-        pusher = httpx.AsyncClient(base_url=api_url, headers=headers)
+            latencies["B-rq"].append(float(started) - before)
 
         async def push_once(i: int) -> None:
             before = time.time()
             await pusher.post("/v1/handoffs", json={"to": "bench", "summary": "push"})
             _, started = await asyncio.to_thread(raw.blpop, ["bench:push-starts"], 30)
-            latencies.append(float(started) - before)
+            latencies["push"].append(float(started) - before)
 
-        pushes = 200 // scale * 2
-        latencies: list[float] = []
-        await sequential(rq_once, pushes, "B-rq")
-        b_rq = Measure("B-rq", latencies[-pushes:])
-        latencies = []
-        await sequential(push_once, pushes, "push")
-        push = Measure("push", latencies[-pushes:])
+        await interleaved({"B-rq": rq_once, "push": push_once}, pushes)
+        b_rq = Measure("B-rq", latencies["B-rq"][-pushes:])
+        push = Measure("push", latencies["push"][-pushes:])
         await pusher.aclose()
         ratio = push.pct(0.5) / b_rq.pct(0.5)
         row("push: handoff call -> handler starts (p50)", push, b_rq, "≤ 2.0 × p50", ratio, ratio <= 2.0)
+        for process in (agent, rq_worker):  # done with them: what follows measures the API alone
+            process.terminate()
+            process.wait(10)
 
-        # -- MCP over stdio vs a no-op tool ----------------------------------------------------
-        async def mcp_measure(params: StdioServerParameters, tool: str, name: str) -> Measure:
-            async with Client(params) as mcp:
-                return await sequential(lambda i: mcp.call_tool(tool, {"ref": f"m/{i % 50}", "value": i}),
-                                        500 // scale * 2, name)  # fmt: skip
+        # -- MCP over stdio and over streamable HTTP vs a no-op tool -----------------------------
+        def tool_call(mcp: Client, tool: str) -> Callable[[int], Awaitable[object]]:
+            return lambda i: mcp.call_tool(tool, {"ref": f"m/{i % 50}", "value": i})
 
         baton_stdio = StdioServerParameters(command=sys.executable, args=["-m", "baton.server.cli", "mcp"],
                                             env={**env, "AGENT_ID": "bench"}, cwd=str(REPO))  # fmt: skip
         noop_stdio = StdioServerParameters(command=sys.executable, args=["-m", "tests.bench_baselines", "mcp"],
                                            env=env, cwd=str(REPO))  # fmt: skip
-        b_mcp = await mcp_measure(noop_stdio, "noop", "B-mcp (stdio)")
-        mcp_remember = await mcp_measure(baton_stdio, "remember", "MCP remember")
+        async with Client(noop_stdio) as noop, Client(baton_stdio) as baton:
+            measured = await interleaved({"B-mcp (stdio)": tool_call(noop, "noop"),
+                                          "MCP remember": tool_call(baton, "remember")},
+                                         500 // scale * 2)  # fmt: skip
+        b_mcp, mcp_remember = measured["B-mcp (stdio)"], measured["MCP remember"]
         ratio = mcp_remember.pct(0.5) / b_mcp.pct(0.5)
         row("MCP remember over stdio (p50)", mcp_remember, b_mcp, "≤ 2.0 × p50", ratio, ratio <= 2.0)
 
-        # -- MCP over streamable HTTP vs a no-op tool -------------------------------------------
         mcp_port = free_port()
         processes.append(start([sys.executable, "-m", "uvicorn", "--factory",
                                 "tests.bench_baselines:mcp_http_app", "--port", str(mcp_port),
                                 "--log-level", "warning"], work / "mcp-http.log", env))  # fmt: skip
         time.sleep(3)
-
-        async def mcp_http_measure(url: str, tool: str, name: str) -> Measure:
-            http = httpx.AsyncClient(headers=headers)
-            async with Client(streamable_http_client(url, http_client=http)) as mcp:
-                return await sequential(lambda i: mcp.call_tool(tool, {"ref": f"m/{i % 50}", "value": i}),
-                                        500 // scale * 2, name)  # fmt: skip
-
-        b_mcp_http = await mcp_http_measure(f"http://127.0.0.1:{mcp_port}/mcp", "noop", "B-mcp (HTTP)")
-        mcp_http = await mcp_http_measure(f"{api_url}/mcp", "remember", "MCP remember (HTTP)")
+        async with (
+            httpx.AsyncClient(headers=headers) as noop_http, httpx.AsyncClient(headers=headers) as baton_http,
+            Client(streamable_http_client(f"http://127.0.0.1:{mcp_port}/mcp", http_client=noop_http)) as noop,
+            Client(streamable_http_client(f"{api_url}/mcp", http_client=baton_http)) as baton,
+        ):  # fmt: skip
+            measured = await interleaved({"B-mcp (HTTP)": tool_call(noop, "noop"),
+                                          "MCP remember (HTTP)": tool_call(baton, "remember")},
+                                         500 // scale * 2)  # fmt: skip
+        b_mcp_http, mcp_http = measured["B-mcp (HTTP)"], measured["MCP remember (HTTP)"]
         ratio = mcp_http.pct(0.5) / b_mcp_http.pct(0.5)
         row("MCP remember over streamable HTTP (p50)", mcp_http, b_mcp_http, "≤ 2.0 × p50", ratio,
             ratio <= 2.0)  # fmt: skip
@@ -367,10 +300,13 @@ async def main(quick: bool, output: Path) -> None:
         row(f"memory_recall over {count:,} memories", search, Measure("10 ms / 25 ms absolute"),
             "p50 ≤ 10 ms, p95 ≤ 25 ms", None, met)  # fmt: skip
 
-        # -- server memory ----------------------------------------------------------------------
+        # -- how cost grows, then the server's memory with all that data ------------------------
+        growth_table = await growth(api_url, store, api.pid, quick)
         api_rss = psutil.Process(api.pid).memory_info().rss / 2**20
         redis_memory = raw.info()["used_memory"] / 2**20
-        rows.append(Row("API server RSS after the run", f"{api_rss:.0f} MiB (Redis holds {redis_memory:.0f} MiB)",
+        records, packets = (await store.stats()).refs, raw.hlen(Keys("default").handoff_inbox)
+        rows.append(Row(f"API server RSS with {records:,} records and {packets:,} packets",
+                        f"{api_rss:.0f} MiB (Redis holds {redis_memory:,.0f} MiB)",
                         "-", "", "≤ 250 MiB", api_rss <= 250))  # fmt: skip
         print(f"API RSS {api_rss:.0f} MiB; Redis used_memory {redis_memory:.0f} MiB")
     finally:
@@ -383,31 +319,7 @@ async def main(quick: bool, output: Path) -> None:
                 process.kill()
         await client.aclose()
         embedded.stop()
-    write_report(output, rows, quick)
-
-
-def write_report(output: Path, rows: list[Row], quick: bool) -> None:
-    cpu = platform.processor() or platform.machine()
-    lines = [
-        "# Benchmarks",
-        "",
-        f"Measured by `make bench{' ARGS=--quick' if quick else ''}` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC: "
-        f"{os.cpu_count()} cores ({cpu}), {psutil.virtual_memory().total / 2**30:.0f} GiB, "
-        f"Python {platform.python_version()}, Valkey (embedded), litestar {version('litestar')}, "
-        f"redis-py {version('redis')}, rq {version('rq')}, mcp {version('mcp')}. Load generator, "
-        "servers and Redis share the same 2 cores, for the baselines and for Baton alike, so compare "
-        "the ratios, not the absolute numbers.",
-        "",
-        "| scenario | Baton | baseline | ratio | target | met |",
-        "|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        met = "yes" if r.met else "**no**" if r.met is False else "-"
-        lines.append(f"| {r.scenario} | {r.baton} | {r.baseline} | {r.ratio} | {r.target} | {met} |")
-    existing = output.read_text() if output.exists() else ""
-    notes = existing.split("\n## ", 1)[1] if "\n## " in existing else ""
-    output.write_text("\n".join(lines) + "\n" + (f"\n## {notes}" if notes else ""))
-    print(f"\nreport written to {output}")
+    write_report(output, rows, growth_table, quick)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from baton.server.integrity import GENESIS_HASH
 from baton.server.keys import Keys
 from baton.server.sessions import SessionStore
 from baton.server.settings import Limits
-from baton.server.store import Backend, FactStore
+from baton.server.store import BATCH, Backend, FactStore
 
 pytestmark = pytest.mark.anyio
 
@@ -254,6 +254,28 @@ async def test_verify_reports_exactly_the_tampered_version(
 
     data_redis.hset(key, "value", original)
     assert (await store.stats(verify=True)).broken == []
+
+
+async def test_verify_finds_edits_in_long_and_short_records_alike(
+    store: FactStore, data_redis: redis.Redis
+) -> None:
+    """A record longer than one read batch is streamed, short ones are checked many per
+    round trip: an edit is reported at its exact version either way, and counts add up."""
+    long_ref = "log/long"
+    for i in range(BATCH + 20):
+        await store.remember(long_ref, i, agent="scout")
+    for n in range(30):
+        await store.remember(f"short/{n}", n, agent="scout")
+        await store.remember(f"short/{n}", n + 1, agent="scout")
+    data_redis.hset(Keys().version(long_ref, BATCH + 7), "value", msgpack.packb("edited"))
+    data_redis.hset(Keys().version("short/17", 2), "author", "mallory")
+
+    stats = await store.stats(verify=True)
+    assert stats.broken is not None
+    assert [(b.ref, b.version, b.kind) for b in stats.broken] == [
+        (long_ref, BATCH + 7, "hash"), ("short/17", 2, "hash"),
+    ]  # fmt: skip
+    assert stats.checked_versions == BATCH + 20 + 60
 
 
 async def test_verify_catches_a_rewritten_hash_at_the_next_link(

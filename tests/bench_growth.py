@@ -1,0 +1,165 @@
+"""``make bench``'s growth table: how the cost of each operation moves with the data.
+
+Records are seeded through ``baton import`` (the same keys, hash chains and search documents
+as ``remember`` writes, a few thousand a second) and packets through the same import into one
+inbox per depth; every figure is then measured through the running API, one call at a time.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import time
+from typing import Any
+
+import httpx
+import psutil
+from baton.server.backup import export, import_dump
+from baton.server.handoffs import HandoffStore
+from baton.server.integrity import GENESIS_HASH, digest, version_body
+from baton.server.store import FactStore
+
+from tests.benchkit import Measure, sequential
+
+SEED_BATCH = 2_000
+CALLS = 300
+VOCABULARY = [f"w{n}" for n in range(5000)]
+WEIGHTS = [1 / (rank + 1) for rank in range(len(VOCABULARY))]  # Zipf-like: common words common
+
+
+class Seeder:
+    """Clones one real exported record and one real exported packet into many."""
+
+    def __init__(self, store: FactStore, record: dict[str, Any], packet: dict[str, Any]) -> None:
+        self.store = store
+        self.record = record
+        self.packet = packet
+        self.rng = random.Random(5)
+        self.records = 0
+        self.packets = 0
+
+    @classmethod
+    async def create(cls, store: FactStore) -> Seeder:
+        await store.remember("growth-template/r", {"note": "template"}, agent="bench")
+        for ref in ("growth/pin0", "growth/pin1", "growth/pin2", "growth/pin3"):
+            await store.remember(ref, {"note": "pinned"}, agent="bench")
+        await HandoffStore(store).handoff(
+            from_agent="bench", to_agent="growth-template", summary="template",
+            pins=[{"ref": f"growth/pin{n}"} for n in range(4)],
+        )  # fmt: skip
+        await store.remember("growth/pin0", {"note": "moved on"}, agent="bench")  # one stale pin
+        lines = [line async for line in export(store)]
+        record = next(line for line in lines if line.get("ref") == "growth-template/r")
+        packet = next(line for line in lines
+                      if line["type"] == "packet" and line["fields"]["to"] == "growth-template")  # fmt: skip
+        return cls(store, record, packet)
+
+    def text(self) -> str:
+        return " ".join(self.rng.choices(VOCABULARY, WEIGHTS, k=12))
+
+    def record_line(self, ref: str) -> dict[str, Any]:
+        line = copy.deepcopy(self.record)
+        version = line["versions"][0]
+        version["value"] = {"note": self.text()}
+        body = version_body(
+            ref=ref, version=1, value=version["value"], author=version["author"], session=None,
+            created_at=version["created_at"], tags=version["tags"], prev_hash=GENESIS_HASH,
+        )  # fmt: skip
+        version["hash"] = line["head"]["hash"] = digest(body)
+        line["ref"] = ref
+        return line
+
+    def packet_line(self, agent: str) -> dict[str, Any]:
+        self.packets += 1
+        line = copy.deepcopy(self.packet)
+        fields = line["fields"]
+        fields["id"] = f"h_g{self.packets:07x}"
+        fields["to"] = agent
+        fields["created_us"] = str(time.time_ns() // 1000)
+        return line
+
+    async def grow_records(self, total: int) -> None:
+        while self.records < total:
+            count = min(SEED_BATCH, total - self.records)
+            lines = [self.record_line(f"growth/r{self.records + n:07d}") for n in range(count)]
+            await import_dump(self.store, lines)
+            self.records += count
+
+    async def queue_packets(self, agent: str, count: int) -> None:
+        for start in range(0, count, SEED_BATCH):
+            lines = [self.packet_line(agent) for _ in range(min(SEED_BATCH, count - start))]
+            await import_dump(self.store, lines)
+
+
+async def growth(api_url: str, store: FactStore, api_pid: int, quick: bool) -> list[str]:
+    """The growth table (markdown lines), printed as it is measured."""
+    sizes = [1_000, 10_000, 100_000] + ([] if quick else [1_000_000])
+    depths = [10, 1_000, 10_000 if quick else 100_000]
+    seeder = await Seeder.create(store)
+    headers = {"X-Baton-Agent": "bench"}
+    rng = random.Random(9)
+    lines = [
+        "### How cost grows",
+        "",
+        "Every figure through the API, one call at a time: `remember` a new version of a "
+        "random record, `recall` a random record, search (`GET /v1/records?query=` two "
+        "words drawn from the same Zipf-like vocabulary, 10 results), `verify` of every "
+        "version. Records carry 12 words each.",
+        "",
+        "| records | remember p50 | recall p50 | search p50 / p95 | verify | API RSS |",
+        "|---|---|---|---|---|---|",
+    ]
+    async with httpx.AsyncClient(base_url=api_url, headers=headers, timeout=60) as http:
+
+        async def remember(i: int) -> None:
+            ref = f"growth/r{rng.randrange(seeder.records):07d}"
+            response = await http.post("/v1/records", json={"ref": ref, "value": {"note": seeder.text()}})
+            assert response.status_code == 201, response.text
+
+        async def recall(i: int) -> None:
+            response = await http.get(f"/v1/records/growth/r{rng.randrange(seeder.records):07d}")
+            assert response.status_code == 200, response.text
+
+        async def search(i: int) -> None:
+            query = " ".join(rng.choices(VOCABULARY, WEIGHTS, k=2))
+            response = await http.get("/v1/records", params={"query": query, "limit": 10})
+            assert response.status_code == 200, response.text
+
+        for size in sizes:
+            started = time.perf_counter()
+            await seeder.grow_records(size)
+            print(f"growth: {size:,} records ({time.perf_counter() - started:.0f} s to seed)", flush=True)
+            writes = await sequential(remember, CALLS, "remember")
+            reads = await sequential(recall, CALLS, "recall")
+            searches = await sequential(search, CALLS, "search")
+            started = time.perf_counter()
+            stats = await store.stats(verify=True, scope="growth")
+            seconds = time.perf_counter() - started
+            rss = psutil.Process(api_pid).memory_info().rss / 2**20
+            row = (f"| {size:,} | {writes.pct(0.5):.2f} ms | {reads.pct(0.5):.2f} ms | "
+                   f"{searches.pct(0.5):.2f} / {searches.pct(0.95):.2f} ms | "
+                   f"{stats.checked_versions:,} versions in {seconds:.1f} s "
+                   f"({(stats.checked_versions or 0) / seconds:,.0f}/s) | {rss:.0f} MiB |")  # fmt: skip
+            print(row, flush=True)
+            lines.append(row)
+
+        lines += ["", "| packets queued for the agent | resume p50 / p95 (4 pins, one stale) |",
+                  "|---|---|"]  # fmt: skip
+        for depth in depths:
+            agent = f"deep-{depth}"
+            await seeder.queue_packets(agent, depth)
+
+            async def resume(i: int, agent: str = agent) -> None:
+                await seeder.queue_packets(agent, 1)  # keep the depth (its time is not counted)
+                before = time.perf_counter()
+                response = await http.post(f"/v1/agents/{agent}/resume", headers={"X-Baton-Agent": agent})
+                took.latencies.append(time.perf_counter() - before)
+                assert response.status_code == 200 and response.json()["stale"], response.text
+
+            took = Measure("resume")
+            await sequential(resume, CALLS, "resume")
+            took.latencies = took.latencies[-CALLS:]
+            row = f"| {depth:,} | {took.pct(0.5):.2f} / {took.pct(0.95):.2f} ms |"
+            print(row, flush=True)
+            lines.append(row)
+    return lines
