@@ -181,7 +181,7 @@ class HandoffStore:
             "redeliveries": 0,
             "job_seq": 0,
         }
-        await self.scripts.create_packet(
+        stored, log = await self.scripts.create_packet(
             keys=[self.keys.packet(to_agent, packet_id), self.keys.queued(to_agent),
                   self.keys.expiring(to_agent), self.keys.inbox_all(to_agent)],
             args=[packet_id, created_us, fields["expires_us"], created_at, from_agent,
@@ -189,11 +189,15 @@ class HandoffStore:
         )  # fmt: skip
         # If the process dies here, the packet is queued without an RQ job: pull still sees
         # it, and the periodic sweep enqueues the missing job (see sweep()).
-        await self._dispatch(to_agent, packet_id, 0)
-        await self.facts.emit("handoff", from_agent,
-                              f"{from_agent} handed {packet_id} to {to_agent}: {summary}",
-                              packet=packet_id)  # fmt: skip
-        return await self.get(packet_id)
+        await asyncio.gather(
+            self._dispatch(to_agent, packet_id, 0),
+            self.facts.emit("handoff", from_agent,
+                            f"{from_agent} handed {packet_id} to {to_agent}: {summary}",
+                            packet=packet_id),
+        )  # fmt: skip
+        packet = self._packet(_pairs(stored))
+        packet.log = [msgspec.convert(_unpack(entry), Transition) for entry in log]
+        return packet
 
     async def _new_id(self, to_agent: str, created_us: int) -> str:
         """A free packet id, taken together with the indexes that find the packet (written
