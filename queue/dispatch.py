@@ -59,19 +59,21 @@ class RQDispatcher:
         return Queue(queue_name(namespace, agent), connection=self.connection)
 
     def enqueue(self, namespace: str, agent: str, packet_id: str, seq: int) -> None:
-        """Ask a worker of ``agent`` to deliver the packet (idempotent per ``seq``)."""
+        """Ask a worker of ``agent`` to deliver the packet (idempotent per ``seq``). RQ queues
+        its commands on our pipeline: one MULTI/EXEC round trip instead of two."""
         retries = max(self.policy.handler_tries - 1, 0)
-        self.queue(namespace, agent).enqueue(
+        pipe = self.connection.pipeline()
+        self.queue(namespace, agent).enqueue_call(
             DELIVER,
-            namespace,
-            agent,
-            packet_id,
+            args=(namespace, agent, packet_id),
             job_id=job_id(namespace, packet_id, seq),
-            job_timeout=int(self.policy.lease_seconds),
+            timeout=int(self.policy.lease_seconds),
             retry=Retry(max=retries, interval=list(self.policy.retry_intervals)) if retries else None,
             result_ttl=RESULT_TTL,
             failure_ttl=FAILURE_TTL,
+            pipeline=pipe,
         )
+        pipe.execute()
 
     def discard_call(
         self, namespace: str, agent: str, packet_id: str, seq: int

@@ -6,12 +6,13 @@ import asyncio
 
 import pytest
 import redis
-from baton.queue.dispatch import queue_name
+from baton.queue.dispatch import DELIVER, FAILURE_TTL, queue_name
 from baton.server.errors import Forbidden, InvalidInput, NotFound, StateConflict
 from baton.server.handoffs import HandoffStore, job_id
 from baton.server.sessions import SessionStore
 from baton.server.store import FactStore
 from rq import Queue
+from rq.job import Job
 
 pytestmark = pytest.mark.anyio
 
@@ -102,6 +103,21 @@ async def test_pull_claim_removes_the_rq_job(
             break
         await asyncio.sleep(0.02)
     assert queue.count == 0
+
+
+async def test_handoff_enqueues_one_rq_job_with_the_policy(
+    handoffs: HandoffStore, sync_redis: redis.Redis
+) -> None:
+    """The packet's RQ job names the packet, runs under the lease as its timeout, is
+    retried as the policy says, and keeps its failure a week (the dead letter)."""
+    packet_id = await hand(handoffs)
+    job = Job.fetch(job_id("default", packet_id, 0), connection=sync_redis)
+    policy = handoffs.policy
+    assert job.func_name == DELIVER and job.args == ("default", "executor", packet_id)
+    assert (job.timeout, job.retries_left, job.failure_ttl) == (
+        int(policy.lease_seconds), policy.handler_tries - 1, FAILURE_TTL,
+    )  # fmt: skip
+    assert Queue(queue_name("default", "executor"), connection=sync_redis).job_ids == [job.id]
 
 
 async def test_release_puts_the_packet_back_in_front(handoffs: HandoffStore) -> None:
