@@ -92,17 +92,17 @@ return 1
 # KEYS[4..] the postings of the query's terms (doc -> the term's length-normalised tf part)
 # ARGV[1] limit   ARGV[2] kinds, comma-separated ("" = any)
 # ARGV[3] project ("" = any; documents of no project always match)   ARGV[4] agent ("" = any)
-# ARGV[5] the index of the last top document to look at before filtering (-1 = all)
-# ARGV[6] try the threshold algorithm (below) when the postings hold more entries than this
-# Returns {doc, score, meta, ...} for the best ``limit`` documents by BM25, best first: each
-# posting already holds tf·(k1+1)/(tf + k1·(1−b+b·len/avglen)), so the query only weights
-# every term's postings by its idf and sums them — a ZUNIONSTORE, in C, for short postings.
+# ARGV[5] try the threshold algorithm (below) when the postings hold more entries than this
+# Returns {doc, score, meta, ...} for the best ``limit`` documents the filters want, by BM25,
+# best first: each posting already holds tf·(k1+1)/(tf + k1·(1−b+b·len/avglen)), so a
+# query only weights every term's postings by its idf and sums them — a ZUNIONSTORE, in C,
+# for short postings, walked best first until ``limit`` documents pass the filters.
 SEARCH: Final = """
 local total_docs = tonumber(redis.call('HGET', KEYS[1], 'docs') or '0')
 if total_docs <= 0 then
   return {}
 end
-local depth = tonumber(ARGV[5])
+local limit = tonumber(ARGV[1])
 local terms, listed = {}, 0
 for i = 4, #KEYS do
   local frequency = redis.call('ZCARD', KEYS[i])
@@ -116,15 +116,28 @@ if #terms == 0 then
   return {}
 end
 
+local kinds = {}
+for kind in string.gmatch(ARGV[2], '[^,]+') do
+  kinds[kind] = true
+end
+local function wanted(meta)
+  if not meta then
+    return false
+  end
+  local kind, project, agent = string.match(meta, '^([^\t]*)\t([^\t]*)\t(.*)$')
+  return (ARGV[2] == '' or kinds[kind] == true) and (ARGV[3] == '' or project == '' or project == ARGV[3])
+    and (ARGV[4] == '' or agent == ARGV[4])
+end
+
 -- Fagin's threshold algorithm: read every term's postings best part first, in blocks that
--- double (a list with little left is read to its end), and score each new document exactly
--- (ZMSCORE on every term). A document not read yet scores at most the sum of weight × the
--- last part read in each list not read to its end; once the (depth+1)-th best exact score
--- reaches that sum, the top is final. Gives up, for one ZUNIONSTORE over everything, once
+-- double (a list with little left is read to its end); score each new document exactly
+-- (ZMSCORE on every term) and keep those the filters want. A document not read yet scores
+-- at most the sum of weight × the last part read in each list not read to its end; once
+-- the limit-th best kept score reaches that sum, the result is final. Gives up (nil) once
 -- it has read a quarter of the postings.
 local function threshold_top()
-  local seen, docs, scores, best = {}, {}, {}, {}
-  local block = depth + 1
+  local seen, docs, best = {}, {}, {}
+  local block = math.max(limit, 10)
   while true do
     local fresh, bound = {}, 0
     for _, term in ipairs(terms) do
@@ -146,48 +159,57 @@ local function threshold_top()
         end
       end
     end
-    local first = #docs
-    for j = 1, #fresh do
-      docs[first + j] = fresh[j]
-      scores[first + j] = 0
-    end
-    for _, term in ipairs(terms) do
-      for from = 1, #fresh, 1000 do
-        local to = math.min(#fresh, from + 999)
-        local parts = redis.call('ZMSCORE', term.key, unpack(fresh, from, to))
-        for j = from, to do
-          if parts[j - from + 1] then
-            scores[first + j] = scores[first + j] + term.weight * tonumber(parts[j - from + 1])
+    for from = 1, #fresh, 1000 do
+      local batch = {unpack(fresh, from, math.min(#fresh, from + 999))}
+      local found = redis.call('HMGET', KEYS[2], unpack(batch))
+      local kept, kept_meta, sums = {}, {}, {}
+      for j = 1, #batch do
+        if wanted(found[j]) then
+          kept[#kept + 1] = batch[j]
+          kept_meta[#kept] = found[j]
+        end
+      end
+      for j = 1, #kept do
+        sums[j] = 0
+      end
+      if #kept > 0 then
+        for _, term in ipairs(terms) do
+          local parts = redis.call('ZMSCORE', term.key, unpack(kept))
+          for j = 1, #kept do
+            if parts[j] then
+              sums[j] = sums[j] + term.weight * tonumber(parts[j])
+            end
           end
         end
       end
-    end
-    -- the depth+1 best scores so far, negated so the default (fast) sort puts them first
-    for j = first + 1, #docs do
-      best[#best + 1] = -scores[j]
+      for j = 1, #kept do
+        docs[#docs + 1] = {kept[j], sums[j], kept_meta[j]}
+        best[#best + 1] = -sums[j]  -- negated: the default (fast) sort puts the best first
+      end
     end
     table.sort(best)
-    for j = #best, depth + 2, -1 do
+    for j = #best, limit + 1, -1 do
       best[j] = nil
     end
-    if bound == 0 or (#best > depth and -best[depth + 1] >= bound) then
-      local floor = -best[#best]
+    if bound == 0 or (#best >= limit and -best[limit] >= bound) then
+      local floor = best[#best] and -best[#best] or 0
       local order = {}
-      for j = 1, #docs do
-        if scores[j] >= floor then
-          order[#order + 1] = j
+      for _, doc in ipairs(docs) do
+        if doc[2] >= floor then
+          order[#order + 1] = doc
         end
       end
       table.sort(order, function(a, b)
-        if scores[a] ~= scores[b] then return scores[a] > scores[b] end
-        return docs[a] > docs[b]
+        if a[2] ~= b[2] then return a[2] > b[2] end
+        return a[1] > b[1]
       end)
-      local ranked = {}
-      for j = 1, math.min(#order, depth + 1) do
-        ranked[#ranked + 1] = docs[order[j]]
-        ranked[#ranked + 1] = string.format('%.17g', scores[order[j]])
+      local found = {}
+      for j = 1, math.min(#order, limit) do
+        found[#found + 1] = order[j][1]
+        found[#found + 1] = string.format('%.17g', order[j][2])
+        found[#found + 1] = order[j][3]
       end
-      return ranked
+      return found
     end
     if #docs * 4 > listed then
       return nil
@@ -196,11 +218,11 @@ local function threshold_top()
   end
 end
 
-local ranked
-if depth >= 0 and listed > tonumber(ARGV[6]) then
-  ranked = threshold_top()
+local found
+if listed > tonumber(ARGV[5]) then
+  found = threshold_top()
 end
-if not ranked then
+if not found then
   local union = {'ZUNIONSTORE', KEYS[3], #terms}
   for _, term in ipairs(terms) do
     union[#union + 1] = term.key
@@ -210,28 +232,24 @@ if not ranked then
     union[#union + 1] = term.weight
   end
   redis.call(unpack(union))
-  ranked = redis.call('ZRANGE', KEYS[3], 0, depth, 'REV', 'WITHSCORES')
-  redis.call('DEL', KEYS[3])
-end
-local kinds = {}
-for kind in string.gmatch(ARGV[2], '[^,]+') do
-  kinds[kind] = true
-end
-local found, limit = {}, tonumber(ARGV[1])
-for j = 1, #ranked, 2 do
-  local meta = redis.call('HGET', KEYS[2], ranked[j])
-  if meta then
-    local kind, project, agent = string.match(meta, '^([^\t]*)\t([^\t]*)\t(.*)$')
-    if (ARGV[2] == '' or kinds[kind]) and (ARGV[3] == '' or project == '' or project == ARGV[3])
-        and (ARGV[4] == '' or agent == ARGV[4]) then
-      found[#found + 1] = ranked[j]
-      found[#found + 1] = ranked[j + 1]
-      found[#found + 1] = meta
-      if #found / 3 >= limit then
-        break
+  found = {}
+  local from, chunk = 0, math.max(limit, 100)
+  while #found / 3 < limit do
+    local ranked = redis.call('ZRANGE', KEYS[3], from, from + chunk - 1, 'REV', 'WITHSCORES')
+    if #ranked == 0 then
+      break
+    end
+    for j = 1, #ranked, 2 do
+      local meta = redis.call('HGET', KEYS[2], ranked[j])
+      if wanted(meta) and #found / 3 < limit then
+        found[#found + 1] = ranked[j]
+        found[#found + 1] = ranked[j + 1]
+        found[#found + 1] = meta
       end
     end
+    from = from + chunk
   end
+  redis.call('DEL', KEYS[3])
 end
 return found
 """

@@ -31,7 +31,6 @@ from redis.asyncio.cluster import RedisCluster
 
 K1 = 1.2
 B = 0.75
-CANDIDATE_FACTOR = 8  # look at this many times ``limit`` top documents before filtering
 PRUNE_ABOVE_POSTINGS = 2_000  # below this many postings a plain union is as cheap as pruning
 AVERAGE_REFRESH_SECONDS = 5.0
 _averages: dict[str, tuple[float, float]] = {}  # stats key -> (read at, average doc length)
@@ -158,11 +157,7 @@ class SearchIndex:
         keys = [self.stats_key, self.meta_key, self.scratch_key,
                 *(self.term_prefix + term for term in terms)]  # fmt: skip
         filters = [",".join(kinds), project or "", agent or ""]
-        depth = limit * CANDIDATE_FACTOR - 1
-        reply = await self.script(keys=keys, args=[limit, *filters, depth, self.prune_above])
-        if (kinds or project or agent) and len(reply) // 3 < limit:
-            # The filters dropped too many of the best documents: look at all of them.
-            reply = await self.script(keys=keys, args=[limit, *filters, -1, self.prune_above])
+        reply = await self.script(keys=keys, args=[limit, *filters, self.prune_above])
         hits = []
         for index in range(0, len(reply), 3):
             kind, doc_project, doc_agent = reply[index + 2].decode().split("\t")
