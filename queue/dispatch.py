@@ -51,6 +51,7 @@ class RQDispatcher:
     ) -> None:  # fmt: skip
         self.connection = connection
         self.policy = policy
+        self.async_connection = async_connection
         self.discard_script = (
             None if async_connection is None else async_connection.register_script(DISCARD_JOB)
         )
@@ -58,11 +59,13 @@ class RQDispatcher:
     def queue(self, namespace: str, agent: str) -> Queue:
         return Queue(queue_name(namespace, agent), connection=self.connection)
 
-    def enqueue(self, namespace: str, agent: str, packet_id: str, seq: int) -> None:
-        """Ask a worker of ``agent`` to deliver the packet (idempotent per ``seq``). RQ queues
-        its commands on our pipeline: one MULTI/EXEC round trip instead of two."""
+    def _enqueue_on(
+        self, pipe: redis.client.Pipeline, namespace: str, agent: str, packet_id: str, seq: int
+    ) -> None:
+        """Queue RQ's own commands for the packet's job on ``pipe`` (idempotent per ``seq``).
+        Given a pipeline, RQ talks to Redis only for jobs with dependencies, which ours never
+        have (and once per connection for the server's version)."""
         retries = max(self.policy.handler_tries - 1, 0)
-        pipe = self.connection.pipeline()
         self.queue(namespace, agent).enqueue_call(
             DELIVER,
             args=(namespace, agent, packet_id),
@@ -73,7 +76,26 @@ class RQDispatcher:
             failure_ttl=FAILURE_TTL,
             pipeline=pipe,
         )
+
+    def enqueue(self, namespace: str, agent: str, packet_id: str, seq: int) -> None:
+        """Ask a worker of ``agent`` to deliver the packet: one MULTI/EXEC round trip."""
+        pipe = self.connection.pipeline()
+        self._enqueue_on(pipe, namespace, agent, packet_id, seq)
         pipe.execute()
+
+    async def enqueue_async(self, namespace: str, agent: str, packet_id: str, seq: int) -> bool:
+        """``enqueue`` on the asyncio connection, so the event loop neither blocks nor hands
+        the call to a thread: RQ builds its commands on a pipeline that is never executed, and
+        they are sent as the same MULTI/EXEC. False without an asyncio connection."""
+        if self.async_connection is None:
+            return False
+        built = self.connection.pipeline()
+        self._enqueue_on(built, namespace, agent, packet_id, seq)
+        pipe = self.async_connection.pipeline(transaction=True)
+        for args, options in built.command_stack:
+            pipe.execute_command(*args, **options)
+        await pipe.execute()
+        return True
 
     def discard_call(
         self, namespace: str, agent: str, packet_id: str, seq: int

@@ -65,6 +65,11 @@ class Dispatcher(Protocol):
 
     def enqueue(self, namespace: str, agent: str, packet_id: str, seq: int) -> None: ...
 
+    async def enqueue_async(self, namespace: str, agent: str, packet_id: str, seq: int) -> bool:
+        """``enqueue`` without a thread; False when this dispatcher cannot (then ``enqueue``
+        runs in a thread)."""
+        ...
+
     def discard_call(
         self, namespace: str, agent: str, packet_id: str, seq: int
     ) -> tuple[AsyncScript, list[str], list[str]] | None:
@@ -262,9 +267,10 @@ class HandoffStore:
         if dispatcher is None:
             return
         try:
-            await anyio.to_thread.run_sync(
-                partial(dispatcher.enqueue, self.namespace, agent, packet_id, seq)
-            )
+            if not await dispatcher.enqueue_async(self.namespace, agent, packet_id, seq):
+                await anyio.to_thread.run_sync(
+                    partial(dispatcher.enqueue, self.namespace, agent, packet_id, seq)
+                )
         except Exception as error:  # noqa: BLE001 - repaired by the sweep
             log.warning("enqueue failed; the sweep will retry", packet=packet_id, error=repr(error))
 
