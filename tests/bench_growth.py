@@ -104,7 +104,8 @@ async def growth(api_url: str, store: FactStore, api_pid: int, quick: bool) -> l
         "Every figure through the API, one call at a time: `remember` a new version of a "
         "random record, `recall` a random record, search (`GET /v1/records?query=` two "
         "words drawn from the same Zipf-like vocabulary, 10 results), `verify` of every "
-        "version. Records carry 12 words each.",
+        "version. Records carry 12 words each; the namespace also holds the memories of the "
+        "`memory_recall` scenario, in the same search index.",
         "",
         "| records | remember p50 | recall p50 | search p50 / p95 | verify | API RSS |",
         "|---|---|---|---|---|---|",
