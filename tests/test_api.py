@@ -210,3 +210,23 @@ def test_health_and_openapi(http: httpx.Client) -> None:
     schema = http.get("/schema/openapi.json").json()
     assert "/v1/records" in schema["paths"]
     assert "/v1/records/{ref}" in schema["paths"]
+
+
+def test_error_responses_match_their_openapi_entry(http: httpx.Client) -> None:
+    """Errors are declared in the OpenAPI document, as problem+json with the members they
+    carry: a version conflict, an unknown record, invalid input."""
+    schema = http.get("/schema/openapi.json").json()
+    http.post("/v1/records", json={"ref": "doc/a", "value": 1})
+    answers = {
+        ("/v1/records", "post"): http.post("/v1/records", json={"ref": "doc/a", "value": 2,
+                                                                "expected_version": 0}),
+        ("/v1/records/{ref}", "get"): http.get("/v1/records/doc/missing"),
+        ("/v1/handoffs", "post"): http.post("/v1/handoffs", json={"to": "", "summary": "s"}),
+    }  # fmt: skip
+    assert [response.status_code for response in answers.values()] == [409, 404, 422]
+    for (path, method), response in answers.items():
+        declared = schema["paths"][path][method]["responses"][str(response.status_code)]
+        problem = declared["content"]["application/problem+json"]["schema"]
+        required = schema["components"]["schemas"][problem["$ref"].split("/")[-1]]["required"]
+        assert response.headers["content-type"] == "application/problem+json"
+        assert set(required) <= response.json().keys()

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 from baton.server.api.auth import COOKIE, require_admin
 from baton.server.api.deps import Caller
+from baton.server.api.problems import problems
 from baton.server.dashboard import (
     ActivityView,
     ConfidencePoint,
@@ -76,23 +77,27 @@ class DashboardData(Controller):
     path = "/v1/dashboard"
     tags = ["dashboard"]
 
-    @get("/pending", summary="Queued and claimed packets per agent, stale pins computed now")
+    @get("/pending", summary="Queued and claimed packets per agent, stale pins computed now",
+          responses=problems())
     async def pending(self, dashboard: Dashboard) -> PendingView:
         return await dashboard.pending()
 
-    @get("/handoffs/{packet_id:str}", summary="One packet: pins pinned vs current, its log")
+    @get("/handoffs/{packet_id:str}", summary="One packet: pins pinned vs current, its log",
+          responses=problems(404))
     async def packet(self, packet_id: str, dashboard: Dashboard) -> PacketView:
         return await dashboard.packet(packet_id)
 
-    @get("/records/{ref:path}", summary="A record's versions, chain status, confidence over time")
+    @get("/records/{ref:path}", summary="A record's versions, chain status, confidence over time",
+          responses=problems(404))
     async def record(self, ref: str, dashboard: Dashboard) -> RecordView:
         return await dashboard.record(ref.lstrip("/"))
 
-    @get("/failed", summary="Failed and expired packets with their reason")
+    @get("/failed", summary="Failed and expired packets with their reason", responses=problems())
     async def failed(self, dashboard: Dashboard) -> FailedView:
         return await dashboard.failed()
 
-    @get("/activity", summary="Recent writes, handoffs and outcomes, newest first")
+    @get("/activity", summary="Recent writes, handoffs and outcomes, newest first",
+          responses=problems())
     async def activity(
         self, dashboard: Dashboard, limit: Annotated[int, Parameter(ge=1, le=500)] = 50
     ) -> ActivityView:

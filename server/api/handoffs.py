@@ -7,6 +7,7 @@ from typing import Annotated, Any
 import msgspec
 from baton.server.api.auth import require_admin
 from baton.server.api.deps import Caller
+from baton.server.api.problems import problems
 from baton.server.errors import Forbidden
 from baton.server.handoffs import HandoffStore
 from baton.server.models import AgentSummary, Packet, PacketPage, PacketState, Resumed
@@ -47,7 +48,8 @@ class HandoffController(Controller):
     path = "/v1"
     tags = ["handoffs"]
 
-    @post("/handoffs", summary="Hand work to another agent: a packet in its queue")
+    @post("/handoffs", summary="Hand work to another agent: a packet in its queue",
+          responses=problems(413))
     async def handoff(self, data: HandoffBody, handoffs: HandoffStore, caller: Caller) -> Packet:
         pins = None if data.pins is None else [
             {"ref": pin.ref, "version": pin.version} for pin in data.pins
@@ -58,7 +60,8 @@ class HandoffController(Controller):
             expires_in=data.expires_in, note=data.note, session=caller.session,
         )  # fmt: skip
 
-    @get("/handoffs", summary="Packets, newest first, by state, receiver and sender")
+    @get("/handoffs", summary="Packets, newest first, by state, receiver and sender",
+          responses=problems())
     async def list_handoffs(
         self,
         handoffs: HandoffStore,
@@ -72,12 +75,13 @@ class HandoffController(Controller):
             status=status, to_agent=to, from_agent=from_agent, limit=limit, cursor=cursor
         )
 
-    @get("/handoffs/{packet_id:str}", summary="One packet with its transition log")
+    @get("/handoffs/{packet_id:str}", summary="One packet with its transition log",
+          responses=problems(404))
     async def get_handoff(self, packet_id: str, handoffs: HandoffStore) -> Packet:
         return await handoffs.get(packet_id)
 
     @post("/agents/{agent:str}/resume", summary="Claim the agent's oldest queued packet",
-          status_code=200)  # fmt: skip
+          status_code=200, responses=problems(403, 413))  # fmt: skip
     async def resume(
         self, agent: str, handoffs: HandoffStore, caller: Caller, data: ResumeBody | None = None
     ) -> Resumed:
@@ -89,12 +93,13 @@ class HandoffController(Controller):
         lease = None if data is None else data.lease_seconds
         return await handoffs.resume(agent, lease_seconds=lease, session=caller.session)
 
-    @post("/handoffs/{packet_id:str}/complete", summary="Finish a claimed packet", status_code=200)
+    @post("/handoffs/{packet_id:str}/complete", summary="Finish a claimed packet", status_code=200,
+          responses=problems(403, 404, 409))
     async def complete(self, packet_id: str, handoffs: HandoffStore, caller: Caller) -> Packet:
         return await handoffs.complete(packet_id, caller.agent)
 
     @post("/handoffs/{packet_id:str}/release", summary="Give a claimed packet back to the queue",
-          status_code=200)  # fmt: skip
+          status_code=200, responses=problems(403, 404, 409, 413))  # fmt: skip
     async def release(
         self, packet_id: str, handoffs: HandoffStore, caller: Caller,
         data: ReleaseBody | None = None,
@@ -103,21 +108,23 @@ class HandoffController(Controller):
         return await handoffs.release(packet_id, caller.agent, reason=reason)
 
     @post("/handoffs/{packet_id:str}/fail", summary="Give up on a claimed packet, saying why",
-          status_code=200)  # fmt: skip
+          status_code=200, responses=problems(403, 404, 409, 413))  # fmt: skip
     async def fail(
         self, packet_id: str, data: FailBody, handoffs: HandoffStore, caller: Caller
     ) -> Packet:
         return await handoffs.fail(packet_id, caller.agent, data.error)
 
     @post("/handoffs/{packet_id:str}/requeue",
-          summary="Put a failed or expired packet back in its queue", status_code=200)  # fmt: skip
+          summary="Put a failed or expired packet back in its queue", status_code=200,
+          responses=problems(403, 404, 409))  # fmt: skip
     async def requeue(
         self, packet_id: str, handoffs: HandoffStore, caller: Caller, request: Request[Any, Any, Any]
     ) -> Packet:
         require_admin(request.scope)
         return await handoffs.requeue(packet_id, caller.agent)
 
-    @get("/agents", summary="Every known agent with its queued, claimed and failed counts")
+    @get("/agents", summary="Every known agent with its queued, claimed and failed counts",
+          responses=problems())
     async def agents(self, handoffs: HandoffStore) -> list[AgentSummary]:
         return await handoffs.agents()
 

@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 from baton.server.api.deps import Caller
+from baton.server.api.problems import problems
 from baton.server.errors import InvalidInput
 from baton.server.memories import AuditEntry, Forgotten, MemorySaved, MemoryStore, Recall
 from baton.server.models import Observed, ResumeHere, Session, SessionEnded
@@ -81,7 +82,7 @@ class MemoryController(Controller):
     path = "/v1"
     tags = ["sessions and memories"]
 
-    @post("/sessions", summary="Start a session (any id, or a fresh one)")
+    @post("/sessions", summary="Start a session (any id, or a fresh one)", responses=problems(413))
     async def start_session(
         self, sessions: SessionStore, caller: Caller, data: SessionStartBody | None = None
     ) -> Session:
@@ -89,7 +90,8 @@ class MemoryController(Controller):
         return await sessions.start(agent=caller.agent, session_id=body.id, project=body.project,
                                     cwd=body.cwd, title=body.title)  # fmt: skip
 
-    @post("/sessions/{session_id:str}/end", summary="End a session (completed)", status_code=200)
+    @post("/sessions/{session_id:str}/end", summary="End a session (completed)", status_code=200,
+          responses=problems(404, 413))
     async def end_session(
         self, session_id: str, sessions: SessionStore, data: SessionEndBody | None = None
     ) -> SessionEnded:
@@ -97,30 +99,33 @@ class MemoryController(Controller):
         return await sessions.end(session_id, summary=body.summary, title=body.title,
                                   concepts=body.concepts)  # fmt: skip
 
-    @get("/sessions", summary="Recent sessions, newest first")
+    @get("/sessions", summary="Recent sessions, newest first", responses=problems())
     async def list_sessions(
         self, sessions: SessionStore, limit: Annotated[int, Parameter(ge=1, le=500)] = 20
     ) -> list[Session]:
         return await sessions.recent(limit)
 
-    @get("/sessions/resume", summary="Where were we: the session to resume for a directory")
+    @get("/sessions/resume", summary="Where were we: the session to resume for a directory",
+          responses=problems())
     async def resume_here(
         self, sessions: SessionStore, caller: Caller, cwd: str, override: str | None = None
     ) -> ResumeHere:
         return await sessions.resume_here(cwd, override=override, caller_session=caller.session)
 
-    @get("/sessions/{session_id:str}", summary="A session and the record versions it touched")
+    @get("/sessions/{session_id:str}", summary="A session and the record versions it touched",
+          responses=problems(404))
     async def get_session(self, session_id: str, sessions: SessionStore) -> Session:
         return await sessions.get(session_id)
 
-    @post("/observations", summary="Record a hook event of a coding agent")
+    @post("/observations", summary="Record a hook event of a coding agent", responses=problems(413))
     async def observe(self, data: ObserveBody, sessions: SessionStore, caller: Caller) -> Observed:
         return await sessions.observe(
             hook_type=data.hook_type, session_id=data.session_id, project=data.project,
             cwd=data.cwd, timestamp=data.timestamp, data=data.data, agent=caller.agent,
         )  # fmt: skip
 
-    @post("/memories", summary="Save a memory (near-duplicates supersede, similar ones are hinted)")
+    @post("/memories", summary="Save a memory (near-duplicates supersede, similar ones are hinted)",
+          responses=problems(413))
     async def save(self, data: SaveBody, memories: MemoryStore, caller: Caller) -> MemorySaved:
         saved = await memories.save(
             data.content, type=data.type, concepts=data.concepts, files=data.files,
@@ -131,7 +136,7 @@ class MemoryController(Controller):
         return saved
 
     @post("/memories/recall", summary="BM25 search over memories and observations",
-          status_code=200)  # fmt: skip
+          status_code=200, responses=problems(413))  # fmt: skip
     async def recall(self, data: RecallBody, memories: MemoryStore) -> Recall:
         return await memories.recall(
             data.query, limit=data.limit, format=data.format, token_budget=data.token_budget,
@@ -139,7 +144,7 @@ class MemoryController(Controller):
         )  # fmt: skip
 
     @post("/memories/smart-search", summary="Compact hits, or full records for chosen ids",
-          status_code=200)  # fmt: skip
+          status_code=200, responses=problems(413))  # fmt: skip
     async def smart_search(self, data: SmartSearchBody, memories: MemoryStore) -> Recall:
         if not data.query and not data.expand_ids:
             raise InvalidInput("query", "give a query or expand_ids")
@@ -147,14 +152,14 @@ class MemoryController(Controller):
                                            limit=data.limit, project=data.project)  # fmt: skip
 
     @post("/forget", summary="Forget a memory, observations or a whole session (audited)",
-          status_code=200)  # fmt: skip
+          status_code=200, responses=problems(404, 413))  # fmt: skip
     async def forget(self, data: ForgetBody, memories: MemoryStore, caller: Caller) -> Forgotten:
         return await memories.forget(
             agent=caller.agent, memory_id=data.memory_id, session_id=data.session_id,
             observation_ids=data.observation_ids, reason=data.reason,
         )  # fmt: skip
 
-    @get("/audit", summary="The audit log, newest first")
+    @get("/audit", summary="The audit log, newest first", responses=problems())
     async def audit(
         self, memories: MemoryStore, limit: Annotated[int, Parameter(ge=1, le=1000)] = 50
     ) -> list[AuditEntry]:

@@ -6,16 +6,54 @@ import re
 from http import HTTPStatus
 from typing import Any
 
+import msgspec
 import redis.exceptions
 import structlog
 from baton.server.errors import BatonError
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, ValidationException
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.plugins.problem_details import ProblemDetailsException
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
 log = structlog.get_logger("baton.api")
 NAMED_FIELD = re.compile(r"field `([^`]+)`")
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+
+
+class Problem(msgspec.Struct, kw_only=True):
+    """An error as RFC 9457 problem details. Further members say what is at fault, e.g.
+    ``ref``, ``packet``, ``current_version`` or, for invalid input, ``errors``."""
+
+    status: int
+    title: str
+    detail: str
+    field: str | None = None
+
+
+# What each error status means on Baton's routes.
+PROBLEM_MEANINGS: dict[int, str] = {
+    400: "The request is malformed (e.g. a body that is not JSON)",
+    401: "A valid token is required (only when tokens are configured)",
+    403: "The token or the calling agent may not do this",
+    404: "Nothing exists under that ref, id or version",
+    409: "The record or packet is not in the state the request expects",
+    413: "The value or the body is over the configured limit",
+    422: "A field is invalid; field names it",
+    429: "Too many requests (only when a rate limit is configured)",
+    503: "Redis cannot be reached right now; retry shortly",
+}
+ALWAYS = (400, 401, 403, 422, 429, 503)
+
+
+def problems(*statuses: int) -> dict[int, ResponseSpec]:
+    """The error responses of a route for its OpenAPI entry: ``statuses`` and those any
+    route can answer with (``ALWAYS``)."""
+    return {
+        status: ResponseSpec(data_container=Problem, media_type=PROBLEM_MEDIA_TYPE,
+                             description=PROBLEM_MEANINGS[status], generate_examples=False)
+        for status in sorted({*ALWAYS, *statuses})
+    }  # fmt: skip
 
 
 def _problem(request: Request[Any, Any, Any], status: int, title: str, detail: str,

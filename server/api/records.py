@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from baton.server.api.deps import Caller
 from baton.server.api.metrics import record_verify
+from baton.server.api.problems import problems
 from baton.server.handoffs import HandoffStore
 from baton.server.models import (
     History,
@@ -57,7 +58,8 @@ class RecordController(Controller):
     path = "/v1"
     tags = ["records"]
 
-    @post("/records", summary="Remember: append a new version of a record")
+    @post("/records", summary="Remember: append a new version of a record",
+          responses=problems(409, 413))
     async def remember(self, data: RememberBody, store: FactStore, caller: Caller) -> Remembered:
         return await store.remember(
             data.ref,
@@ -69,7 +71,8 @@ class RecordController(Controller):
             expected_version=data.expected_version,
         )
 
-    @get("/records", summary="Recall many: current versions filtered by scope, tags, confidence")
+    @get("/records", summary="Recall many: current versions filtered by scope, tags, confidence",
+          responses=problems())
     async def list_records(
         self,
         store: FactStore,
@@ -88,7 +91,8 @@ class RecordController(Controller):
             limit=limit, cursor=cursor, query=text,
         )  # fmt: skip
 
-    @get("/records/{ref:path}", summary="Recall one record, current or a given version")
+    @get("/records/{ref:path}", summary="Recall one record, current or a given version",
+          responses=problems(404))
     async def recall(
         self,
         ref: str,
@@ -100,15 +104,18 @@ class RecordController(Controller):
             _ref(ref), version=version, agent=caller.agent, session=caller.session
         )
 
-    @get("/history/{ref:path}", summary="Every version of a record with its chain status")
+    @get("/history/{ref:path}", summary="Every version of a record with its chain status",
+          responses=problems(404))
     async def history(self, ref: str, store: FactStore) -> History:
         return await store.history(_ref(ref))
 
-    @get("/outcomes/{ref:path}", summary="A record's outcomes log, before and after each move")
+    @get("/outcomes/{ref:path}", summary="A record's outcomes log, before and after each move",
+          responses=problems(404))
     async def outcome_log(self, ref: str, store: FactStore) -> list[OutcomeEntry]:
         return await store.outcomes(_ref(ref))
 
-    @post("/outcomes", summary="Record an outcome: move the confidence of the records it was about")
+    @post("/outcomes", summary="Record an outcome: move the confidence of the records it was about",
+          responses=problems(404, 409, 413))
     async def record_outcome(
         self, data: OutcomeBody, handoffs: HandoffStore, caller: Caller
     ) -> OutcomeReport:
@@ -117,7 +124,8 @@ class RecordController(Controller):
             session=caller.session, note=data.note, handoff_id=data.handoff_id,
         )  # fmt: skip
 
-    @get("/stats", summary="Counts, average confidence and, with verify, a full chain check")
+    @get("/stats", summary="Counts, average confidence and, with verify, a full chain check",
+          responses=problems())
     async def stats(
         self, store: FactStore, verify: bool = False, in_scope: ScopeParam = None
     ) -> Stats:
