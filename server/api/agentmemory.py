@@ -14,11 +14,9 @@ from typing import Any
 
 import msgspec
 from baton.server.api.auth import identity_of
+from baton.server.api.deps import MemoriesDep, SessionsDep, StoreDep
 from baton.server.errors import BatonError
 from baton.server.mcp_server import SHIM_IDENTITY
-from baton.server.memories import MemoryStore
-from baton.server.sessions import SessionStore
-from baton.server.store import FactStore
 from baton.server.validation import check_agent
 from litestar import Controller, Request, Response, delete, get, post
 from litestar.connection import ASGIConnection
@@ -116,7 +114,7 @@ class AgentMemoryController(Controller):
 
     @post("/session/start")
     async def session_start(
-        self, request: Request[Any, Any, Any], sessions: SessionStore
+        self, request: Request[Any, Any, Any], sessions: SessionsDep
     ) -> Response[Any]:
         body = await _body(request)
         session_id, project, cwd = (_string(body, k) for k in ("sessionId", "project", "cwd"))
@@ -128,7 +126,7 @@ class AgentMemoryController(Controller):
 
     @post("/session/end")
     async def session_end(
-        self, request: Request[Any, Any, Any], sessions: SessionStore
+        self, request: Request[Any, Any, Any], sessions: SessionsDep
     ) -> Response[Any]:
         session_id = _string(await _body(request), "sessionId")
         if not session_id:
@@ -138,7 +136,7 @@ class AgentMemoryController(Controller):
 
     @get("/sessions")
     async def sessions(
-        self, request: Request[Any, Any, Any], sessions: SessionStore
+        self, request: Request[Any, Any, Any], sessions: SessionsDep
     ) -> Response[Any]:
         raw = request.query_params.get("limit", "20")
         if not raw.isdigit() or not 1 <= int(raw) <= 500:
@@ -148,7 +146,7 @@ class AgentMemoryController(Controller):
 
     @post("/observe")
     async def observe(
-        self, request: Request[Any, Any, Any], sessions: SessionStore
+        self, request: Request[Any, Any, Any], sessions: SessionsDep
     ) -> Response[Any]:
         body = await _body(request)
         names = ("hookType", "sessionId", "project", "cwd", "timestamp")
@@ -166,7 +164,7 @@ class AgentMemoryController(Controller):
 
     @post("/remember")
     async def remember(
-        self, request: Request[Any, Any, Any], memories: MemoryStore
+        self, request: Request[Any, Any, Any], memories: MemoriesDep
     ) -> Response[Any]:
         body = await _body(request)
         if not _string(body, "content"):
@@ -180,7 +178,7 @@ class AgentMemoryController(Controller):
 
     @post("/search")
     async def search(
-        self, request: Request[Any, Any, Any], memories: MemoryStore
+        self, request: Request[Any, Any, Any], memories: MemoriesDep
     ) -> Response[Any]:
         body = await _body(request)
         if not _string(body, "query"):
@@ -195,7 +193,7 @@ class AgentMemoryController(Controller):
 
     @post("/smart-search")
     async def smart_search(
-        self, request: Request[Any, Any, Any], memories: MemoryStore
+        self, request: Request[Any, Any, Any], memories: MemoriesDep
     ) -> Response[Any]:
         body = await _body(request)
         expand = body.get("expandIds")
@@ -209,7 +207,7 @@ class AgentMemoryController(Controller):
 
     @post("/forget")
     async def forget(
-        self, request: Request[Any, Any, Any], memories: MemoryStore
+        self, request: Request[Any, Any, Any], memories: MemoriesDep
     ) -> Response[Any]:
         body = await _body(request)
         if not _string(body, "sessionId") and not _string(body, "memoryId"):
@@ -223,7 +221,7 @@ class AgentMemoryController(Controller):
 
     @delete("/governance/memories", status_code=200)
     async def delete_memories(
-        self, request: Request[Any, Any, Any], memories: MemoryStore
+        self, request: Request[Any, Any, Any], memories: MemoriesDep
     ) -> Response[Any]:
         body = await _body(request)
         ids = body.get("memoryIds") or body.get("ids") or request.query_params.getall("id", [])
@@ -241,7 +239,7 @@ class AgentMemoryController(Controller):
 
     @get("/export")
     async def export(
-        self, request: Request[Any, Any, Any], memories: MemoryStore, sessions: SessionStore
+        self, request: Request[Any, Any, Any], memories: MemoriesDep, sessions: SessionsDep
     ) -> Response[Any]:
         page = await memories.facts.list_records(scope="memory", limit=500)
         exported = []
@@ -256,7 +254,7 @@ class AgentMemoryController(Controller):
 
     @get("/audit")
     async def audit(
-        self, request: Request[Any, Any, Any], memories: MemoryStore
+        self, request: Request[Any, Any, Any], memories: MemoriesDep
     ) -> Response[Any]:
         raw = request.query_params.get("limit", "50")
         if not raw.isdigit() or not 1 <= int(raw) <= 1000:
@@ -273,7 +271,7 @@ class AgentMemoryController(Controller):
 
     @post("/mcp/call")
     async def mcp_call(
-        self, request: Request[Any, Any, Any], state: State, store: FactStore
+        self, request: Request[Any, Any, Any], state: State, store: StoreDep
     ) -> Response[Any]:
         body = await _body(request)
         name, arguments = _string(body, "name"), body.get("arguments") or {}

@@ -15,11 +15,10 @@ from baton.server.api.dashboard import (
     TEMPLATES,
     DashboardData,
     DashboardPages,
-    provide_dashboard,
 )
-from baton.server.api.deps import provide_caller, provide_handoffs, provide_store
+from baton.server.api.deps import DEPENDENCIES
 from baton.server.api.handoffs import HandoffController
-from baton.server.api.memory import MemoryController, provide_memories, provide_sessions
+from baton.server.api.memory import MemoryController
 from baton.server.api.metrics import PROMETHEUS, MetricsController
 from baton.server.api.middleware import request_logging
 from baton.server.api.problems import EXCEPTION_HANDLERS
@@ -30,12 +29,11 @@ from baton.server.runtime import open_backend
 from baton.server.settings import Settings
 from baton.server.store import Backend
 from litestar import Litestar, asgi, get
-from litestar.contrib.jinja import JinjaTemplateEngine
 from litestar.datastructures import State
-from litestar.di import Provide
 from litestar.middleware.rate_limit import RateLimitConfig
 from litestar.openapi.config import OpenAPIConfig
 from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
+from litestar.plugins.jinja import JinjaTemplateEngine
 from litestar.static_files import create_static_files_router
 from litestar.stores.redis import RedisStore
 from litestar.template.config import TemplateConfig
@@ -99,12 +97,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
                                                      include_in_schema=False),
         ],
         template_config=TemplateConfig(directory=TEMPLATES, engine=JinjaTemplateEngine),
-        dependencies={"store": Provide(provide_store, sync_to_thread=False),
-                      "handoffs": Provide(provide_handoffs, sync_to_thread=False),
-                      "dashboard": Provide(provide_dashboard, sync_to_thread=False),
-                      "sessions": Provide(provide_sessions, sync_to_thread=False),
-                      "memories": Provide(provide_memories, sync_to_thread=False),
-                      "caller": Provide(provide_caller, sync_to_thread=False)},
+        dependencies=DEPENDENCIES,
         exception_handlers=EXCEPTION_HANDLERS,
         middleware=middleware,
         stores=stores,

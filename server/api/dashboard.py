@@ -8,33 +8,27 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from baton.server.api.auth import COOKIE, require_admin
-from baton.server.api.deps import Caller
+from baton.server.api.deps import CallerDep, DashboardDep, HandoffsDep
 from baton.server.api.problems import problems
 from baton.server.dashboard import (
     ActivityView,
     ConfidencePoint,
-    Dashboard,
     FailedView,
     PacketView,
     PendingView,
     RecordView,
 )
-from baton.server.handoffs import HandoffStore
 from baton.server.tokens import TokenStore
 from litestar import Controller, Request, get, post
 from litestar.datastructures import Cookie, State
 from litestar.exceptions import NotAuthorizedException as NotAuthorized
-from litestar.params import Parameter
+from litestar.params import FromPath, FromQuery, Parameter
 from litestar.response import Redirect, ServerSentEvent, ServerSentEventMessage, Template
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 STATIC = Path(__file__).resolve().parent.parent / "static"
 EVENT_WAIT_MS = 15_000
 CHART = {"width": 640, "height": 180, "pad": 24}
-
-
-def provide_dashboard(handoffs: HandoffStore) -> Dashboard:
-    return Dashboard(handoffs)
 
 
 def duration(seconds: float | None) -> str:
@@ -79,32 +73,32 @@ class DashboardData(Controller):
 
     @get("/pending", summary="Queued and claimed packets per agent, stale pins computed now",
           responses=problems())
-    async def pending(self, dashboard: Dashboard) -> PendingView:
+    async def pending(self, dashboard: DashboardDep) -> PendingView:
         return await dashboard.pending()
 
     @get("/handoffs/{packet_id:str}", summary="One packet: pins pinned vs current, its log",
           responses=problems(404))
-    async def packet(self, packet_id: str, dashboard: Dashboard) -> PacketView:
+    async def packet(self, packet_id: FromPath[str], dashboard: DashboardDep) -> PacketView:
         return await dashboard.packet(packet_id)
 
     @get("/records/{ref:path}", summary="A record's versions, chain status, confidence over time",
           responses=problems(404))
-    async def record(self, ref: str, dashboard: Dashboard) -> RecordView:
+    async def record(self, ref: FromPath[str], dashboard: DashboardDep) -> RecordView:
         return await dashboard.record(ref.lstrip("/"))
 
     @get("/failed", summary="Failed and expired packets with their reason", responses=problems())
-    async def failed(self, dashboard: Dashboard) -> FailedView:
+    async def failed(self, dashboard: DashboardDep) -> FailedView:
         return await dashboard.failed()
 
     @get("/activity", summary="Recent writes, handoffs and outcomes, newest first",
           responses=problems())
     async def activity(
-        self, dashboard: Dashboard, limit: Annotated[int, Parameter(ge=1, le=500)] = 50
+        self, dashboard: DashboardDep, limit: Annotated[int, Parameter(ge=1, le=500)] = 50
     ) -> ActivityView:
         return await dashboard.activity(limit)
 
     @get("/events", include_in_schema=False)  # a text/event-stream, see docs/dashboard.md
-    async def events(self, dashboard: Dashboard) -> ServerSentEvent:
+    async def events(self, dashboard: DashboardDep) -> ServerSentEvent:
         async def stream() -> AsyncIterator[ServerSentEventMessage]:
             last = "$"
             yield ServerSentEventMessage(comment="connected")
@@ -131,7 +125,8 @@ class DashboardPages(Controller):
 
     @get("/", name="pending")
     async def pending(
-        self, request: Request[Any, Any, Any], dashboard: Dashboard, partial: bool = False
+        self, request: Request[Any, Any, Any], dashboard: DashboardDep,
+        partial: FromQuery[bool] = False,
     ) -> Template:
         view = await dashboard.pending()
         name = "_pending.html" if partial else "pending.html"
@@ -139,21 +134,23 @@ class DashboardPages(Controller):
 
     @get("/handoffs/{packet_id:str}", name="packet")
     async def packet(
-        self, packet_id: str, request: Request[Any, Any, Any], dashboard: Dashboard
+        self, packet_id: FromPath[str], request: Request[Any, Any, Any], dashboard: DashboardDep
     ) -> Template:
         return _page("packet.html", await dashboard.packet(packet_id), request)
 
     @get("/records/{ref:path}", name="record")
-    async def record(self, ref: str, request: Request[Any, Any, Any], dashboard: Dashboard) -> Template:
+    async def record(
+        self, ref: FromPath[str], request: Request[Any, Any, Any], dashboard: DashboardDep
+    ) -> Template:
         view = await dashboard.record(ref.lstrip("/"))
         return _page("record.html", view, request, chart=chart(view.confidence))
 
     @get("/failed", name="failed")
-    async def failed(self, request: Request[Any, Any, Any], dashboard: Dashboard) -> Template:
+    async def failed(self, request: Request[Any, Any, Any], dashboard: DashboardDep) -> Template:
         return _page("failed.html", await dashboard.failed(), request)
 
     @get("/login", name="login")
-    async def login(self, token: str, state: State) -> Redirect:
+    async def login(self, token: FromQuery[str], state: State) -> Redirect:
         """Open the dashboard with a token once: it is kept in an HttpOnly cookie."""
         if await TokenStore(state.backend.redis).check(token) is None:
             raise NotAuthorized("unknown, revoked or expired token")
@@ -161,12 +158,13 @@ class DashboardPages(Controller):
                                              samesite="strict", path="/")])  # fmt: skip
 
     @get("/activity", name="activity")
-    async def activity(self, request: Request[Any, Any, Any], dashboard: Dashboard) -> Template:
+    async def activity(self, request: Request[Any, Any, Any], dashboard: DashboardDep) -> Template:
         return _page("activity.html", await dashboard.activity(100), request)
 
     @post("/handoffs/{packet_id:str}/requeue", name="requeue")
     async def requeue(
-        self, packet_id: str, handoffs: HandoffStore, caller: Caller, request: Request[Any, Any, Any]
+        self, packet_id: FromPath[str], handoffs: HandoffsDep, caller: CallerDep,
+        request: Request[Any, Any, Any],
     ) -> Redirect:
         """The failed page's requeue button (a plain form, so it works without JavaScript)."""
         require_admin(request.scope)

@@ -1,20 +1,26 @@
-"""Per-request dependencies: who is calling, and the store view for the caller's namespace.
+"""Per-request dependencies: who is calling, and the store views for the caller's namespace.
 
-Each provider depends on the one before (caller → store → handoffs, sessions, memories), so
-Litestar resolves them one after the other in the request's task instead of starting a task
-group per request for independent ones (measurably cheaper for these synchronous providers).
+Each provider depends on the one before (caller → store → handoffs → dashboard; store →
+sessions, memories), so Litestar resolves them one after the other in the request's task
+instead of starting a task group per request for independent ones (measurably cheaper for
+these synchronous providers). Route parameters name them with the ``…Dep`` markers below:
+Litestar 3 injects only parameters marked as dependencies.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
+from baton.server.dashboard import Dashboard
 from baton.server.handoffs import HandoffStore
+from baton.server.memories import MemoryStore
+from baton.server.sessions import SessionStore
 from baton.server.store import Backend, FactStore
 from baton.server.validation import check_agent, check_session_id
 from litestar import Request
 from litestar.datastructures import State
+from litestar.di import NamedDependency, Provide
 
 AGENT_HEADER = "x-baton-agent"
 SESSION_HEADER = "x-baton-session"
@@ -44,10 +50,40 @@ def provide_caller(request: Request[Any, Any, Any], state: State) -> Caller:
     )
 
 
-def provide_store(caller: Caller, state: State) -> FactStore:
+CallerDep: TypeAlias = NamedDependency[Caller]
+StoreDep: TypeAlias = NamedDependency[FactStore]
+HandoffsDep: TypeAlias = NamedDependency[HandoffStore]
+SessionsDep: TypeAlias = NamedDependency[SessionStore]
+MemoriesDep: TypeAlias = NamedDependency[MemoryStore]
+DashboardDep: TypeAlias = NamedDependency[Dashboard]
+
+
+def provide_store(caller: CallerDep, state: State) -> FactStore:
     backend: Backend = state.backend
     return FactStore(backend, caller.namespace)
 
 
-def provide_handoffs(store: FactStore) -> HandoffStore:
+def provide_handoffs(store: StoreDep) -> HandoffStore:
     return HandoffStore(store)
+
+
+def provide_sessions(store: StoreDep) -> SessionStore:
+    return SessionStore(store)
+
+
+def provide_memories(store: StoreDep) -> MemoryStore:
+    return MemoryStore(store)
+
+
+def provide_dashboard(handoffs: HandoffsDep) -> Dashboard:
+    return Dashboard(handoffs)
+
+
+DEPENDENCIES: dict[str, Provide] = {
+    name: Provide(provider, sync_to_thread=False)
+    for name, provider in [
+        ("caller", provide_caller), ("store", provide_store), ("handoffs", provide_handoffs),
+        ("sessions", provide_sessions), ("memories", provide_memories),
+        ("dashboard", provide_dashboard),
+    ]
+}  # fmt: skip

@@ -6,13 +6,12 @@ from typing import Annotated, Any
 
 import msgspec
 from baton.server.api.auth import require_admin
-from baton.server.api.deps import Caller
+from baton.server.api.deps import CallerDep, HandoffsDep
 from baton.server.api.problems import problems
 from baton.server.errors import Forbidden
-from baton.server.handoffs import HandoffStore
 from baton.server.models import AgentSummary, Packet, PacketPage, PacketState, Resumed
 from litestar import Controller, Request, get, post
-from litestar.params import Parameter, QueryParameter
+from litestar.params import FromPath, FromQuery, JSONBody, Parameter, QueryParameter
 
 
 class PinBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -50,7 +49,9 @@ class HandoffController(Controller):
 
     @post("/handoffs", summary="Hand work to another agent: a packet in its queue",
           responses=problems(413))
-    async def handoff(self, data: HandoffBody, handoffs: HandoffStore, caller: Caller) -> Packet:
+    async def handoff(
+        self, data: JSONBody[HandoffBody], handoffs: HandoffsDep, caller: CallerDep
+    ) -> Packet:
         pins = None if data.pins is None else [
             {"ref": pin.ref, "version": pin.version} for pin in data.pins
         ]  # fmt: skip
@@ -64,12 +65,12 @@ class HandoffController(Controller):
           responses=problems())
     async def list_handoffs(
         self,
-        handoffs: HandoffStore,
-        status: PacketState | None = None,
-        to: str | None = None,
+        handoffs: HandoffsDep,
+        status: FromQuery[PacketState | None] = None,
+        to: FromQuery[str | None] = None,
         from_agent: Annotated[str | None, QueryParameter(name="from")] = None,
         limit: Annotated[int, Parameter(ge=1)] = 50,
-        cursor: str | None = None,
+        cursor: FromQuery[str | None] = None,
     ) -> PacketPage:
         return await handoffs.list(
             status=status, to_agent=to, from_agent=from_agent, limit=limit, cursor=cursor
@@ -77,13 +78,14 @@ class HandoffController(Controller):
 
     @get("/handoffs/{packet_id:str}", summary="One packet with its transition log",
           responses=problems(404))
-    async def get_handoff(self, packet_id: str, handoffs: HandoffStore) -> Packet:
+    async def get_handoff(self, packet_id: FromPath[str], handoffs: HandoffsDep) -> Packet:
         return await handoffs.get(packet_id)
 
     @post("/agents/{agent:str}/resume", summary="Claim the agent's oldest queued packet",
           status_code=200, responses=problems(403, 413))  # fmt: skip
     async def resume(
-        self, agent: str, handoffs: HandoffStore, caller: Caller, data: ResumeBody | None = None
+        self, agent: FromPath[str], handoffs: HandoffsDep, caller: CallerDep,
+        data: JSONBody[ResumeBody | None] = None,
     ) -> Resumed:
         if caller.agent != agent:
             raise Forbidden(
@@ -95,14 +97,16 @@ class HandoffController(Controller):
 
     @post("/handoffs/{packet_id:str}/complete", summary="Finish a claimed packet", status_code=200,
           responses=problems(403, 404, 409))
-    async def complete(self, packet_id: str, handoffs: HandoffStore, caller: Caller) -> Packet:
+    async def complete(
+        self, packet_id: FromPath[str], handoffs: HandoffsDep, caller: CallerDep
+    ) -> Packet:
         return await handoffs.complete(packet_id, caller.agent)
 
     @post("/handoffs/{packet_id:str}/release", summary="Give a claimed packet back to the queue",
           status_code=200, responses=problems(403, 404, 409, 413))  # fmt: skip
     async def release(
-        self, packet_id: str, handoffs: HandoffStore, caller: Caller,
-        data: ReleaseBody | None = None,
+        self, packet_id: FromPath[str], handoffs: HandoffsDep, caller: CallerDep,
+        data: JSONBody[ReleaseBody | None] = None,
     ) -> Packet:  # fmt: skip
         reason = (data.reason if data else None) or "released"
         return await handoffs.release(packet_id, caller.agent, reason=reason)
@@ -110,7 +114,8 @@ class HandoffController(Controller):
     @post("/handoffs/{packet_id:str}/fail", summary="Give up on a claimed packet, saying why",
           status_code=200, responses=problems(403, 404, 409, 413))  # fmt: skip
     async def fail(
-        self, packet_id: str, data: FailBody, handoffs: HandoffStore, caller: Caller
+        self, packet_id: FromPath[str], data: JSONBody[FailBody], handoffs: HandoffsDep,
+        caller: CallerDep,
     ) -> Packet:
         return await handoffs.fail(packet_id, caller.agent, data.error)
 
@@ -118,13 +123,14 @@ class HandoffController(Controller):
           summary="Put a failed or expired packet back in its queue", status_code=200,
           responses=problems(403, 404, 409))  # fmt: skip
     async def requeue(
-        self, packet_id: str, handoffs: HandoffStore, caller: Caller, request: Request[Any, Any, Any]
+        self, packet_id: FromPath[str], handoffs: HandoffsDep, caller: CallerDep,
+        request: Request[Any, Any, Any],
     ) -> Packet:
         require_admin(request.scope)
         return await handoffs.requeue(packet_id, caller.agent)
 
     @get("/agents", summary="Every known agent with its queued, claimed and failed counts",
           responses=problems())
-    async def agents(self, handoffs: HandoffStore) -> list[AgentSummary]:
+    async def agents(self, handoffs: HandoffsDep) -> list[AgentSummary]:
         return await handoffs.agents()
 

@@ -5,15 +5,13 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import msgspec
-from baton.server.api.deps import Caller
+from baton.server.api.deps import CallerDep, MemoriesDep, SessionsDep
 from baton.server.api.problems import problems
 from baton.server.errors import InvalidInput
-from baton.server.memories import AuditEntry, Forgotten, MemorySaved, MemoryStore, Recall
+from baton.server.memories import AuditEntry, Forgotten, MemorySaved, Recall
 from baton.server.models import Observed, ResumeHere, Session, SessionEnded
-from baton.server.sessions import SessionStore
-from baton.server.store import FactStore
 from litestar import Controller, get, post
-from litestar.params import Parameter
+from litestar.params import FromPath, FromQuery, JSONBody, Parameter
 
 
 class SessionStartBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -70,21 +68,14 @@ class ForgetBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     reason: str = "forgotten on request"
 
 
-def provide_sessions(store: FactStore) -> SessionStore:
-    return SessionStore(store)
-
-
-def provide_memories(store: FactStore) -> MemoryStore:
-    return MemoryStore(store)
-
-
 class MemoryController(Controller):
     path = "/v1"
     tags = ["sessions and memories"]
 
     @post("/sessions", summary="Start a session (any id, or a fresh one)", responses=problems(413))
     async def start_session(
-        self, sessions: SessionStore, caller: Caller, data: SessionStartBody | None = None
+        self, sessions: SessionsDep, caller: CallerDep,
+        data: JSONBody[SessionStartBody | None] = None,
     ) -> Session:
         body = data or SessionStartBody()
         return await sessions.start(agent=caller.agent, session_id=body.id, project=body.project,
@@ -93,7 +84,8 @@ class MemoryController(Controller):
     @post("/sessions/{session_id:str}/end", summary="End a session (completed)", status_code=200,
           responses=problems(404, 413))
     async def end_session(
-        self, session_id: str, sessions: SessionStore, data: SessionEndBody | None = None
+        self, session_id: FromPath[str], sessions: SessionsDep,
+        data: JSONBody[SessionEndBody | None] = None,
     ) -> SessionEnded:
         body = data or SessionEndBody()
         return await sessions.end(session_id, summary=body.summary, title=body.title,
@@ -101,24 +93,27 @@ class MemoryController(Controller):
 
     @get("/sessions", summary="Recent sessions, newest first", responses=problems())
     async def list_sessions(
-        self, sessions: SessionStore, limit: Annotated[int, Parameter(ge=1, le=500)] = 20
+        self, sessions: SessionsDep, limit: Annotated[int, Parameter(ge=1, le=500)] = 20
     ) -> list[Session]:
         return await sessions.recent(limit)
 
     @get("/sessions/resume", summary="Where were we: the session to resume for a directory",
           responses=problems())
     async def resume_here(
-        self, sessions: SessionStore, caller: Caller, cwd: str, override: str | None = None
+        self, sessions: SessionsDep, caller: CallerDep, cwd: FromQuery[str],
+        override: FromQuery[str | None] = None,
     ) -> ResumeHere:
         return await sessions.resume_here(cwd, override=override, caller_session=caller.session)
 
     @get("/sessions/{session_id:str}", summary="A session and the record versions it touched",
           responses=problems(404))
-    async def get_session(self, session_id: str, sessions: SessionStore) -> Session:
+    async def get_session(self, session_id: FromPath[str], sessions: SessionsDep) -> Session:
         return await sessions.get(session_id)
 
     @post("/observations", summary="Record a hook event of a coding agent", responses=problems(413))
-    async def observe(self, data: ObserveBody, sessions: SessionStore, caller: Caller) -> Observed:
+    async def observe(
+        self, data: JSONBody[ObserveBody], sessions: SessionsDep, caller: CallerDep
+    ) -> Observed:
         return await sessions.observe(
             hook_type=data.hook_type, session_id=data.session_id, project=data.project,
             cwd=data.cwd, timestamp=data.timestamp, data=data.data, agent=caller.agent,
@@ -126,7 +121,9 @@ class MemoryController(Controller):
 
     @post("/memories", summary="Save a memory (near-duplicates supersede, similar ones are hinted)",
           responses=problems(413))
-    async def save(self, data: SaveBody, memories: MemoryStore, caller: Caller) -> MemorySaved:
+    async def save(
+        self, data: JSONBody[SaveBody], memories: MemoriesDep, caller: CallerDep
+    ) -> MemorySaved:
         saved = await memories.save(
             data.content, type=data.type, concepts=data.concepts, files=data.files,
             project=data.project, agent_id=caller.agent, ttl_days=data.ttl_days,
@@ -137,7 +134,7 @@ class MemoryController(Controller):
 
     @post("/memories/recall", summary="BM25 search over memories and observations",
           status_code=200, responses=problems(413))  # fmt: skip
-    async def recall(self, data: RecallBody, memories: MemoryStore) -> Recall:
+    async def recall(self, data: JSONBody[RecallBody], memories: MemoriesDep) -> Recall:
         return await memories.recall(
             data.query, limit=data.limit, format=data.format, token_budget=data.token_budget,
             project=data.project, agent_id=data.agent_id,
@@ -145,7 +142,7 @@ class MemoryController(Controller):
 
     @post("/memories/smart-search", summary="Compact hits, or full records for chosen ids",
           status_code=200, responses=problems(413))  # fmt: skip
-    async def smart_search(self, data: SmartSearchBody, memories: MemoryStore) -> Recall:
+    async def smart_search(self, data: JSONBody[SmartSearchBody], memories: MemoriesDep) -> Recall:
         if not data.query and not data.expand_ids:
             raise InvalidInput("query", "give a query or expand_ids")
         return await memories.smart_search(query=data.query, expand_ids=data.expand_ids,
@@ -153,7 +150,9 @@ class MemoryController(Controller):
 
     @post("/forget", summary="Forget a memory, observations or a whole session (audited)",
           status_code=200, responses=problems(404, 413))  # fmt: skip
-    async def forget(self, data: ForgetBody, memories: MemoryStore, caller: Caller) -> Forgotten:
+    async def forget(
+        self, data: JSONBody[ForgetBody], memories: MemoriesDep, caller: CallerDep
+    ) -> Forgotten:
         return await memories.forget(
             agent=caller.agent, memory_id=data.memory_id, session_id=data.session_id,
             observation_ids=data.observation_ids, reason=data.reason,
@@ -161,6 +160,6 @@ class MemoryController(Controller):
 
     @get("/audit", summary="The audit log, newest first", responses=problems())
     async def audit(
-        self, memories: MemoryStore, limit: Annotated[int, Parameter(ge=1, le=1000)] = 50
+        self, memories: MemoriesDep, limit: Annotated[int, Parameter(ge=1, le=1000)] = 50
     ) -> list[AuditEntry]:
         return await memories.audit_log(limit)

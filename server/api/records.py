@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import msgspec
-from baton.server.api.deps import Caller
+from baton.server.api.deps import CallerDep, HandoffsDep, StoreDep
 from baton.server.api.metrics import record_verify
 from baton.server.api.problems import problems
-from baton.server.handoffs import HandoffStore
 from baton.server.models import (
     History,
     OutcomeEntry,
@@ -19,9 +18,8 @@ from baton.server.models import (
     Remembered,
     Stats,
 )
-from baton.server.store import FactStore
 from litestar import Controller, get, post
-from litestar.params import Parameter, QueryParameter
+from litestar.params import FromPath, FromQuery, JSONBody, Parameter, QueryParameter
 
 
 class RememberBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -60,7 +58,9 @@ class RecordController(Controller):
 
     @post("/records", summary="Remember: append a new version of a record",
           responses=problems(409, 413))
-    async def remember(self, data: RememberBody, store: FactStore, caller: Caller) -> Remembered:
+    async def remember(
+        self, data: JSONBody[RememberBody], store: StoreDep, caller: CallerDep
+    ) -> Remembered:
         return await store.remember(
             data.ref,
             data.value,
@@ -75,13 +75,13 @@ class RecordController(Controller):
           responses=problems())
     async def list_records(
         self,
-        store: FactStore,
+        store: StoreDep,
         in_scope: ScopeParam = None,
-        tags: list[str] | None = None,
-        tags_mode: Literal["all", "any"] = "all",
+        tags: FromQuery[list[str] | None] = None,
+        tags_mode: FromQuery[Literal["all", "any"]] = "all",
         min_confidence: Annotated[float | None, Parameter(ge=0, le=1)] = None,
         limit: Annotated[int, Parameter(ge=1)] = 50,
-        cursor: str | None = None,
+        cursor: FromQuery[str | None] = None,
         text: Annotated[
             str | None, QueryParameter(name="query", description="free text; best match first")
         ] = None,
@@ -95,9 +95,9 @@ class RecordController(Controller):
           responses=problems(404))
     async def recall(
         self,
-        ref: str,
-        store: FactStore,
-        caller: Caller,
+        ref: FromPath[str],
+        store: StoreDep,
+        caller: CallerDep,
         version: Annotated[int | None, Parameter(ge=1)] = None,
     ) -> RecordVersion:
         return await store.recall(
@@ -106,18 +106,18 @@ class RecordController(Controller):
 
     @get("/history/{ref:path}", summary="Every version of a record with its chain status",
           responses=problems(404))
-    async def history(self, ref: str, store: FactStore) -> History:
+    async def history(self, ref: FromPath[str], store: StoreDep) -> History:
         return await store.history(_ref(ref))
 
     @get("/outcomes/{ref:path}", summary="A record's outcomes log, before and after each move",
           responses=problems(404))
-    async def outcome_log(self, ref: str, store: FactStore) -> list[OutcomeEntry]:
+    async def outcome_log(self, ref: FromPath[str], store: StoreDep) -> list[OutcomeEntry]:
         return await store.outcomes(_ref(ref))
 
     @post("/outcomes", summary="Record an outcome: move the confidence of the records it was about",
           responses=problems(404, 409, 413))
     async def record_outcome(
-        self, data: OutcomeBody, handoffs: HandoffStore, caller: Caller
+        self, data: JSONBody[OutcomeBody], handoffs: HandoffsDep, caller: CallerDep
     ) -> OutcomeReport:
         return await handoffs.record_outcome(
             data.outcome, data.outcome_ref, agent=caller.agent, refs=data.refs,
@@ -127,7 +127,7 @@ class RecordController(Controller):
     @get("/stats", summary="Counts, average confidence and, with verify, a full chain check",
           responses=problems())
     async def stats(
-        self, store: FactStore, verify: bool = False, in_scope: ScopeParam = None
+        self, store: StoreDep, verify: FromQuery[bool] = False, in_scope: ScopeParam = None
     ) -> Stats:
         stats = await store.stats(verify=verify, scope=in_scope)
         if verify:
