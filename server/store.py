@@ -685,6 +685,7 @@ class FactStore:
                 pipe.llen(self.keys.outcomes(ref))
             replies = await pipe.execute()
             short: list[tuple[str, int, int]] = []  # records checked together, one round trip
+            short_links = 0
             for ref, (version, confidence), length in zip(
                 batch, replies[::2], replies[1::2], strict=True
             ):
@@ -701,9 +702,10 @@ class FactStore:
                         broken += [link async for link in self.verify_record(ref, int(version))]
                     else:
                         short.append((ref, int(version), length))
-                    if sum(n + m for _, n, m in short) >= BATCH:
+                        short_links += int(version) + length
+                    if short_links >= BATCH:
                         broken += await self._verify_records(short)
-                        short = []
+                        short, short_links = [], 0
             if short:
                 broken += await self._verify_records(short)
             seen += len(batch)
