@@ -11,6 +11,7 @@ raised as :class:`BatonAPIError` subclasses carrying the problem+json body.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -50,8 +51,12 @@ class InvalidInputError(BatonAPIError):
     """422 (or 400): the request was malformed; ``problem["field"]`` names the field."""
 
 
+class UnauthorizedError(BatonAPIError):
+    """401: tokens are required and none (or an unknown one) was sent."""
+
+
 class ForbiddenError(BatonAPIError):
-    """403: another agent's packet."""
+    """403: another agent's packet, session or namespace, or acting as another agent."""
 
 
 class NotFoundError(BatonAPIError):
@@ -72,6 +77,7 @@ class UnavailableError(BatonAPIError):
 
 _ERRORS: dict[int, type[BatonAPIError]] = {
     400: InvalidInputError,
+    401: UnauthorizedError,
     403: ForbiddenError,
     404: NotFoundError,
     409: ConflictError,
@@ -194,25 +200,32 @@ class Calls:
         return Call("POST", "/v1/sessions", Session)
 
 
-def _headers(agent: str, session: str | None, namespace: str | None) -> dict[str, str]:
-    return _drop_none(
-        {"X-Baton-Agent": agent, "X-Baton-Session": session, "X-Baton-Namespace": namespace}
-    )
+def _headers(
+    agent: str, session: str | None, namespace: str | None, token: str | None
+) -> dict[str, str]:
+    """Identity headers; ``token`` defaults to ``BATON_TOKEN`` (an empty string sends none)."""
+    token = os.environ.get("BATON_TOKEN") if token is None else token
+    return _drop_none({
+        "X-Baton-Agent": agent, "X-Baton-Session": session, "X-Baton-Namespace": namespace,
+        "Authorization": f"Bearer {token}" if token else None,
+    })  # fmt: skip
 
 
 class BatonClient:
     """Blocking client. ``agent`` is who you are; ``session`` (optional) makes Baton remember
-    what you touch, for default pins and outcome refs; call :meth:`start_session` for one."""
+    what you touch, for default pins and outcome refs; call :meth:`start_session` for one.
+    ``token`` (default ``BATON_TOKEN``) is sent as a bearer token: an agent token must belong
+    to ``agent``, an admin token may act as any agent."""
 
     def __init__(
         self, base_url: str = "http://127.0.0.1:8765", *, agent: str,
         session: str | None = None, namespace: str | None = None, timeout: float = 10.0,
-        transport: httpx.BaseTransport | None = None,
+        token: str | None = None, transport: httpx.BaseTransport | None = None,
     ) -> None:  # fmt: skip
         self.agent = agent
         self._http = httpx.Client(
-            base_url=base_url, headers=_headers(agent, session, namespace), timeout=timeout,
-            transport=transport,
+            base_url=base_url, headers=_headers(agent, session, namespace, token),
+            timeout=timeout, transport=transport,
         )  # fmt: skip
 
     def _send(self, call: Call[T]) -> T:
@@ -288,12 +301,12 @@ class AsyncBatonClient:
     def __init__(
         self, base_url: str = "http://127.0.0.1:8765", *, agent: str,
         session: str | None = None, namespace: str | None = None, timeout: float = 10.0,
-        transport: httpx.AsyncBaseTransport | None = None,
+        token: str | None = None, transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:  # fmt: skip
         self.agent = agent
         self._http = httpx.AsyncClient(
-            base_url=base_url, headers=_headers(agent, session, namespace), timeout=timeout,
-            transport=transport,
+            base_url=base_url, headers=_headers(agent, session, namespace, token),
+            timeout=timeout, transport=transport,
         )  # fmt: skip
 
     async def _send(self, call: Call[T]) -> T:

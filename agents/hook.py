@@ -1,8 +1,9 @@
 """``baton hook EVENT``: turn a Claude Code hook payload (JSON on stdin) into a Baton
 observation, so Baton can be wired into Claude Code's hooks without other software.
 
-A hook must never get in the agent's way: network errors are reported on stderr and the
-command still exits 0.
+A hook must never get in the agent's way: network errors and refused tokens are reported
+on stderr in one line and the command still exits 0. ``BATON_TOKEN`` is sent as a bearer
+token; with a token the hook acts as the token's agent unless ``AGENT_ID`` names one.
 """
 
 from __future__ import annotations
@@ -42,7 +43,46 @@ def project_of(cwd: str) -> str:
     return os.environ.get("BATON_PROJECT") or os.path.basename(os.path.normpath(cwd)) or "root"
 
 
-def run(event: str, stdin: TextIO, base_url: str, agent: str) -> int:
+def _headers(agent: str | None, token: str | None) -> dict[str, str]:
+    headers = {} if agent is None else {"X-Baton-Agent": agent}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    return headers
+
+
+def _refused(response: httpx.Response) -> str | None:
+    """One line saying why Baton refused the hook's credentials, or None."""
+    if response.status_code not in (401, 403, 429):
+        return None
+    try:
+        detail = response.json().get("detail") or response.json().get("error")
+    except ValueError:
+        detail = response.text[:200]
+    fix = "set BATON_TOKEN to a valid token" if response.status_code == 401 else \
+        "check BATON_TOKEN and AGENT_ID"  # fmt: skip
+    return f"baton hook: Baton refused this hook ({response.status_code}: {detail}); {fix}"
+
+
+def check(base_url: str, agent: str | None, token: str | None) -> int:
+    """``baton hook --check``: 0 when Baton answers and accepts the credentials."""
+    try:
+        response = httpx.get(f"{base_url}/v1/whoami", headers=_headers(agent, token),
+                             timeout=TIMEOUT)  # fmt: skip
+    except httpx.HTTPError as error:
+        print(f"baton hook: Baton is not reachable at {base_url} ({error})", file=sys.stderr)
+        return 1
+    refused = _refused(response)
+    if refused or response.status_code >= 400:
+        print(refused or f"baton hook: {response.status_code} {response.text[:200]}",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    who = response.json()
+    print(f"baton hook: ok, {base_url} records hook events as {who['agent']} in namespace "
+          f"{who['namespace']} ({who['credential']})")  # fmt: skip
+    return 0
+
+
+def run(event: str, stdin: TextIO, base_url: str, agent: str | None, token: str | None) -> int:
     kind = hook_type(event)
     raw = stdin.read()
     payload: dict[str, Any] = json.loads(raw) if raw.strip() else {}
@@ -52,7 +92,7 @@ def run(event: str, stdin: TextIO, base_url: str, agent: str) -> int:
         print("baton hook: the payload has no session_id; nothing recorded", file=sys.stderr)
         return 0
     project = project_of(cwd)
-    headers = {"X-Baton-Agent": agent}
+    headers = _headers(agent, token)
     try:
         with httpx.Client(base_url=base_url, headers=headers, timeout=TIMEOUT) as http:
             if kind == "session_start":
@@ -63,7 +103,10 @@ def run(event: str, stdin: TextIO, base_url: str, agent: str) -> int:
             })  # fmt: skip
             if kind == "session_end":
                 http.post(f"/v1/sessions/{session_id}/end", json={})
-        if response.status_code >= 400:
+        refused = _refused(response)
+        if refused:
+            print(refused, file=sys.stderr)
+        elif response.status_code >= 400:
             print(f"baton hook: {response.status_code} {response.text[:300]}", file=sys.stderr)
     except httpx.HTTPError as error:
         print(f"baton hook: Baton is not reachable at {base_url} ({error})", file=sys.stderr)

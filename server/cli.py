@@ -58,7 +58,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 2
     print(f"baton: serving http://{args.host}:{args.port} (redis: {url})", file=sys.stderr)
     uvicorn.run(
-        create_app(settings), host=args.host, port=args.port, access_log=False, log_config=None,
+        create_app(replace(settings, host=args.host, port=args.port)), host=args.host, port=args.port, access_log=False, log_config=None,
         timeout_graceful_shutdown=3,  # live dashboard streams never end by themselves
     )
     return 0
@@ -209,12 +209,16 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def cmd_hook(args: argparse.Namespace) -> int:
-    from baton.agents.hook import run
+    from baton.agents.hook import check, run
 
     settings = _settings()
-    agent = check_agent(os.environ.get("AGENT_ID") or "claude-code", field="AGENT_ID")
+    # With a token the hook acts as the token's agent unless AGENT_ID names one.
+    named = os.environ.get("AGENT_ID") or (None if settings.token else "claude-code")
+    agent = None if named is None else check_agent(named, field="AGENT_ID")
+    if args.check:
+        return check(settings.base_url, agent, settings.token)
     try:
-        return run(args.event, sys.stdin, settings.base_url, agent)
+        return run(args.event, sys.stdin, settings.base_url, agent, settings.token)
     except ValueError as error:
         print(f"baton: {error}", file=sys.stderr)
         return 2
@@ -323,7 +327,10 @@ def build_parser() -> argparse.ArgumentParser:
     load.set_defaults(handler=cmd_import)
 
     hook = commands.add_parser("hook", help="record a Claude Code hook event (JSON on stdin)")
-    hook.add_argument("event", help="PostToolUse, UserPromptSubmit, ... or post_tool_use, ...")
+    hook.add_argument("event", nargs="?", default="",
+                      help="PostToolUse, UserPromptSubmit, ... or post_tool_use, ...")
+    hook.add_argument("--check", action="store_true",
+                      help="say whether Baton is reachable and accepts BATON_TOKEN, then exit")
     hook.set_defaults(handler=cmd_hook)
 
     worker = commands.add_parser("worker", help="run the periodic sweeps (leases, expiry, repair)")

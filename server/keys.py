@@ -22,7 +22,6 @@ Layout (``<ns>`` is the namespace, ``<ref>`` a validated ref such as ``listing/5
     baton:<ns>:inbox:{<agent>}:expired   zset  expired packet ids by expiry time
     baton:<ns>:events                    stream  recent writes, handoffs and outcomes (capped)
     baton:<ns>:inbox:{<agent>}:all       zset  every packet for the agent, by creation time
-    baton:namespaces                     set   namespaces that have handoffs (for sweeps)
     baton:<ns>:sessions                  zset  session ids by start time
     baton:<ns>:sessions:active           zset  active session ids by last activity
     baton:<ns>:session:{<sid>}:obs       list  the session's observation ids, oldest first
@@ -36,6 +35,16 @@ Layout (``<ns>`` is the namespace, ``<ref>`` a validated ref such as ``listing/5
     baton:<ns>:{idx:<ns>}:t:<term>       zset  search postings: doc id -> normalised tf part of BM25
     baton:<ns>:{idx:<ns>}:scratch        zset  the search script's scratch space (always deleted)
     baton:<ns>:{idx:<ns>}:stats          hash  search index totals
+
+Global keys (not per namespace)::
+
+    baton:namespaces                     set   namespaces with sessions, handoffs or memories
+    baton:{tokens}:index                 hash  token id -> sha256 of its secret
+    baton:{tokens}:token:<sha256>        hash  a token's record (json) and last_used_at
+    baton:{tokens}:login:<sha256>        string  a dashboard login (sha256 of its cookie) ->
+                                                 the token's sha256; expires with the login
+    baton:ratelimit:<...>                Litestar's rate-limit store (per token)
+    baton:auth-failures:<address>        string  failed logins from one client address (expires)
 
 The braces are Redis Cluster hash tags: every key of one record hashes to the same slot, and
 so does everything in one agent's inbox (its queues and its packets), so each Lua script
@@ -191,3 +200,18 @@ class Keys:
 
 
 NAMESPACES = f"{PREFIX}:namespaces"
+# One hash tag for every token key: adding and revoking stay single-slot transactions.
+TOKENS = f"{PREFIX}:{{tokens}}:index"
+RATE_LIMIT_NAMESPACE = f"{PREFIX}:ratelimit"
+
+
+def token_key(sha: str) -> str:
+    return f"{PREFIX}:{{tokens}}:token:{sha}"
+
+
+def login_key(sha: str) -> str:
+    return f"{PREFIX}:{{tokens}}:login:{sha}"
+
+
+def auth_failures_key(address: str) -> str:
+    return f"{PREFIX}:auth-failures:{address}"

@@ -4,10 +4,10 @@
 argument model from the real annotation objects.)
 
 The tools call the same store functions as the REST API. Over stdio (``baton mcp``) the
-process is one agent and one Baton session; over streamable HTTP (mounted at ``/mcp`` in
-the API) the agent comes from the ``X-Baton-Agent`` header and each MCP session is its own
-Baton session. Any mistake a caller can make comes back as a tool result with
-``isError: true`` and a message saying what to fix.
+process is one agent (``--agent`` or ``AGENT_ID``) and one Baton session; over streamable
+HTTP (mounted at ``/mcp`` in the API) the caller is the one the HTTP gate resolved for the
+request (token, headers; each MCP session is its own Baton session). Any mistake a caller
+can make comes back as a tool result with ``isError: true`` and a message saying what to fix.
 """
 
 
@@ -16,19 +16,19 @@ import inspect
 import os
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Annotated, Any, Literal, ParamSpec
 
 import msgspec
 import redis.exceptions
 from baton.server.errors import BatonError
 from baton.server.handoffs import HandoffStore
+from baton.server.identity import CALLER, Caller, local
 from baton.server.memories import MemoryStore, split_list
 from baton.server.runtime import open_backend
 from baton.server.sessions import SessionStore
 from baton.server.settings import Settings
 from baton.server.store import Backend, FactStore
-from baton.server.validation import check_agent, check_namespace, check_session_id
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
@@ -49,52 +49,46 @@ Agent = Annotated[str, Field(description="An agent id, e.g. 'executor'.")]
 
 @dataclass
 class Binding:
-    """How tool calls find the store and the caller.
+    """How tool calls find the store and the caller: ``caller`` is fixed for a stdio
+    server (one process, one agent, one session); left None it is the one the HTTP gate
+    resolved for each request."""
 
-    ``agent``/``session`` are fixed for a stdio server (one process, one agent, one
-    session); left None they come from each HTTP request's headers and MCP session.
-    """
-
-    namespace: str
-    agent: str | None = None
-    session: str | None = None
+    caller: Caller | None = None
     backend: Backend | None = None
 
 
 @dataclass(frozen=True)
-class Caller:
-    agent: str
-    session: str | None
+class ToolCall:
+    """A tool call's caller and the stores of its namespace."""
+
+    caller: Caller
     facts: FactStore
     handoffs: HandoffStore
 
+    @property
+    def agent(self) -> str:
+        return self.caller.agent
 
-# Set by the agentmemory-compatible /mcp/call shim, which calls tools outside an MCP request:
-# (agent, session or None, namespace).
-SHIM_IDENTITY: ContextVar[tuple[str, str | None, str] | None] = ContextVar(
-    "baton_mcp_shim_identity", default=None
-)
+    @property
+    def session(self) -> str | None:
+        return self.caller.session
 
 
-def _resolve(binding: Binding, ctx: Context) -> Caller:
+# Set by the agentmemory-compatible /mcp/call shim, which calls tools outside an MCP request.
+SHIM_CALLER: ContextVar[Caller | None] = ContextVar("baton_mcp_shim_caller", default=None)
+
+
+def _resolve(binding: Binding, ctx: Context) -> ToolCall:
     if binding.backend is None:
         raise ToolError("Baton is still starting; try again in a moment")
-    shim = SHIM_IDENTITY.get()
-    if shim is not None:
-        agent, session, namespace = shim
-        facts = binding.backend.store(namespace)
-        return Caller(agent=agent, session=session, facts=facts, handoffs=HandoffStore(facts))
-    headers = ctx.headers or {}
-    agent = binding.agent or check_agent(headers.get("x-baton-agent", "anonymous"),
-                                         field="X-Baton-Agent")  # fmt: skip
-    session = binding.session
-    if session is None and headers.get("x-baton-session"):
-        session = check_session_id(headers["x-baton-session"], field="X-Baton-Session")
-    if session is None and headers.get("mcp-session-id"):
-        session = f"mcp-{headers['mcp-session-id'][:64]}"
-    namespace = check_namespace(headers.get("x-baton-namespace", binding.namespace))
-    facts = binding.backend.store(namespace)
-    return Caller(agent=agent, session=session, facts=facts, handoffs=HandoffStore(facts))
+    caller = SHIM_CALLER.get() or binding.caller
+    if caller is None:
+        request = ctx.request_context.request
+        caller = None if request is None else request.scope.get("state", {}).get(CALLER)
+    if caller is None:
+        raise ToolError("no caller: this transport carries no identity")
+    facts = binding.backend.store(caller.namespace)
+    return ToolCall(caller=caller, facts=facts, handoffs=HandoffStore(facts))
 
 
 def _as_tool_error(
@@ -141,9 +135,9 @@ def create_mcp_server(binding: Binding) -> MCPServer:
             int | None, Field(ge=0, description="Only write on top of this version (0 = new).")
         ] = None,
     ) -> Any:
-        caller = _resolve(binding, ctx)
-        return await caller.facts.remember(
-            ref, value, agent=caller.agent, session=caller.session, tags=tags,
+        call = _resolve(binding, ctx)
+        return await call.facts.remember(
+            ref, value, agent=call.agent, session=call.session, tags=tags,
             confidence=confidence, expected_version=expected_version,
         )  # fmt: skip
 
@@ -165,12 +159,12 @@ def create_mcp_server(binding: Binding) -> MCPServer:
         cursor: Annotated[str | None, Field(description="next_cursor of the previous page.")] = None,
         query: Annotated[str | None, Field(description="Free text to match in values.")] = None,
     ) -> Any:
-        caller = _resolve(binding, ctx)
+        call = _resolve(binding, ctx)
         if ref is not None:
-            return await caller.facts.recall(
-                ref, version=version, agent=caller.agent, session=caller.session
+            return await call.facts.recall(
+                ref, version=version, agent=call.agent, session=call.session
             )
-        return await caller.facts.list_records(
+        return await call.facts.list_records(
             scope=scope, tags=tags, tags_mode=tags_mode, min_confidence=min_confidence,
             limit=limit, cursor=cursor, query=query,
         )  # fmt: skip
@@ -204,11 +198,11 @@ def create_mcp_server(binding: Binding) -> MCPServer:
                                                   "packet expires.")] = None,  # fmt: skip
         note: str | None = None,
     ) -> Any:
-        caller = _resolve(binding, ctx)
-        return await caller.handoffs.handoff(
-            from_agent=caller.agent, to_agent=to, summary=summary, next_steps=next,
+        call = _resolve(binding, ctx)
+        return await call.handoffs.handoff(
+            from_agent=call.agent, to_agent=to, summary=summary, next_steps=next,
             open_questions=open, pins=pins, expires_in=expires_in, note=note,
-            session=caller.session,
+            session=call.session,
         )  # fmt: skip
 
     @mcp.tool(description=(
@@ -223,9 +217,9 @@ def create_mcp_server(binding: Binding) -> MCPServer:
         lease_seconds: Annotated[float | None, Field(gt=0, description="How long you hold "
                                                      "the packet (default 15 min).")] = None,  # fmt: skip
     ) -> Any:
-        caller = _resolve(binding, ctx)
-        return await caller.handoffs.resume(
-            caller.agent, lease_seconds=lease_seconds, session=caller.session
+        call = _resolve(binding, ctx)
+        return await call.handoffs.resume(
+            call.agent, lease_seconds=lease_seconds, session=call.session
         )
 
     @mcp.tool(description=(
@@ -242,9 +236,9 @@ def create_mcp_server(binding: Binding) -> MCPServer:
         note: str | None = None,
         handoff_id: Annotated[str | None, Field(description="Packet to complete.")] = None,
     ) -> Any:
-        caller = _resolve(binding, ctx)
-        return await caller.handoffs.record_outcome(
-            outcome, outcome_ref, agent=caller.agent, refs=refs, session=caller.session,
+        call = _resolve(binding, ctx)
+        return await call.handoffs.record_outcome(
+            outcome, outcome_ref, agent=call.agent, refs=refs, session=call.session,
             note=note, handoff_id=handoff_id,
         )  # fmt: skip
 
@@ -286,10 +280,10 @@ def _add_memory_tools(mcp: MCPServer, binding: Binding) -> None:
         agentId: str | None = None,  # noqa: N803 - the reference's name
         ttlDays: Annotated[float | None, Field(gt=0)] = None,  # noqa: N803
     ) -> Any:
-        caller = _resolve(binding, ctx)
-        saved = await MemoryStore(caller.facts).save(
+        call = _resolve(binding, ctx)
+        saved = await MemoryStore(call.facts).save(
             content, type=type, concepts=concepts, files=files, project=project,
-            agent_id=agentId or os.environ.get("AGENT_ID") or caller.agent, ttl_days=ttlDays,
+            agent_id=call.caller.acting_as(agentId).agent, ttl_days=ttlDays,
         )  # fmt: skip
         if not saved.success:
             raise ToolError(saved.error or "content is required")
@@ -350,9 +344,9 @@ def _add_memory_tools(mcp: MCPServer, binding: Binding) -> None:
         observationIds: Csv = None,  # noqa: N803
         reason: str = "forgotten on request",
     ) -> Any:
-        caller = _resolve(binding, ctx)
-        return await MemoryStore(caller.facts).forget(
-            agent=caller.agent, memory_id=memoryId, session_id=sessionId,
+        call = _resolve(binding, ctx)
+        return await MemoryStore(call.facts).forget(
+            caller=call.caller, memory_id=memoryId, session_id=sessionId,
             observation_ids=split_list(observationIds, "observationIds") or None, reason=reason,
         )  # fmt: skip
 
@@ -369,15 +363,18 @@ def _add_memory_tools(mcp: MCPServer, binding: Binding) -> None:
         override: Annotated[str | None, Field(description="Another project path, absolute "
                                               "or relative to cwd.")] = None,  # fmt: skip
     ) -> Any:
-        caller = _resolve(binding, ctx)
-        return await SessionStore(caller.facts).resume_here(
-            cwd or os.getcwd(), override=override, caller_session=caller.session
+        call = _resolve(binding, ctx)
+        return await SessionStore(call.facts).resume_here(
+            cwd or os.getcwd(), override=override, caller_session=call.session
         )
 
 
 async def run_stdio(settings: Settings, agent: str) -> None:
-    """Serve MCP on stdin/stdout as ``agent``: one process, one Baton session."""
+    """Serve MCP on stdin/stdout as ``agent``: one process, one Baton session. The process
+    holds the Redis URL itself, so it is a local operator (see ``baton.server.identity``)."""
     async with open_backend(settings) as backend:
-        session = await SessionStore(backend.store(settings.namespace)).start(agent=agent)
-        binding = Binding(settings.namespace, agent=agent, session=session.id, backend=backend)
+        caller = Caller(agent=agent, namespace=settings.namespace, session=None,
+                        credential=local(agent))  # fmt: skip
+        session = await SessionStore(backend.store(settings.namespace)).start(caller=caller)
+        binding = Binding(caller=replace(caller, session=session.id), backend=backend)
         await create_mcp_server(binding).run_stdio_async()

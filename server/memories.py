@@ -16,11 +16,12 @@ from typing import Any, Literal
 import msgpack
 import msgspec
 from baton.server.errors import InvalidInput, NotFound
+from baton.server.identity import Caller, check_session_owner, sweeper
 from baton.server.keys import NAMESPACES
 from baton.server.models import RecallHit, RecordVersion
 from baton.server.search import text_of
 from baton.server.store import FactStore, utc_now
-from baton.server.validation import check_agent
+from baton.server.validation import check_agent, check_session_id
 
 MEMORY_TYPES = ("pattern", "preference", "architecture", "bug", "workflow", "fact")
 SUPERSEDE_ABOVE = 0.7
@@ -319,13 +320,20 @@ class MemoryStore:
     # -- forgetting ---------------------------------------------------------------------------
 
     async def forget(
-        self, *, agent: str, memory_id: str | None = None, session_id: str | None = None,
+        self, *, caller: Caller, memory_id: str | None = None, session_id: str | None = None,
         observation_ids: Sequence[str] | None = None, reason: str = "forgotten on request",
     ) -> Forgotten:  # fmt: skip
         """Forget a memory, some observations of a session, or a whole session. What is
-        forgotten leaves the search index and the live views; each act is audited."""
+        forgotten leaves the search index and the live views; each act is audited. Another
+        agent's memory or session is refused (a memory saved without an agent is shared)."""
         if not memory_id and not session_id:
             raise InvalidInput("memoryId", "sessionId or memoryId is required")
+        agent = caller.agent
+        if memory_id and not caller.admin:
+            caller.require_owner((await self.get(memory_id)).agent_id, f"memory {memory_id}")
+        if session_id:
+            session_id = check_session_id(session_id, field="sessionId")
+            await check_session_owner(self.redis, self.keys, session_id, caller)
         result = Forgotten(success=True, memories=[], observations=0, sessions=[], audit_ids=[])
         if memory_id:
             await self.facts.forget(memory_ref(memory_id), agent=agent, reason=reason)
@@ -387,7 +395,8 @@ class MemoryStore:
         due = [raw.decode() for raw in await self.redis.zrangebyscore(self.keys.memory_expiry, "-inf", now_us)]
         for memory_id in due:
             try:
-                await self.forget(agent="baton", memory_id=memory_id, reason="ttl expired")
+                await self.forget(caller=sweeper(self.facts.namespace), memory_id=memory_id,
+                                  reason="ttl expired")  # fmt: skip
             except NotFound:
                 await self.redis.zrem(self.keys.memory_expiry, memory_id)
         return due

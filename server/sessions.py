@@ -13,12 +13,13 @@ from typing import Any
 
 import msgpack
 from baton.server.errors import InvalidInput, NotFound
+from baton.server.identity import Caller, check_session_owner
 from baton.server.integrity import canonical_bytes
 from baton.server.memories import MemoryStore
 from baton.server.models import Observation, Observed, ResumeHere, Session, SessionEnded
 from baton.server.search import tokenize
 from baton.server.store import FactStore, utc_now
-from baton.server.validation import check_agent, check_session_id
+from baton.server.validation import check_session_id
 
 HOOK_TYPES = (
     "session_start", "prompt_submit", "pre_tool_use", "post_tool_use", "post_tool_failure",
@@ -134,13 +135,15 @@ class SessionStore:
     # -- life cycle ---------------------------------------------------------------------------
 
     async def start(
-        self, *, agent: str, session_id: str | None = None, project: str | None = None,
+        self, *, caller: Caller, session_id: str | None = None, project: str | None = None,
         cwd: str | None = None, title: str | None = None,
     ) -> Session:  # fmt: skip
-        """Start (or restart) a session; a fresh id is made when none is given."""
-        agent = check_agent(agent, field="agentId")
+        """Start (or restart) a session; a fresh id is made when none is given. Restarting
+        another agent's session is refused."""
+        agent = caller.agent
         session_id = check_session_id(session_id or f"s_{secrets.token_hex(8)}",
                                       field="sessionId")  # fmt: skip
+        await check_session_owner(self.redis, self.keys, session_id, caller)
         fields: dict[str, Any] = {"status": "active", "agent": agent, "started_at": utc_now()}
         if project is not None:
             if not isinstance(project, str) or not project.strip():
@@ -158,11 +161,13 @@ class SessionStore:
         return await self.get(session_id)
 
     async def end(
-        self, session_id: str, *, summary: str | None = None, concepts: list[str] | None = None,
-        title: str | None = None,
+        self, session_id: str, *, caller: Caller, summary: str | None = None,
+        concepts: list[str] | None = None, title: str | None = None,
     ) -> SessionEnded:  # fmt: skip
-        """Mark a session completed; an unknown or already ended one is ``ended: false``."""
+        """Mark a session completed; an unknown or already ended one is ``ended: false``;
+        another agent's session is refused."""
         session_id = check_session_id(session_id, field="sessionId")
+        await check_session_owner(self.redis, self.keys, session_id, caller)
         status = await self.redis.hget(self.keys.session(session_id), "status")
         if status is None or status == b"completed":
             session = None if status is None else await self.get(session_id)
@@ -260,18 +265,21 @@ class SessionStore:
 
     async def observe(
         self, *, hook_type: str, session_id: str, project: str, cwd: str, timestamp: str,
-        data: Any, agent: str,
+        data: Any, caller: Caller,
     ) -> Observed:  # fmt: skip
-        """Store one hook event, compressed; the same event within 5 minutes is stored once."""
+        """Store one hook event, compressed; the same event within 5 minutes is stored once.
+        Observing into another agent's session is refused."""
         if hook_type not in HOOK_TYPES:
             raise InvalidInput("hookType", f"must be one of {', '.join(HOOK_TYPES)}")
         session_id = check_session_id(session_id, field="sessionId")
+        agent = caller.agent
         if not isinstance(project, str) or not project.strip():
             raise InvalidInput("project", "is required: a stable project id")
         cwd = normalise_cwd(cwd)
         if not isinstance(timestamp, str) or not timestamp.strip():
             raise InvalidInput("timestamp", "is required")
         data = data if isinstance(data, dict) else {"value": data}
+        await check_session_owner(self.redis, self.keys, session_id, caller)
         try:
             fingerprint = hashlib.sha256(canonical_bytes(
                 {"session": session_id, "hook": hook_type, "data": data})).hexdigest()  # fmt: skip

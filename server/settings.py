@@ -54,7 +54,11 @@ class Settings:
     queue_url: str | None = None
     api_url: str | None = None
     agentmemory_secret: str | None = None
+    agentmemory_agent: str = "agentmemory"
+    token: str | None = None
+    allowed_hosts: tuple[str, ...] = ()
     rate_limit: tuple[int, str] | None = (600, "second")
+    auth_failure_limit: tuple[int, str] | None = (20, "minute")
     session_idle_seconds: float = 24 * 3600
     limits: Limits = field(default_factory=Limits)
     handoffs: HandoffPolicy = field(default_factory=HandoffPolicy)
@@ -68,8 +72,9 @@ class Settings:
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
         """Read ``BATON_REDIS_URL``, ``BATON_DATA_DIR``, ``BATON_APPENDFSYNC``, ``BATON_NAMESPACE``,
         ``BATON_HOST``, ``BATON_PORT``, ``BATON_URL``, ``BATON_QUEUE_URL``,
-        ``BATON_MAX_VALUE_BYTES``, ``BATON_SESSION_IDLE_HOURS``, ``AGENTMEMORY_SECRET`` and
-        the handoff policy variables."""
+        ``BATON_MAX_VALUE_BYTES``, ``BATON_SESSION_IDLE_HOURS``, ``BATON_TOKEN``,
+        ``BATON_ALLOWED_HOSTS``, ``BATON_RATE_LIMIT``, ``BATON_AUTH_FAILURES``,
+        ``AGENTMEMORY_SECRET``, ``AGENTMEMORY_AGENT`` and the handoff policy variables."""
         env = os.environ if environ is None else environ
         appendfsync = env.get("BATON_APPENDFSYNC", "everysec")
         if appendfsync not in APPENDFSYNC_CHOICES:
@@ -87,6 +92,12 @@ class Settings:
             port=int(env.get("BATON_PORT", "8765")),
             queue_url=env.get("BATON_QUEUE_URL") or None,
             agentmemory_secret=env.get("AGENTMEMORY_SECRET") or None,
+            agentmemory_agent=env.get("AGENTMEMORY_AGENT") or "agentmemory",
+            token=env.get("BATON_TOKEN") or None,
+            allowed_hosts=tuple(
+                host.strip().lower() for host in env.get("BATON_ALLOWED_HOSTS", "").split(",")
+                if host.strip()
+            ),
             session_idle_seconds=float(env.get("BATON_SESSION_IDLE_HOURS", "24")) * 3600,
             api_url=env.get("BATON_URL") or None,
             limits=Limits(
@@ -98,7 +109,9 @@ class Settings:
                 max_steps=int(env.get("BATON_MAX_STEPS", Limits.max_steps)),
                 max_pins=int(env.get("BATON_MAX_PINS", Limits.max_pins)),
             ),
-            rate_limit=_rate(env.get("BATON_RATE_LIMIT", "600/second")),
+            rate_limit=_rate(env.get("BATON_RATE_LIMIT", "600/second"), "BATON_RATE_LIMIT"),
+            auth_failure_limit=_rate(env.get("BATON_AUTH_FAILURES", "20/minute"),
+                                     "BATON_AUTH_FAILURES"),
             handoffs=HandoffPolicy(
                 lease_seconds=float(env.get("BATON_LEASE_SECONDS", HandoffPolicy.lease_seconds)),
                 max_deliveries=int(env.get("BATON_MAX_DELIVERIES", HandoffPolicy.max_deliveries)),
@@ -109,17 +122,17 @@ class Settings:
         )
 
 
-RATE_UNITS = ("second", "minute", "hour", "day")
+RATE_UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
 
 
-def _rate(raw: str) -> tuple[int, str] | None:
+def _rate(raw: str, variable: str) -> tuple[int, str] | None:
     """``"600/second"`` -> (600, "second"); ``"off"`` -> None."""
     if raw.strip().lower() == "off":
         return None
     count, _, unit = raw.partition("/")
     if not count.strip().isdigit() or int(count) < 1 or unit.strip() not in RATE_UNITS:
         raise ValueError(
-            f"BATON_RATE_LIMIT must be like 600/second (units: {', '.join(RATE_UNITS)}) or off, "
+            f"{variable} must be like 600/second (units: {', '.join(RATE_UNITS)}) or off, "
             f"got {raw!r}"
         )
     return int(count), unit.strip()

@@ -1,12 +1,9 @@
 """Agent tokens: 32 random bytes shown once; Baton keeps only their sha256.
 
-Keys (global, not per namespace)::
-
-    baton:{tokens}:token:<sha256>  hash  the token record (json) and last_used_at
-    baton:{tokens}:index           hash  token id -> sha256 (for listing and revoking by id)
-
-Looking a token up is one ``HGETALL`` by its hash: no scan over all tokens, and comparing
-secrets is left to the hash function (then confirmed with a constant-time compare).
+Looking a token up is one ``HGET`` by its hash: no scan over all tokens, and comparing
+secrets is left to the hash function (then confirmed with a constant-time compare). A
+dashboard login trades a token for an opaque cookie secret (also kept only as its sha256)
+that points at the token: revoking the token ends its logins too. Keys: see ``keys.py``.
 """
 
 from __future__ import annotations
@@ -20,13 +17,12 @@ from datetime import UTC, datetime
 
 import msgspec
 from baton.server.errors import InvalidInput, NotFound
-from baton.server.keys import PREFIX
+from baton.server.keys import TOKENS, login_key, token_key
 from baton.server.store import utc_now
 from baton.server.validation import check_agent
 from redis.asyncio import Redis
 
-# One hash tag for every token key: adding and revoking stay single-slot transactions.
-TOKENS = f"{PREFIX}:{{tokens}}:index"
+LOGIN_SECONDS = 12 * 3600
 DURATION = re.compile(r"^(\d+)([smhd])$")
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -58,10 +54,6 @@ class Issued(msgspec.Struct, kw_only=True):
 
 def digest(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
-
-
-def token_key(sha: str) -> str:
-    return f"{PREFIX}:{{tokens}}:token:{sha}"
 
 
 def parse_duration(text: str) -> int:
@@ -102,7 +94,27 @@ class TokenStore:
 
     async def check(self, secret: str) -> Token | None:
         """The live token for ``secret``, or None (unknown, revoked or expired)."""
-        sha = digest(secret)
+        return await self._live(digest(secret))
+
+    async def login(self, token: Token) -> str:
+        """A dashboard login for ``token``: an opaque secret for a cookie, valid for
+        ``LOGIN_SECONDS`` or until the token is revoked."""
+        secret = secrets.token_urlsafe(32)
+        sha = await self.redis.hget(TOKENS, token.id)
+        if sha is None:
+            raise NotFound(f"no token {token.id}", token=token.id)
+        await self.redis.set(login_key(digest(secret)), sha, ex=LOGIN_SECONDS)
+        return secret
+
+    async def check_login(self, secret: str) -> Token | None:
+        """The live token behind a dashboard login, or None."""
+        sha = await self.redis.get(login_key(digest(secret)))
+        return None if sha is None else await self._live(sha.decode())
+
+    async def logout(self, secret: str) -> None:
+        await self.redis.delete(login_key(digest(secret)))
+
+    async def _live(self, sha: str) -> Token | None:
         raw = await self.redis.hget(token_key(sha), "record")
         if raw is None:
             return None

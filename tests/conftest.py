@@ -19,6 +19,7 @@ import pytest
 import redis
 from baton.server.connection import async_redis, is_cluster
 from baton.server.embedded import EmbeddedServer, valkey_binary
+from baton.server.identity import Caller, Credential
 from baton.server.settings import Limits
 from baton.server.store import Backend, FactStore
 from redis.backoff import NoBackoff
@@ -164,6 +165,13 @@ async def backend(data_url: str) -> AsyncIterator[Backend]:
 @pytest.fixture
 def store(backend: Backend) -> FactStore:
     return backend.store("default")
+
+
+def as_agent(agent: str, *, admin: bool = False, session: str | None = None,
+             namespace: str = "default") -> Caller:  # fmt: skip
+    """A caller holding ``agent``'s token (an admin token with ``admin``)."""
+    return Caller(agent=agent, namespace=namespace, session=session,
+                  credential=Credential("token", agent=agent, admin=admin))  # fmt: skip
 
 
 def free_port() -> int:

@@ -129,7 +129,8 @@ def test_secret_is_required_when_configured(secured_url: str) -> None:
 def test_without_a_secret_only_loopback_is_open(redis_url: str) -> None:
     """No secret and a client that is not on loopback: 401."""
     app = create_app(Settings(redis_url=redis_url))
-    with TestClient(app) as client:  # its client address is "testclient", not loopback
+    # The test client's own address is "testclient", not loopback; the Host is.
+    with TestClient(app, base_url="http://127.0.0.1") as client:
         response = client.get("/agentmemory/sessions")
     assert response.status_code == 401
     assert "AGENTMEMORY_SECRET" in response.json()["error"]

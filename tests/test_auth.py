@@ -3,11 +3,13 @@ in open mode): who may do what, on every surface."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -20,9 +22,14 @@ from tests.conftest import REPO, running_server
 
 def baton(url: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "baton.server.cli", *args], cwd=REPO, capture_output=True,
-        text=True, timeout=60, check=False, env={**os.environ, "BATON_REDIS_URL": url},
-    )  # fmt: skip
+        [sys.executable, "-m", "baton.server.cli", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "BATON_REDIS_URL": url},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +54,9 @@ def tokens(auth_redis: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def secured(auth_redis: str, tokens: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def secured(
+    auth_redis: str, tokens: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
     log = tmp_path_factory.mktemp("auth") / "serve.log"
     with running_server(auth_redis, log) as url:
         yield url
@@ -70,11 +79,14 @@ def test_requests_need_a_valid_token(secured: str, tokens: dict[str, str]) -> No
 
 
 def test_an_agent_token_acts_only_as_its_agent(secured: str, tokens: dict[str, str]) -> None:
-    """Writes are attributed to the token's agent whatever X-Baton-Agent says; resuming or
-    settling another agent's packets is 403; admins may requeue, agents may not."""
-    scout = client(secured, tokens["scout"], **{"X-Baton-Agent": "mallory"})
-    written = scout.post("/v1/records", json={"ref": "auth/fact", "value": 1})
-    assert written.status_code == 201
+    """Writes are attributed to the token's agent; naming another agent in X-Baton-Agent is a
+    403 (not silently rewritten); resuming or settling another agent's packets is 403;
+    admins may act as any agent and requeue, agents may not."""
+    impostor = client(secured, tokens["scout"], **{"X-Baton-Agent": "mallory"})
+    refused = impostor.post("/v1/records", json={"ref": "auth/fact", "value": 1})
+    assert refused.status_code == 403 and refused.json()["field"] == "x-baton-agent"
+    scout = client(secured, tokens["scout"])
+    assert scout.post("/v1/records", json={"ref": "auth/fact", "value": 1}).status_code == 201
     assert scout.get("/v1/records/auth/fact").json()["author"] == "scout"
     packet = scout.post("/v1/handoffs", json={"to": "executor", "summary": "go"}).json()
     assert packet["from"] == "scout"
@@ -83,7 +95,9 @@ def test_an_agent_token_acts_only_as_its_agent(secured: str, tokens: dict[str, s
     executor = client(secured, tokens["executor"])
     assert executor.post("/v1/agents/executor/resume").json()["packet"]["id"] == packet["id"]
     assert scout.post(f"/v1/handoffs/{packet['id']}/complete").status_code == 403
-    assert executor.post(f"/v1/handoffs/{packet['id']}/fail", json={"error": "x"}).status_code == 200
+    assert (
+        executor.post(f"/v1/handoffs/{packet['id']}/fail", json={"error": "x"}).status_code == 200
+    )
     assert executor.post(f"/v1/handoffs/{packet['id']}/requeue").status_code == 403
     admin = client(secured, tokens["admin"], **{"X-Baton-Agent": "operator"})
     requeued = admin.post(f"/v1/handoffs/{packet['id']}/requeue")
@@ -95,10 +109,16 @@ def test_an_agent_token_acts_only_as_its_agent(secured: str, tokens: dict[str, s
 async def test_mcp_over_http_needs_a_token_and_uses_its_agent(
     secured: str, tokens: dict[str, str]
 ) -> None:
-    """The /mcp mount is behind the same check: the token's agent writes."""
+    """The /mcp mount is behind the same gate: no token is 401, naming another agent is 403,
+    and the token's agent writes."""
     assert httpx.post(f"{secured}/mcp", json={}).status_code == 401
-    http = httpx.AsyncClient(headers={"Authorization": f"Bearer {tokens['executor']}",
-                                      "X-Baton-Agent": "mallory"})  # fmt: skip
+    impostor = httpx.post(
+        f"{secured}/mcp",
+        json={},
+        headers={"Authorization": f"Bearer {tokens['executor']}", "X-Baton-Agent": "mallory"},
+    )
+    assert impostor.status_code == 403
+    http = httpx.AsyncClient(headers={"Authorization": f"Bearer {tokens['executor']}"})
     async with Client(streamable_http_client(f"{secured}/mcp", http_client=http)) as mcp:
         result = await mcp.call_tool("remember", {"ref": "auth/mcp", "value": 2})
         assert not result.is_error
@@ -106,16 +126,89 @@ async def test_mcp_over_http_needs_a_token_and_uses_its_agent(
     assert recalled.structured_content["author"] == "executor"  # type: ignore[index]
 
 
-def test_dashboard_login_cookie_and_agentmemory_routes(secured: str, tokens: dict[str, str]) -> None:
-    """The dashboard takes the token once through /login (then a cookie); agentmemory routes
-    accept a Baton token."""
+def test_dashboard_login_trades_the_token_for_an_opaque_cookie(
+    secured: str, tokens: dict[str, str]
+) -> None:
+    """The dashboard's login form posts the token once; the browser keeps only an opaque,
+    HttpOnly, SameSite=Strict cookie (never the token, never in a URL); logging out ends it.
+    agentmemory routes accept a Baton token."""
     assert httpx.get(f"{secured}/").status_code == 401
-    with httpx.Client(base_url=secured, follow_redirects=True) as browser:
-        assert browser.get("/login", params={"token": "bt_wrong"}).status_code == 401
-        assert browser.get("/login", params={"token": tokens["admin"]}).status_code == 200
+    with httpx.Client(base_url=secured) as browser:
+        assert 'method="post"' in browser.get("/login").text
+        assert browser.get("/login", params={"token": tokens["admin"]}).cookies == {}
+        assert browser.post("/login", data={"token": "bt_wrong"}).status_code == 401
+        login = browser.post("/login", data={"token": tokens["admin"]})
+        assert (login.status_code, login.headers["location"]) == (303, "/")
+        cookie = login.headers["set-cookie"]
+        assert "HttpOnly" in cookie and "samesite=strict" in cookie.lower()
+        assert tokens["admin"] not in cookie and "token" not in login.headers["location"]
         assert "Pending handoffs" in browser.get("/").text
+        assert browser.get("/v1/whoami").json()["agent"] == "admin"
+        assert browser.post("/logout").status_code == 303
+        stale = cookie.split(";")[0].split("=", 1)[1]
+    with httpx.Client(base_url=secured, cookies={"baton_login": stale}) as replayed:
+        assert replayed.get("/").status_code == 401
     assert httpx.get(f"{secured}/agentmemory/sessions").status_code == 401
     assert client(secured, tokens["scout"]).get("/agentmemory/sessions").status_code == 200
+
+
+def test_scoped_tokens_stay_in_their_namespaces(auth_redis: str, secured: str) -> None:
+    """A token scoped to a namespace works there without any header; naming another
+    namespace is 403, and naming one twice (or header and query apart) is 400 for anybody."""
+    scoped = baton(
+        auth_redis, "token", "add", "--agent", "teamster", "--scope", "team-a"
+    ).stdout.strip()
+    teamster = client(secured, scoped)
+    assert teamster.get("/v1/whoami").json()["namespace"] == "team-a"
+    assert teamster.post("/v1/records", json={"ref": "ns/fact", "value": 1}).status_code == 201
+    raw = redis.Redis.from_url(auth_redis)
+    assert raw.exists("baton:team-a:rec:{ns/fact}:head") and not raw.exists(
+        "baton:default:rec:{ns/fact}:head"
+    )
+    assert (
+        client(secured, scoped, **{"X-Baton-Namespace": "default"}).get("/v1/stats").status_code
+        == 403
+    )
+    twice = httpx.get(
+        f"{secured}/v1/stats",
+        headers=[
+            ("Authorization", f"Bearer {scoped}"),
+            ("X-Baton-Namespace", "team-a"),
+            ("X-Baton-Namespace", "team-a"),
+        ],
+    )
+    assert (twice.status_code, twice.json()["field"]) == (400, "x-baton-namespace")
+    apart = client(secured, scoped, **{"X-Baton-Namespace": "team-a"}).get(
+        "/v1/stats", params={"namespace": "team-b"}
+    )
+    assert apart.status_code == 400
+
+
+def test_sessions_belong_to_the_agent_that_started_them(
+    secured: str, tokens: dict[str, str]
+) -> None:
+    """Another agent cannot write into a session, pin through it, end it or forget it; the
+    owner and admins can. An unknown session id is the caller's own new session."""
+    scout = client(secured, tokens["scout"], **{"X-Baton-Session": "s-scout"})
+    assert scout.post("/v1/records", json={"ref": "own/fact", "value": 1}).status_code == 201
+    intruder = client(secured, tokens["executor"], **{"X-Baton-Session": "s-scout"})
+    assert intruder.post("/v1/records", json={"ref": "own/other", "value": 1}).status_code == 403
+    assert intruder.post("/v1/handoffs", json={"to": "scout", "summary": "pin"}).status_code == 403
+    executor = client(secured, tokens["executor"])
+    assert executor.post("/v1/sessions/s-scout/end", json={}).status_code == 403
+    assert executor.post("/v1/forget", json={"session_id": "s-scout"}).status_code == 403
+    assert executor.post("/v1/sessions", json={"id": "s-scout"}).status_code == 403
+    assert client(secured, tokens["scout"]).get("/v1/sessions/s-scout").json()["touched"] == {
+        "own/fact": 1
+    }
+    assert (
+        client(secured, tokens["executor"], **{"X-Baton-Session": "s-new"})
+        .get("/v1/whoami")
+        .json()["session"]
+        == "s-new"
+    )
+    admin = client(secured, tokens["admin"])
+    assert admin.post("/v1/sessions/s-scout/end", json={}).json()["ended"] is True
 
 
 def test_revoked_and_expired_tokens_stop_working(auth_redis: str, secured: str) -> None:
@@ -166,9 +259,133 @@ def test_requests_per_token_are_rate_limited(
 def test_limits_are_configurable(auth_redis: str) -> None:
     """A malformed limit setting stops the server with a message naming the variable."""
     result = subprocess.run(
-        [sys.executable, "-m", "baton.server.cli", "serve"], cwd=REPO, capture_output=True,
-        text=True, timeout=60, check=False,
+        [sys.executable, "-m", "baton.server.cli", "serve"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
         env={**os.environ, "BATON_REDIS_URL": auth_redis, "BATON_RATE_LIMIT": "lots"},
-    )  # fmt: skip
+    )
     assert result.returncode != 0
     assert "BATON_RATE_LIMIT must be like 600/second" in result.stderr
+
+
+@pytest.fixture
+def own_db(redis_url: str) -> Iterator[str]:
+    """An empty Redis database of its own (db 4), for servers whose tokens come and go."""
+    url = f"{redis_url}?db=4"
+    redis.Redis.from_url(url).flushdb()
+    yield url
+    redis.Redis.from_url(url).flushdb()
+
+
+def test_revoking_the_last_token_leaves_the_server_closed(own_db: str, tmp_path: Path) -> None:
+    """Fail closed: a server started with tokens keeps refusing unauthenticated requests
+    after the last token is revoked (open mode is chosen only at start-up)."""
+    made = baton(own_db, "token", "add", "--agent", "only")
+    secret, token_id = made.stdout.strip(), made.stderr.split()[1]
+    with running_server(own_db, tmp_path / "serve.log", BATON_RATE_LIMIT="off") as url:
+        assert client(url, secret).get("/v1/stats").status_code == 200
+        assert baton(own_db, "token", "revoke", token_id).returncode == 0
+        time.sleep(2.5)  # longer than the gate's token re-check
+        assert httpx.get(f"{url}/v1/stats").status_code == 401
+        assert httpx.post(f"{url}/v1/records", json={"ref": "a/b", "value": 1}).status_code == 401
+    assert not redis.Redis.from_url(own_db).exists("baton:default:rec:{a/b}:head")
+
+
+def test_failed_logins_are_limited_per_client_address(own_db: str, tmp_path: Path) -> None:
+    """Wrong tokens count against BATON_AUTH_FAILURES per address: past it even a valid
+    token waits (429 with Retry-After), on the API and the dashboard login alike."""
+    secret = baton(own_db, "token", "add", "--agent", "only").stdout.strip()
+    log = tmp_path / "serve.log"
+    with running_server(own_db, log, BATON_AUTH_FAILURES="3/minute") as url:
+        assert httpx.get(f"{url}/v1/stats").status_code == 401  # no token: not a failed login
+        codes = [client(url, f"bt_guess{i}").get("/v1/stats").status_code for i in range(3)]
+        assert codes == [401, 401, 401]
+        locked = client(url, secret).get("/v1/stats")
+        assert locked.status_code == 429 and int(locked.headers["retry-after"]) > 0
+        assert httpx.post(f"{url}/login", data={"token": secret}).status_code == 429
+
+
+def test_agentmemory_secret_acts_as_one_configured_agent(own_db: str, tmp_path: Path) -> None:
+    """AGENTMEMORY_SECRET authenticates the agentmemory routes as AGENTMEMORY_AGENT, not as
+    anyone: a body agentId naming another agent is 403, and the secret opens no /v1 route."""
+    baton(own_db, "token", "add", "--agent", "someone")
+    log = tmp_path / "serve.log"
+    with running_server(own_db, log, AGENTMEMORY_SECRET="s3cret", AGENTMEMORY_AGENT="hooks") as url:
+        hooks = client(url, "s3cret")
+        saved = hooks.post("/agentmemory/remember", json={"content": "the build needs make"})
+        assert saved.status_code == 201 and saved.json()["memory"]["agentId"] == "hooks"
+        other = hooks.post("/agentmemory/remember", json={"content": "x", "agentId": "bob"})
+        assert other.status_code == 403 and "may not act as bob" in other.json()["error"]
+        assert hooks.get("/v1/stats").status_code == 401
+
+
+def test_hook_and_push_worker_carry_their_token(
+    auth_redis: str, secured: str, tokens: dict[str, str]
+) -> None:
+    """With tokens on, `baton hook` and a push worker (`baton agent run`) send BATON_TOKEN and
+    act as its agent; a rejected token costs the hook one line on stderr, never exit 2."""
+    env = {"BATON_URL": secured, "BATON_REDIS_URL": auth_redis}
+    payload = json.dumps(
+        {
+            "session_id": "s-hook",
+            "cwd": "/work/app",
+            "tool_name": "Read",
+            "tool_input": {"file_path": "/work/app/main.py"},
+        }
+    )
+
+    def hook(token: str, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "baton.server.cli", "hook", *args],
+            input=payload,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env={**os.environ, **env, "BATON_TOKEN": token},
+        )
+
+    recorded = hook(tokens["scout"], "PostToolUse")
+    assert (recorded.returncode, recorded.stderr) == (0, "")
+    session = client(secured, tokens["scout"]).get("/v1/sessions/s-hook").json()
+    assert (session["agent"], session["observation_count"]) == ("scout", 1)
+    refused = hook("bt_wrong", "PostToolUse")
+    assert refused.returncode == 0
+    assert len(refused.stderr.splitlines()) == 1 and "BATON_TOKEN" in refused.stderr
+    assert hook(tokens["scout"], "--check").returncode == 0
+    assert "scout" in hook(tokens["scout"], "--check").stdout
+    assert hook("bt_wrong", "--check").returncode == 1
+
+    tester = baton(auth_redis, "token", "add", "--agent", "tester").stdout.strip()
+    packet = (
+        client(secured, tokens["admin"])
+        .post("/v1/handoffs", json={"to": "tester", "summary": "push"})
+        .json()
+    )
+    worker = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "baton.server.cli",
+            "agent",
+            "run",
+            "tester",
+            "-m",
+            "tests.handlers",
+            "--burst",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, **env, "BATON_TOKEN": tester, "BATON_RETRY_INTERVALS": "0"},
+    )
+    assert worker.returncode == 0, worker.stderr
+    handled = client(secured, tester).get(f"/v1/records/handled/{packet['id']}").json()
+    assert (handled["value"], handled["author"]) == ("push", "tester")
+    assert client(secured, tester).get(f"/v1/handoffs/{packet['id']}").json()["state"] == "done"

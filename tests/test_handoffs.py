@@ -14,6 +14,8 @@ from baton.server.store import FactStore
 from rq import Queue
 from rq.job import Job
 
+from tests.conftest import as_agent
+
 pytestmark = pytest.mark.anyio
 
 
@@ -66,7 +68,7 @@ async def test_default_pins_are_the_senders_touched_set(
 ) -> None:
     """With pins omitted, every record the sender's session touched is pinned at the version
     that session last saw, even if the record moved on since."""
-    session = (await SessionStore(store).start(agent="scout")).id
+    session = (await SessionStore(store).start(caller=as_agent("scout"))).id
     await store.remember("a/one", 1, agent="scout", session=session)
     await store.remember("a/two", 1, agent="scout")
     await store.recall("a/two", agent="scout", session=session)

@@ -15,7 +15,7 @@ from baton.server.store import Backend
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.conftest import REPO
+from tests.conftest import REPO, as_agent
 
 pytestmark = pytest.mark.anyio
 
@@ -39,7 +39,7 @@ TOOLS = {
 @asynccontextmanager
 async def connected(backend: Backend, agent: str) -> AsyncIterator[Client]:
     """An in-memory MCP client acting as ``agent`` in its own session."""
-    binding = Binding("default", agent=agent, session=f"{agent}-session", backend=backend)
+    binding = Binding(caller=as_agent(agent, session=f"{agent}-session"), backend=backend)
     async with Client(create_mcp_server(binding)) as client:
         yield client
 
@@ -203,12 +203,12 @@ async def test_sessionless_http_clients_name_their_session_in_a_header(
     api_url: str, redis_url: str
 ) -> None:
     """A client on the stateless protocol has no MCP session; X-Baton-Session gives it one.
-    A malformed agent header is an error result."""
+    A malformed agent header is refused before any tool runs (422 problem naming it)."""
     http = httpx.AsyncClient(headers={"X-Baton-Agent": "scout", "X-Baton-Session": "s-42"})
     async with Client(streamable_http_client(f"{api_url}/mcp", http_client=http)) as scout:
         await call(scout, "remember", ref="a/b", value=1)
         packet = await call(scout, "handoff", to="executor", summary="stateless")
     assert (packet["session"], packet["pins"]) == ("s-42", [{"ref": "a/b", "version": 1}])
 
-    async with http_client(api_url, "not valid") as stranger:
-        assert "X-Baton-Agent" in await error_text(stranger, "recall", ref="a/b")
+    refused = httpx.post(f"{api_url}/mcp", json={}, headers={"X-Baton-Agent": "not valid"})
+    assert (refused.status_code, refused.json()["field"]) == (422, "x-baton-agent")

@@ -16,6 +16,8 @@ from baton.server.sessions import SessionStore, compress, within
 from baton.server.settings import Limits
 from baton.server.store import Backend, FactStore
 
+from tests.conftest import as_agent
+
 pytestmark = pytest.mark.anyio
 
 BASE = "the refresh token rotation stores every device token in redis with a ttl"
@@ -35,7 +37,7 @@ async def observe(sessions: SessionStore, session_id: str, cwd: str, hook: str =
                   **data: object) -> str:  # fmt: skip
     observed = await sessions.observe(hook_type=hook, session_id=session_id, project="app",
                                       cwd=cwd, timestamp="2026-11-30T10:00:00Z", data=data,
-                                      agent="claude")  # fmt: skip
+                                      caller=as_agent("claude"))  # fmt: skip
     return observed.observation.id
 
 
@@ -198,7 +200,7 @@ async def test_forgotten_memory_is_never_found_and_chain_still_verifies(
     tombstone whose hash covers the original: verify stays clean."""
     saved = await memories.save("temporary credentials live in the vault under ops/tmp")
     assert saved.memory
-    result = await memories.forget(agent="claude", memory_id=saved.memory.id, reason="leaked")
+    result = await memories.forget(caller=as_agent("claude"), memory_id=saved.memory.id, reason="leaked")
     assert result.memories == [saved.memory.id]
     assert (await memories.recall("temporary credentials vault")).results == []
     with pytest.raises(NotFound, match="forgotten"):
@@ -257,12 +259,12 @@ async def test_identical_observations_within_five_minutes_are_stored_once(
 async def test_session_end_and_idle_sweep(sessions: SessionStore) -> None:
     """End completes a session once (then ended: false); idle ones become abandoned and new
     activity reopens them."""
-    await sessions.start(agent="claude", session_id="s-end", project="app", cwd="/repo")
-    assert (await sessions.end("s-end", summary="done")).ended
-    assert not (await sessions.end("s-end")).ended
-    assert not (await sessions.end("s-unknown")).ended
+    await sessions.start(caller=as_agent("claude"), session_id="s-end", project="app", cwd="/repo")
+    assert (await sessions.end("s-end", caller=as_agent("claude"), summary="done")).ended
+    assert not (await sessions.end("s-end", caller=as_agent("claude"))).ended
+    assert not (await sessions.end("s-unknown", caller=as_agent("claude"))).ended
 
-    await sessions.start(agent="claude", session_id="s-idle", project="app", cwd="/repo")
+    await sessions.start(caller=as_agent("claude"), session_id="s-idle", project="app", cwd="/repo")
     await asyncio.sleep(0.05)
     assert await sessions.abandon_idle(0.01) == ["s-idle"]
     assert (await sessions.get("s-idle")).status == "abandoned"
@@ -285,13 +287,13 @@ async def test_worked_example_resumes_with_the_open_question_first(
     """The reference example: one completed session in /Users/dev/app; the answer opens with
     'Resuming 7f3a9c2 "Auth refresh rework".', puts the open question next, recalls with the
     session's concepts, and ends with one next step."""
-    await sessions.start(agent="claude", session_id="7f3a9c21", project="app",
+    await sessions.start(caller=as_agent("claude"), session_id="7f3a9c21", project="app",
                          cwd="/Users/dev/app", title="Auth refresh rework")  # fmt: skip
     await observe(sessions, "7f3a9c21", "/Users/dev/app", tool_name="Edit",
                   tool_input={"file_path": "src/auth/refresh.ts"})  # fmt: skip
     await sessions.memories.save("jwt-refresh-rotation: rotate on every use, 7 day family ttl",
                                  project="app")  # fmt: skip
-    await sessions.end("7f3a9c21", concepts=["jwt-refresh-rotation", "logout"],
+    await sessions.end("7f3a9c21", caller=as_agent("claude"), concepts=["jwt-refresh-rotation", "logout"],
                        summary="Reworked refresh rotation. Open: should logout revoke all device tokens?")  # fmt: skip
 
     answer = await sessions.resume_here("/Users/dev/app")
@@ -307,7 +309,7 @@ async def test_worked_example_resumes_with_the_open_question_first(
 
 async def test_empty_session_gets_the_honest_answer(sessions: SessionStore) -> None:
     """A matching session without observations: nothing is invented."""
-    await sessions.start(agent="claude", session_id="c98f110e", project="app", cwd="/srv/app")
+    await sessions.start(caller=as_agent("claude"), session_id="c98f110e", project="app", cwd="/srv/app")
     answer = await sessions.resume_here("/srv/app")
     assert answer.empty and answer.recalled == [] and answer.files == []
     assert answer.text == (
@@ -320,9 +322,9 @@ async def test_sibling_descendant_ancestor_override_and_fallback(sessions: Sessi
     """/repo-a never matches /repo-a-staging; descendants and ancestors match; a relative
     override resolves against the caller's cwd; no match falls back and says so."""
     for session_id, cwd in (("s-staging", "/w/repo-a-staging"), ("s-sub", "/w/repo-a/api")):
-        await sessions.start(agent="claude", session_id=session_id, project="p", cwd=cwd)
+        await sessions.start(caller=as_agent("claude"), session_id=session_id, project="p", cwd=cwd)
         await observe(sessions, session_id, cwd, tool_name="Read", tool_input={"path": f"{cwd}/x"})
-        await sessions.end(session_id)
+        await sessions.end(session_id, caller=as_agent("claude"))
     assert (await sessions.resume_here("/w/repo-a")).session.id == "s-sub"  # type: ignore[union-attr]
     assert (await sessions.resume_here("/w/repo-a/api/handlers")).session.id == "s-sub"  # type: ignore[union-attr]
     assert (await sessions.resume_here("/w", override="repo-a-staging")).session.id == "s-staging"  # type: ignore[union-attr]
@@ -340,14 +342,14 @@ async def test_completed_is_preferred_and_the_callers_session_skipped(
 ) -> None:
     """Among matches a completed session beats a more recent abandoned one, and the caller's
     own live session is never the answer."""
-    await sessions.start(agent="claude", session_id="s-done", project="p", cwd="/r")
+    await sessions.start(caller=as_agent("claude"), session_id="s-done", project="p", cwd="/r")
     await observe(sessions, "s-done", "/r", tool_name="Read", tool_input={"path": "/r/a"})
-    await sessions.end("s-done")
+    await sessions.end("s-done", caller=as_agent("claude"))
     await asyncio.sleep(0.01)
-    await sessions.start(agent="claude", session_id="s-gone", project="p", cwd="/r")
+    await sessions.start(caller=as_agent("claude"), session_id="s-gone", project="p", cwd="/r")
     await observe(sessions, "s-gone", "/r", tool_name="Read", tool_input={"path": "/r/b"})
     await sessions.abandon_idle(0)
-    await sessions.start(agent="claude", session_id="s-live", project="p", cwd="/r")
+    await sessions.start(caller=as_agent("claude"), session_id="s-live", project="p", cwd="/r")
     answer = await sessions.resume_here("/r", caller_session="s-live")
     assert answer.session is not None and answer.session.id == "s-done"
 

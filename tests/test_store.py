@@ -13,6 +13,8 @@ from baton.server.sessions import SessionStore
 from baton.server.settings import Limits
 from baton.server.store import BATCH, Backend, FactStore
 
+from tests.conftest import as_agent
+
 pytestmark = pytest.mark.anyio
 
 
@@ -157,7 +159,7 @@ async def test_session_touched_set_defaults_outcome_refs(store: FactStore) -> No
     await store.remember("a/b", 1, agent="scout", confidence=0.5)
     await store.remember("c/d", 1, agent="scout", confidence=0.5)
     await store.remember("e/f", 1, agent="scout", confidence=0.5)
-    session = await SessionStore(store).start(agent="executor")
+    session = await SessionStore(store).start(caller=as_agent("executor"))
     await store.recall("a/b", agent="executor", session=session.id)
     await store.remember("c/d", 2, agent="executor", session=session.id)
 

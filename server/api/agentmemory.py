@@ -2,28 +2,25 @@
 
 agentmemory's hook scripts and its MCP proxy shim work against Baton unchanged with
 ``AGENTMEMORY_URL`` pointed at Baton's port: same paths, camelCase bodies, ``{"error": ...}``
-answers with 400/401, and its auth: with ``AGENTMEMORY_SECRET`` set, ``Authorization: Bearer
-<secret>`` (compared in constant time); without one, loopback clients only.
+answers with 400/401/403. Authentication is the gate's (``auth.py``): a Baton token, or
+``AGENTMEMORY_SECRET`` acting as the ``AGENTMEMORY_AGENT`` agent; in open mode without a
+secret, loopback clients only. A body or query ``agentId`` is an identity claim
+(``deps.claim_agent_id``), never taken over the credentials.
 """
 
 from __future__ import annotations
 
-import hmac
 import re
 from typing import Any
 
 import msgspec
-from baton.server.api.auth import identity_of
-from baton.server.api.deps import MemoriesDep, SessionsDep, StoreDep
+from baton.server.api.deps import CallerDep, MemoriesDep, SessionsDep, claim_agent_id
 from baton.server.errors import BatonError
-from baton.server.mcp_server import SHIM_IDENTITY
-from baton.server.validation import check_agent
+from baton.server.identity import check_session
+from baton.server.mcp_server import SHIM_CALLER
 from litestar import Controller, Request, Response, delete, get, post
-from litestar.connection import ASGIConnection
 from litestar.datastructures import State
-from litestar.handlers.base import BaseRouteHandler
 
-LOOPBACK = ("127.0.0.1", "::1", "localhost")
 CAMEL = re.compile(r"_([a-z])")
 
 
@@ -49,42 +46,9 @@ def _string(body: dict[str, Any], name: str) -> str | None:
     return value.strip() if isinstance(value, str) and value.strip() else None
 
 
-def _agent(request: Request[Any, Any, Any], body: dict[str, Any]) -> str:
-    raw = _string(body, "agentId") or request.query_params.get("agentId") or \
-        request.headers.get("x-baton-agent") or "anonymous"  # fmt: skip
-    return check_agent(raw[:64], field="agentId")
-
-
-class Refused(Exception):
-    """An agentmemory-style refusal: answered as ``{"error": message}`` with ``status``."""
-
-    def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.message, self.status = message, status
-
-
-def require_access(connection: ASGIConnection[Any, Any, Any, Any], route: BaseRouteHandler) -> None:
-    """agentmemory's auth: a bearer secret when configured, else loopback clients only
-    (``livez`` is always open)."""
-    if route.opt.get("open") or identity_of(connection.scope) is not None:
-        return  # livez, or already authenticated by a Baton token
-    secret = connection.app.state.agentmemory_secret
-    if secret:
-        given = connection.headers.get("authorization", "")
-        if not hmac.compare_digest(given.encode(), f"Bearer {secret}".encode()):
-            raise Refused("unauthorized", 401)
-        return
-    host = connection.client.host if connection.client else ""
-    if host not in LOOPBACK:
-        raise Refused("unauthorized: set AGENTMEMORY_SECRET to allow non-loopback clients", 401)
-
-
-def _refused(_: Request[Any, Any, Any], failure: Refused) -> Response[Any]:
-    return error(failure.message, failure.status)
-
-
 def _baton_error(_: Request[Any, Any, Any], failure: BatonError) -> Response[Any]:
-    return error(failure.detail, 404 if failure.status_code == 404 else 400)
+    status = failure.status_code if failure.status_code in (403, 404) else 400
+    return error(failure.detail, status)
 
 
 async def _body(request: Request[Any, Any, Any]) -> dict[str, Any]:
@@ -100,10 +64,10 @@ class AgentMemoryController(Controller):
 
     path = "/agentmemory"
     include_in_schema = False
-    guards = [require_access]
-    exception_handlers = {Refused: _refused, BatonError: _baton_error}  # type: ignore[dict-item]
+    before_request = claim_agent_id
+    exception_handlers = {BatonError: _baton_error}  # type: ignore[dict-item]
 
-    @get("/livez", opt={"open": True})
+    @get("/livez")
     async def livez(self) -> dict[str, str]:
         return {"status": "ok", "service": "agentmemory"}
 
@@ -114,24 +78,24 @@ class AgentMemoryController(Controller):
 
     @post("/session/start")
     async def session_start(
-        self, request: Request[Any, Any, Any], sessions: SessionsDep
+        self, request: Request[Any, Any, Any], sessions: SessionsDep, caller: CallerDep
     ) -> Response[Any]:
         body = await _body(request)
         session_id, project, cwd = (_string(body, k) for k in ("sessionId", "project", "cwd"))
         if not session_id or not project or not cwd:
             return error("sessionId, project, and cwd are required non-empty strings")
-        session = await sessions.start(agent=_agent(request, body), session_id=session_id,
+        session = await sessions.start(caller=caller, session_id=session_id,
                                        project=project, cwd=cwd, title=_string(body, "title"))  # fmt: skip
         return answer({"session": _session_shape(session), "context": ""})
 
     @post("/session/end")
     async def session_end(
-        self, request: Request[Any, Any, Any], sessions: SessionsDep
+        self, request: Request[Any, Any, Any], sessions: SessionsDep, caller: CallerDep
     ) -> Response[Any]:
         session_id = _string(await _body(request), "sessionId")
         if not session_id:
             return error("sessionId is required and must be a non-empty string")
-        ended = await sessions.end(session_id)
+        ended = await sessions.end(session_id, caller=caller)
         return answer({"success": True, "ended": ended.ended})
 
     @get("/sessions")
@@ -146,7 +110,7 @@ class AgentMemoryController(Controller):
 
     @post("/observe")
     async def observe(
-        self, request: Request[Any, Any, Any], sessions: SessionsDep
+        self, request: Request[Any, Any, Any], sessions: SessionsDep, caller: CallerDep
     ) -> Response[Any]:
         body = await _body(request)
         names = ("hookType", "sessionId", "project", "cwd", "timestamp")
@@ -156,7 +120,7 @@ class AgentMemoryController(Controller):
         hook, session_id, project, cwd, timestamp = values
         observed = await sessions.observe(
             hook_type=hook, session_id=session_id, project=project, cwd=cwd,  # type: ignore[arg-type]
-            timestamp=timestamp, data=body.get("data"), agent=_agent(request, body),  # type: ignore[arg-type]
+            timestamp=timestamp, data=body.get("data"), caller=caller,  # type: ignore[arg-type]
         )  # fmt: skip
         return answer({"success": True, "observationId": observed.observation.id,
                        "deduplicated": observed.deduplicated,
@@ -164,7 +128,7 @@ class AgentMemoryController(Controller):
 
     @post("/remember")
     async def remember(
-        self, request: Request[Any, Any, Any], memories: MemoriesDep
+        self, request: Request[Any, Any, Any], memories: MemoriesDep, caller: CallerDep
     ) -> Response[Any]:
         body = await _body(request)
         if not _string(body, "content"):
@@ -172,7 +136,7 @@ class AgentMemoryController(Controller):
         saved = await memories.save(
             body["content"], type=body.get("type"), concepts=body.get("concepts"),
             files=body.get("files"), project=body.get("project"),
-            agent_id=_agent(request, body), ttl_days=body.get("ttlDays"),
+            agent_id=caller.agent, ttl_days=body.get("ttlDays"),
         )  # fmt: skip
         return answer(saved, 201)
 
@@ -207,13 +171,13 @@ class AgentMemoryController(Controller):
 
     @post("/forget")
     async def forget(
-        self, request: Request[Any, Any, Any], memories: MemoriesDep
+        self, request: Request[Any, Any, Any], memories: MemoriesDep, caller: CallerDep
     ) -> Response[Any]:
         body = await _body(request)
         if not _string(body, "sessionId") and not _string(body, "memoryId"):
             return error("sessionId or memoryId is required")
         result = await memories.forget(
-            agent=_agent(request, body), memory_id=_string(body, "memoryId"),
+            caller=caller, memory_id=_string(body, "memoryId"),
             session_id=_string(body, "sessionId"), observation_ids=body.get("observationIds"),
             reason=_string(body, "reason") or "forgotten on request",
         )  # fmt: skip
@@ -221,7 +185,7 @@ class AgentMemoryController(Controller):
 
     @delete("/governance/memories", status_code=200)
     async def delete_memories(
-        self, request: Request[Any, Any, Any], memories: MemoriesDep
+        self, request: Request[Any, Any, Any], memories: MemoriesDep, caller: CallerDep
     ) -> Response[Any]:
         body = await _body(request)
         ids = body.get("memoryIds") or body.get("ids") or request.query_params.getall("id", [])
@@ -230,7 +194,7 @@ class AgentMemoryController(Controller):
         deleted = []
         for memory_id in ids:
             try:
-                await memories.forget(agent=_agent(request, body), memory_id=str(memory_id),
+                await memories.forget(caller=caller, memory_id=str(memory_id),
                                       reason=_string(body, "reason") or "governance delete")  # fmt: skip
                 deleted.append(memory_id)
             except BatonError:
@@ -271,20 +235,21 @@ class AgentMemoryController(Controller):
 
     @post("/mcp/call")
     async def mcp_call(
-        self, request: Request[Any, Any, Any], state: State, store: StoreDep
+        self, request: Request[Any, Any, Any], state: State, caller: CallerDep
     ) -> Response[Any]:
         body = await _body(request)
         name, arguments = _string(body, "name"), body.get("arguments") or {}
         if not name or not isinstance(arguments, dict):
             return error("name (a tool) and arguments (an object) are required")
-        token = SHIM_IDENTITY.set((_agent(request, arguments), _string(arguments, "sessionId"),
-                                   store.namespace))  # fmt: skip
+        caller = caller.acting_as(arguments.get("agentId")).in_session(arguments.get("sessionId"))
+        await check_session(state.backend.redis, caller)
+        token = SHIM_CALLER.set(caller)
         try:
             result = await state.mcp.call_tool(name, arguments)
         except Exception as failure:  # noqa: BLE001 - the shim reports every tool failure as 400
             return error(str(failure))
         finally:
-            SHIM_IDENTITY.reset(token)
+            SHIM_CALLER.reset(token)
         if result.is_error:
             return error(" ".join(getattr(block, "text", "") for block in result.content))
         return Response({"content": [block.model_dump(exclude_none=True) for block in result.content]})

@@ -8,22 +8,25 @@ from dataclasses import replace
 from importlib.metadata import version
 from typing import Any
 
+import msgspec
 from baton.server.api.agentmemory import AgentMemoryController
-from baton.server.api.auth import identity_of, token_auth
+from baton.server.api.auth import Gate, caller_of, gate_middleware
 from baton.server.api.dashboard import (
     STATIC,
     TEMPLATES,
     DashboardData,
     DashboardPages,
 )
-from baton.server.api.deps import DEPENDENCIES
+from baton.server.api.deps import DEPENDENCIES, CallerDep
 from baton.server.api.handoffs import HandoffController
 from baton.server.api.memory import MemoryController
 from baton.server.api.metrics import PROMETHEUS, MetricsController
 from baton.server.api.middleware import request_logging
-from baton.server.api.problems import EXCEPTION_HANDLERS
+from baton.server.api.problems import EXCEPTION_HANDLERS, problems
 from baton.server.api.records import RecordController
 from baton.server.connection import async_redis, redis_url
+from baton.server.identity import CALLER, Caller
+from baton.server.keys import RATE_LIMIT_NAMESPACE
 from baton.server.mcp_server import Binding, create_mcp_server
 from baton.server.runtime import open_backend
 from baton.server.settings import Settings
@@ -38,6 +41,7 @@ from litestar.static_files import create_static_files_router
 from litestar.stores.redis import RedisStore
 from litestar.template.config import TemplateConfig
 from litestar.types import Receive, Scope, Send
+from mcp.server.transport_security import TransportSecuritySettings
 
 BODY_OVERHEAD = 64 * 1024
 
@@ -45,6 +49,29 @@ BODY_OVERHEAD = 64 * 1024
 @get("/healthz", tags=["operations"], summary="The process is up")
 async def healthz() -> dict[str, str]:
     return {"status": "ok"}
+
+
+class WhoAmI(msgspec.Struct, kw_only=True):
+    """The identity a request resolves to under Baton's rules (docs/operations.md)."""
+
+    agent: str
+    namespace: str
+    session: str | None
+    admin: bool
+    credential: str
+    token_id: str | None
+
+
+@get("/v1/whoami", tags=["operations"], summary="Who this request acts as",
+     responses=problems())
+async def whoami(caller: CallerDep) -> WhoAmI:
+    return WhoAmI(agent=caller.agent, namespace=caller.namespace, session=caller.session,
+                  admin=caller.admin, credential=caller.credential.kind,
+                  token_id=caller.credential.token_id)  # fmt: skip
+
+
+def _rate_limited(caller: Caller | None) -> bool:
+    return caller is not None and caller.credential.token_id is not None
 
 
 @get("/readyz", tags=["operations"], summary="Redis answers and the scripts are loaded")
@@ -58,25 +85,31 @@ def create_app(settings: Settings | None = None) -> Litestar:
     """Build the API. Redis is connected at start-up (the embedded one unless configured)."""
     settings = settings or Settings.from_env()
 
-    binding = Binding(namespace=settings.namespace)
+    binding = Binding()
+    gate = Gate(settings)
     url = redis_url(settings)  # the embedded server starts here unless BATON_REDIS_URL is set
-    middleware: list[Any] = [request_logging, PROMETHEUS.middleware, token_auth]
+    middleware: list[Any] = [request_logging, PROMETHEUS.middleware, gate_middleware]
     stores: dict[str, Any] = {}
     if settings.rate_limit is not None:
         count, unit = settings.rate_limit
         limiter = RateLimitConfig(
             rate_limit=(unit, count),  # type: ignore[arg-type]
-            identifier_for_request=lambda request: identity_of(request.scope).id,  # type: ignore[union-attr]
-            check_throttle_handler=lambda request: identity_of(request.scope) is not None,
+            identifier_for_request=lambda request: str(caller_of(request.scope).credential.token_id),
+            check_throttle_handler=lambda request: _rate_limited(
+                request.scope.get("state", {}).get(CALLER)),
             store="rate_limit",
         )  # fmt: skip
         middleware.append(limiter.middleware)
-        stores["rate_limit"] = RedisStore(async_redis(url), namespace="baton:ratelimit",
+        stores["rate_limit"] = RedisStore(async_redis(url), namespace=RATE_LIMIT_NAMESPACE,
                                           handle_client_shutdown=True)  # fmt: skip
     mcp = create_mcp_server(binding)
-    mcp_app = mcp.streamable_http_app(streamable_http_path="/", host=settings.host)
+    # Host and Origin checks are the gate's, with the same rules on every surface.
+    mcp_app = mcp.streamable_http_app(
+        streamable_http_path="/", host=settings.host,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )  # fmt: skip
 
-    @asgi("/mcp", is_mount=True, copy_scope=True)
+    @asgi("/mcp", is_mount=True, copy_scope=True, opt={"mcp": True})
     async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
         await mcp_app(scope, receive, send)
 
@@ -84,6 +117,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         async with open_backend(replace(settings, redis_url=url)) as backend:
             app.state.backend = binding.backend = backend
+            await gate.start(backend.redis)
             # A mounted app's own lifespan never runs: run the MCP session manager here.
             async with mcp.session_manager.run():
                 yield
@@ -92,7 +126,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         route_handlers=[
             RecordController, HandoffController, MemoryController, AgentMemoryController,
             DashboardData, DashboardPages, MetricsController,
-            healthz, readyz,
+            healthz, readyz, whoami,
             mcp_endpoint, create_static_files_router(path="/static", directories=[STATIC],
                                                      include_in_schema=False),
         ],
@@ -102,8 +136,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         middleware=middleware,
         stores=stores,
         lifespan=[lifespan],
-        state=State({"namespace": settings.namespace, "mcp": mcp,
-                     "agentmemory_secret": settings.agentmemory_secret}),
+        state=State({"namespace": settings.namespace, "mcp": mcp, "gate": gate}),
         request_max_body_size=settings.limits.max_value_bytes + BODY_OVERHEAD,
         openapi_config=OpenAPIConfig(
             title="Baton",

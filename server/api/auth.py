@@ -1,119 +1,360 @@
-"""Token authentication for every surface: REST, MCP over HTTP, the dashboard and the
-agentmemory-compatible routes.
+"""The HTTP gate: every request to the API, the agentmemory routes, ``/mcp`` and the
+dashboard passes here once. It turns the request into a credential and claims, resolves the
+:class:`~baton.server.identity.Caller` by the rules of ``baton.server.identity`` and leaves
+it in the request's state; handlers take it from there.
 
-With no token defined the server is in open mode (``baton serve`` allows that only on
-loopback). Once a token exists every request needs ``Authorization: Bearer <token>`` (or
-the dashboard's ``baton_token`` cookie). An agent token acts only as its agent: the
-``X-Baton-Agent`` header is replaced by the token's agent before any handler sees it, so
-writes are attributed to it, and it can resume and settle only its own packets. Admin tokens
-may name any agent and may requeue dead letters.
+Modes are decided per process and fail closed: if any token exists when the server starts,
+or appears later, every request needs ``Authorization: Bearer <token>`` (or the dashboard's
+login cookie) until the process stops, even if the last token is revoked. Otherwise the
+server is open (``baton serve`` allows that only on loopback): then it answers only loopback
+``Host`` names and those in ``BATON_ALLOWED_HOSTS`` (421 otherwise, against DNS rebinding)
+and refuses cross-origin writes (403), so a web page cannot use the open API.
+
+In every mode a request body must be JSON (``application/json`` or ``*/*+json``; 415
+otherwise) except on the dashboard's form routes, so a browser's "simple" ``text/plain``
+request cannot plant data. Failed logins count per client address (429 beyond
+``BATON_AUTH_FAILURES``).
 """
 
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import json
 import time
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
-from baton.server.api.deps import AGENT_HEADER, NAMESPACE_HEADER
-from baton.server.errors import Forbidden
-from baton.server.tokens import Token, TokenStore
-from litestar.types import ASGIApp, Receive, Scope, Send
+import structlog
+from baton.server.errors import BatonError, Forbidden
+from baton.server.identity import (
+    AGENT_HEADER,
+    CALLER,
+    NAMESPACE_HEADER,
+    OPEN,
+    SESSION_HEADER,
+    Caller,
+    Claims,
+    Credential,
+    check_session,
+    resolve,
+)
+from baton.server.keys import auth_failures_key
+from baton.server.settings import RATE_UNITS, Settings
+from baton.server.tokens import TokenStore
+from baton.server.validation import check_agent
+from litestar.types import ASGIApp, HTTPResponseStartEvent, Receive, Scope, Send
+from redis.asyncio import Redis
+
+log = structlog.get_logger("baton.auth")
 
 OPEN_PATHS = ("/healthz", "/readyz", "/agentmemory/livez", "/login", "/static/", "/schema")
-COOKIE = "baton_token"
+LOGIN_COOKIE = "baton_login"
 TOKENS_CHECK_SECONDS = 2.0
+UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
+LOOPBACK_NAMES = {"localhost", "localhost.", "ip6-localhost"}
+AGENTMEMORY = "/agentmemory/"
 
 
-def identity_of(scope: Scope) -> Token | None:
-    """The token that authenticated this request; None in open mode."""
-    state: dict[str, Any] = scope.get("state", {})  # type: ignore[assignment]
-    return state.get("identity")
+class Unauthorized(BatonError):
+    status_code = 401
+    title = "Unauthorized"
 
 
-def require_admin(scope: Scope) -> None:
+class TooManyFailures(BatonError):
+    status_code = 429
+    title = "Too many failed logins"
+
+
+class UnsupportedMediaType(BatonError):
+    status_code = 415
+    title = "Unsupported media type"
+
+
+class MisdirectedRequest(BatonError):
+    status_code = 421
+    title = "Misdirected request"
+
+
+def caller_of(scope: Scope) -> Caller:
+    """The caller the gate resolved for this request."""
+    caller: Caller = scope["state"][CALLER]  # type: ignore[typeddict-item]
+    return caller
+
+
+def require_admin(caller: Caller, action: str) -> None:
     """Operator actions (requeue) need an admin token once tokens exist."""
-    identity = identity_of(scope)
-    if identity is not None and not identity.admin:
-        raise Forbidden(f"{identity.agent}'s token is not an admin token", agent=identity.agent)
+    if not caller.admin:
+        raise Forbidden(
+            f"{action} needs an admin token; {caller.agent}'s is not one", agent=caller.agent
+        )
 
 
-def _secret(scope: Scope) -> str | None:
-    headers = dict(scope["headers"])
-    value = headers.get(b"authorization", b"").decode("latin-1")
-    if value.lower().startswith("bearer "):
-        return value[7:].strip()
-    for part in headers.get(b"cookie", b"").decode("latin-1").split(";"):
-        name, _, cookie = part.strip().partition("=")
-        if name == COOKIE and cookie:
-            return cookie
-    return None
+class Gate:
+    """The per-process authentication state and the checks every request passes."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.default_namespace = settings.namespace
+        self.allowed_hosts = set(settings.allowed_hosts)
+        self.agentmemory_secret = settings.agentmemory_secret
+        self.agentmemory_agent = check_agent(settings.agentmemory_agent, field="AGENTMEMORY_AGENT")
+        self.failure_limit = settings.auth_failure_limit
+        self.secured = False
+        self.checked = 0.0
+
+    async def start(self, redis: Redis) -> None:
+        """Decide the mode at start-up (and log it)."""
+        self.secured = await TokenStore(redis).any()
+        self.checked = time.monotonic()
+        if self.secured:
+            log.info("tokens required on every request")
+        else:
+            log.warning("open mode: no tokens exist; loopback hosts only, no cross-origin writes")
+
+    async def is_secured(self, redis: Redis) -> bool:
+        """Once secured, always secured (fail closed); open mode looks for a first token."""
+        if not self.secured and time.monotonic() - self.checked > TOKENS_CHECK_SECONDS:
+            self.checked = time.monotonic()
+            if await TokenStore(redis).any():
+                self.secured = True
+                log.info("a token exists now: tokens required on every request from here on")
+        return self.secured
+
+    # -- checks ------------------------------------------------------------------------------
+
+    def allowed_host(self, host: str) -> bool:
+        if host in self.allowed_hosts or host in LOOPBACK_NAMES:
+            return True
+        try:
+            return ipaddress.ip_address(host.strip("[]")).is_loopback
+        except ValueError:
+            return False
+
+    def check_open_request(self, scope: Scope, headers: Headers) -> None:
+        """Open mode: only loopback (or allowed) Host names, no cross-origin writes."""
+        host = headers.first(b"host")
+        if host is not None and not self.allowed_host(_hostname(f"//{host}")):
+            raise MisdirectedRequest(
+                f"this server answers only loopback hosts in open mode, not {host}; add the "
+                "name to BATON_ALLOWED_HOSTS or create a token"
+            )
+        origin = headers.first(b"origin")
+        if (
+            scope.get("method") in UNSAFE_METHODS
+            and origin is not None
+            and not self.allowed_host(_hostname(origin))
+        ):
+            raise Forbidden(f"cross-origin write from {origin} refused (open mode)")
+
+    @staticmethod
+    def check_media_type(scope: Scope, headers: Headers) -> None:
+        if scope.get("method") not in UNSAFE_METHODS:
+            return
+        media = (headers.first(b"content-type") or "").split(";")[0].strip().lower()
+        has_body = (
+            headers.first(b"transfer-encoding") is not None
+            or (headers.first(b"content-length") or "0") != "0"
+        )
+        if not media and not has_body:
+            return
+        handler = scope.get("route_handler")
+        if handler is not None and handler.opt.get("form") and media in FORM_TYPES:
+            return
+        if media != "application/json" and not media.endswith("+json"):
+            raise UnsupportedMediaType(
+                f"send the body as application/json, not {media or 'without a content type'}"
+            )
+
+    async def credential(self, scope: Scope, headers: Headers, redis: Redis) -> Credential:
+        """What proves who is calling (see the module docstring)."""
+        secret = _bearer(headers)
+        agentmemory = scope["path"].startswith(AGENTMEMORY)
+        if (
+            agentmemory
+            and self.agentmemory_secret
+            and secret
+            and hmac.compare_digest(secret.encode(), self.agentmemory_secret.encode())
+        ):
+            return Credential(
+                "agentmemory-secret", agent=self.agentmemory_agent, scopes=(self.default_namespace,)
+            )
+        if not await self.is_secured(redis):
+            if agentmemory and self.agentmemory_secret:
+                raise Unauthorized("unauthorized")  # agentmemory says no more
+            if agentmemory and not _loopback_client(scope):
+                raise Unauthorized(
+                    "unauthorized: set AGENTMEMORY_SECRET to allow non-loopback clients"
+                )
+            return OPEN
+        await self.check_failures(scope, redis)
+        tokens = TokenStore(redis)
+        login = headers.cookie(LOGIN_COOKIE)
+        if secret is None and login is None:
+            raise Unauthorized("a token is required: Authorization: Bearer <token>")
+        token = await (tokens.check(secret) if secret is not None else tokens.check_login(login))  # type: ignore[arg-type]
+        if token is None:  # a wrong secret is a failed login; no secret at all is not
+            await self.count_failure(scope, redis)
+            raise Unauthorized("unknown, revoked or expired token")
+        return Credential(
+            "token",
+            agent=token.agent,
+            admin=token.admin,
+            scopes=tuple(token.scopes),
+            token_id=token.id,
+        )
+
+    async def check_failures(self, scope: Scope, redis: Redis) -> None:
+        """429 while the client's address is over the failed-login limit."""
+        if self.failure_limit is None:
+            return
+        address = _client(scope)
+        failures = await redis.get(auth_failures_key(address))
+        if failures is not None and int(failures) >= self.failure_limit[0]:
+            raise TooManyFailures(
+                f"too many failed logins from {address}; wait and retry",
+                retry_after=max(1, await redis.ttl(auth_failures_key(address))),
+            )
+
+    async def count_failure(self, scope: Scope, redis: Redis) -> None:
+        """Count a failed login against the client's address."""
+        if self.failure_limit is None:
+            return
+        address = _client(scope)
+        pipe = redis.pipeline(transaction=True)
+        pipe.incr(auth_failures_key(address))
+        pipe.expire(auth_failures_key(address), RATE_UNITS[self.failure_limit[1]], nx=True)
+        await pipe.execute()
+
+    def claims(self, scope: Scope, headers: Headers) -> Claims:
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        sessions = headers.all(SESSION_HEADER.encode())
+        mcp_session = headers.first(b"mcp-session-id")
+        handler = scope.get("route_handler")
+        if not sessions and mcp_session and handler is not None and handler.opt.get("mcp"):
+            sessions = (f"mcp-{mcp_session[:64]}",)  # each MCP connection is its own session
+        return Claims(
+            agents=headers.all(AGENT_HEADER.encode()),
+            namespaces=headers.all(NAMESPACE_HEADER.encode()),
+            query_namespaces=tuple(query.get("namespace", ())),
+            sessions=sessions,
+        )
+
+    async def identify(self, scope: Scope, redis: Redis) -> Caller | None:
+        """The caller of a request, None for the always-open paths; raises the refusal."""
+        headers = Headers(scope["headers"])
+        if not self.secured and not await self.is_secured(redis):
+            self.check_open_request(scope, headers)
+        self.check_media_type(scope, headers)
+        path = scope["path"]
+        if any(path == p or path.startswith(p if p.endswith("/") else p + "/") for p in OPEN_PATHS):
+            return None
+        credential = await self.credential(scope, headers, redis)
+        caller = resolve(credential, self.claims(scope, headers), self.default_namespace)
+        await check_session(redis, caller)
+        return caller
 
 
-async def _refuse(send: Send, scope: Scope, status: int, detail: str) -> None:
-    agentmemory = scope["path"].startswith("/agentmemory/")
-    if agentmemory:
-        body = b'{"error":"unauthorized"}' if status == 401 else (
-            b'{"error":"forbidden"}')  # fmt: skip
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+class Headers:
+    """A request's raw headers, every value of a repeated one kept."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: Any) -> None:
+        self.raw: list[tuple[bytes, bytes]] = raw
+
+    def all(self, name: bytes) -> tuple[str, ...]:
+        return tuple(value.decode("latin-1") for key, value in self.raw if key == name)
+
+    def first(self, name: bytes) -> str | None:
+        for key, value in self.raw:
+            if key == name:
+                return value.decode("latin-1")
+        return None
+
+    def cookie(self, name: str) -> str | None:
+        for header in self.all(b"cookie"):
+            for part in header.split(";"):
+                key, _, value = part.strip().partition("=")
+                if key == name and value:
+                    return value
+        return None
+
+
+def _bearer(headers: Headers) -> str | None:
+    value = headers.first(b"authorization") or ""
+    return value[7:].strip() or None if value.lower().startswith("bearer ") else None
+
+
+def _hostname(url: str) -> str:
+    try:
+        return (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return ""
+
+
+def _client(scope: Scope) -> str:
+    client = scope.get("client")
+    return str(client[0]) if client else "unknown"
+
+
+def _loopback_client(scope: Scope) -> bool:
+    try:
+        return ipaddress.ip_address(_client(scope)).is_loopback
+    except ValueError:
+        return _client(scope) in LOOPBACK_NAMES  # test clients name themselves
+
+
+async def refuse(send: Send, scope: Scope, error: BatonError) -> None:
+    """Answer a refusal before any handler runs: problem+json, or agentmemory's
+    ``{"error": ...}`` on its routes."""
+    status = error.status_code
+    if scope["path"].startswith(AGENTMEMORY):
+        message = error.detail
+        if status == 401 and not message.startswith("unauthorized"):
+            message = "unauthorized"  # agentmemory's own word for a wrong or missing secret
+        body = json.dumps({"error": message}).encode()
         media = b"application/json"
     else:
-        title = "Unauthorized" if status == 401 else "Forbidden"
-        body = json.dumps({"status": status, "title": title, "detail": detail}).encode()
+        extra = {key: value for key, value in error.extra.items() if key != "retry_after"}
+        body = json.dumps(
+            {"status": status, "title": error.title, "detail": error.detail, **extra}
+        ).encode()
         media = b"application/problem+json"
-    headers = [(b"content-type", media), (b"content-length", str(len(body)).encode())]
+    headers: list[tuple[bytes, bytes]] = [
+        (b"content-type", media),
+        (b"content-length", str(len(body)).encode()),
+    ]
     if status == 401:
         headers.append((b"www-authenticate", b'Bearer realm="baton"'))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    if "retry_after" in error.extra:
+        headers.append((b"retry-after", str(error.extra["retry_after"]).encode()))
+    start: HTTPResponseStartEvent = {
+        "type": "http.response.start",
+        "status": status,
+        "headers": headers,
+    }
+    await send(start)
+    await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
-def token_auth(app: ASGIApp) -> ASGIApp:
-    """ASGI middleware resolving the caller's token (see the module docstring)."""
-    cache: dict[str, float | bool] = {"checked": 0.0, "enabled": False}
-
-    async def tokens_enabled(tokens: TokenStore) -> bool:
-        now = time.monotonic()
-        if now - float(cache["checked"]) > TOKENS_CHECK_SECONDS:
-            cache["enabled"], cache["checked"] = await tokens.any(), now
-        return bool(cache["enabled"])
+def gate_middleware(app: ASGIApp) -> ASGIApp:
+    """ASGI middleware running the :class:`Gate` of the application's state."""
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await app(scope, receive, send)
             return
         state = scope["app"].state
-        tokens = TokenStore(state.backend.redis)
-        path = scope["path"]
-        always_open = any(
-            path == p or path.startswith(p if p.endswith("/") else p + "/") for p in OPEN_PATHS
-        )
-        if always_open or not await tokens_enabled(tokens):
-            await app(scope, receive, send)
+        try:
+            caller = await state.gate.identify(scope, state.backend.redis)
+        except BatonError as error:
+            await refuse(send, scope, error)
             return
-        secret = _secret(scope)
-        legacy = state.agentmemory_secret
-        if path.startswith("/agentmemory/") and legacy and secret and hmac.compare_digest(
-            secret.encode(), legacy.encode()
-        ):
-            await app(scope, receive, send)  # agentmemory's own secret, as agentmemory allows
-            return
-        token = None if secret is None else await tokens.check(secret)
-        if token is None:
-            await _refuse(send, scope, 401, "a valid token is required: Authorization: Bearer <token>")
-            return
-        headers = [(k, v) for k, v in scope["headers"] if k != AGENT_HEADER.encode()]
-        namespace = dict(scope["headers"]).get(NAMESPACE_HEADER.encode(), b"").decode() or (
-            parse_qs(scope.get("query_string", b"").decode()).get("namespace", [""])[0]
-        )
-        if namespace and not token.allows(namespace):
-            await _refuse(send, scope, 403, f"this token may not use namespace {namespace}")
-            return
-        given = dict(scope["headers"]).get(AGENT_HEADER.encode())
-        agent = given if token.admin and given else token.agent.encode()
-        scope["headers"] = [*headers, (AGENT_HEADER.encode(), agent)]
-        scope.setdefault("state", {})["identity"] = token  # type: ignore[typeddict-item]
+        if caller is not None:
+            scope.setdefault("state", {})[CALLER] = caller  # type: ignore[typeddict-item]
         await app(scope, receive, send)
 
     return middleware

@@ -4,10 +4,11 @@ and a Server-Sent Events stream fed by the store's activity stream."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
-from baton.server.api.auth import COOKIE, require_admin
+from baton.server.api.auth import LOGIN_COOKIE, Gate, require_admin
 from baton.server.api.deps import CallerDep, DashboardDep, HandoffsDep
 from baton.server.api.problems import problems
 from baton.server.dashboard import (
@@ -18,11 +19,11 @@ from baton.server.dashboard import (
     PendingView,
     RecordView,
 )
-from baton.server.tokens import TokenStore
-from litestar import Controller, Request, get, post
+from baton.server.tokens import LOGIN_SECONDS, TokenStore
+from litestar import Controller, Request, Response, get, post
 from litestar.datastructures import Cookie, State
-from litestar.exceptions import NotAuthorizedException as NotAuthorized
-from litestar.params import FromPath, FromQuery, Parameter
+from litestar.enums import RequestEncodingType
+from litestar.params import Body, FromPath, FromQuery, Parameter
 from litestar.response import Redirect, ServerSentEvent, ServerSentEventMessage, Template
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
@@ -56,6 +57,16 @@ def chart(points: list[ConfidencePoint]) -> dict[str, Any]:
         for index, point in enumerate(points)
     ]
     return {**CHART, "dots": dots, "line": " ".join(f"{d['x']},{d['y']}" for d in dots)}
+
+
+@dataclass
+class LoginForm:
+    token: str
+
+
+def _login_page(state: State, error: str | None, status_code: int = 200) -> Template:
+    return Template(template_name="login.html", status_code=status_code,
+                    context={"error": error, "namespace": state.namespace, "path": "/login"})  # fmt: skip
 
 
 def _page(name: str, view: Any, request: Request[Any, Any, Any], **extra: Any) -> Template:
@@ -150,23 +161,46 @@ class DashboardPages(Controller):
         return _page("failed.html", await dashboard.failed(), request)
 
     @get("/login", name="login")
-    async def login(self, token: FromQuery[str], state: State) -> Redirect:
-        """Open the dashboard with a token once: it is kept in an HttpOnly cookie."""
-        if await TokenStore(state.backend.redis).check(token) is None:
-            raise NotAuthorized("unknown, revoked or expired token")
-        return Redirect("/", cookies=[Cookie(key=COOKIE, value=token, httponly=True,
-                                             samesite="strict", path="/")])  # fmt: skip
+    async def login_form(self, state: State) -> Template:
+        return _login_page(state, None)
+
+    @post("/login", name="login-submit", opt={"form": True}, status_code=303)
+    async def login(
+        self, request: Request[Any, Any, Any], state: State,
+        data: Annotated[LoginForm, Body(media_type=RequestEncodingType.URL_ENCODED)],
+    ) -> Response[Any]:
+        """Trade a token for a login cookie (opaque, HttpOnly, SameSite=Strict, Secure over
+        https): the token itself never sits in the browser or a URL."""
+        gate: Gate = state.gate
+        redis = state.backend.redis
+        await gate.check_failures(request.scope, redis)
+        tokens = TokenStore(redis)
+        token = await tokens.check(data.token.strip())
+        if token is None:
+            await gate.count_failure(request.scope, redis)
+            return _login_page(state, "Unknown, revoked or expired token.", status_code=401)
+        secret = await tokens.login(token)
+        cookie = Cookie(key=LOGIN_COOKIE, value=secret, httponly=True, samesite="strict",
+                        secure=request.url.scheme == "https", path="/", max_age=LOGIN_SECONDS)  # fmt: skip
+        return Redirect("/", status_code=303, cookies=[cookie])
+
+    @post("/logout", name="logout", opt={"form": True}, status_code=303)
+    async def logout(self, request: Request[Any, Any, Any], state: State) -> Redirect:
+        secret = request.cookies.get(LOGIN_COOKIE)
+        if secret:
+            await TokenStore(state.backend.redis).logout(secret)
+        return Redirect("/login", status_code=303,
+                        cookies=[Cookie(key=LOGIN_COOKIE, value="", max_age=0, path="/")])  # fmt: skip
 
     @get("/activity", name="activity")
     async def activity(self, request: Request[Any, Any, Any], dashboard: DashboardDep) -> Template:
         return _page("activity.html", await dashboard.activity(100), request)
 
-    @post("/handoffs/{packet_id:str}/requeue", name="requeue")
+    @post("/handoffs/{packet_id:str}/requeue", name="requeue", opt={"form": True})
     async def requeue(
-        self, packet_id: FromPath[str], handoffs: HandoffsDep, caller: CallerDep,
-        request: Request[Any, Any, Any],
+        self, packet_id: FromPath[str], handoffs: HandoffsDep, caller: CallerDep
     ) -> Redirect:
         """The failed page's requeue button (a plain form, so it works without JavaScript)."""
-        require_admin(request.scope)
+        require_admin(caller, "requeue")
         await handoffs.requeue(packet_id, caller.agent)
         return Redirect(f"/failed?namespace={handoffs.namespace}")

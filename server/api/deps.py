@@ -1,4 +1,5 @@
-"""Per-request dependencies: who is calling, and the store views for the caller's namespace.
+"""Per-request dependencies: who is calling (resolved once by the gate), and the store views
+for the caller's namespace.
 
 Each provider depends on the one before (caller → store → handoffs → dashboard; store →
 sessions, memories), so Litestar resolves them one after the other in the request's task
@@ -9,45 +10,40 @@ Litestar 3 injects only parameters marked as dependencies.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+from baton.server.api.auth import caller_of
 from baton.server.dashboard import Dashboard
 from baton.server.handoffs import HandoffStore
+from baton.server.identity import CALLER, Caller
 from baton.server.memories import MemoryStore
 from baton.server.sessions import SessionStore
 from baton.server.store import Backend, FactStore
-from baton.server.validation import check_agent, check_session_id
 from litestar import Request
 from litestar.datastructures import State
 from litestar.di import NamedDependency, Provide
 
-AGENT_HEADER = "x-baton-agent"
-SESSION_HEADER = "x-baton-session"
-NAMESPACE_HEADER = "x-baton-namespace"
-ANONYMOUS = "anonymous"
+
+def provide_caller(request: Request[Any, Any, Any]) -> Caller:
+    """The caller the gate resolved (``baton.server.api.auth``)."""
+    return caller_of(request.scope)
 
 
-@dataclass(frozen=True)
-class Caller:
-    """The agent making the request, the session it works in (if any), and its namespace."""
-
-    agent: str
-    session: str | None
-    namespace: str
-
-
-def provide_caller(request: Request[Any, Any, Any], state: State) -> Caller:
-    """The namespace is the ``X-Baton-Namespace`` header, else a ``namespace`` query
-    parameter (handy for dashboard links), else the server's default."""
-    agent = check_agent(request.headers.get(AGENT_HEADER, ANONYMOUS), field=AGENT_HEADER)
-    session = request.headers.get(SESSION_HEADER)
-    namespace = request.headers.get(NAMESPACE_HEADER) or request.query_params.get("namespace")
-    return Caller(
-        agent=agent,
-        session=None if session is None else check_session_id(session, field=SESSION_HEADER),
-        namespace=namespace or state.namespace,
-    )
+async def claim_agent_id(request: Request[Any, Any, Any]) -> None:
+    """A ``before_request`` hook for agentmemory's routes, whose clients name their agent in
+    the body or query (``agentId``): from here on the caller acts as that agent, under the
+    identity rules (403 for another agent's)."""
+    if CALLER not in request.scope.get("state", {}):
+        return  # an always-open route (livez): nobody to act as
+    claimed = request.query_params.get("agentId")
+    if request.method != "GET":
+        try:
+            body = await request.json()
+        except Exception:  # noqa: BLE001 - an undecodable body is answered by the handler
+            body = None
+        if isinstance(body, dict) and body.get("agentId") not in (None, ""):
+            claimed = body["agentId"]
+    request.scope["state"][CALLER] = caller_of(request.scope).acting_as(claimed)  # type: ignore[typeddict-item]
 
 
 CallerDep: TypeAlias = NamedDependency[Caller]

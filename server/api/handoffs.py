@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import msgspec
 from baton.server.api.auth import require_admin
@@ -10,7 +10,7 @@ from baton.server.api.deps import CallerDep, HandoffsDep
 from baton.server.api.problems import problems
 from baton.server.errors import Forbidden
 from baton.server.models import AgentSummary, Packet, PacketPage, PacketState, Resumed
-from litestar import Controller, Request, get, post
+from litestar import Controller, get, post
 from litestar.params import FromPath, FromQuery, JSONBody, Parameter, QueryParameter
 
 
@@ -123,10 +123,9 @@ class HandoffController(Controller):
           summary="Put a failed or expired packet back in its queue", status_code=200,
           responses=problems(403, 404, 409))  # fmt: skip
     async def requeue(
-        self, packet_id: FromPath[str], handoffs: HandoffsDep, caller: CallerDep,
-        request: Request[Any, Any, Any],
+        self, packet_id: FromPath[str], handoffs: HandoffsDep, caller: CallerDep
     ) -> Packet:
-        require_admin(request.scope)
+        require_admin(caller, "requeue")
         return await handoffs.requeue(packet_id, caller.agent)
 
     @get("/agents", summary="Every known agent with its queued, claimed and failed counts",

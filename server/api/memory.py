@@ -78,18 +78,18 @@ class MemoryController(Controller):
         data: JSONBody[SessionStartBody | None] = None,
     ) -> Session:
         body = data or SessionStartBody()
-        return await sessions.start(agent=caller.agent, session_id=body.id, project=body.project,
+        return await sessions.start(caller=caller, session_id=body.id, project=body.project,
                                     cwd=body.cwd, title=body.title)  # fmt: skip
 
     @post("/sessions/{session_id:str}/end", summary="End a session (completed)", status_code=200,
           responses=problems(404, 413))
     async def end_session(
-        self, session_id: FromPath[str], sessions: SessionsDep,
+        self, session_id: FromPath[str], sessions: SessionsDep, caller: CallerDep,
         data: JSONBody[SessionEndBody | None] = None,
     ) -> SessionEnded:
         body = data or SessionEndBody()
-        return await sessions.end(session_id, summary=body.summary, title=body.title,
-                                  concepts=body.concepts)  # fmt: skip
+        return await sessions.end(session_id, caller=caller, summary=body.summary,
+                                  title=body.title, concepts=body.concepts)  # fmt: skip
 
     @get("/sessions", summary="Recent sessions, newest first", responses=problems())
     async def list_sessions(
@@ -116,7 +116,7 @@ class MemoryController(Controller):
     ) -> Observed:
         return await sessions.observe(
             hook_type=data.hook_type, session_id=data.session_id, project=data.project,
-            cwd=data.cwd, timestamp=data.timestamp, data=data.data, agent=caller.agent,
+            cwd=data.cwd, timestamp=data.timestamp, data=data.data, caller=caller,
         )  # fmt: skip
 
     @post("/memories", summary="Save a memory (near-duplicates supersede, similar ones are hinted)",
@@ -154,7 +154,7 @@ class MemoryController(Controller):
         self, data: JSONBody[ForgetBody], memories: MemoriesDep, caller: CallerDep
     ) -> Forgotten:
         return await memories.forget(
-            agent=caller.agent, memory_id=data.memory_id, session_id=data.session_id,
+            caller=caller, memory_id=data.memory_id, session_id=data.session_id,
             observation_ids=data.observation_ids, reason=data.reason,
         )  # fmt: skip
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import time
 
 import structlog
+from baton.server.identity import CALLER
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 log = structlog.get_logger("baton.access")
 
 
 def request_logging(app: ASGIApp) -> ASGIApp:
-    """Log method, path, status, duration and agent of every HTTP request."""
+    """Log method, path, status, duration and resolved agent of every HTTP request."""
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -29,14 +30,14 @@ def request_logging(app: ASGIApp) -> ASGIApp:
         try:
             await app(scope, receive, send_and_watch)
         finally:
-            headers = dict(scope["headers"])
+            caller = scope.get("state", {}).get(CALLER)
             log.info(
                 "request",
                 method=scope["method"],
                 path=scope["path"],
                 status=status,
                 duration_ms=round((time.perf_counter() - started) * 1000, 2),
-                agent=headers.get(b"x-baton-agent", b"anonymous").decode("latin-1"),
+                agent=None if caller is None else caller.agent,
             )
 
     return middleware

@@ -1,0 +1,451 @@
+"""Every surface × every identity trick, generated from the app's own route table and MCP
+tool list: a route or tool added later is covered without anyone listing it here (its
+example request is required by ``test_every_route_and_tool_has_an_example``).
+
+The server runs with tokens on. The victim is agent ``bob`` (a session, a record, a memory
+and packets in each state); the attacker is ``mallory``. Each trick must be refused with
+400/401/403/422 and leave every data key in Redis byte-for-byte as it was. A control call
+(bob's own token, or an admin acting as bob for admin routes) then shows the same request
+passes identity, so the refusals are about identity and not a broken example.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+import redis
+from baton.server.api.app import create_app
+from baton.server.connection import async_redis
+from baton.server.mcp_server import Binding, create_mcp_server
+from baton.server.settings import Settings
+from baton.server.tokens import TokenStore
+from litestar.routes import ASGIRoute, HTTPRoute
+
+from tests.conftest import running_server
+
+ALWAYS_OPEN = ("/healthz", "/readyz", "/agentmemory/livez", "/login", "/static", "/schema")
+UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
+REFUSED = {400, 401, 403, 422}
+# Keys that legitimately change on a refused request: token last-use times, rate counters.
+VOLATILE = (b"baton:{tokens}:", b"baton:ratelimit", b"baton:auth-failures:")
+MCP_INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "matrix", "version": "1"},
+    },
+}
+
+OBSERVATION = {
+    "hook_type": "post_tool_use",
+    "session_id": "s-bob",
+    "project": "p",
+    "cwd": "/r",
+    "timestamp": "2026-01-01T00:00:00Z",
+    "data": {"tool_name": "Read"},
+}
+# (method, route path) -> an example body bob could send (None: no body). Path parameters
+# are filled from the victim's fixtures by name.
+EXAMPLES: dict[tuple[str, str], Any] = {
+    ("POST", "/v1/records"): {"ref": "m/x", "value": 2},
+    ("POST", "/v1/outcomes"): {"outcome": "success", "outcome_ref": "R-1", "refs": ["m/x"]},
+    ("POST", "/v1/handoffs"): {"to": "carol", "summary": "over to carol"},
+    ("POST", "/v1/handoffs/{packet_id:str}/complete"): None,
+    ("POST", "/v1/handoffs/{packet_id:str}/fail"): {"error": "gave up"},
+    ("POST", "/v1/handoffs/{packet_id:str}/release"): None,
+    ("POST", "/v1/handoffs/{packet_id:str}/requeue"): None,
+    ("POST", "/v1/agents/{agent:str}/resume"): None,
+    ("POST", "/v1/sessions/{session_id:str}/end"): {"summary": "done"},
+    ("POST", "/v1/forget"): {"session_id": "s-bob", "observation_ids": ["o_none"]},
+    ("POST", "/v1/sessions"): {"id": "s-bob", "project": "p", "cwd": "/r"},
+    ("POST", "/v1/observations"): OBSERVATION,
+    ("POST", "/v1/memories/recall"): {"query": "memory"},
+    ("POST", "/v1/memories"): {"content": "bob prefers small commits"},
+    ("POST", "/v1/memories/smart-search"): {"query": "memory"},
+    ("DELETE", "/agentmemory/governance/memories"): {"memoryIds": ["{memory}"]},
+    ("POST", "/agentmemory/forget"): {"memoryId": "{memory}"},
+    ("POST", "/agentmemory/mcp/call"): {"name": "recall", "arguments": {"ref": "m/x"}},
+    ("POST", "/agentmemory/observe"): {
+        "hookType": "post_tool_use",
+        "sessionId": "s-bob",
+        "project": "p",
+        "cwd": "/r",
+        "timestamp": "t",
+        "data": {"tool_name": "Read"},
+    },
+    ("POST", "/agentmemory/remember"): {"content": "bob's hooks are slow"},
+    ("POST", "/agentmemory/search"): {"query": "memory"},
+    ("POST", "/agentmemory/session/end"): {"sessionId": "s-bob"},
+    ("POST", "/agentmemory/session/start"): {"sessionId": "s-bob", "project": "p", "cwd": "/r"},
+    ("POST", "/agentmemory/smart-search"): {"query": "memory"},
+    ("POST", "/logout"): None,
+    ("POST", "/handoffs/{packet_id:str}/requeue"): None,
+    ("POST", "/mcp"): MCP_INITIALIZE,
+}
+QUERIES: dict[tuple[str, str], dict[str, str]] = {("GET", "/v1/sessions/resume"): {"cwd": "/r"}}
+TOOL_EXAMPLES: dict[str, dict[str, Any]] = {
+    "remember": {"ref": "m/x", "value": 3},
+    "recall": {"ref": "m/x"},
+    "history": {"ref": "m/x"},
+    "handoff": {"to": "carol", "summary": "s"},
+    "resume": {},
+    "record_outcome": {"outcome": "success", "outcome_ref": "R-2", "refs": ["m/x"]},
+    "memory_stats": {},
+    "memory_save": {"content": "a tool memory"},
+    "memory_recall": {"query": "memory"},
+    "memory_smart_search": {"query": "memory"},
+    "memory_sessions": {},
+    "memory_forget": {"sessionId": "s-bob", "observationIds": "o_none"},
+    "memory_resume_here": {"cwd": "/r"},
+}
+ADMIN_ONLY = {"/v1/handoffs/{packet_id:str}/requeue", "/handoffs/{packet_id:str}/requeue"}
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    method: str
+    path: str  # the route's template
+    reads_body: bool = False  # the handler takes a JSON body (where an agentId could hide)
+
+    @property
+    def unsafe(self) -> bool:
+        return self.method in UNSAFE
+
+    @property
+    def agentmemory(self) -> bool:
+        return self.path.startswith("/agentmemory/")
+
+
+def app_endpoints(*, include_open: bool = False) -> list[Endpoint]:
+    """Every (method, path) of the real app (but the always-open ones)."""
+    app = create_app(Settings(redis_url="redis://127.0.0.1:1"))
+    found = []
+    for route in app.routes:
+        if route.path.startswith(ALWAYS_OPEN) and not include_open:
+            continue
+        if isinstance(route, ASGIRoute):
+            found.append(Endpoint("POST", route.path))  # the MCP mount speaks JSON-RPC POSTs
+        elif isinstance(route, HTTPRoute):
+            for handler in route.route_handlers:
+                found += [
+                    Endpoint(method, route.path, "data" in handler.parsed_fn_signature.parameters)
+                    for method in sorted(handler.http_methods)
+                    if method not in ("OPTIONS", "HEAD")
+                ]
+    return found
+
+
+def tool_names() -> list[str]:
+    tools = asyncio.run(create_mcp_server(Binding()).list_tools())
+    return sorted(tool.name for tool in tools)
+
+
+def tools_taking_agent_id() -> list[str]:
+    tools = asyncio.run(create_mcp_server(Binding()).list_tools())
+    return sorted(t.name for t in tools if "agentId" in t.input_schema.get("properties", {}))
+
+
+ENDPOINTS = app_endpoints()
+EVERY_ENDPOINT = app_endpoints(include_open=True)
+TOOLS = tool_names()
+
+
+def test_every_route_and_tool_has_an_example() -> None:
+    """A new unsafe route or tool fails here until it has an example: the matrix covers it."""
+    missing = [
+        f"{e.method} {e.path}" for e in ENDPOINTS if e.unsafe and (e.method, e.path) not in EXAMPLES
+    ]
+    assert not missing, f"add an example body to EXAMPLES for: {missing}"
+    assert set(TOOLS) == set(TOOL_EXAMPLES), "add the tool to TOOL_EXAMPLES"
+    assert len(ENDPOINTS) > 40 and "/mcp" in {e.path for e in ENDPOINTS}
+
+
+# -- the secured server and its victims --------------------------------------------------------
+
+
+def issue(url: str, agent: str, **options: Any) -> str:
+    async def add() -> str:
+        client = async_redis(url)
+        try:
+            return (await TokenStore(client).add(agent, **options)).secret
+        finally:
+            await client.aclose()
+
+    return asyncio.run(add())
+
+
+@dataclass
+class World:
+    url: str
+    redis_url: str
+    tokens: dict[str, str]
+    memory: str
+    packets: dict[str, str]
+
+    def client(self, token: str | None, *headers: tuple[str, str]) -> httpx.Client:
+        base = [("Authorization", f"Bearer {token}")] if token else []
+        return httpx.Client(base_url=self.url, headers=httpx.Headers([*base, *headers]), timeout=10)
+
+    def path(self, endpoint: Endpoint) -> str:
+        packet = self.packets["claimed"]
+        if endpoint.path.endswith("/requeue"):
+            packet = self.packets["failed"]
+        elif "{packet_id" in endpoint.path and not endpoint.unsafe:
+            packet = self.packets["queued"]
+        values = {"ref": "m/x", "packet_id": packet, "agent": "bob", "session_id": "s-bob"}
+        return re.sub(r"\{(\w+)(?::\w+)?\}", lambda m: values[m.group(1)], endpoint.path)
+
+    def body(self, endpoint: Endpoint) -> Any:
+        example = EXAMPLES.get((endpoint.method, endpoint.path))
+        if example is None:
+            return None
+        text = httpx.Request("POST", "/", json=example).content.decode()
+        return httpx.Request("POST", "/", content=text.replace("{memory}", self.memory)).content
+
+    def snapshot(self) -> dict[bytes, bytes | None]:
+        client = redis.Redis.from_url(self.redis_url)
+        keys = sorted(k for k in client.scan_iter(count=1000) if not k.startswith(VOLATILE))
+        pipe = client.pipeline(transaction=False)
+        for key in keys:
+            pipe.dump(key)
+        dumped = dict(zip(keys, pipe.execute(), strict=True))
+        client.close()
+        return dumped
+
+
+@pytest.fixture(scope="module")
+def world(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    url = f"{redis_url}?db=3"
+    redis.Redis.from_url(url).flushdb()
+    tokens = {
+        "admin": issue(url, "ops", admin=True),
+        "bob": issue(url, "bob"),
+        "mallory": issue(url, "mallory"),
+        "mallory-other": issue(url, "mallory", scopes=["other"]),
+    }
+    log = tmp_path_factory.mktemp("matrix") / "serve.log"
+    with running_server(url, log, BATON_RATE_LIMIT="off") as base:
+        world = World(base, url, tokens, memory="", packets={})
+        with world.client(tokens["bob"], ("X-Baton-Session", "s-bob")) as bob:
+            assert bob.post(
+                "/v1/sessions", json={"id": "s-bob", "project": "p", "cwd": "/r"}
+            ).is_success
+            assert bob.post("/v1/records", json={"ref": "m/x", "value": 1}).is_success
+            assert bob.post("/v1/observations", json=OBSERVATION).is_success
+            world.memory = bob.post(
+                "/v1/memories", json={"content": "bob likes memory tests"}
+            ).json()["memory"]["id"]
+        with world.client(tokens["admin"], ("X-Baton-Agent", "carol")) as carol:
+            ids = [
+                carol.post("/v1/handoffs", json={"to": "bob", "summary": f"p{i}"}).json()["id"]
+                for i in range(3)
+            ]
+        with world.client(tokens["bob"]) as bob:
+            for _ in range(2):
+                assert bob.post("/v1/agents/bob/resume").json()["packet"] is not None
+            assert bob.post(f"/v1/handoffs/{ids[1]}/fail", json={"error": "x"}).is_success
+        world.packets = {"claimed": ids[0], "failed": ids[1], "queued": ids[2]}
+        yield world
+    redis.Redis.from_url(url).flushdb()
+
+
+def tricks(world: World) -> dict[str, tuple[str | None, list[tuple[str, str]]]]:
+    """Each identity trick: the token it uses and the headers it adds."""
+    return {
+        "no token": (None, []),
+        "another agent's token naming the victim": (
+            world.tokens["mallory"],
+            [("X-Baton-Agent", "bob")],
+        ),
+        "token scoped to another namespace": (
+            world.tokens["mallory-other"],
+            [("X-Baton-Namespace", "default")],
+        ),
+        "the namespace header twice": (
+            world.tokens["bob"],
+            [("X-Baton-Namespace", "default"), ("X-Baton-Namespace", "default")],
+        ),
+        "header and query namespaces differ": (
+            world.tokens["bob"],
+            [("X-Baton-Namespace", "default"), ("x-query", "other")],
+        ),
+        "another agent's session": (world.tokens["mallory"], [("X-Baton-Session", "s-bob")]),
+    }
+
+
+def send(
+    world: World,
+    endpoint: Endpoint,
+    token: str | None,
+    headers: list[tuple[str, str]],
+    body: Any = None,
+    agent_id: str | None = None,
+) -> httpx.Response:
+    params = dict(QUERIES.get((endpoint.method, endpoint.path), {}))
+    kept = []
+    for name, value in headers:
+        if name == "x-query":
+            params["namespace"] = value
+        else:
+            kept.append((name, value))
+    if agent_id and endpoint.method == "GET":
+        params["agentId"] = agent_id
+    with world.client(token, *kept) as client:
+        content = body
+        if agent_id and endpoint.method != "GET":
+            decoded = httpx.Response(200, content=body or b"{}").json()
+            content = httpx.Request("POST", "/", json={**decoded, "agentId": agent_id}).content
+        extra = {"Content-Type": "application/json"} if content else {}
+        if endpoint.path == "/v1/dashboard/events":
+            with client.stream(
+                endpoint.method, world.path(endpoint), params=params, headers=extra
+            ) as response:
+                return response
+        return client.request(
+            endpoint.method, world.path(endpoint), params=params, content=content, headers=extra
+        )
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINTS, ids=lambda e: f"{e.method} {e.path}")
+def test_no_identity_trick_passes_any_route(world: World, endpoint: Endpoint) -> None:
+    """No token, another agent's token, a foreign namespace, an ambiguous namespace, another
+    agent's session and a body/query agentId: refused, and nothing in Redis changed."""
+    body = world.body(endpoint)
+    before = world.snapshot()
+    for name, (token, headers) in tricks(world).items():
+        response = send(world, endpoint, token, headers, body)
+        assert response.status_code in REFUSED, (name, response.status_code, response.text)
+    if endpoint.reads_body or endpoint.agentmemory:
+        response = send(world, endpoint, world.tokens["mallory"], [], body, agent_id="bob")
+        assert response.status_code in REFUSED, ("agentId", response.status_code, response.text)
+    assert world.snapshot() == before, "a refused request changed data"
+
+    admin = endpoint.path in ADMIN_ONLY
+    token, headers = (
+        (world.tokens["admin"], [("X-Baton-Agent", "bob")]) if admin else (world.tokens["bob"], [])
+    )
+    control = send(world, endpoint, token, headers, body)
+    assert control.status_code < 400 or control.status_code in (404, 409), control.text
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_no_identity_trick_passes_any_tool(world: World, tool: str) -> None:
+    """The same tricks against each MCP tool, over /mcp (refused before the tool runs) and
+    through agentmemory's /mcp/call shim (where arguments.agentId is a claim too)."""
+    arguments = TOOL_EXAMPLES[tool]
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments},
+    }
+    shim = Endpoint("POST", "/agentmemory/mcp/call")
+    before = world.snapshot()
+    for name, (token, headers) in tricks(world).items():
+        over_mcp = send(
+            world,
+            Endpoint("POST", "/mcp"),
+            token,
+            headers,
+            httpx.Request("POST", "/", json=call).content,
+        )
+        assert over_mcp.status_code in REFUSED, (name, over_mcp.text)
+        assert over_mcp.headers["content-type"].startswith("application/problem+json")
+        shimmed = send(
+            world,
+            shim,
+            token,
+            headers,
+            httpx.Request("POST", "/", json={"name": tool, "arguments": arguments}).content,
+        )
+        assert shimmed.status_code in REFUSED, (name, shimmed.text)
+    claimed = send(
+        world,
+        shim,
+        world.tokens["mallory"],
+        [],
+        httpx.Request(
+            "POST", "/", json={"name": tool, "arguments": {**arguments, "agentId": "bob"}}
+        ).content,
+    )
+    assert claimed.status_code == 403, claimed.text
+    assert world.snapshot() == before, "a refused tool call changed data"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("tool", tools_taking_agent_id())
+async def test_tool_arguments_cannot_name_another_agent(world: World, tool: str) -> None:
+    """Over a real MCP session with mallory's token, a tool's agentId naming bob is an
+    isError result and writes nothing."""
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    before = world.snapshot()
+    http = httpx.AsyncClient(headers={"Authorization": f"Bearer {world.tokens['mallory']}"})
+    async with Client(streamable_http_client(f"{world.url}/mcp", http_client=http)) as mcp:
+        result = await mcp.call_tool(tool, {**TOOL_EXAMPLES[tool], "agentId": "bob"})
+    assert result.is_error
+    assert "may not act as bob" in result.content[0].text  # type: ignore[union-attr]
+    assert world.snapshot() == before
+
+
+# -- open mode: no tokens, loopback ------------------------------------------------------------
+
+
+def open_path(endpoint: Endpoint) -> str:
+    values = {
+        "ref": "m/x",
+        "packet_id": "h_00000000",
+        "agent": "bob",
+        "session_id": "s-bob",
+        "file_path": "dashboard.css",
+        "path": "openapi.json",
+    }
+    return re.sub(r"\{(\w+)(?::\w+)?\}", lambda m: values[m.group(1)], endpoint.path)
+
+
+@pytest.mark.parametrize("endpoint", EVERY_ENDPOINT, ids=lambda e: f"{e.method} {e.path}")
+def test_open_mode_answers_only_loopback_hosts(api_url: str, endpoint: Endpoint) -> None:
+    """DNS rebinding: a request whose Host is not a loopback name is 421 on every surface."""
+    response = httpx.request(
+        endpoint.method,
+        f"{api_url}{open_path(endpoint)}",
+        headers={"Host": "evil.example"},
+        timeout=10,
+    )
+    assert response.status_code == 421, response.text
+
+
+UNSAFE_ENDPOINTS = [e for e in EVERY_ENDPOINT if e.unsafe]
+
+
+@pytest.mark.parametrize("endpoint", UNSAFE_ENDPOINTS, ids=lambda e: f"{e.method} {e.path}")
+def test_open_mode_refuses_what_a_web_page_could_send(
+    api_url: str, sync_redis: redis.Redis, endpoint: Endpoint
+) -> None:
+    """A browser's "simple" request (text/plain, no preflight) is 415, and a cross-origin
+    write is 403, on every route that changes something; neither writes anything."""
+    example = EXAMPLES.get((endpoint.method, endpoint.path)) or {"token": "x"}
+    url = f"{api_url}{open_path(endpoint)}"
+    planted = httpx.request(
+        endpoint.method,
+        url,
+        content=httpx.Request("POST", "/", json=example).content,
+        headers={"Content-Type": "text/plain"},
+        timeout=10,
+    )
+    assert planted.status_code == 415, planted.text
+    forged = httpx.request(
+        endpoint.method, url, json=example, timeout=10, headers={"Origin": "https://evil.example"}
+    )
+    assert forged.status_code == 403, forged.text
+    assert sync_redis.dbsize() == 0
