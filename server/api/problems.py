@@ -33,17 +33,19 @@ class Problem(msgspec.Struct, kw_only=True):
 
 # What each error status means on Baton's routes.
 PROBLEM_MEANINGS: dict[int, str] = {
-    400: "The request is malformed (e.g. a body that is not JSON)",
+    400: "The request is malformed (e.g. a body that is not JSON, an identity header twice)",
     401: "A valid token is required (only when tokens are configured)",
-    403: "The token or the calling agent may not do this",
+    403: "The token or the calling agent may not do this (another agent, session or namespace)",
     404: "Nothing exists under that ref, id or version",
     409: "The record or packet is not in the state the request expects",
     413: "The value or the body is over the configured limit",
+    415: "The body is not application/json",
+    421: "Open mode answers loopback Host names only (and BATON_ALLOWED_HOSTS)",
     422: "A field is invalid; field names it",
     429: "Too many requests (only when a rate limit is configured)",
     503: "Redis cannot be reached right now; retry shortly",
 }
-ALWAYS = (400, 401, 403, 422, 429, 503)
+ALWAYS = (400, 401, 403, 415, 421, 422, 429, 503)
 
 
 def problems(*statuses: int) -> dict[int, ResponseSpec]:
