@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast bench serve clean
+.PHONY: install browser demo test test-fast bench serve clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,12 +14,23 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+## make browser: Debian's Chromium for the dashboard's browser test, installed when missing
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if command -v apt-get >/dev/null 2>&1 && { [ "$$(id -u)" -eq 0 ] || command -v sudo >/dev/null 2>&1; }; then \
+	    SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
+	    echo "make: installing chromium (the dashboard's browser test drives it)"; \
+	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; \
+	  else \
+	    echo "make: the dashboard's browser test needs Chromium: install your system's 'chromium' package" >&2; exit 1; \
+	  fi; }
+
 ## make demo: the scout/executor story in separate processes (ARGS=--keep to browse after)
 demo: $(STAMP)
 	$(BIN)/baton demo $(ARGS)
 
 ## make test: the whole suite against a real embedded Valkey server
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/python -m pytest $(ARGS)
 
 ## make test-fast: everything but the slow multi-process end-to-end tests
