@@ -4,7 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install browser demo test test-fast bench serve clean
+NPM_CLIENTS := tests/agentmemory/node_modules/.installed
+
+.PHONY: install browser npm-clients demo test test-fast bench serve clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -13,6 +15,13 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+## make npm-clients: agentmemory's hook scripts and MCP shim, pinned by the lock file
+$(NPM_CLIENTS): tests/agentmemory/package-lock.json
+	cd tests/agentmemory && npm ci --ignore-scripts --omit=optional --omit=peer --no-audit --no-fund --loglevel=error
+	touch $(NPM_CLIENTS)
+
+npm-clients: $(NPM_CLIENTS)
 
 ## make browser: Debian's Chromium for the dashboard's browser test, installed when missing
 browser:
@@ -30,11 +39,11 @@ demo: $(STAMP)
 	$(BIN)/baton demo $(ARGS)
 
 ## make test: the whole suite against a real embedded Valkey server
-test: $(STAMP) browser
+test: $(STAMP) browser $(NPM_CLIENTS)
 	$(BIN)/python -m pytest $(ARGS)
 
 ## make test-fast: everything but the slow multi-process end-to-end tests
-test-fast: $(STAMP)
+test-fast: $(STAMP) $(NPM_CLIENTS)
 	$(BIN)/python -m pytest -m 'not slow' $(ARGS)
 
 ## make bench: speed next to same-run baselines; writes docs/benchmarks.md (ARGS=--quick)
@@ -46,4 +55,4 @@ serve: $(STAMP)
 	$(BIN)/baton serve $(ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache tests/agentmemory/node_modules

@@ -1,9 +1,21 @@
-"""``baton hook EVENT``: turn a Claude Code hook payload (JSON on stdin) into a Baton
-observation, so Baton can be wired into Claude Code's hooks without other software.
+"""``baton hook EVENT``: Baton in Claude Code's hooks without other software.
 
-A hook must never get in the agent's way: network errors and refused tokens are reported
-on stderr in one line and the command still exits 0. ``BATON_TOKEN`` is sent as a bearer
-token; with a token the hook acts as the token's agent unless ``AGENT_ID`` names one.
+Each call turns one hook payload (JSON on stdin) into an observation, and gives context
+back where Claude Code takes it:
+
+- ``SessionStart``: the previous session's "where were we" for this directory, printed as
+  ``hookSpecificOutput.additionalContext`` JSON (Claude Code adds it to the conversation);
+- ``PreCompact``: this session's state and open question, printed as plain text;
+- ``PreToolUse``: what earlier sessions did to the files the tool is about to touch;
+- ``Stop`` ends the session after every turn (as agentmemory does), so its end time,
+  concepts and open question are current; the last assistant message is read from the
+  local transcript when the payload does not carry it.
+
+A hook must never get in the agent's way: a malformed payload, an unknown event, Baton
+being unreachable or refusing the token each cost one line on stderr, and the command still
+exits 0. It uses only the standard library (it runs on every tool use). ``BATON_TOKEN`` is
+sent as a bearer token; with a token the hook acts as the token's agent unless ``AGENT_ID``
+names one.
 """
 
 from __future__ import annotations
@@ -11,11 +23,10 @@ from __future__ import annotations
 import json
 import os
 import sys
+import urllib.error
+import urllib.request
+from datetime import UTC, datetime
 from typing import Any, TextIO
-
-import httpx
-from baton.server.sessions import HOOK_TYPES
-from baton.server.store import utc_now
 
 # Claude Code's hook event names -> Baton's hook types.
 CLAUDE_EVENTS = {
@@ -26,16 +37,15 @@ CLAUDE_EVENTS = {
     "Notification": "notification", "TaskCompleted": "task_completed", "Stop": "stop",
     "SessionEnd": "session_end",
 }  # fmt: skip
+HOOK_TYPES = frozenset(CLAUDE_EVENTS.values())
+FILE_KEYS = ("file_path", "path", "file", "notebook_path")
 TIMEOUT = 3.0
+TRANSCRIPT_TAIL = 256 * 1024  # bytes of the transcript read for the last assistant message
+COMPACT_BUDGET = 1500
 
 
-def hook_type(event: str) -> str:
-    """Accept Claude Code's names (``PostToolUse``) and Baton's (``post_tool_use``)."""
-    found = CLAUDE_EVENTS.get(event, event)
-    if found not in HOOK_TYPES:
-        known = ", ".join([*CLAUDE_EVENTS, *HOOK_TYPES])
-        raise ValueError(f"unknown hook event {event!r}; one of: {known}")
-    return found
+class Refused(Exception):
+    """Baton answered with an error: the one line to print."""
 
 
 def project_of(cwd: str) -> str:
@@ -43,71 +53,160 @@ def project_of(cwd: str) -> str:
     return os.environ.get("BATON_PROJECT") or os.path.basename(os.path.normpath(cwd)) or "root"
 
 
-def _headers(agent: str | None, token: str | None) -> dict[str, str]:
-    headers = {} if agent is None else {"X-Baton-Agent": agent}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    return headers
+def utc_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _refused(response: httpx.Response) -> str | None:
-    """One line saying why Baton refused the hook's credentials, or None."""
-    if response.status_code not in (401, 403, 429):
+class Baton:
+    """The few API calls a hook makes, over the standard library's HTTP client."""
+
+    def __init__(self, base_url: str, agent: str | None, token: str | None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.headers = {"Content-Type": "application/json"}
+        if agent is not None:
+            self.headers["X-Baton-Agent"] = agent
+        if token:
+            self.headers["Authorization"] = f"Bearer {token}"
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(f"{self.base_url}{path}", data=data, method=method,
+                                         headers=self.headers)  # fmt: skip
+        try:
+            with urllib.request.urlopen(request, timeout=TIMEOUT) as response:  # noqa: S310
+                return json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as error:
+            raise Refused(_refusal(error.code, error.read())) from None
+
+
+def _refusal(status: int, body: bytes) -> str:
+    """One line saying why Baton refused."""
+    try:
+        answer = json.loads(body)
+        detail = answer.get("detail") or answer.get("error") or answer.get("title")
+    except (ValueError, AttributeError):
+        detail = body[:200].decode("utf-8", "replace")
+    if status == 401:
+        return f"Baton refused this hook ({status}: {detail}); set BATON_TOKEN to a valid token"
+    if status in (403, 429):
+        return f"Baton refused this hook ({status}: {detail}); check BATON_TOKEN and AGENT_ID"
+    return f"Baton answered {status}: {detail}"
+
+
+def last_assistant_message(transcript_path: object) -> str | None:
+    """The text of the last assistant message in a Claude Code transcript (JSON lines)."""
+    if not isinstance(transcript_path, str) or not transcript_path.endswith(".jsonl"):
         return None
     try:
-        detail = response.json().get("detail") or response.json().get("error")
-    except ValueError:
-        detail = response.text[:200]
-    fix = "set BATON_TOKEN to a valid token" if response.status_code == 401 else \
-        "check BATON_TOKEN and AGENT_ID"  # fmt: skip
-    return f"baton hook: Baton refused this hook ({response.status_code}: {detail}); {fix}"
+        with open(transcript_path, "rb") as transcript:
+            transcript.seek(max(0, os.path.getsize(transcript_path) - TRANSCRIPT_TAIL))
+            lines = transcript.read().splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        message = entry.get("message") if isinstance(entry, dict) else None
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            continue
+        content = message.get("content")
+        texts = [content] if isinstance(content, str) else [
+            block.get("text", "") for block in content or []
+            if isinstance(block, dict) and block.get("type") == "text"
+        ]  # fmt: skip
+        text = " ".join(t for t in texts if t).strip()
+        if text:
+            return text
+    return None
+
+
+def files_of(payload: dict[str, Any]) -> list[str]:
+    tool_input = payload.get("tool_input")
+    if not isinstance(tool_input, dict):
+        return []
+    return [value for key in FILE_KEYS if isinstance(value := tool_input.get(key), str) and value]
 
 
 def check(base_url: str, agent: str | None, token: str | None) -> int:
     """``baton hook --check``: 0 when Baton answers and accepts the credentials."""
     try:
-        response = httpx.get(f"{base_url}/v1/whoami", headers=_headers(agent, token),
-                             timeout=TIMEOUT)  # fmt: skip
-    except httpx.HTTPError as error:
+        who = Baton(base_url, agent, token).call("GET", "/v1/whoami")
+    except Refused as refused:
+        print(f"baton hook: {refused}", file=sys.stderr)
+        return 1
+    except (OSError, ValueError) as error:
         print(f"baton hook: Baton is not reachable at {base_url} ({error})", file=sys.stderr)
         return 1
-    refused = _refused(response)
-    if refused or response.status_code >= 400:
-        print(refused or f"baton hook: {response.status_code} {response.text[:200]}",
-              file=sys.stderr)  # fmt: skip
-        return 1
-    who = response.json()
     print(f"baton hook: ok, {base_url} records hook events as {who['agent']} in namespace "
           f"{who['namespace']} ({who['credential']})")  # fmt: skip
     return 0
 
 
 def run(event: str, stdin: TextIO, base_url: str, agent: str | None, token: str | None) -> int:
-    kind = hook_type(event)
-    raw = stdin.read()
-    payload: dict[str, Any] = json.loads(raw) if raw.strip() else {}
-    session_id = str(payload.get("session_id") or payload.get("sessionId") or "")
-    cwd = os.path.abspath(str(payload.get("cwd") or os.getcwd()))
-    if not session_id:
-        print("baton hook: the payload has no session_id; nothing recorded", file=sys.stderr)
-        return 0
-    project = project_of(cwd)
-    headers = _headers(agent, token)
+    """Handle one hook event; always exits 0 (see the module docstring)."""
     try:
-        with httpx.Client(base_url=base_url, headers=headers, timeout=TIMEOUT) as http:
-            if kind == "session_start":
-                http.post("/v1/sessions", json={"id": session_id, "project": project, "cwd": cwd})
-            response = http.post("/v1/observations", json={
-                "hook_type": kind, "session_id": session_id, "project": project, "cwd": cwd,
-                "timestamp": utc_now(), "data": payload,
-            })  # fmt: skip
-            if kind == "session_end":
-                http.post(f"/v1/sessions/{session_id}/end", json={})
-        refused = _refused(response)
-        if refused:
-            print(refused, file=sys.stderr)
-        elif response.status_code >= 400:
-            print(f"baton hook: {response.status_code} {response.text[:300]}", file=sys.stderr)
-    except httpx.HTTPError as error:
+        output = handle(event, stdin, Baton(base_url, agent, token))
+    except Refused as refused:
+        print(f"baton hook: {refused}", file=sys.stderr)
+        return 0
+    except ValueError as error:
+        print(f"baton hook: {error}", file=sys.stderr)
+        return 0
+    except OSError as error:
         print(f"baton hook: Baton is not reachable at {base_url} ({error})", file=sys.stderr)
+        return 0
+    if output:
+        sys.stdout.write(output)
     return 0
+
+
+def handle(event: str, stdin: TextIO, baton: Baton) -> str:
+    """Record the event; the text to print for Claude Code (may be empty)."""
+    if not event:
+        raise ValueError("name the hook event, e.g. baton hook PostToolUse")
+    kind = CLAUDE_EVENTS.get(event, event)
+    raw = stdin.read()
+    try:
+        payload = json.loads(raw) if raw.strip() else {}
+    except ValueError:
+        raise ValueError("the payload on stdin is not JSON; nothing recorded") from None
+    if not isinstance(payload, dict):
+        raise ValueError("the payload on stdin is not a JSON object; nothing recorded")
+    if kind not in HOOK_TYPES:
+        return ""  # an event Baton does not record (e.g. PermissionRequest): accepted
+    session_id = str(payload.get("session_id") or payload.get("sessionId") or "")
+    if not session_id:
+        raise ValueError("the payload has no session_id; nothing recorded")
+    cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else ""
+    cwd = os.path.abspath(cwd) if cwd else os.getcwd()
+    project = project_of(cwd)
+    if kind in ("stop", "subagent_stop", "session_end") and not payload.get("last_assistant_message"):
+        message = last_assistant_message(payload.get("transcript_path"))
+        if message:
+            payload = {**payload, "last_assistant_message": message}
+    if kind == "session_start":
+        baton.call("POST", "/v1/sessions", {"id": session_id, "project": project, "cwd": cwd})
+    baton.call("POST", "/v1/observations", {
+        "hook_type": kind, "session_id": session_id, "project": project, "cwd": cwd,
+        "timestamp": utc_now(), "data": payload,
+    })  # fmt: skip
+    if kind in ("stop", "session_end"):
+        baton.call("POST", f"/v1/sessions/{session_id}/end", {})
+    if kind == "session_start":
+        found = baton.call("POST", "/v1/context", {"session_id": session_id, "kind": "start",
+                                                   "cwd": cwd, "project": project})  # fmt: skip
+        if found["context"]:
+            return json.dumps({"hookSpecificOutput": {
+                "hookEventName": "SessionStart", "additionalContext": found["context"]}})  # fmt: skip
+    if kind == "pre_compact":
+        found = baton.call("POST", "/v1/context", {"session_id": session_id, "kind": "compact",
+                                                   "project": project,
+                                                   "budget": COMPACT_BUDGET})  # fmt: skip
+        return str(found["context"])
+    if kind == "pre_tool_use" and files_of(payload):
+        found = baton.call("POST", "/v1/enrich", {"session_id": session_id,
+                                                  "files": files_of(payload), "project": project})  # fmt: skip
+        return str(found["context"])
+    return ""

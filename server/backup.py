@@ -78,7 +78,7 @@ async def export(store: FactStore, scope: str | None = None) -> AsyncIterator[di
         yield {
             "type": "session", "id": session_id, "meta": _decode(meta, ("concepts",)),
             "touched": _decode(await redis.hgetall(keys.session_touched(session_id))),
-            "files": sorted(f.decode() for f in await redis.smembers(f"{keys.session(session_id)}:files")),
+            "files": sorted(f.decode() for f in await redis.smembers(keys.session_files(session_id))),
             "observations": observations,
         }  # fmt: skip
 
@@ -204,7 +204,7 @@ async def _queue_session(store: FactStore, pipe: Any, line: dict[str, Any]) -> N
     if line["touched"]:
         pipe.hset(keys.session_touched(session_id), mapping=line["touched"])
     if line["files"]:
-        pipe.sadd(f"{keys.session(session_id)}:files", *line["files"])
+        pipe.sadd(keys.session_files(session_id), *line["files"])
     started = datetime.fromisoformat(line["meta"]["started_at"]).timestamp()
     pipe.zadd(keys.sessions, {session_id: int(started * 1_000_000)}, nx=True)
     for observation in line["observations"]:

@@ -217,11 +217,7 @@ def cmd_hook(args: argparse.Namespace) -> int:
     agent = None if named is None else check_agent(named, field="AGENT_ID")
     if args.check:
         return check(settings.base_url, agent, settings.token)
-    try:
-        return run(args.event, sys.stdin, settings.base_url, agent, settings.token)
-    except ValueError as error:
-        print(f"baton: {error}", file=sys.stderr)
-        return 2
+    return run(args.event, sys.stdin, settings.base_url, agent, settings.token)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:

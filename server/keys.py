@@ -10,6 +10,7 @@ Layout (``<ns>`` is the namespace, ``<ref>`` a validated ref such as ``listing/5
     baton:<ns>:agents                    set   agent ids that wrote to the namespace
     baton:<ns>:session:{<sid>}           hash  session metadata
     baton:<ns>:session:{<sid>}:touched   hash  ref -> version the session last read or wrote
+    baton:<ns>:session:{<sid>}:files     set   files the session's observations named
     baton:<ns>:handoffs                  zset  every packet id, scored by creation time (µs)
     baton:<ns>:handoff-inbox             hash  packet id -> receiving agent (ids are unique here)
     baton:<ns>:inboxes                   set   agents that have ever been handed a packet
@@ -95,6 +96,9 @@ class Keys:
 
     def session_touched(self, session_id: str) -> str:
         return f"{self.session(session_id)}:touched"
+
+    def session_files(self, session_id: str) -> str:
+        return f"{self.session(session_id)}:files"
 
     # -- handoffs -----------------------------------------------------------------------------
 

@@ -14,9 +14,10 @@ can make comes back as a tool result with ``isError: true`` and a message saying
 import functools
 import inspect
 import os
+import secrets
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal, ParamSpec
 
 import msgspec
@@ -371,10 +372,10 @@ def _add_memory_tools(mcp: MCPServer, binding: Binding) -> None:
 
 async def run_stdio(settings: Settings, agent: str) -> None:
     """Serve MCP on stdin/stdout as ``agent``: one process, one Baton session. The process
-    holds the Redis URL itself, so it is a local operator (see ``baton.server.identity``)."""
+    holds the Redis URL itself, so it is a local operator (see ``baton.server.identity``).
+    The session is created when the agent first reads or writes something, so a process
+    that only starts and stops leaves no empty session behind."""
     async with open_backend(settings) as backend:
-        caller = Caller(agent=agent, namespace=settings.namespace, session=None,
-                        credential=local(agent))  # fmt: skip
-        session = await SessionStore(backend.store(settings.namespace)).start(caller=caller)
-        binding = Binding(caller=replace(caller, session=session.id), backend=backend)
-        await create_mcp_server(binding).run_stdio_async()
+        caller = Caller(agent=agent, namespace=settings.namespace, credential=local(agent),
+                        session=f"s_{secrets.token_hex(8)}")  # fmt: skip
+        await create_mcp_server(Binding(caller=caller, backend=backend)).run_stdio_async()

@@ -18,7 +18,8 @@ import msgspec
 from baton.server.errors import InvalidInput, NotFound
 from baton.server.identity import Caller, check_session_owner, sweeper
 from baton.server.keys import NAMESPACES
-from baton.server.models import RecallHit, RecordVersion
+from baton.server.models import Observation, RecallHit, RecordVersion
+from baton.server.observations import concepts_of, observation_from
 from baton.server.search import text_of
 from baton.server.store import FactStore, utc_now
 from baton.server.validation import check_agent, check_session_id
@@ -29,6 +30,7 @@ SIMILAR_ABOVE = 0.4
 CANDIDATES = 50
 MAX_CONTENT = 64 * 1024
 MAX_TTL_DAYS = 36_500
+SCRUB_MIN_QUOTE = 8  # characters of a forgotten observation that count as a quote of it
 Format = Literal["full", "compact", "narrative"]
 
 
@@ -346,6 +348,7 @@ class MemoryStore:
             whole = not ids
             if whole:
                 ids = [raw.decode() for raw in await self.redis.lrange(self.keys.observations(session_id), 0, -1)]
+            forgotten = [] if whole else await self._read_observations(session_id, ids)
             removed = await self.index.remove([f"o:{session_id}:{oid}" for oid in ids])
             pipe = self.redis.pipeline(transaction=False)
             for oid in ids:
@@ -354,12 +357,14 @@ class MemoryStore:
                 pipe.hdel(self.keys.observation_sessions, oid)
             if whole:
                 pipe.delete(self.keys.session(session_id), self.keys.session_touched(session_id),
-                            self.keys.observations(session_id), f"{self.keys.session(session_id)}:files")  # fmt: skip
+                            self.keys.observations(session_id), self.keys.session_files(session_id))  # fmt: skip
                 pipe.zrem(self.keys.sessions, session_id)
                 pipe.zrem(self.keys.active_sessions, session_id)
             else:
                 pipe.hincrby(self.keys.session(session_id), "observation_count", -len(ids))
             await pipe.execute()
+            if forgotten:
+                await self._scrub(session_id, forgotten)
             result.observations = max(removed, len(ids) if whole else removed)
             target = f"session/{session_id}" if whole else f"session/{session_id}/observations"
             if whole:
@@ -368,6 +373,34 @@ class MemoryStore:
                 agent, "forget", target, reason, {"observations": ids},
             ))  # fmt: skip
         return result
+
+    async def _read_observations(self, session_id: str, ids: Sequence[str]) -> list[Observation]:
+        pipe = self.redis.pipeline(transaction=False)
+        for observation_id in ids:
+            pipe.hgetall(self.keys.observation(session_id, observation_id))
+        return [observation_from(fields) for fields in await pipe.execute() if fields]
+
+    async def _scrub(self, session_id: str, forgotten: list[Observation]) -> None:
+        """Remove what a session derived from forgotten observations: its title and summary
+        when they quote one, its file list and concepts (recomputed from what is left)."""
+        ids = [raw.decode() for raw in await self.redis.lrange(self.keys.observations(session_id), 0, -1)]
+        left = await self._read_observations(session_id, ids)
+        meta = await self.redis.hmget(self.keys.session(session_id), "title", "summary")
+        quoted = [o.narrative for o in forgotten if len(o.narrative) >= SCRUB_MIN_QUOTE]
+        pipe = self.redis.pipeline(transaction=True)
+        for field, raw in zip(("title", "summary"), meta, strict=True):
+            text = raw.decode() if raw else ""
+            if text and any(q in text or text in q for q in quoted):
+                pipe.hdel(self.keys.session(session_id), field)
+        prompts = [o.narrative for o in left if o.hook_type == "prompt_submit"]
+        if meta[0] and prompts:
+            pipe.hsetnx(self.keys.session(session_id), "title", prompts[0][:200])
+        files = list(dict.fromkeys(path for o in left for path in o.files))
+        pipe.delete(self.keys.session_files(session_id))
+        if files:
+            pipe.sadd(self.keys.session_files(session_id), *files)
+        pipe.hset(self.keys.session(session_id), "concepts", msgpack.packb(concepts_of(left)))
+        await pipe.execute()
 
     async def audit(
         self, agent: str, action: str, target: str, reason: str,

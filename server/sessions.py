@@ -7,8 +7,6 @@ import hashlib
 import os
 import secrets
 import time
-from collections import Counter
-from collections.abc import Mapping
 from typing import Any
 
 import msgpack
@@ -17,90 +15,19 @@ from baton.server.identity import Caller, check_session_owner
 from baton.server.integrity import canonical_bytes
 from baton.server.memories import MemoryStore
 from baton.server.models import Observation, Observed, ResumeHere, Session, SessionEnded
-from baton.server.search import tokenize
+from baton.server.observations import (
+    HOOK_TYPES,
+    compress,
+    concepts_of,
+    observation_from,
+    open_question,
+)
 from baton.server.store import FactStore, utc_now
 from baton.server.validation import check_session_id
 
-HOOK_TYPES = (
-    "session_start", "prompt_submit", "pre_tool_use", "post_tool_use", "post_tool_failure",
-    "pre_compact", "subagent_start", "subagent_stop", "notification", "task_completed", "stop",
-    "session_end",
-)  # fmt: skip
-# Tool name fragments -> observation type, checked in this order.
-TOOL_TYPES = (
-    (("edit", "patch"), "file_edit"),
-    (("write", "create"), "file_write"),
-    (("read", "view"), "file_read"),
-    (("bash", "shell"), "command_run"),
-    (("grep", "glob", "search"), "search"),
-    (("fetch", "http"), "web_fetch"),
-    (("task", "agent"), "subagent"),
-)
-HOOK_TYPE_NAMES = {
-    "prompt_submit": "conversation", "notification": "conversation", "stop": "conversation",
-    "session_start": "session", "session_end": "session", "pre_compact": "compact",
-    "subagent_start": "subagent", "subagent_stop": "subagent", "task_completed": "task",
-}  # fmt: skip
-FILE_KEYS = ("file_path", "filePath", "path", "notebook_path", "files", "paths")
 DEDUPE_SECONDS = 300
 RECENT_SESSIONS = 20
-NARRATIVE_LIMIT = 600
 STATUS_PREFERENCE = {"completed": 0, "abandoned": 1, "active": 2}
-CONCEPT_COUNT = 5
-STOPWORDS = frozenset(
-    "the and for with that this from into then than have has was were are not you your "
-    "our its it's can will should would could what when where which who how why use used "
-    "file files run ran tool output input".split()
-)
-
-
-def _first(data: Mapping[str, Any], *names: str) -> Any:
-    for name in names:
-        if data.get(name) not in (None, ""):
-            return data[name]
-    return None
-
-
-def _text(value: Any, limit: int = 300) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, dict):
-        preferred = _first(value, "command", "description", "pattern", "query", "url",
-                           "file_path", "path", "prompt", "content", "stdout", "output", "error")  # fmt: skip
-        value = preferred if preferred is not None else value
-    text = value if isinstance(value, str) else canonical_bytes(value).decode()
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def compress(hook_type: str, data: Mapping[str, Any]) -> tuple[str, str, str, list[str]]:
-    """(type, title, narrative, files) of a hook event, without an LLM."""
-    tool = _first(data, "tool_name", "toolName", "tool")
-    tool_input = _first(data, "tool_input", "toolInput", "input")
-    output = _first(data, "tool_response", "tool_output", "toolOutput", "output", "error")
-    prompt = _first(data, "prompt", "message", "last_assistant_message", "summary")
-    if isinstance(tool, str) and tool:
-        lowered = tool.lower()
-        kind = next((name for parts, name in TOOL_TYPES if any(p in lowered for p in parts)),
-                    "tool")  # fmt: skip
-        title = tool
-    else:
-        kind = HOOK_TYPE_NAMES.get(hook_type, "event")
-        title = hook_type.replace("_", " ")
-    parts = [_text(prompt)] if prompt is not None else []
-    if tool_input is not None:
-        parts.append(_text(tool_input))
-    if output is not None:
-        parts.append(("failed: " if hook_type == "post_tool_failure" else "→ ") + _text(output, 200))
-    narrative = " ".join(part for part in parts if part)[:NARRATIVE_LIMIT] or title
-    files: list[str] = []
-    if isinstance(tool_input, dict):
-        for key in FILE_KEYS:
-            found = tool_input.get(key)
-            for item in found if isinstance(found, list) else [found]:
-                if isinstance(item, str) and item and item not in files:
-                    files.append(item)
-    return kind, title, narrative, files
 
 
 def normalise_cwd(cwd: object, field: str = "cwd") -> str:
@@ -153,7 +80,7 @@ class SessionStore:
             fields["cwd"] = normalise_cwd(cwd)
         if title:
             fields["title"] = str(title).strip()[:200]
-        await self.facts.touch(session_id, agent, {})
+        await self.facts.touch(session_id, agent, {}, listed=len(fields) > 3)
         pipe = self.redis.pipeline(transaction=False)
         pipe.hset(self.keys.session(session_id), mapping=fields)
         pipe.hdel(self.keys.session(session_id), "ended_at")
@@ -164,14 +91,13 @@ class SessionStore:
         self, session_id: str, *, caller: Caller, summary: str | None = None,
         concepts: list[str] | None = None, title: str | None = None,
     ) -> SessionEnded:  # fmt: skip
-        """Mark a session completed; an unknown or already ended one is ``ended: false``;
-        another agent's session is refused."""
+        """Mark a session completed (``ended: false`` for an unknown one); another agent's
+        session is refused. Ending again updates the end time, summary, title and concepts:
+        agentmemory's Stop hook ends the session after every turn."""
         session_id = check_session_id(session_id, field="sessionId")
         await check_session_owner(self.redis, self.keys, session_id, caller)
-        status = await self.redis.hget(self.keys.session(session_id), "status")
-        if status is None or status == b"completed":
-            session = None if status is None else await self.get(session_id)
-            return SessionEnded(ended=False, session=session)
+        if not await self.redis.exists(self.keys.session(session_id)):
+            return SessionEnded(ended=False, session=None)
         fields: dict[str, Any] = {"status": "completed", "ended_at": utc_now()}
         if summary:
             fields["summary"] = summary.strip()
@@ -185,21 +111,15 @@ class SessionStore:
         return SessionEnded(ended=True, session=await self.get(session_id))
 
     async def _concepts(self, session_id: str) -> list[str]:
-        """The session's most frequent words across its observations (no LLM, no guessing)."""
-        counts: Counter[str] = Counter()
-        for observation in await self.observations(session_id):
-            counts.update(
-                token for token in tokenize(f"{observation.title} {observation.narrative}")
-                if token.isalpha() and len(token) > 3 and token not in STOPWORDS
-            )  # fmt: skip
-        return [token for token, _ in counts.most_common(CONCEPT_COUNT)]
+        """The session's concepts from its observations (no LLM, no guessing)."""
+        return concepts_of(await self.observations(session_id))
 
     async def get(self, session_id: str) -> Session:
         session_id = check_session_id(session_id, field="sessionId")
         pipe = self.redis.pipeline(transaction=False)
         pipe.hgetall(self.keys.session(session_id))
         pipe.hgetall(self.keys.session_touched(session_id))
-        pipe.smembers(f"{self.keys.session(session_id)}:files")
+        pipe.smembers(self.keys.session_files(session_id))
         meta, touched, files = await pipe.execute()
         if not meta:
             raise NotFound(f"no session {session_id}", session=session_id)
@@ -239,7 +159,7 @@ class SessionStore:
         for session_id in ids:
             pipe.hgetall(self.keys.session(session_id))
             pipe.hgetall(self.keys.session_touched(session_id))
-            pipe.smembers(f"{self.keys.session(session_id)}:files")
+            pipe.smembers(self.keys.session_files(session_id))
         replies = await pipe.execute()
         return [
             self._session(session_id, *replies[3 * i : 3 * i + 3])
@@ -264,18 +184,19 @@ class SessionStore:
     # -- observations -------------------------------------------------------------------------
 
     async def observe(
-        self, *, hook_type: str, session_id: str, project: str, cwd: str, timestamp: str,
-        data: Any, caller: Caller,
+        self, *, hook_type: str, session_id: str, project: str, cwd: str | None,
+        timestamp: str, data: Any, caller: Caller,
     ) -> Observed:  # fmt: skip
         """Store one hook event, compressed; the same event within 5 minutes is stored once.
-        Observing into another agent's session is refused."""
+        Observing into another agent's session is refused; an empty or missing ``cwd`` is
+        stored as unknown (``""``)."""
         if hook_type not in HOOK_TYPES:
             raise InvalidInput("hookType", f"must be one of {', '.join(HOOK_TYPES)}")
         session_id = check_session_id(session_id, field="sessionId")
         agent = caller.agent
         if not isinstance(project, str) or not project.strip():
             raise InvalidInput("project", "is required: a stable project id")
-        cwd = normalise_cwd(cwd)
+        cwd = "" if cwd is None or (isinstance(cwd, str) and not cwd.strip()) else normalise_cwd(cwd)
         if not isinstance(timestamp, str) or not timestamp.strip():
             raise InvalidInput("timestamp", "is required")
         data = data if isinstance(data, dict) else {"value": data}
@@ -301,7 +222,7 @@ class SessionStore:
             hook_type=hook_type, type=kind, title=title, narrative=narrative, files=files,
             timestamp=timestamp, created_at=utc_now(),
         )  # fmt: skip
-        await self.facts.touch(session_id, agent, {})
+        await self.facts.touch(session_id, agent, {}, listed=True)
         await self.memories.index.refresh_average()
         session_key = self.keys.session(session_id)
         pipe = self.redis.pipeline(transaction=False)
@@ -316,11 +237,12 @@ class SessionStore:
         pipe.hset(self.keys.observation_sessions, observation_id, session_id)
         pipe.hincrby(session_key, "observation_count", 1)
         pipe.hsetnx(session_key, "project", observation.project)
-        pipe.hsetnx(session_key, "cwd", cwd)
+        if cwd:  # an event without a working directory leaves the session's unknown
+            pipe.hsetnx(session_key, "cwd", cwd)
         if hook_type == "prompt_submit":
             pipe.hsetnx(session_key, "title", narrative[:200])
         if files:
-            pipe.sadd(f"{session_key}:files", *files)
+            pipe.sadd(self.keys.session_files(session_id), *files)
         await self.memories.index.queue_index(
             pipe, f"o:{session_id}:{observation_id}", f"{title} {narrative} {' '.join(files)}",
             kind="observation", project=observation.project, agent=agent,
@@ -333,7 +255,7 @@ class SessionStore:
         fields = await self.redis.hgetall(self.keys.observation(session_id, observation_id))
         if not fields:
             raise NotFound(f"no observation {observation_id} in session {session_id}")
-        return _observation(fields)
+        return observation_from(fields)
 
     async def observations(self, session_id: str, last: int | None = None) -> list[Observation]:
         start = 0 if last is None else -last
@@ -341,7 +263,7 @@ class SessionStore:
         pipe = self.redis.pipeline(transaction=False)
         for raw in ids:
             pipe.hgetall(self.keys.observation(session_id, raw.decode()))
-        return [_observation(fields) for fields in await pipe.execute() if fields]
+        return [observation_from(fields) for fields in await pipe.execute() if fields]
 
     # -- where were we ------------------------------------------------------------------------
 
@@ -376,7 +298,7 @@ class SessionStore:
                               text=text)  # fmt: skip
 
         recent = await self.observations(session.id, last=20)
-        question = self._open_question(session, recent)
+        question = open_question(session, recent)
         files = list(dict.fromkeys([*session.files, *(f for o in reversed(recent) for f in o.files)]))[:10]
         recalled = []
         if session.concepts:
@@ -401,18 +323,6 @@ class SessionStore:
                           next_step=next_step, text="\n".join(lines))  # fmt: skip
 
     @staticmethod
-    def _open_question(session: Session, recent: list[Observation]) -> str | None:
-        """An unanswered user-facing question: the summary's, or a recent conversation
-        observation's narrative, ending in '?'."""
-        if session.summary and session.summary.rstrip().endswith("?"):
-            sentences = session.summary.rstrip().replace("Open:", ".").split(".")
-            return sentences[-1].strip() or session.summary.strip()
-        for observation in reversed(recent):
-            if observation.type == "conversation" and observation.narrative.rstrip().endswith("?"):
-                return observation.narrative.strip()
-        return None
-
-    @staticmethod
     def _next_step(session: Session, question: str | None, recent: list[Observation],
                    files: list[str]) -> str:  # fmt: skip
         if question:
@@ -423,14 +333,3 @@ class SessionStore:
         if files:
             return f"Open {files[0]} and continue {session.title or 'where the session stopped'}."
         return f"Continue {session.title or 'the session'}."
-
-
-def _observation(fields: dict[bytes, bytes]) -> Observation:
-    return Observation(
-        id=fields[b"id"].decode(), session=fields[b"session"].decode(),
-        agent=fields[b"agent"].decode(), project=fields[b"project"].decode(),
-        cwd=fields[b"cwd"].decode(), hook_type=fields[b"hook_type"].decode(),
-        type=fields[b"type"].decode(), title=fields[b"title"].decode(),
-        narrative=fields[b"narrative"].decode(), files=msgpack.unpackb(fields[b"files"]),
-        timestamp=fields[b"timestamp"].decode(), created_at=fields[b"created_at"].decode(),
-    )  # fmt: skip

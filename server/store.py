@@ -759,16 +759,21 @@ class FactStore:
         raw = await self.redis.hgetall(self.keys.session_touched(check_session_id(session_id)))
         return {ref.decode(): int(version) for ref, version in raw.items()}
 
-    async def touch(self, session_id: str, agent: str, seen: dict[str, int]) -> None:
+    async def touch(
+        self, session_id: str, agent: str, seen: dict[str, int], *, listed: bool = False
+    ) -> None:
         """Record activity and what a session saw; a session id used for the first time is
-        created, an abandoned session is reopened."""
+        created, an abandoned session is reopened. A session is listed (sessions, "where
+        were we") once it holds something: a ref it saw, or ``listed`` (started with a
+        working directory, or given an observation)."""
         pipe = self.redis.pipeline(transaction=False)
-        await self.touch_commands(pipe, session_id, agent, seen)
+        await self.touch_commands(pipe, session_id, agent, seen, listed=listed)
         await pipe.execute()
 
     async def touch_commands(
-        self, pipe: Pipeline, session_id: str, agent: str, seen: dict[str, int]
-    ) -> None:
+        self, pipe: Pipeline, session_id: str, agent: str, seen: dict[str, int], *,
+        listed: bool = False,
+    ) -> None:  # fmt: skip
         now_us = time.time_ns() // 1000
         keys = [self.keys.session(session_id), self.keys.session_touched(session_id)]
         args = [agent, utc_now(), *[item for pair in seen.items() for item in pair]]
@@ -776,7 +781,8 @@ class FactStore:
             await self.backend.scripts.touch_session(keys=keys, args=args)
         else:
             await self.backend.scripts.touch_session(keys=keys, args=args, client=pipe)
-        pipe.zadd(self.keys.sessions, {session_id: now_us}, nx=True)
+        if seen or listed:
+            pipe.zadd(self.keys.sessions, {session_id: now_us}, nx=True)
         pipe.zadd(self.keys.active_sessions, {session_id: now_us})
         pipe.sadd(NAMESPACES, self.namespace)  # so the periodic sweep visits it
 

@@ -60,7 +60,8 @@ def test_session_observe_search_and_end(am: httpx.Client) -> None:
     assert [s["id"] for s in listed] == ["cc-1"] and listed[0]["observationCount"] == 1
     assert am.post("/session/end", json={"sessionId": "cc-1"}).json() == {"success": True,
                                                                            "ended": True}  # fmt: skip
-    assert am.post("/session/end", json={"sessionId": "cc-1"}).json()["ended"] is False
+    assert am.post("/session/end", json={"sessionId": "cc-1"}).json()["ended"] is True  # per turn
+    assert am.post("/session/end", json={"sessionId": "cc-nope"}).json()["ended"] is False
 
 
 def test_remember_dedupe_forget_export_and_audit(am: httpx.Client) -> None:

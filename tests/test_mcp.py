@@ -212,3 +212,20 @@ async def test_sessionless_http_clients_name_their_session_in_a_header(
 
     refused = httpx.post(f"{api_url}/mcp", json={}, headers={"X-Baton-Agent": "not valid"})
     assert (refused.status_code, refused.json()["field"]) == (422, "x-baton-agent")
+
+
+async def test_connections_that_record_nothing_leave_no_session(api_url: str, redis_url: str) -> None:
+    """An MCP connection (HTTP) or a `baton mcp` process (stdio) that only looks around
+    creates no session: sessions appear once something is recorded in them."""
+    async with http_client(api_url, "looker") as looker:
+        await looker.list_tools()
+        await call(looker, "memory_stats")
+        await call(looker, "memory_sessions")
+    async with Client(stdio_server("looker", redis_url)) as process:
+        await call(process, "memory_stats")
+    assert httpx.get(f"{api_url}/v1/sessions").json() == []
+
+    async with http_client(api_url, "writer") as writer:
+        await call(writer, "remember", ref="a/b", value=1)
+    [listed] = httpx.get(f"{api_url}/v1/sessions").json()
+    assert (listed["agent"], listed["touched"]) == ("writer", {"a/b": 1})

@@ -11,8 +11,10 @@ import redis
 from baton.server.connection import async_redis
 from baton.server.errors import InvalidInput, NotFound
 from baton.server.memories import MemoryStore, jaccard
+from baton.server.models import Observation, Session
+from baton.server.observations import compress, concepts_of, open_question
 from baton.server.search import SearchIndex, tokenize
-from baton.server.sessions import SessionStore, compress, within
+from baton.server.sessions import SessionStore, within
 from baton.server.settings import Limits
 from baton.server.store import Backend, FactStore
 
@@ -257,11 +259,17 @@ async def test_identical_observations_within_five_minutes_are_stored_once(
 
 
 async def test_session_end_and_idle_sweep(sessions: SessionStore) -> None:
-    """End completes a session once (then ended: false); idle ones become abandoned and new
-    activity reopens them."""
+    """End completes a session; ending again (agentmemory's Stop after every turn) moves its
+    end time and summary on; an unknown one is ended: false. Idle sessions become abandoned
+    and new activity reopens them."""
     await sessions.start(caller=as_agent("claude"), session_id="s-end", project="app", cwd="/repo")
-    assert (await sessions.end("s-end", caller=as_agent("claude"), summary="done")).ended
-    assert not (await sessions.end("s-end", caller=as_agent("claude"))).ended
+    first = await sessions.end("s-end", caller=as_agent("claude"), summary="turn one")
+    assert first.ended and first.session is not None and first.session.status == "completed"
+    await asyncio.sleep(0.01)
+    again = await sessions.end("s-end", caller=as_agent("claude"), summary="turn two")
+    assert again.ended and again.session is not None
+    assert again.session.summary == "turn two"
+    assert again.session.ended_at > first.session.ended_at  # type: ignore[operator]
     assert not (await sessions.end("s-unknown", caller=as_agent("claude"))).ended
 
     await sessions.start(caller=as_agent("claude"), session_id="s-idle", project="app", cwd="/repo")
@@ -375,3 +383,84 @@ async def test_smart_search_gives_compact_hits_then_expands_chosen_ids(
     full = await sessions.memories.smart_search(expand_ids=[saved.memory.id, observation])  # type: ignore[union-attr]
     assert [hit.kind for hit in full.results] == ["memory", "observation"]
     assert full.results[0].text.endswith("x" * 200)
+
+
+# -- what a session says: concepts and open questions ---------------------------------------
+
+
+def test_concepts_are_whole_words_of_the_work_not_of_the_machinery() -> None:
+    """Hook and tool names, payload keys, paths and stop-words never become concepts;
+    words are kept whole (no stems)."""
+    observations = [
+        observation("prompt_submit", "Rework the staging deploy: staging needs the rollback"),
+        observation("post_tool_use", "rollback staging deploy", title="Edit",
+                    files=["/repo/deploy/staging.yml"]),  # fmt: skip
+        observation("session_start", "session start", title="session start"),
+    ]
+    concepts = concepts_of(observations)
+    assert concepts[:3] == ["staging", "deploy", "rollback"]
+    assert not {"stag", "session", "start", "edit", "prompt", "submit", "repo"} & set(concepts)
+
+
+def test_an_open_question_is_one_nobody_answered() -> None:
+    """The assistant's question with no prompt after it is open; a question answered by a
+    later prompt is not; the user's own prompts never are; a question inside a summary is."""
+    asked = observation("stop", "Tests pass. Should I also migrate the staging database?")
+    assert open_question(session(), [observation("prompt_submit", "fix it"), asked]) == (
+        "Should I also migrate the staging database?"
+    )
+    answered = [asked, observation("prompt_submit", "yes, migrate it")]
+    assert open_question(session(), answered) is None
+    assert open_question(session(), [observation("prompt_submit", "why does it fail?")]) is None
+    summarised = session(summary="Done. Open: use A or B? Then ship.")
+    assert open_question(summarised, []) == "use A or B?"
+
+
+def observation(hook: str, narrative: str, *, title: str | None = None,
+                files: list[str] | None = None) -> Observation:  # fmt: skip
+    return Observation(id="o", session="s", agent="a", project="p", cwd="/repo", hook_type=hook,
+                       type="event", title=title or hook.replace("_", " "), narrative=narrative,
+                       files=files or [], timestamp="t", created_at="2026-11-30T10:00:00Z")  # fmt: skip
+
+
+def session(summary: str | None = None) -> Session:
+    return Session(id="s", agent="a", started_at="2026-11-30T09:00:00Z", summary=summary)
+
+
+async def test_forgetting_observations_scrubs_what_was_derived_from_them(
+    sessions: SessionStore,
+) -> None:
+    """A forgotten prompt leaves no trace in the session's title, concepts, files or the next
+    "where were we", nor in search."""
+    await sessions.start(caller=as_agent("claude"), session_id="s-leak", project="app",
+                         cwd="/repo")  # fmt: skip
+    leaked = await observe(sessions, "s-leak", "/repo", hook="prompt_submit",
+                           prompt="deploy with password hunter2secret to prod")  # fmt: skip
+    await observe(sessions, "s-leak", "/repo", hook="prompt_submit", prompt="tidy the changelog")
+    await observe(sessions, "s-leak", "/repo", tool_name="Read",
+                  tool_input={"file_path": "/repo/CHANGELOG.md"})  # fmt: skip
+    await sessions.end("s-leak", caller=as_agent("claude"))
+    assert "hunter2secret" in (await sessions.get("s-leak")).title  # type: ignore[operator]
+
+    await sessions.memories.forget(caller=as_agent("claude"), session_id="s-leak",
+                                   observation_ids=[leaked])  # fmt: skip
+    scrubbed = await sessions.get("s-leak")
+    assert scrubbed.title == "tidy the changelog"
+    assert "hunter2secret" not in " ".join(scrubbed.concepts)
+    answer = await sessions.resume_here("/repo")
+    assert "hunter2secret" not in answer.text and "tidy the changelog" in answer.text
+    assert (await sessions.memories.recall("hunter2secret")).results == []
+
+
+async def test_events_without_a_working_directory_are_kept(sessions: SessionStore) -> None:
+    """A hook that sends cwd "" or none loses nothing: the event is stored, the session's
+    directory stays unknown until an event names one."""
+    for cwd in ("", None):
+        observed = await sessions.observe(
+            hook_type="notification", session_id="s-nocwd", project="app", cwd=cwd,
+            timestamp="t", data={"message": "waiting"}, caller=as_agent("claude"),
+        )  # fmt: skip
+        assert observed.observation.cwd == ""
+    assert (await sessions.get("s-nocwd")).cwd is None
+    await observe(sessions, "s-nocwd", "/repo", tool_name="Read", tool_input={"path": "/repo/a"})
+    assert (await sessions.get("s-nocwd")).cwd == "/repo"

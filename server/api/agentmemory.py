@@ -15,7 +15,8 @@ from typing import Any
 
 import msgspec
 from baton.server.api.deps import CallerDep, MemoriesDep, SessionsDep, claim_agent_id
-from baton.server.errors import BatonError
+from baton.server.context import START_BUDGET, ContextBuilder
+from baton.server.errors import BatonError, NotFound
 from baton.server.identity import check_session
 from baton.server.mcp_server import SHIM_CALLER
 from litestar import Controller, Request, Response, delete, get, post
@@ -86,7 +87,62 @@ class AgentMemoryController(Controller):
             return error("sessionId, project, and cwd are required non-empty strings")
         session = await sessions.start(caller=caller, session_id=session_id,
                                        project=project, cwd=cwd, title=_string(body, "title"))  # fmt: skip
-        return answer({"session": _session_shape(session), "context": ""})
+        context = await ContextBuilder(sessions).start(session.id, session.cwd, project)
+        return answer({"session": _session_shape(session), "context": context.context})
+
+    @post("/context", status_code=200)
+    async def context(self, request: Request[Any, Any, Any], sessions: SessionsDep) -> Response[Any]:
+        """What agentmemory's PreCompact hook injects: this session's state and the previous
+        session's answer, within ``budget`` tokens."""
+        body = await _body(request)
+        session_id, project = _string(body, "sessionId"), _string(body, "project")
+        if not session_id or not project:
+            return error("sessionId and project are required strings")
+        budget = body.get("budget", START_BUDGET)
+        if isinstance(budget, str) and budget.strip().isdigit():
+            budget = int(budget)
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+            return error("budget must be a positive integer")
+        return answer(await ContextBuilder(sessions).compact(session_id, project, budget))
+
+    @post("/enrich", status_code=200)
+    async def enrich(self, request: Request[Any, Any, Any], sessions: SessionsDep) -> Response[Any]:
+        """What agentmemory's PreToolUse hook injects about the files a tool will touch."""
+        body = await _body(request)
+        session_id, files, terms = _string(body, "sessionId"), body.get("files"), body.get("terms", [])
+        if not session_id or not isinstance(files, list) or not files or not all(
+            isinstance(f, str) and f for f in files
+        ):
+            return error("sessionId (string) and files (string[]) are required")
+        if not isinstance(terms, list) or not all(isinstance(t, str) for t in terms):
+            return error("terms must be an array of strings")
+        project = body.get("project")
+        if project is not None and not _string(body, "project"):
+            return error("project must be a non-empty string")
+        return answer(await ContextBuilder(sessions).enrich(session_id, files, terms,
+                                                            _string(body, "project")))  # fmt: skip
+
+    @post("/summarize", status_code=200)
+    async def summarize(self, request: Request[Any, Any, Any], sessions: SessionsDep) -> Response[Any]:
+        """A session summary built from its observations (agentmemory asks an LLM; Baton does
+        not): always 200, ``success: false`` with agentmemory's error words."""
+        session_id = _string(await _body(request), "sessionId")
+        if not session_id:
+            return error("sessionId is required")
+        try:
+            summary = await ContextBuilder(sessions).summarize(session_id)
+        except NotFound as missing:
+            reason = "no_observations" if missing.detail == "no_observations" else "session_not_found"
+            return answer({"success": False, "error": reason})
+        return answer({"success": True, "summary": msgspec.to_builtins(summary),
+                       "qualityScore": 0})  # fmt: skip
+
+    @post("/claude-bridge/sync", status_code=200)
+    async def claude_bridge_sync(self) -> Response[Any]:
+        """agentmemory writes Claude Code's MEMORY.md here; Baton, possibly on another machine,
+        never writes into the user's home directory: acknowledged, nothing written."""
+        return answer({"success": False, "error": "Claude bridge not enabled: Baton does not "
+                       "write ~/.claude; use Baton's SessionStart context instead"})  # fmt: skip
 
     @post("/session/end")
     async def session_end(
@@ -113,11 +169,12 @@ class AgentMemoryController(Controller):
         self, request: Request[Any, Any, Any], sessions: SessionsDep, caller: CallerDep
     ) -> Response[Any]:
         body = await _body(request)
-        names = ("hookType", "sessionId", "project", "cwd", "timestamp")
+        names = ("hookType", "sessionId", "project", "timestamp")
         values = [_string(body, name) for name in names]
         if not all(values):
-            return error("hookType, sessionId, project, cwd, and timestamp are required strings")
-        hook, session_id, project, cwd, timestamp = values
+            return error("hookType, sessionId, project, and timestamp are required strings")
+        hook, session_id, project, timestamp = values
+        cwd = _string(body, "cwd")  # hooks may send "" or nothing: stored as unknown
         observed = await sessions.observe(
             hook_type=hook, session_id=session_id, project=project, cwd=cwd,  # type: ignore[arg-type]
             timestamp=timestamp, data=body.get("data"), caller=caller,  # type: ignore[arg-type]

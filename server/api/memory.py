@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from baton.server.api.deps import CallerDep, MemoriesDep, SessionsDep
 from baton.server.api.problems import problems
+from baton.server.context import START_BUDGET, Context, ContextBuilder, Enriched
 from baton.server.errors import InvalidInput
 from baton.server.memories import AuditEntry, Forgotten, MemorySaved, Recall
 from baton.server.models import Observed, ResumeHere, Session, SessionEnded
@@ -31,9 +32,27 @@ class ObserveBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     hook_type: str
     session_id: str
     project: str
-    cwd: str
+    cwd: str | None = None
     timestamp: str
     data: Any = None
+
+
+class ContextBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """``start``: the previous session's "where were we" for ``cwd``; ``compact``: this
+    session's state and the previous session's answer."""
+
+    session_id: str
+    kind: Literal["start", "compact"]
+    cwd: str | None = None
+    project: str | None = None
+    budget: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = START_BUDGET
+
+
+class EnrichBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    session_id: str
+    files: Annotated[list[str], msgspec.Meta(min_length=1, max_length=50)]
+    terms: Annotated[list[str], msgspec.Meta(max_length=50)] = []
+    project: str | None = None
 
 
 class SaveBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -109,6 +128,20 @@ class MemoryController(Controller):
           responses=problems(404))
     async def get_session(self, session_id: FromPath[str], sessions: SessionsDep) -> Session:
         return await sessions.get(session_id)
+
+    @post("/context", summary="Context for a coding agent's hook: session start or compaction",
+          status_code=200, responses=problems(413))  # fmt: skip
+    async def context(self, data: JSONBody[ContextBody], sessions: SessionsDep) -> Context:
+        builder = ContextBuilder(sessions)
+        if data.kind == "start":
+            return await builder.start(data.session_id, data.cwd, data.project, data.budget)
+        return await builder.compact(data.session_id, data.project, data.budget)
+
+    @post("/enrich", summary="What earlier sessions did to the files a tool is about to touch",
+          status_code=200, responses=problems(413))  # fmt: skip
+    async def enrich(self, data: JSONBody[EnrichBody], sessions: SessionsDep) -> Enriched:
+        return await ContextBuilder(sessions).enrich(data.session_id, data.files, data.terms,
+                                                     data.project)  # fmt: skip
 
     @post("/observations", summary="Record a hook event of a coding agent", responses=problems(413))
     async def observe(

@@ -93,6 +93,8 @@ def _field_of(item: dict[str, Any]) -> str:
 
 
 def http_error(request: Request[Any, Any, Any], error: HTTPException) -> Response[Any]:
+    if request.url.path.startswith("/agentmemory/"):  # agentmemory's clients read {"error"}
+        return Response({"error": str(error.detail)}, status_code=error.status_code)
     return _problem(request, error.status_code, HTTPStatus(error.status_code).phrase,
                     str(error.detail))  # fmt: skip
 

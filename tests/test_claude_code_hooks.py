@@ -1,0 +1,191 @@
+"""A Claude Code user keeps agentmemory's own hooks (the scripts in the pinned npm package
+``@agentmemory/agentmemory``, installed by ``make test`` from tests/agentmemory's lock file)
+or uses ``baton hook``, and gets the previous session's context back.
+
+The story: session 1 works in a project (prompts, edits, per-turn Stops, a question the
+assistant asked that nobody answered, SessionEnd); session 2 starts in a subdirectory. Its
+SessionStart context names session 1 and its open question first; PreCompact and PreToolUse
+give non-empty context; no empty session appears. Payloads follow Claude Code's documented
+hook input (session_id, transcript_path, cwd, hook_event_name and the event's fields).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import REPO
+
+SCRIPTS = REPO / "tests/agentmemory/node_modules/@agentmemory/agentmemory/plugin/scripts"
+SESSION_ONE = "a1b2c3d4-1111-4000-8000-000000000001"
+SESSION_TWO = "e5f6a7b8-2222-4000-8000-000000000002"
+QUESTION = "Should logout revoke the refresh tokens of every device?"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "app" / "src").mkdir(parents=True)
+    return tmp_path / "app"
+
+
+def claude_code(event: str, session: str, cwd: Path, transcript: Path, **fields: Any) -> dict[str, Any]:
+    """A hook payload as Claude Code sends it."""
+    return {"session_id": session, "transcript_path": str(transcript), "cwd": str(cwd),
+            "permission_mode": "default", "hook_event_name": event, **fields}  # fmt: skip
+
+
+def write_transcript(path: Path, *assistant_texts: str) -> None:
+    """A Claude Code transcript (JSON lines) whose assistant turns say ``assistant_texts``."""
+    lines = []
+    for text in assistant_texts:
+        lines.append({"type": "user", "message": {"role": "user", "content": "go on"}})
+        lines.append({"type": "assistant", "message": {
+            "role": "assistant", "content": [{"type": "text", "text": text}]}})  # fmt: skip
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+
+
+def story(project: Path, transcript: Path) -> list[tuple[str, dict[str, Any]]]:
+    """Session 1, event by event: (Claude Code event, payload)."""
+    auth = str(project / "src" / "auth.ts")
+
+    def one(event: str, **fields: Any) -> tuple[str, dict[str, Any]]:
+        return event, claude_code(event, SESSION_ONE, project, transcript, **fields)
+
+    return [
+        one("SessionStart", source="startup"),
+        one("UserPromptSubmit", prompt="Rework the refresh token rotation in the auth module"),
+        one("PostToolUse", tool_name="Edit",
+            tool_input={"file_path": auth, "old_string": "rotate()", "new_string": "rotateAll()"},
+            tool_response={"filePath": auth, "success": True}),  # fmt: skip
+        one("Stop", stop_hook_active=False),
+        one("UserPromptSubmit", prompt="Also rotate the refresh token when the password changes"),
+        one("PostToolUse", tool_name="Edit",
+            tool_input={"file_path": auth, "old_string": "onPassword()", "new_string": "rotate()"},
+            tool_response={"filePath": auth, "success": True}),  # fmt: skip
+        one("SubagentStop", agent_id="reviewer", agent_type="code-reviewer",
+            last_assistant_message=f"Rotation now covers password changes. {QUESTION}"),
+        one("Stop", stop_hook_active=False),
+        one("SessionEnd", reason="exit"),
+    ]
+
+
+def run_script(name: str, payload: dict[str, Any], url: str, **env: str) -> subprocess.CompletedProcess[str]:
+    script = SCRIPTS / f"{name}.mjs"
+    assert script.exists(), f"{script} is missing: run `make npm-clients` (make test does)"
+    return subprocess.run(
+        ["node", str(script)], input=json.dumps(payload), capture_output=True, text=True,
+        timeout=60, check=False, cwd=payload["cwd"],
+        env={**os.environ, "AGENTMEMORY_URL": url, "AGENTMEMORY_PROJECT_NAME": "app", **env},
+    )  # fmt: skip
+
+
+SCRIPT_OF = {
+    "SessionStart": "session-start", "UserPromptSubmit": "prompt-submit",
+    "PostToolUse": "post-tool-use", "Stop": "stop", "SubagentStop": "subagent-stop",
+    "SessionEnd": "session-end", "PreCompact": "pre-compact", "PreToolUse": "pre-tool-use",
+}  # fmt: skip
+
+
+def assert_context_leads_with_session_one(context: str) -> None:
+    lines = [line for line in context.splitlines() if line.strip()]
+    resuming = next(i for i, line in enumerate(lines) if line.startswith("Resuming "))
+    assert lines[resuming].startswith(f"Resuming {SESSION_ONE[:7]} ")
+    assert lines[resuming + 1] == f"Open question: {QUESTION}", lines
+
+
+def assert_no_empty_session(api_url: str) -> None:
+    sessions = httpx.get(f"{api_url}/v1/sessions").json()
+    assert sorted(s["id"] for s in sessions) == sorted([SESSION_ONE, SESSION_TWO])
+
+
+def test_agentmemorys_own_hooks_get_the_previous_session_back(
+    api_url: str, redis_url: str, project: Path, tmp_path: Path
+) -> None:
+    """agentmemory's real hook scripts against Baton: SessionStart of session 2 (in a
+    subdirectory) prints session 1 and its open question first; PreCompact and PreToolUse
+    print context too; nothing in between created an empty session."""
+    transcript = tmp_path / "one.jsonl"
+    inject = {"AGENTMEMORY_INJECT_CONTEXT": "true"}
+    for event, payload in story(project, transcript):
+        done = run_script(SCRIPT_OF[event], payload, api_url, **inject)
+        assert (done.returncode, done.stdout) == (0, ""), (event, done)
+    session = httpx.get(f"{api_url}/v1/sessions/{SESSION_ONE}").json()
+    assert session["status"] == "completed" and session["observation_count"] >= 5
+    assert "refresh" in session["concepts"] and "rotation" in session["concepts"]
+    assert not {"session", "start", "prompt", "submit", "edit", "stop"} & set(session["concepts"])
+
+    two = claude_code("SessionStart", SESSION_TWO, project / "src", tmp_path / "two.jsonl",
+                      source="startup")  # fmt: skip
+    started = run_script("session-start", two, api_url, **inject)
+    assert started.returncode == 0
+    assert started.stdout.startswith('<agentmemory-context project="app">')
+    assert_context_leads_with_session_one(started.stdout)
+
+    compacting = claude_code("PreCompact", SESSION_TWO, project / "src", tmp_path / "two.jsonl",
+                             trigger="auto", custom_instructions="")  # fmt: skip
+    compacted = run_script("pre-compact", compacting, api_url)
+    assert compacted.returncode == 0 and QUESTION in compacted.stdout
+
+    reading = claude_code("PreToolUse", SESSION_TWO, project / "src", tmp_path / "two.jsonl",
+                          tool_name="Read", tool_input={"file_path": str(project / "src/auth.ts")})  # fmt: skip
+    enriched = run_script("pre-tool-use", reading, api_url, **inject)
+    assert enriched.returncode == 0
+    assert "<agentmemory-file-context>" in enriched.stdout and "auth.ts" in enriched.stdout
+    assert_no_empty_session(api_url)
+
+
+def baton_hook(event: str, payload: dict[str, Any], api_url: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "baton.server.cli", "hook", event], input=json.dumps(payload),
+        capture_output=True, text=True, timeout=60, check=False, cwd=payload["cwd"],
+        env={**os.environ, "BATON_URL": api_url, "BATON_PROJECT": "app"},
+    )  # fmt: skip
+
+
+def test_baton_hook_gets_the_previous_session_back(
+    api_url: str, redis_url: str, project: Path, tmp_path: Path
+) -> None:
+    """The same story through `baton hook`: the question is read from the transcript at
+    Stop; SessionStart prints Claude Code's additionalContext JSON; PreCompact and
+    PreToolUse print context; an event Baton does not know and a malformed payload are
+    accepted with exit 0."""
+    transcript = tmp_path / "one.jsonl"
+    said = ["Rotation reworked."]
+    for event, payload in story(project, transcript):
+        if event == "SubagentStop":
+            continue  # here the question comes from the transcript at the last Stop
+        if event == "Stop":
+            write_transcript(transcript, *said)
+            said.append(f"Password changes rotate too. {QUESTION}")
+        done = baton_hook(event, payload, api_url)
+        assert (done.returncode, done.stderr) == (0, ""), (event, done)
+
+    two = claude_code("SessionStart", SESSION_TWO, project / "src", tmp_path / "two.jsonl",
+                      source="startup")  # fmt: skip
+    started = baton_hook("SessionStart", two, api_url)
+    output = json.loads(started.stdout)["hookSpecificOutput"]
+    assert output["hookEventName"] == "SessionStart"
+    assert_context_leads_with_session_one(output["additionalContext"])
+
+    compacting = claude_code("PreCompact", SESSION_TWO, project / "src", tmp_path / "two.jsonl",
+                             trigger="manual", custom_instructions="")  # fmt: skip
+    assert QUESTION in baton_hook("PreCompact", compacting, api_url).stdout
+    reading = claude_code("PreToolUse", SESSION_TWO, project / "src", tmp_path / "two.jsonl",
+                          tool_name="Read", tool_input={"file_path": str(project / "src/auth.ts")})  # fmt: skip
+    assert "auth.ts" in baton_hook("PreToolUse", reading, api_url).stdout
+
+    unknown = baton_hook("PermissionRequest", claude_code("PermissionRequest", SESSION_TWO, project,
+                                                          transcript), api_url)  # fmt: skip
+    assert (unknown.returncode, unknown.stdout, unknown.stderr) == (0, "", "")
+    garbled = subprocess.run([sys.executable, "-m", "baton.server.cli", "hook", "PostToolUse"],
+                             input="{not json", capture_output=True, text=True, timeout=60,
+                             check=False, env={**os.environ, "BATON_URL": api_url})  # fmt: skip
+    assert garbled.returncode == 0 and len(garbled.stderr.splitlines()) == 1
+    assert_no_empty_session(api_url)
