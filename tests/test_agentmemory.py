@@ -193,3 +193,32 @@ def test_verify_script_accepts_a_forgotten_memorys_tombstones(
     history["versions"][0]["forgotten"]["reason"] = "nothing to see"
     path.write_text(json.dumps(history))
     assert subprocess.run(script, capture_output=True, text=True, check=False).returncode == 1
+
+
+def test_routes_the_hooks_call_answer_in_agentmemorys_shapes(am: httpx.Client) -> None:
+    """summarize, claude-bridge/sync, context and enrich answer agentmemory's shapes; an
+    observation with cwd "" is kept; an unknown path is agentmemory's {"error"} 404."""
+    assert am.post("/session/start", json={"sessionId": "cc-2", "project": "app",
+                                           "cwd": "/srv/app"}).json()["context"] == ""  # fmt: skip
+    observed = am.post("/observe", json={
+        "hookType": "prompt_submit", "sessionId": "cc-2", "project": "app", "cwd": "",
+        "timestamp": "2026-11-30T10:00:00Z", "data": {"prompt": "migrate the billing tables"},
+    })  # fmt: skip
+    assert observed.status_code == 201
+    summary = am.post("/summarize", json={"sessionId": "cc-2"}).json()
+    assert summary["success"] is True
+    assert set(summary["summary"]) == {"sessionId", "project", "createdAt", "title", "narrative",
+                                       "keyDecisions", "filesModified", "concepts",
+                                       "observationCount"}  # fmt: skip
+    assert am.post("/summarize", json={"sessionId": "nope"}).json() == {
+        "success": False, "error": "session_not_found"}  # fmt: skip
+    assert am.post("/claude-bridge/sync", json={}).json()["success"] is False
+    context = am.post("/context", json={"sessionId": "cc-2", "project": "app", "budget": 500})
+    assert set(context.json()) == {"context", "blocks", "tokens"} and context.json()["blocks"] == 1
+    assert am.post("/context", json={"sessionId": "cc-2", "project": "app",
+                                     "budget": 0}).json() == {"error": "budget must be a positive integer"}  # fmt: skip
+    enriched = am.post("/enrich", json={"sessionId": "cc-2", "files": ["/srv/app/x.py"]}).json()
+    assert set(enriched) == {"context", "truncated"}
+    assert am.post("/enrich", json={"sessionId": "cc-2"}).status_code == 400
+    missing = am.get("/no-such-route")
+    assert (missing.status_code, set(missing.json())) == (404, {"error"})
