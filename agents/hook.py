@@ -182,7 +182,9 @@ def handle(event: str, stdin: TextIO, baton: Baton) -> str:
     cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else ""
     cwd = os.path.abspath(cwd) if cwd else os.getcwd()
     project = project_of(cwd)
-    if kind in ("stop", "subagent_stop", "session_end") and not payload.get("last_assistant_message"):
+    if kind in ("stop", "subagent_stop", "session_end") and not payload.get(
+        "last_assistant_message"
+    ):
         message = last_assistant_message(payload.get("transcript_path"))
         if message:
             payload = {**payload, "last_assistant_message": message}

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from baton.agents.client import BatonClient
 from baton.queue.dispatch import RQDispatcher
+from baton.server.checkpoints import CheckpointStore, load_signing_key
 from baton.server.connection import async_redis, queue_url, redis_url, sync_redis
 from baton.server.handoffs import HandoffStore
 from baton.server.keys import NAMESPACES
@@ -31,6 +32,7 @@ class WorkerContext:
         self.dispatcher = RQDispatcher(sync_redis(queue_url(settings)), settings.handoffs)
         url = redis_url(settings)
         self.backend: Backend = self.run(self._backend(url))
+        self.signing_key = load_signing_key(settings.data_dir, settings.signing_key)
 
     async def _backend(self, url: str) -> Backend:
         return Backend(
@@ -48,6 +50,9 @@ class WorkerContext:
             self.clients[key] = BatonClient(self.settings.base_url, agent=agent,
                                             namespace=namespace, token=self.settings.token)  # fmt: skip
         return self.clients[key]
+
+    def checkpoints(self, namespace: str) -> CheckpointStore:
+        return CheckpointStore(self.backend.store(namespace), self.signing_key)
 
     def handoffs(self, namespace: str) -> HandoffStore:
         return HandoffStore(self.backend.store(namespace))

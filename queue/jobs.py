@@ -8,6 +8,7 @@ from typing import Any
 import structlog
 from baton.agents.runtime import handler_for
 from baton.queue.context import worker_context
+from baton.server.checkpoints import take_checkpoint_if_due
 from baton.server.errors import StateConflict
 from baton.server.memories import MemoryStore
 from baton.server.sessions import SessionStore
@@ -55,7 +56,8 @@ def deliver_packet(namespace: str, agent: str, packet_id: str) -> dict[str, Any]
 
 def sweep() -> dict[str, Any]:
     """In every namespace: expire leases and packets, repair missing jobs, mark idle
-    sessions abandoned, forget memories whose ttl ran out."""
+    sessions abandoned, forget memories whose ttl ran out, and take a signed checkpoint
+    when ``BATON_CHECKPOINT_INTERVAL`` has passed and something was written since."""
     context = worker_context()
     totals: dict[str, Any] = {}
     for namespace in context.namespaces():
@@ -70,8 +72,11 @@ def sweep() -> dict[str, Any]:
         if report.requeued or report.failed or report.expired or report.repaired:
             log.info("sweep", namespace=namespace, requeued=report.requeued,
                      failed=report.failed, expired=report.expired, repaired=report.repaired)  # fmt: skip
+        checkpoint = context.run(take_checkpoint_if_due(context.checkpoints(namespace),
+                                                        context.settings.checkpoint_seconds))  # fmt: skip
         totals[namespace] = {
             "requeued": len(report.requeued), "failed": len(report.failed),
             "expired": len(report.expired), "repaired": len(report.repaired),
+            "checkpoint": None if checkpoint is None else checkpoint.seq,
         }  # fmt: skip
     return totals

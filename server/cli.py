@@ -182,6 +182,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     async def run(store: FactStore) -> Any:
         return await store.stats(verify=True, scope=args.scope, on_progress=progress)
 
+    findings = 0
+    if args.checkpoint:
+        findings = asyncio.run(_with_store(args.namespace, lambda store: _verify_checkpoint(
+            store, args.checkpoint)))  # fmt: skip
     stats = asyncio.run(_with_store(args.namespace, run))
     if sys.stderr.isatty():
         print(file=sys.stderr)
@@ -196,7 +200,65 @@ def cmd_verify(args: argparse.Namespace) -> int:
         f"{stats.checked_outcomes} outcomes: "
         + ("all chains intact" if not broken else f"{len(broken)} broken link(s)")
     )
-    return 1 if broken else 0
+    return 1 if broken or findings else 0
+
+
+async def _verify_checkpoint(store: FactStore, which: str) -> int:
+    """Print the comparison with a checkpoint (``latest`` or an export file); the number
+    of problems found."""
+    from baton.server.checkpoints import CheckpointStore, parse_export
+
+    checkpoints = CheckpointStore(store, _signing_key())
+    if which == "latest":
+        exported = await checkpoints.export()
+    else:
+        try:
+            with open(which, encoding="utf-8") as source:
+                exported = parse_export(source.read())
+        except OSError as error:
+            raise SystemExit(f"baton: cannot read the checkpoint {which}: {error}") from None
+    report = await checkpoints.verify(exported)
+    problems = len(report.findings)
+    if not report.signature_ok:
+        print(f"BROKEN checkpoint {report.checkpoint}: its signature does not verify")
+        problems += 1
+    if not report.leaves_ok:
+        print(f"BROKEN checkpoint {report.checkpoint}: its leaves do not add up to its root")
+        problems += 1
+    for finding in report.findings:
+        print(f"BROKEN {finding.ref} {finding.kind}: {finding.detail}")
+    for ref in report.forgotten_since:
+        print(f"forgotten since (audited): {ref}")
+    print(f"checkpoint {report.checkpoint}: {report.checked} records checked, "
+          f"{report.new_since} new since, "
+          + ("nothing missing, behind or changed" if not problems else f"{problems} problem(s)"))  # fmt: skip
+    return problems
+
+
+def _signing_key() -> Any:
+    from baton.server.checkpoints import load_signing_key
+
+    settings = _settings()
+    try:
+        return load_signing_key(settings.data_dir, settings.signing_key)
+    except ValueError as error:
+        raise SystemExit(f"baton: {error}") from None
+
+
+def cmd_checkpoint(args: argparse.Namespace) -> int:
+    from baton.server.checkpoints import CheckpointStore
+
+    async def run(store: FactStore) -> str:
+        checkpoints = CheckpointStore(store, _signing_key())
+        if args.export:
+            return msgspec.json.encode(await checkpoints.export()).decode()
+        taken = await checkpoints.take()
+        assert taken is not None
+        return (f"checkpoint {taken.seq} of {taken.namespace}: {taken.records} records, "
+                f"root {taken.root[:16]}…, signed by key {taken.key_id}")  # fmt: skip
+
+    print(asyncio.run(_with_store(args.namespace, run)))
+    return 0
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
@@ -358,6 +420,16 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--scope", default=None, help="only records in this scope and below")
         sub.add_argument("--namespace", default=None, help="default: BATON_NAMESPACE or 'default'")
         sub.set_defaults(handler=handler)
+        if name == "verify":
+            sub.add_argument("--checkpoint", default=None, metavar="FILE|latest",
+                             help="also compare with a checkpoint: records missing, cut short "
+                                  "or changed since")  # fmt: skip
+
+    checkpoint = commands.add_parser("checkpoint", help="take a signed checkpoint (or --export)")
+    checkpoint.add_argument("--export", action="store_true",
+                            help="print the latest checkpoint and its leaves as one JSON line")
+    checkpoint.add_argument("--namespace", default=None)
+    checkpoint.set_defaults(handler=cmd_checkpoint)
     return parser
 
 

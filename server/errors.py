@@ -68,3 +68,41 @@ class StoreUnavailable(BatonError):
 
     status_code = 503
     title = "Store unavailable"
+
+
+class Ambiguous(BatonError):
+    """The same identity field was given twice with no way to tell which one counts."""
+
+    status_code = 400
+    title = "Ambiguous identity"
+
+    def __init__(self, field: str, detail: str) -> None:
+        super().__init__(f"{field}: {detail}", field=field)
+
+
+class Unauthorized(BatonError):
+    """Tokens are required and none (or an unknown one) was sent."""
+
+    status_code = 401
+    title = "Unauthorized"
+
+
+class TooManyFailures(BatonError):
+    """Too many failed logins from one client address."""
+
+    status_code = 429
+    title = "Too many failed logins"
+
+
+class UnsupportedMediaType(BatonError):
+    """A request body that is not JSON."""
+
+    status_code = 415
+    title = "Unsupported media type"
+
+
+class MisdirectedRequest(BatonError):
+    """An open-mode server asked for by a Host name it does not answer."""
+
+    status_code = 421
+    title = "Misdirected request"

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from baton.server.errors import BatonError, Forbidden
+from baton.server.errors import Ambiguous, Forbidden
 from baton.server.keys import Keys
 from baton.server.validation import check_agent, check_namespace, check_session_id
 from redis.asyncio import Redis
@@ -37,16 +37,6 @@ ANONYMOUS = "anonymous"
 CALLER = "baton_caller"  # where the HTTP gate leaves the resolved caller in the ASGI state
 
 CredentialKind = Literal["open", "token", "agentmemory-secret", "local"]
-
-
-class Ambiguous(BatonError):
-    """The same identity field was given twice with no way to tell which one counts."""
-
-    status_code = 400
-    title = "Ambiguous identity"
-
-    def __init__(self, field: str, detail: str) -> None:
-        super().__init__(f"{field}: {detail}", field=field)
 
 
 @dataclass(frozen=True)

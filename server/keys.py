@@ -36,6 +36,9 @@ Layout (``<ns>`` is the namespace, ``<ref>`` a validated ref such as ``listing/5
     baton:<ns>:{idx:<ns>}:t:<term>       zset  search postings: doc id -> normalised tf part of BM25
     baton:<ns>:{idx:<ns>}:scratch        zset  the search script's scratch space (always deleted)
     baton:<ns>:{idx:<ns>}:stats          hash  search index totals
+    baton:<ns>:{ckpt:<ns>}:heads         list  signed checkpoint heads (json), oldest first
+    baton:<ns>:{ckpt:<ns>}:leaves:<seq>  list  a checkpoint's leaves (msgpack chunks; latest 3)
+    baton:<ns>:{ckpt:<ns>}:lock          string  held while a checkpoint is being taken
 
 Global keys (not per namespace)::
 
@@ -61,11 +64,12 @@ DEFAULT_NAMESPACE = "default"
 class Keys:
     """Key builder for one namespace."""
 
-    __slots__ = ("base", "index")
+    __slots__ = ("base", "checkpoint_base", "index")
 
     def __init__(self, namespace: str = DEFAULT_NAMESPACE) -> None:
         self.base = f"{PREFIX}:{namespace}"
         self.index = f"{self.base}:{{idx:{namespace}}}"
+        self.checkpoint_base = f"{self.base}:{{ckpt:{namespace}}}"
 
     def record(self, ref: str) -> str:
         """The common stem of every key of one record."""
@@ -201,6 +205,20 @@ class Keys:
     @property
     def search_term_prefix(self) -> str:
         return f"{self.index}:t:"
+
+    # -- checkpoints (one hash tag: one slot for a namespace's checkpoints) ------------------
+
+    @property
+    def checkpoints(self) -> str:
+        return f"{self.checkpoint_base}:heads"
+
+    def checkpoint_leaves(self, seq: int) -> str:
+        """A checkpoint's leaves (msgpack chunks), written before its head is appended."""
+        return f"{self.checkpoint_base}:leaves:{seq}"
+
+    @property
+    def checkpoint_lock(self) -> str:
+        return f"{self.checkpoint_base}:lock"
 
 
 NAMESPACES = f"{PREFIX}:namespaces"

@@ -83,7 +83,9 @@ def last_question(text: str | None) -> str | None:
     ``"A or B?"``)."""
     if not text:
         return None
-    asked = [part.strip() for part in SENTENCE_END.split(text.strip()) if part.strip().endswith("?")]
+    asked = [
+        part.strip() for part in SENTENCE_END.split(text.strip()) if part.strip().endswith("?")
+    ]
     return QUESTION_LABEL.sub("", asked[-1]).strip() or None if asked else None
 
 
@@ -150,7 +152,9 @@ def compress(hook_type: str, data: Mapping[str, Any]) -> tuple[str, str, str, li
     if tool_input is not None:
         parts.append(_text(tool_input))
     if output is not None:
-        parts.append(("failed: " if hook_type == "post_tool_failure" else "→ ") + _text(output, 200))
+        parts.append(
+            ("failed: " if hook_type == "post_tool_failure" else "→ ") + _text(output, 200)
+        )
     narrative = " ".join(part for part in parts if part)[:NARRATIVE_LIMIT] or title
     files: list[str] = []
     if isinstance(tool_input, dict):

@@ -59,6 +59,8 @@ class Settings:
     allowed_hosts: tuple[str, ...] = ()
     rate_limit: tuple[int, str] | None = (600, "second")
     auth_failure_limit: tuple[int, str] | None = (20, "minute")
+    signing_key: str | None = None
+    checkpoint_seconds: float | None = 300.0
     session_idle_seconds: float = 24 * 3600
     limits: Limits = field(default_factory=Limits)
     handoffs: HandoffPolicy = field(default_factory=HandoffPolicy)
@@ -74,6 +76,7 @@ class Settings:
         ``BATON_HOST``, ``BATON_PORT``, ``BATON_URL``, ``BATON_QUEUE_URL``,
         ``BATON_MAX_VALUE_BYTES``, ``BATON_SESSION_IDLE_HOURS``, ``BATON_TOKEN``,
         ``BATON_ALLOWED_HOSTS``, ``BATON_RATE_LIMIT``, ``BATON_AUTH_FAILURES``,
+        ``BATON_SIGNING_KEY``, ``BATON_CHECKPOINT_INTERVAL``,
         ``AGENTMEMORY_SECRET``, ``AGENTMEMORY_AGENT`` and the handoff policy variables."""
         env = os.environ if environ is None else environ
         appendfsync = env.get("BATON_APPENDFSYNC", "everysec")
@@ -112,6 +115,9 @@ class Settings:
             rate_limit=_rate(env.get("BATON_RATE_LIMIT", "600/second"), "BATON_RATE_LIMIT"),
             auth_failure_limit=_rate(env.get("BATON_AUTH_FAILURES", "20/minute"),
                                      "BATON_AUTH_FAILURES"),
+            signing_key=env.get("BATON_SIGNING_KEY") or None,
+            checkpoint_seconds=_seconds(env.get("BATON_CHECKPOINT_INTERVAL", "300"),
+                                        "BATON_CHECKPOINT_INTERVAL"),
             handoffs=HandoffPolicy(
                 lease_seconds=float(env.get("BATON_LEASE_SECONDS", HandoffPolicy.lease_seconds)),
                 max_deliveries=int(env.get("BATON_MAX_DELIVERIES", HandoffPolicy.max_deliveries)),
@@ -136,6 +142,19 @@ def _rate(raw: str, variable: str) -> tuple[int, str] | None:
             f"got {raw!r}"
         )
     return int(count), unit.strip()
+
+
+def _seconds(raw: str, variable: str) -> float | None:
+    """``"300"`` -> 300.0 seconds; ``"off"`` or ``"0"`` -> None (disabled)."""
+    if raw.strip().lower() in ("off", "0"):
+        return None
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise ValueError(f"{variable} must be a number of seconds or off, got {raw!r}")
+    return seconds
 
 
 def _intervals(raw: str | None) -> tuple[int, ...]:

@@ -35,7 +35,9 @@ def project(tmp_path: Path) -> Path:
     return tmp_path / "app"
 
 
-def claude_code(event: str, session: str, cwd: Path, transcript: Path, **fields: Any) -> dict[str, Any]:
+def claude_code(
+    event: str, session: str, cwd: Path, transcript: Path, **fields: Any
+) -> dict[str, Any]:
     """A hook payload as Claude Code sends it."""
     return {"session_id": session, "transcript_path": str(transcript), "cwd": str(cwd),
             "permission_mode": "default", "hook_event_name": event, **fields}  # fmt: skip
@@ -61,22 +63,34 @@ def story(project: Path, transcript: Path) -> list[tuple[str, dict[str, Any]]]:
     return [
         one("SessionStart", source="startup"),
         one("UserPromptSubmit", prompt="Rework the refresh token rotation in the auth module"),
-        one("PostToolUse", tool_name="Edit",
+        one(
+            "PostToolUse",
+            tool_name="Edit",
             tool_input={"file_path": auth, "old_string": "rotate()", "new_string": "rotateAll()"},
-            tool_response={"filePath": auth, "success": True}),  # fmt: skip
+            tool_response={"filePath": auth, "success": True},
+        ),  # fmt: skip
         one("Stop", stop_hook_active=False),
         one("UserPromptSubmit", prompt="Also rotate the refresh token when the password changes"),
-        one("PostToolUse", tool_name="Edit",
+        one(
+            "PostToolUse",
+            tool_name="Edit",
             tool_input={"file_path": auth, "old_string": "onPassword()", "new_string": "rotate()"},
-            tool_response={"filePath": auth, "success": True}),  # fmt: skip
-        one("SubagentStop", agent_id="reviewer", agent_type="code-reviewer",
-            last_assistant_message=f"Rotation now covers password changes. {QUESTION}"),
+            tool_response={"filePath": auth, "success": True},
+        ),  # fmt: skip
+        one(
+            "SubagentStop",
+            agent_id="reviewer",
+            agent_type="code-reviewer",
+            last_assistant_message=f"Rotation now covers password changes. {QUESTION}",
+        ),
         one("Stop", stop_hook_active=False),
         one("SessionEnd", reason="exit"),
     ]
 
 
-def run_script(name: str, payload: dict[str, Any], url: str, **env: str) -> subprocess.CompletedProcess[str]:
+def run_script(
+    name: str, payload: dict[str, Any], url: str, **env: str
+) -> subprocess.CompletedProcess[str]:
     script = SCRIPTS / f"{name}.mjs"
     assert script.exists(), f"{script} is missing: run `make npm-clients` (make test does)"
     return subprocess.run(
@@ -141,7 +155,9 @@ def test_agentmemorys_own_hooks_get_the_previous_session_back(
     assert_no_empty_session(api_url)
 
 
-def baton_hook(event: str, payload: dict[str, Any], api_url: str) -> subprocess.CompletedProcess[str]:
+def baton_hook(
+    event: str, payload: dict[str, Any], api_url: str
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "baton.server.cli", "hook", event], input=json.dumps(payload),
         capture_output=True, text=True, timeout=60, check=False, cwd=payload["cwd"],

@@ -93,6 +93,8 @@ EXAMPLES: dict[tuple[str, str], Any] = {
     ("POST", "/agentmemory/enrich"): {"sessionId": "s-bob", "files": ["/r/a.py"]},
     ("POST", "/agentmemory/summarize"): {"sessionId": "s-bob"},
     ("POST", "/agentmemory/claude-bridge/sync"): {},
+    ("POST", "/v1/checkpoints"): None,
+    ("POST", "/v1/checkpoints/verify"): {},
     ("POST", "/logout"): None,
     ("POST", "/handoffs/{packet_id:str}/requeue"): None,
     ("POST", "/mcp"): MCP_INITIALIZE,
@@ -113,7 +115,8 @@ TOOL_EXAMPLES: dict[str, dict[str, Any]] = {
     "memory_forget": {"sessionId": "s-bob", "observationIds": "o_none"},
     "memory_resume_here": {"cwd": "/r"},
 }
-ADMIN_ONLY = {"/v1/handoffs/{packet_id:str}/requeue", "/handoffs/{packet_id:str}/requeue"}
+ADMIN_ONLY = {"/v1/handoffs/{packet_id:str}/requeue", "/handoffs/{packet_id:str}/requeue",
+              "/v1/checkpoints"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -207,7 +210,8 @@ class World:
             packet = self.packets["failed"]
         elif "{packet_id" in endpoint.path and not endpoint.unsafe:
             packet = self.packets["queued"]
-        values = {"ref": "m/x", "packet_id": packet, "agent": "bob", "session_id": "s-bob"}
+        values = {"ref": "m/x", "packet_id": packet, "agent": "bob", "session_id": "s-bob",
+                  "seq": "1"}  # fmt: skip
         return re.sub(r"\{(\w+)(?::\w+)?\}", lambda m: values[m.group(1)], endpoint.path)
 
     def body(self, endpoint: Endpoint) -> Any:
@@ -413,6 +417,7 @@ def open_path(endpoint: Endpoint) -> str:
         "packet_id": "h_00000000",
         "agent": "bob",
         "session_id": "s-bob",
+        "seq": "1",
         "file_path": "dashboard.css",
         "path": "openapi.json",
     }

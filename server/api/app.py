@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 from baton.server.api.agentmemory import AgentMemoryController
 from baton.server.api.auth import Gate, caller_of, gate_middleware
+from baton.server.api.checkpoints import CheckpointController
 from baton.server.api.dashboard import (
     STATIC,
     TEMPLATES,
@@ -24,6 +25,7 @@ from baton.server.api.metrics import PROMETHEUS, MetricsController
 from baton.server.api.middleware import request_logging
 from baton.server.api.problems import EXCEPTION_HANDLERS, problems
 from baton.server.api.records import RecordController
+from baton.server.checkpoints import load_signing_key
 from baton.server.connection import async_redis, redis_url
 from baton.server.identity import CALLER, Caller
 from baton.server.keys import RATE_LIMIT_NAMESPACE
@@ -125,6 +127,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
     return Litestar(
         route_handlers=[
             RecordController, HandoffController, MemoryController, AgentMemoryController,
+            CheckpointController,
             DashboardData, DashboardPages, MetricsController,
             healthz, readyz, whoami,
             mcp_endpoint, create_static_files_router(path="/static", directories=[STATIC],
@@ -136,7 +139,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
         middleware=middleware,
         stores=stores,
         lifespan=[lifespan],
-        state=State({"namespace": settings.namespace, "mcp": mcp, "gate": gate}),
+        state=State({"namespace": settings.namespace, "mcp": mcp, "gate": gate,
+                     "signing_key": load_signing_key(settings.data_dir, settings.signing_key)}),
         request_max_body_size=settings.limits.max_value_bytes + BODY_OVERHEAD,
         openapi_config=OpenAPIConfig(
             title="Baton",

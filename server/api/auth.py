@@ -26,7 +26,14 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import structlog
-from baton.server.errors import BatonError, Forbidden
+from baton.server.errors import (
+    BatonError,
+    Forbidden,
+    MisdirectedRequest,
+    TooManyFailures,
+    Unauthorized,
+    UnsupportedMediaType,
+)
 from baton.server.identity import (
     AGENT_HEADER,
     CALLER,
@@ -54,26 +61,6 @@ TOKENS_CHECK_SECONDS = 2.0
 UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 LOOPBACK_NAMES = {"localhost", "localhost.", "ip6-localhost"}
 AGENTMEMORY = "/agentmemory/"
-
-
-class Unauthorized(BatonError):
-    status_code = 401
-    title = "Unauthorized"
-
-
-class TooManyFailures(BatonError):
-    status_code = 429
-    title = "Too many failed logins"
-
-
-class UnsupportedMediaType(BatonError):
-    status_code = 415
-    title = "Unsupported media type"
-
-
-class MisdirectedRequest(BatonError):
-    status_code = 421
-    title = "Misdirected request"
 
 
 def caller_of(scope: Scope) -> Caller:

@@ -1,0 +1,80 @@
+"""REST routes for signed checkpoints, under ``/v1/checkpoints`` (docs/integrity.md)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+from baton.server.api.auth import require_admin
+from baton.server.api.deps import CallerDep, StoreDep
+from baton.server.api.problems import problems
+from baton.server.checkpoints import (
+    Checkpoint,
+    CheckpointReport,
+    CheckpointStore,
+    Exported,
+    key_id,
+)
+from baton.server.errors import NotFound
+from litestar import Controller, get, post
+from litestar.datastructures import State
+from litestar.params import FromPath, JSONBody, Parameter
+
+
+class PublicKey(msgspec.Struct, kw_only=True):
+    algorithm: str
+    public_key: str
+    key_id: str
+
+
+class VerifyBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Verify against checkpoint ``seq`` kept here (default: the latest), or against an
+    ``export`` kept elsewhere."""
+
+    seq: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    export: Exported | None = None
+
+
+def _checkpoints(store: StoreDep, state: State) -> CheckpointStore:
+    return CheckpointStore(store, state.signing_key)
+
+
+class CheckpointController(Controller):
+    path = "/v1/checkpoints"
+    tags = ["integrity"]
+
+    @get("/", summary="Checkpoints, newest first", responses=problems())
+    async def list_checkpoints(
+        self, store: StoreDep, state: State, limit: Annotated[int, Parameter(ge=1, le=500)] = 50
+    ) -> list[Checkpoint]:
+        return await _checkpoints(store, state).list(limit)
+
+    @post("/", summary="Take a signed checkpoint now (admin)", responses=problems(503))
+    async def take(self, store: StoreDep, state: State, caller: CallerDep) -> Checkpoint:
+        require_admin(caller, "taking a checkpoint")
+        taken = await _checkpoints(store, state).take()
+        assert taken is not None  # only_if_changed is off
+        return taken
+
+    @get("/key", summary="The public key checkpoints are signed with", responses=problems())
+    async def key(self, store: StoreDep, state: State) -> PublicKey:
+        public = _checkpoints(store, state).public_key
+        return PublicKey(algorithm="Ed25519", public_key=public, key_id=key_id(public))
+
+    @get("/{seq:int}/export", summary="A checkpoint with its leaves, to keep elsewhere",
+         responses=problems(404))  # fmt: skip
+    async def export(self, seq: FromPath[int], store: StoreDep, state: State) -> Exported:
+        return await _checkpoints(store, state).export(seq)
+
+    @post("/verify", summary="Compare the store with a checkpoint: missing, behind, changed",
+          status_code=200, responses=problems(404, 413))  # fmt: skip
+    async def verify(
+        self, store: StoreDep, state: State, data: JSONBody[VerifyBody | None] = None
+    ) -> CheckpointReport:
+        checkpoints = _checkpoints(store, state)
+        body = data or VerifyBody()
+        exported = body.export or await checkpoints.export(body.seq)
+        if exported.checkpoint.namespace != store.namespace:
+            raise NotFound(f"checkpoint of namespace {exported.checkpoint.namespace}, "
+                           f"not {store.namespace}")  # fmt: skip
+        return await checkpoints.verify(exported)

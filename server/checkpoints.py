@@ -1,0 +1,419 @@
+"""Signed checkpoints: a commitment to a namespace's complete state, kept elsewhere, so that a
+record deleted or a chain cut short behind Baton's back is caught (docs/integrity.md).
+
+A checkpoint is an RFC 9162-style Merkle tree head (sha256; leaf ``0x00 || leaf``, node
+``0x01 || left || right``) over one leaf per record, sorted by ref: the record's head version
+and hash, its outcomes log's length and last hash, and whether it was forgotten. The head
+carries the namespace, sequence number, time, counts, the previous checkpoint's hash (so the
+checkpoints form their own chain) and an Ed25519 signature. The leaves of the latest
+``KEEP_LEAVES`` checkpoints are kept in Redis so verification can name each record that went
+missing, fell behind or changed; ``baton checkpoint --export`` prints a head and its leaves as
+one JSON line to keep anywhere.
+
+Computing one streams the refs in batches (memory stays flat at a million records) and uses
+only single-key reads, so it works on a Redis Cluster.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import time
+from collections.abc import AsyncIterator, Iterable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import msgspec
+from baton.server.errors import InvalidInput, NotFound, StoreUnavailable
+from baton.server.integrity import canonical_bytes
+from baton.server.keys import Keys
+from baton.server.store import BATCH, FactStore, utc_now
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+ZERO = "0" * 64
+KEEP_LEAVES = 3
+LOCK_SECONDS = 600
+KEY_FILE = "signing.key"
+
+Leaf = tuple[str, int, str, int, str, bool]  # ref, version, hash, outcomes, outcome hash, forgotten
+
+
+class Checkpoint(msgspec.Struct, kw_only=True):
+    """A signed checkpoint head. ``hash`` is the sha256 of the canonical body (every field
+    but ``hash`` and ``signature``); ``signature`` signs that same body."""
+
+    format: int = 1
+    namespace: str
+    seq: int
+    at: str
+    records: int
+    outcome_logs: int
+    forgotten: int
+    root: str
+    prev: str
+    last_event: str
+    key_id: str
+    hash: str = ""
+    signature: str = ""
+
+    def body(self) -> dict[str, Any]:
+        fields = msgspec.to_builtins(self)
+        return {name: value for name, value in fields.items() if name not in ("hash", "signature")}
+
+
+class Exported(msgspec.Struct, kw_only=True):
+    """A checkpoint with its leaves and public key: everything an offline check needs."""
+
+    checkpoint: Checkpoint
+    public_key: str
+    leaves: list[Leaf]
+
+
+class Finding(msgspec.Struct, kw_only=True):
+    """One difference between a checkpoint and the store now."""
+
+    ref: str
+    kind: str  # missing | behind | changed | outcomes-behind | outcomes-changed | forgotten
+    detail: str
+    checkpoint_version: int | None = None
+    current_version: int | None = None
+
+
+class CheckpointReport(msgspec.Struct, kw_only=True):
+    checkpoint: int
+    signature_ok: bool
+    leaves_ok: bool
+    checked: int
+    new_since: int
+    findings: list[Finding]
+    forgotten_since: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return self.signature_ok and self.leaves_ok and not self.findings
+
+
+# -- Merkle tree ---------------------------------------------------------------------------
+
+
+def leaf_bytes(leaf: Leaf) -> bytes:
+    return canonical_bytes({"leaf": list(leaf)})
+
+
+def leaf_hash(leaf: Leaf) -> bytes:
+    return hashlib.sha256(b"\x00" + leaf_bytes(leaf)).digest()
+
+
+def node_hash(left: bytes, right: bytes) -> bytes:
+    return hashlib.sha256(b"\x01" + left + right).digest()
+
+
+class MerkleRoot:
+    """RFC 9162's tree hash computed as leaves stream in: a stack of perfect subtrees (at
+    most log2(n) hashes), merged right to left at the end."""
+
+    def __init__(self) -> None:
+        self.stack: list[tuple[int, bytes]] = []
+        self.count = 0
+
+    def add(self, digest: bytes) -> None:
+        size = 1
+        while self.stack and self.stack[-1][0] == size:
+            _, left = self.stack.pop()
+            digest, size = node_hash(left, digest), size * 2
+        self.stack.append((size, digest))
+        self.count += 1
+
+    def root(self) -> str:
+        if not self.stack:
+            return hashlib.sha256(b"").hexdigest()
+        digest = self.stack[-1][1]
+        for _, left in reversed(self.stack[:-1]):
+            digest = node_hash(left, digest)
+        return digest.hex()
+
+
+def root_of(leaves: Iterable[Leaf]) -> str:
+    tree = MerkleRoot()
+    for leaf in leaves:
+        tree.add(leaf_hash(leaf))
+    return tree.root()
+
+
+# -- keys ----------------------------------------------------------------------------------
+
+
+def load_signing_key(data_dir: Path, configured: str | None) -> Ed25519PrivateKey:
+    """``BATON_SIGNING_KEY`` (base64 of a 32-byte Ed25519 seed), else ``signing.key`` in the
+    data dir, created (mode 0600) on first use."""
+    if configured:
+        return _key_from(configured, "BATON_SIGNING_KEY")
+    path = data_dir / KEY_FILE
+    if not path.exists():
+        data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        seed = base64.b64encode(os.urandom(32)).decode()
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as out:
+            out.write(seed + "\n")
+    return _key_from(path.read_text().strip(), str(path))
+
+
+def _key_from(text: str, source: str) -> Ed25519PrivateKey:
+    try:
+        seed = base64.b64decode(text, validate=True)
+        return Ed25519PrivateKey.from_private_bytes(seed)
+    except ValueError:
+        raise ValueError(f"{source} must be the base64 of a 32-byte Ed25519 seed") from None
+
+
+def public_key_b64(key: Ed25519PrivateKey) -> str:
+    return base64.b64encode(key.public_key().public_bytes_raw()).decode()
+
+
+def key_id(public_key: str) -> str:
+    return hashlib.sha256(base64.b64decode(public_key)).hexdigest()[:16]
+
+
+def signature_valid(checkpoint: Checkpoint, public_key: str) -> bool:
+    """The signature and the hash both match the checkpoint's body."""
+    body = canonical_bytes(checkpoint.body())
+    if hashlib.sha256(body).hexdigest() != checkpoint.hash:
+        return False
+    try:
+        Ed25519PublicKey.from_public_bytes(base64.b64decode(public_key)).verify(
+            base64.b64decode(checkpoint.signature), body
+        )
+    except (InvalidSignature, ValueError):
+        return False
+    return True
+
+
+# -- the store -----------------------------------------------------------------------------
+
+
+class CheckpointStore:
+    """Checkpoints of one namespace."""
+
+    def __init__(self, facts: FactStore, key: Ed25519PrivateKey) -> None:
+        self.facts = facts
+        self.redis = facts.redis
+        self.keys: Keys = facts.keys
+        self.key = key
+        self.public_key = public_key_b64(key)
+
+    async def leaves(self) -> AsyncIterator[list[Leaf]]:
+        """The store's current leaves, in ref order, a batch at a time."""
+        async for batch in self.facts._candidate_refs(None, [], "all", None):  # noqa: SLF001
+            pipe = self.redis.pipeline(transaction=False)
+            for ref in batch:
+                pipe.hmget(self.keys.head(ref), "version", "hash", "outcome_hash", "forgotten_at")
+                pipe.llen(self.keys.outcomes(ref))
+            replies = await pipe.execute()
+            found = []
+            for ref, head, length in zip(batch, replies[::2], replies[1::2], strict=True):
+                if head[0] is not None:
+                    found.append((ref, int(head[0]), head[1].decode(), int(length),
+                                  (head[2] or b"").decode(), head[3] is not None))  # fmt: skip
+            yield found
+
+    async def latest(self) -> Checkpoint | None:
+        raw = await self.redis.lindex(self.keys.checkpoints, -1)
+        return None if raw is None else msgspec.json.decode(raw, type=Checkpoint)
+
+    async def list(self, limit: int = 50) -> list[Checkpoint]:
+        raws = await self.redis.lrange(self.keys.checkpoints, -limit, -1)
+        return [msgspec.json.decode(raw, type=Checkpoint) for raw in reversed(raws)]
+
+    async def get(self, seq: int) -> Checkpoint:
+        raw = await self.redis.lindex(self.keys.checkpoints, seq - 1)
+        if raw is None:
+            raise NotFound(f"no checkpoint {seq}", checkpoint=seq)
+        return msgspec.json.decode(raw, type=Checkpoint)
+
+    async def _last_event(self) -> str:
+        newest = await self.redis.xrevrange(self.keys.events, count=1)
+        return newest[0][0].decode() if newest else "0-0"
+
+    async def take(self, *, only_if_changed: bool = False) -> Checkpoint | None:
+        """Take a checkpoint (None when ``only_if_changed`` and nothing was written since)."""
+        lock = self.keys.checkpoint_lock
+        if not await self.redis.set(lock, "1", nx=True, ex=LOCK_SECONDS):
+            raise StoreUnavailable("another checkpoint is being taken; try again shortly")
+        try:
+            previous = await self.latest()
+            last_event = await self._last_event()
+            if only_if_changed and previous is not None and previous.last_event == last_event:
+                return None
+            seq = 1 if previous is None else previous.seq + 1
+            leaves_key = self.keys.checkpoint_leaves(seq)
+            await self.redis.delete(leaves_key)  # what a crashed attempt at seq left
+            tree = MerkleRoot()
+            outcome_logs = forgotten = 0
+            async for batch in self.leaves():
+                for leaf in batch:
+                    tree.add(leaf_hash(leaf))
+                    outcome_logs += leaf[3] > 0
+                    forgotten += leaf[5]
+                if batch:
+                    await self.redis.rpush(leaves_key, msgpack.packb(batch))
+            checkpoint = Checkpoint(
+                namespace=self.facts.namespace, seq=seq, at=utc_now(), records=tree.count,
+                outcome_logs=outcome_logs, forgotten=forgotten, root=tree.root(),
+                prev=ZERO if previous is None else previous.hash, last_event=last_event,
+                key_id=key_id(self.public_key),
+            )  # fmt: skip
+            body = canonical_bytes(checkpoint.body())
+            checkpoint.hash = hashlib.sha256(body).hexdigest()
+            checkpoint.signature = base64.b64encode(self.key.sign(body)).decode()
+            # Appending the head commits the checkpoint; its leaves are already in place.
+            await self.redis.rpush(self.keys.checkpoints, msgspec.json.encode(checkpoint))
+            await self.redis.delete(self.keys.checkpoint_leaves(seq - KEEP_LEAVES))
+            return checkpoint
+        finally:
+            await self.redis.delete(lock)
+
+    async def stored_leaves(self, seq: int) -> AsyncIterator[list[Leaf]]:
+        """A checkpoint's leaves as kept in Redis (only the latest few are kept)."""
+        key = self.keys.checkpoint_leaves(seq)
+        length = await self.redis.llen(key)
+        for index in range(length):
+            chunk = msgpack.unpackb(await self.redis.lindex(key, index))
+            yield [tuple(leaf) for leaf in chunk]  # type: ignore[misc]
+
+    async def export(self, seq: int | None = None) -> Exported:
+        checkpoint = await self.latest() if seq is None else await self.get(seq)
+        if checkpoint is None:
+            raise NotFound("no checkpoint yet: take one with baton checkpoint")
+        leaves = [leaf async for batch in self.stored_leaves(checkpoint.seq) for leaf in batch]
+        if checkpoint.records and not leaves:
+            raise NotFound(f"the leaves of checkpoint {checkpoint.seq} are no longer kept "
+                           f"(only the latest {KEEP_LEAVES} are)")  # fmt: skip
+        return Exported(checkpoint=checkpoint, public_key=self.public_key, leaves=leaves)
+
+    async def verify(self, exported: Exported) -> CheckpointReport:
+        """Compare the store now with a checkpoint: every record it held must still be there,
+        at least at its version with the same hash there, with its outcomes log intact."""
+        checkpoint = exported.checkpoint
+        signed = signature_valid(checkpoint, exported.public_key)
+        leaves_ok = root_of(exported.leaves) == checkpoint.root
+        findings: list[Finding] = []
+        forgotten_since: list[str] = []
+        audited = await self._audited_targets()
+        pinned = {leaf[0] for leaf in exported.leaves}
+        for start in range(0, len(exported.leaves), BATCH):
+            batch = exported.leaves[start : start + BATCH]
+            findings += await self._compare(batch, audited, forgotten_since)
+        new_since = 0
+        async for batch in self.leaves():
+            new_since += sum(leaf[0] not in pinned for leaf in batch)
+        return CheckpointReport(
+            checkpoint=checkpoint.seq, signature_ok=signed, leaves_ok=leaves_ok,
+            checked=len(exported.leaves), new_since=new_since, findings=findings,
+            forgotten_since=forgotten_since,
+        )  # fmt: skip
+
+    async def _audited_targets(self) -> set[str]:
+        """Refs whose forgetting the audit log explains (``memory/<id>`` targets)."""
+        targets: set[str] = set()
+        last = "+"
+        while True:
+            entries = await self.redis.xrevrange(self.keys.audit, max=last, count=1000)
+            for entry_id, fields in entries:
+                if fields.get(b"action") in (b"forget", b"expire"):
+                    targets.add(fields[b"target"].decode())
+                last = f"({entry_id.decode()}"
+            if len(entries) < 1000:
+                return targets
+
+    async def _compare(self, batch: list[Leaf], audited: set[str],
+                       forgotten_since: list[str]) -> list[Finding]:  # fmt: skip
+        pipe = self.redis.pipeline(transaction=False)
+        for ref, version, _, outcomes, _, _ in batch:
+            pipe.hmget(self.keys.head(ref), "version", "forgotten_at")
+            pipe.hget(self.keys.version(ref, version), "hash")
+            pipe.llen(self.keys.outcomes(ref))
+            pipe.lindex(self.keys.outcomes(ref), max(outcomes - 1, 0))
+        replies = await pipe.execute()
+        findings = []
+        for index, (ref, version, digest, outcomes, outcome_hash, was_forgotten) in enumerate(
+            batch
+        ):
+            head, stored_hash, length, last_outcome = replies[4 * index : 4 * index + 4]
+            if head[0] is None:
+                findings.append(Finding(ref=ref, kind="missing", checkpoint_version=version,
+                                        detail=f"held v{version} at the checkpoint; now gone"))  # fmt: skip
+                continue
+            current = int(head[0])
+            if current < version:
+                findings.append(Finding(
+                    ref=ref, kind="behind", checkpoint_version=version, current_version=current,
+                    detail=f"was at v{version} at the checkpoint, now at v{current}: "
+                           f"{_versions(current + 1, version)} removed"))  # fmt: skip
+            elif (stored_hash or b"").decode() != digest:
+                findings.append(Finding(
+                    ref=ref, kind="changed", checkpoint_version=version, current_version=current,
+                    detail=f"v{version} hashed {digest[:12]}… at the checkpoint, now "
+                           f"{(stored_hash or b'none').decode()[:12]}…"))  # fmt: skip
+            if length < outcomes:
+                findings.append(Finding(
+                    ref=ref, kind="outcomes-behind", detail=f"outcomes log held {outcomes} "
+                    f"entries at the checkpoint, now {length}"))  # fmt: skip
+            elif outcomes and _entry_hash(last_outcome) != outcome_hash:
+                findings.append(Finding(
+                    ref=ref, kind="outcomes-changed",
+                    detail=f"outcome #{outcomes} hashed {outcome_hash[:12]}… at the checkpoint, "
+                           f"now {_entry_hash(last_outcome)[:12]}…"))  # fmt: skip
+            if head[1] is not None and not was_forgotten:
+                if ref in audited:
+                    forgotten_since.append(ref)
+                else:
+                    findings.append(Finding(ref=ref, kind="forgotten",
+                                            detail="forgotten since, with no audit entry"))  # fmt: skip
+        return findings
+
+
+def _versions(first: int, last: int) -> str:
+    return f"v{first} was" if first == last else f"v{first}..v{last} were"
+
+
+def _entry_hash(raw: Any) -> str:
+    if not raw:
+        return ""
+    try:
+        return str(msgpack.unpackb(raw).get("hash", ""))
+    except (ValueError, AttributeError, msgpack.UnpackException):
+        return ""
+
+
+async def take_checkpoint_if_due(
+    checkpoints: CheckpointStore, interval: float | None
+) -> Checkpoint | None:
+    """The sweep's checkpoint: taken when ``interval`` seconds passed since the last one and
+    something was written since; a checkpoint already being taken elsewhere is left alone."""
+    if interval is None or elapsed_since(await checkpoints.latest()) < interval:
+        return None
+    try:
+        return await checkpoints.take(only_if_changed=True)
+    except StoreUnavailable:
+        return None
+
+
+def parse_export(text: str) -> Exported:
+    """An export line back into its parts (``baton verify --checkpoint FILE``)."""
+    try:
+        return msgspec.json.decode(text.strip().encode(), type=Exported)
+    except msgspec.ValidationError as error:
+        raise InvalidInput("checkpoint", f"not a checkpoint export: {error}") from None
+    except msgspec.DecodeError as error:
+        raise InvalidInput("checkpoint", f"not JSON: {error}") from None
+
+
+def elapsed_since(checkpoint: Checkpoint | None) -> float:
+    """Seconds since the checkpoint was taken (infinity without one)."""
+    if checkpoint is None:
+        return float("inf")
+    return time.time() - datetime.fromisoformat(checkpoint.at).timestamp()

@@ -1,0 +1,208 @@
+"""Signed checkpoints against the real embedded server and a real Redis Cluster: edits,
+truncations and deletions made behind Baton's back are named; forgetting is not tampering;
+the offline verifier catches the same from an export and a dump."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import msgpack
+import msgspec
+import pytest
+import redis
+from baton.server.checkpoints import (
+    CheckpointStore,
+    MerkleRoot,
+    leaf_bytes,
+    load_signing_key,
+    parse_export,
+    signature_valid,
+    take_checkpoint_if_due,
+)
+from baton.server.memories import MemoryStore
+from baton.server.store import FactStore
+
+from tests.conftest import REPO, as_agent
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def checkpoints(store: FactStore, tmp_path: Path) -> CheckpointStore:
+    return CheckpointStore(store, load_signing_key(tmp_path, None))
+
+
+def reference_root(leaves: list[bytes]) -> bytes:
+    """RFC 9162 section 2.1.1, written as the RFC states it (recursive split)."""
+    if not leaves:
+        return hashlib.sha256(b"").digest()
+    if len(leaves) == 1:
+        return hashlib.sha256(b"\x00" + leaves[0]).digest()
+    split = 1
+    while split * 2 < len(leaves):
+        split *= 2
+    left, right = reference_root(leaves[:split]), reference_root(leaves[split:])
+    return hashlib.sha256(b"\x01" + left + right).digest()
+
+
+def test_streamed_root_is_rfc_9162s_tree_hash() -> None:
+    """The streaming root equals the RFC's recursive definition for every size up to 40."""
+    for size in range(41):
+        leaves = [(f"r/{i}", i + 1, f"{i:064x}", i % 3, "", False) for i in range(size)]
+        tree = MerkleRoot()
+        for leaf in leaves:
+            tree.add(hashlib.sha256(b"\x00" + leaf_bytes(leaf)).digest())
+        assert tree.root() == reference_root([leaf_bytes(leaf) for leaf in leaves]).hex()
+
+
+async def write(store: FactStore, ref: str, *values: object) -> None:
+    for value in values:
+        await store.remember(ref, value, agent="scout")
+
+
+async def test_truncation_and_deletion_are_named(
+    store: FactStore, checkpoints: CheckpointStore, data_redis: redis.Redis
+) -> None:
+    """Cut a chain back (delete the head version, move the head) and delete a whole record:
+    the per-record chains still verify, the checkpoint names both."""
+    await write(store, "t/doc", 1, 2, 3)
+    await write(store, "t/other", 1)
+    taken = await checkpoints.take()
+    assert taken is not None and (taken.seq, taken.records) == (1, 2)
+
+    keys = store.keys
+    data_redis.delete(keys.version("t/doc", 3))
+    data_redis.hset(keys.head("t/doc"), mapping={
+        "version": 2, "hash": data_redis.hget(keys.version("t/doc", 2), "hash")})  # fmt: skip
+    data_redis.delete(keys.head("t/other"), keys.version("t/other", 1))
+    data_redis.zrem(keys.refs, "t/other")
+    assert (await store.stats(verify=True)).broken == []  # the chains alone see nothing
+
+    report = await checkpoints.verify(await checkpoints.export())
+    found = {(f.ref, f.kind, f.checkpoint_version, f.current_version) for f in report.findings}
+    assert found == {("t/doc", "behind", 3, 2), ("t/other", "missing", 1, None)}
+    assert report.signature_ok and report.leaves_ok and not report.ok
+
+
+async def test_an_edited_outcome_is_named(
+    store: FactStore, checkpoints: CheckpointStore, data_redis: redis.Redis
+) -> None:
+    """Rewriting the last outcome (hash recomputed, so its own chain link holds) is caught."""
+    await write(store, "t/fact", "x")
+    await store.record_outcome("success", "RUN-1", agent="executor", refs=["t/fact"])
+    await checkpoints.take()
+    key = store.keys.outcomes("t/fact")
+    entry = msgpack.unpackb(data_redis.lindex(key, 0))
+    entry["outcome"], entry["hash"] = "failure", "f" * 64
+    data_redis.lset(key, 0, msgpack.packb(entry))
+    report = await checkpoints.verify(await checkpoints.export())
+    assert [(f.ref, f.kind) for f in report.findings] == [("t/fact", "outcomes-changed")]
+
+
+async def test_a_changed_byte_breaks_the_signature(
+    store: FactStore, checkpoints: CheckpointStore
+) -> None:
+    """The signature covers the head: one byte changed anywhere in it fails."""
+    await write(store, "t/doc", 1)
+    exported = await checkpoints.export() if await checkpoints.take() else None
+    assert exported is not None and signature_valid(exported.checkpoint, exported.public_key)
+    root = exported.checkpoint.root
+    forged = msgspec.structs.replace(
+        exported.checkpoint, root=("0" if root[0] != "0" else "1") + root[1:]
+    )
+    assert not signature_valid(forged, exported.public_key)
+    line = msgspec.json.encode(exported).decode().replace('"records":1', '"records":2')
+    assert not (await checkpoints.verify(parse_export(line))).signature_ok
+
+
+async def test_forgetting_and_new_records_are_not_tampering(
+    store: FactStore, checkpoints: CheckpointStore
+) -> None:
+    """A memory forgotten after the checkpoint (audited) is reported as forgotten, not broken;
+    records written after it are counted as new; the next checkpoint records the forget."""
+    memories = MemoryStore(store)
+    saved = await memories.save("the deploy key lives in vault", agent_id="scout")
+    assert saved.memory is not None
+    await checkpoints.take()
+    await memories.forget(caller=as_agent("scout"), memory_id=saved.memory.id, reason="secret")
+    await write(store, "t/later", 1)
+    report = await checkpoints.verify(await checkpoints.export())
+    assert report.ok and report.findings == []
+    assert report.forgotten_since == [f"memory/{saved.memory.id}"]
+    assert report.new_since == 1
+    after = await checkpoints.take()
+    assert after is not None and after.forgotten == 1 and after.prev != "0" * 64
+
+
+async def test_checkpoints_chain_and_the_sweep_takes_them_only_after_changes(
+    store: FactStore, checkpoints: CheckpointStore
+) -> None:
+    """Each checkpoint links to the previous one's hash; the sweep's checkpoint waits for the
+    interval and for a write since the last one."""
+    await write(store, "t/a", 1)
+    first = await take_checkpoint_if_due(checkpoints, 0.001)
+    assert first is not None and first.seq == 1
+    assert await take_checkpoint_if_due(checkpoints, 0.001) is None  # nothing written since
+    assert await take_checkpoint_if_due(checkpoints, 3600) is None  # not due
+    await write(store, "t/a", 2)
+    second = await take_checkpoint_if_due(checkpoints, 0.001)
+    assert second is not None and (second.seq, second.prev) == (2, first.hash)
+    assert [c.seq for c in await checkpoints.list()] == [2, 1]
+
+
+def baton(url: str, *args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "baton.server.cli", *args], cwd=REPO, capture_output=True,
+        text=True, timeout=120, check=False,
+        env={"PATH": "/usr/bin:/bin", "BATON_REDIS_URL": url, "BATON_DATA_DIR": str(data_dir)},
+    )  # fmt: skip
+
+
+def test_cli_and_offline_verifier_catch_a_truncation(
+    http: httpx.Client, redis_url: str, sync_redis: redis.Redis, tmp_path: Path
+) -> None:
+    """`baton checkpoint`, `--export` kept elsewhere, a chain cut back, then `baton verify
+    --checkpoint` (exit 1, naming it) and docs/verify_chain.py on the export and a dump."""
+    for value in (1, 2, 3):
+        assert http.post("/v1/records", json={"ref": "t/doc", "value": value}).is_success
+    assert baton(redis_url, "checkpoint", data_dir=tmp_path).returncode == 0
+    export = tmp_path / "checkpoint.json"
+    export.write_text(baton(redis_url, "checkpoint", "--export", data_dir=tmp_path).stdout)
+
+    sync_redis.delete("baton:default:rec:{t/doc}:v:3")
+    sync_redis.hset("baton:default:rec:{t/doc}:head", mapping={
+        "version": 2, "hash": sync_redis.hget("baton:default:rec:{t/doc}:v:2", "hash")})  # fmt: skip
+    verified = baton(redis_url, "verify", "--checkpoint", str(export), data_dir=tmp_path)
+    assert verified.returncode == 1
+    assert "BROKEN t/doc behind: was at v3 at the checkpoint, now at v2" in verified.stdout
+
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text(baton(redis_url, "export", data_dir=tmp_path).stdout)
+    offline = subprocess.run([sys.executable, str(REPO / "docs/verify_chain.py"), "--checkpoint",
+                              str(export), str(dump)], capture_output=True, text=True, check=False)  # fmt: skip
+    assert offline.returncode == 1, offline.stdout + offline.stderr
+    assert "BROKEN t/doc behind: v3 at the checkpoint, now v2" in offline.stdout
+    tampered = json.loads(export.read_text())
+    tampered["leaves"][0][1] = 2  # make the kept export agree with the cut chain
+    export.write_text(json.dumps(tampered))
+    forged = subprocess.run([sys.executable, str(REPO / "docs/verify_chain.py"), "--checkpoint",
+                             str(export), str(dump)], capture_output=True, text=True, check=False)  # fmt: skip
+    assert forged.returncode == 1 and "leaves do not add up to the root" in forged.stdout
+
+
+def test_checkpoints_over_rest(http: httpx.Client) -> None:
+    """POST /v1/checkpoints takes one, GET lists them, /key gives the public key, verify
+    answers a report."""
+    assert http.post("/v1/records", json={"ref": "t/x", "value": 1}).is_success
+    taken = http.post("/v1/checkpoints").json()
+    assert http.get("/v1/checkpoints").json()[0]["hash"] == taken["hash"]
+    key = http.get("/v1/checkpoints/key").json()
+    assert (key["algorithm"], key["key_id"]) == ("Ed25519", taken["key_id"])
+    report = http.post("/v1/checkpoints/verify", json={}).json()
+    assert (report["signature_ok"], report["findings"], report["checked"]) == (True, [], 1)
+    assert http.post("/v1/checkpoints/verify", json={"seq": 99}).status_code == 404
