@@ -104,11 +104,13 @@ async def growth(api_url: str, store: FactStore, api_pid: int, quick: bool) -> l
         "Every figure through the API, one call at a time: `remember` a new version of a "
         "random record, `recall` a random record, search (`GET /v1/records?query=` two "
         "words drawn from the same Zipf-like vocabulary, 10 results), `verify` of every "
-        "version. Records carry 12 words each; the namespace also holds the memories of the "
-        "`memory_recall` scenario, in the same search index.",
+        "version, and a signed checkpoint of the whole namespace (`POST /v1/checkpoints`, "
+        "the API's RSS before and after it: computing one streams the refs). Records carry 12 "
+        "words each; the namespace also holds the memories of the `memory_recall` scenario, "
+        "in the same search index.",
         "",
-        "| records | remember p50 | recall p50 | search p50 / p95 | verify | API RSS |",
-        "|---|---|---|---|---|---|",
+        "| records | remember p50 | recall p50 | search p50 / p95 | verify | checkpoint | API RSS |",
+        "|---|---|---|---|---|---|---|",
     ]
     async with httpx.AsyncClient(base_url=api_url, headers=headers, timeout=60) as http:
 
@@ -136,11 +138,19 @@ async def growth(api_url: str, store: FactStore, api_pid: int, quick: bool) -> l
             started = time.perf_counter()
             stats = await store.stats(verify=True, scope="growth")
             seconds = time.perf_counter() - started
-            rss = psutil.Process(api_pid).memory_info().rss / 2**20
+            api = psutil.Process(api_pid)
+            before_rss = api.memory_info().rss / 2**20
+            started = time.perf_counter()
+            taken = await http.post("/v1/checkpoints", timeout=3600)
+            checkpoint_seconds = time.perf_counter() - started
+            assert taken.status_code == 201, taken.text
+            rss = api.memory_info().rss / 2**20
             row = (f"| {size:,} | {writes.pct(0.5):.2f} ms | {reads.pct(0.5):.2f} ms | "
                    f"{searches.pct(0.5):.2f} / {searches.pct(0.95):.2f} ms | "
                    f"{stats.checked_versions:,} versions in {seconds:.1f} s "
-                   f"({(stats.checked_versions or 0) / seconds:,.0f}/s) | {rss:.0f} MiB |")  # fmt: skip
+                   f"({(stats.checked_versions or 0) / seconds:,.0f}/s) | "
+                   f"{taken.json()['records']:,} records in {checkpoint_seconds:.1f} s | "
+                   f"{before_rss:.0f} → {rss:.0f} MiB |")  # fmt: skip
             print(row, flush=True)
             lines.append(row)
 
