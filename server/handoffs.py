@@ -255,7 +255,7 @@ class HandoffStore:
                 raise InvalidInput(f"pins[{index}].ref", f"no record {ref}")
             if version is not None and version > int(current):
                 raise InvalidInput(
-                    f"pins[{index}].version", f"{ref} has no version {version} (current {current})"
+                    f"pins[{index}].version", f"{ref} has no version {version} (current {int(current)})"
                 )
             resolved.append(Pin(ref=ref, version=int(current) if version is None else version))
         return resolved
@@ -606,6 +606,25 @@ class HandoffStore:
                 if len(packets) == limit:
                     return PacketPage(packets=packets, next_cursor=f"{score}:{packet_id}")
             top, skip_until = entries[-1][1], entries[-1][0]
+
+    async def counts(self) -> dict[str, int]:
+        """Packets by state across every inbox (``done`` is what the others leave of all)."""
+        receivers = sorted(raw.decode() for raw in await self.redis.smembers(self.keys.inboxes))
+        pipe = self.redis.pipeline(transaction=False)
+        for name in receivers:
+            for key in (self.keys.queued(name), self.keys.claimed(name), self.keys.failed(name),
+                        self.keys.expired(name), self.keys.inbox_all(name)):  # fmt: skip
+                pipe.zcard(key)
+        replies = await pipe.execute()
+        counts = dict.fromkeys(("queued", "claimed", "done", "failed", "expired"), 0)
+        for offset in range(0, len(replies), 5):
+            queued, claimed, failed, expired, every = replies[offset : offset + 5]
+            counts["queued"] += queued
+            counts["claimed"] += claimed
+            counts["failed"] += failed
+            counts["expired"] += expired
+            counts["done"] += every - queued - claimed - failed - expired
+        return counts
 
     async def agents(self) -> list[AgentSummary]:
         """Every agent that has written or been handed a packet, with its inbox counts."""

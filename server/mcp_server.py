@@ -43,6 +43,7 @@ since the sender pinned them), and `record_outcome` to report whether acting on 
 """
 
 P = ParamSpec("P")
+SHOWN_DECIMALS = 4
 
 Ref = Annotated[str, Field(description="A record ref 'scope/key'; the scope may hold slashes.")]
 Agent = Annotated[str, Field(description="An agent id, e.g. 'executor'.")]
@@ -92,6 +93,18 @@ def _resolve(binding: Binding, ctx: Context) -> ToolCall:
     return ToolCall(caller=caller, facts=facts, handoffs=HandoffStore(facts))
 
 
+def rounded(value: Any) -> Any:
+    """Floats shown to a model at 4 decimal places (0.8400000000000001 -> 0.84); stored and
+    REST values stay exact, so hashes still verify from the REST answers."""
+    if isinstance(value, float):
+        return round(value, SHOWN_DECIMALS)
+    if isinstance(value, dict):
+        return {key: rounded(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [rounded(item) for item in value]
+    return value
+
+
 def _as_tool_error(
     function: Callable[P, Awaitable[Any]],
 ) -> Callable[P, Awaitable[dict[str, Any]]]:
@@ -105,7 +118,7 @@ def _as_tool_error(
             raise ToolError(f"{error.title}: {error.detail}") from None
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
             raise ToolError("Baton cannot reach its Redis server right now; retry shortly") from None
-        built: dict[str, Any] = msgspec.to_builtins(result)
+        built: dict[str, Any] = rounded(msgspec.to_builtins(result))
         return built
 
     # Tools advertise structured output: a JSON object shaped like the REST response.
@@ -244,21 +257,24 @@ def create_mcp_server(binding: Binding) -> MCPServer:
         )  # fmt: skip
 
     @mcp.tool(description=(
-        "Counts of records, versions, agents and outcomes and the average confidence; with "
-        "verify=true also recheck every hash chain and list broken links."
+        "Counts of records, versions, agents and outcomes, the average confidence and handoff "
+        "packets by state; with verify=true also recheck every hash chain and list broken links."
     ))  # fmt: skip
     @_as_tool_error
     async def memory_stats(
         ctx: Context,
         verify: Annotated[bool, Field(description="Recompute every hash chain.")] = False,
     ) -> Any:
-        return await _resolve(binding, ctx).facts.stats(verify=verify)
+        call = _resolve(binding, ctx)
+        stats = await call.facts.stats(verify=verify)
+        stats.handoffs = await call.handoffs.counts()
+        return stats
 
     _add_memory_tools(mcp, binding)
     return mcp
 
 
-Csv = Annotated[str | None, Field(description="Comma-separated list.")]
+Csv = Annotated[str | list[str] | None, Field(description="A list, or a comma-separated string.")]
 
 
 def _add_memory_tools(mcp: MCPServer, binding: Binding) -> None:
@@ -302,10 +318,15 @@ def _add_memory_tools(mcp: MCPServer, binding: Binding) -> None:
         format: Literal["full", "compact", "narrative"] = "full",  # noqa: A002
         token_budget: Annotated[int | None, Field(ge=1)] = None,
         project: str | None = None,
+        agentId: Annotated[str | None, Field(description="Only this agent's memories and "  # noqa: N803
+                                             "shared ones (your own id, unless admin).")] = None,  # fmt: skip
     ) -> Any:
-        return await MemoryStore(_resolve(binding, ctx).facts).recall(
-            query, limit=limit, format=format, token_budget=token_budget, project=project
-        )
+        call = _resolve(binding, ctx)
+        agent = call.caller.acting_as(agentId).agent if agentId else None
+        return await MemoryStore(call.facts).recall(
+            query, limit=limit, format=format, token_budget=token_budget, project=project,
+            agent_id=agent,
+        )  # fmt: skip
 
     @mcp.tool(description=(
         "Find memories and observations as compact hits, then expand the ids you want in "

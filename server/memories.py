@@ -8,6 +8,7 @@ by BM25) appends a version to that memory's record instead of creating a new one
 from __future__ import annotations
 
 import math
+import re
 import secrets
 import time
 from collections.abc import Sequence
@@ -15,7 +16,7 @@ from typing import Any, Literal
 
 import msgpack
 import msgspec
-from baton.server.errors import InvalidInput, NotFound
+from baton.server.errors import InvalidInput, NotFound, VersionConflict
 from baton.server.identity import Caller, check_session_owner, sweeper
 from baton.server.keys import NAMESPACES
 from baton.server.models import Observation, RecallHit, RecordVersion
@@ -30,11 +31,16 @@ SIMILAR_ABOVE = 0.4
 CANDIDATES = 50
 MAX_CONTENT = 64 * 1024
 MAX_TTL_DAYS = 36_500
+WORD = re.compile(r"[^\W_]+(?:[._/-][^\W_]+)*")
 SCRUB_MIN_QUOTE = 8  # characters of a forgotten observation that count as a quote of it
 Format = Literal["full", "compact", "narrative"]
 
 
 class Memory(msgspec.Struct, kw_only=True):
+    """A saved memory. ``version`` counts its line (1 + the version of the memory it
+    supersedes); ``parent_id``/``supersedes`` name that memory, ``superseded_by`` its
+    successor (then ``is_latest`` is false). Each memory is the record ``memory/<id>``."""
+
     id: str
     version: int
     type: str
@@ -45,7 +51,10 @@ class Memory(msgspec.Struct, kw_only=True):
     project: str | None
     agent_id: str | None
     created_at: str
-    supersedes: int | None = None
+    parent_id: str | None = None
+    supersedes: list[str] = []
+    is_latest: bool = True
+    superseded_by: str | None = None
     expires_at: str | None = None
 
 
@@ -89,8 +98,9 @@ class AuditEntry(msgspec.Struct, kw_only=True):
 
 
 def words(text: str) -> set[str]:
-    """The Jaccard token set: lower-cased whitespace tokens longer than 2 characters."""
-    return {token for token in text.lower().split() if len(token) > 2}
+    """The Jaccard token set: lower-cased words with punctuation stripped (``service.`` is
+    ``service``), longer than 2 characters, or shorter when they carry a digit (``x4``)."""
+    return {word for word in WORD.findall(text.lower()) if len(word) > 2 or any(c.isdigit() for c in word)}
 
 
 def jaccard(left: str, right: str) -> float:
@@ -157,16 +167,20 @@ class MemoryStore:
             raise InvalidInput("ttl_days", f"must be a number of days from 0 to {MAX_TTL_DAYS}")
 
         superseded, similar = await self._closest(content, project)
-        memory_id = superseded.id if superseded else f"mem_{secrets.token_hex(6)}"
+        memory_id = f"mem_{secrets.token_hex(6)}"
         title = content.strip().splitlines()[0][:80]
         value = {"content": content, "type": kind, "title": title, "concepts": concept_list,
-                 "files": file_list, "project": project, "agent_id": agent}  # fmt: skip
+                 "files": file_list, "project": project, "agent_id": agent,
+                 "version": superseded.version + 1 if superseded else 1,
+                 "supersedes": [superseded.id] if superseded else []}  # fmt: skip
         written = await self.facts.remember(
             memory_ref(memory_id), value, agent=agent or "anonymous", tags=["memory"],
-            expected_version=superseded.version if superseded else 0,
+            expected_version=0,
         )  # fmt: skip
         text = " ".join([content, title, *concept_list, *file_list])
         await self.index.index(f"m:{memory_id}", text, kind="memory", project=project, agent=agent)
+        if superseded is not None:
+            await self._supersede(superseded, memory_id, agent)
         expires_at = None
         if ttl_days is not None:
             expires_us = time.time_ns() // 1000 + int(ttl_days * 86_400_000_000)
@@ -176,24 +190,40 @@ class MemoryStore:
             await pipe.execute()
             expires_at = _iso(expires_us)
         memory = Memory(
-            id=memory_id, version=written.version, type=kind, title=title, content=content,
+            id=memory_id, version=value["version"], type=kind, title=title, content=content,
             concepts=concept_list, files=file_list, project=project, agent_id=agent,
-            created_at=written.created_at, supersedes=written.superseded, expires_at=expires_at,
+            created_at=written.created_at, parent_id=superseded.id if superseded else None,
+            supersedes=value["supersedes"], expires_at=expires_at,
         )  # fmt: skip
         return MemorySaved(success=True, memory=memory, similar_to=None if superseded else similar)
+
+    async def _supersede(self, old: Memory, new_id: str, agent: str | None) -> None:
+        """Mark ``old`` as superseded by ``new_id``: a new version of its record (the chain
+        keeps every content) that points at its successor, and out of the search index. The
+        successor is written first, so a crash in between leaves two latest memories, never
+        a lost one; a concurrent supersede of the same memory keeps both successors."""
+        record = await self.facts.recall(memory_ref(old.id))
+        value = {**record.value, "superseded_by": new_id}
+        try:
+            await self.facts.remember(memory_ref(old.id), value, agent=agent or "anonymous",
+                                      tags=["memory"], expected_version=record.version)  # fmt: skip
+        except VersionConflict:
+            return
+        await self.index.remove([f"m:{old.id}"])
 
     async def _closest(
         self, content: str, project: str | None
     ) -> tuple[Memory | None, SimilarTo | None]:
         """The memory to supersede (first candidate over 0.7, in rank order) and the best
-        candidate over 0.4 as a hint. Memories of another explicit project never match."""
+        candidate over 0.4 as a hint. A memory of a project is only ever matched by a save in
+        that same project (it never leaves its project); an unscoped memory matches any save."""
         hits = await self.index.search(content, limit=CANDIDATES, kinds=["memory"])
-        hits = [hit for hit in hits if not (project and hit.project and hit.project != project)]
+        hits = [hit for hit in hits if not (hit.project and hit.project != project)]
         memories = await self.get_many([hit.doc.removeprefix("m:") for hit in hits])
         best: SimilarTo | None = None
         for hit in hits:
             memory = memories.get(hit.doc.removeprefix("m:"))
-            if memory is None:
+            if memory is None or not memory.is_latest:
                 continue
             similarity = jaccard(content, memory.content)
             if similarity > SUPERSEDE_ABOVE:
@@ -439,11 +469,15 @@ def _memory(memory_id: str, record: RecordVersion) -> Memory | None:
     value = record.value
     if record.forgotten is not None or not isinstance(value, dict) or "content" not in value:
         return None
+    supersedes = value.get("supersedes")
+    supersedes = supersedes if isinstance(supersedes, list) else []
     return Memory(
-        id=memory_id, version=record.version, type=value["type"], title=value["title"],
-        content=value["content"], concepts=value["concepts"], files=value["files"],
-        project=value["project"], agent_id=value["agent_id"], created_at=record.created_at,
-        supersedes=record.version - 1 if record.version > 1 else None,
+        id=memory_id, version=value.get("version", record.version), type=value["type"],
+        title=value["title"], content=value["content"], concepts=value["concepts"],
+        files=value["files"], project=value["project"], agent_id=value["agent_id"],
+        created_at=record.created_at, parent_id=supersedes[0] if supersedes else None,
+        supersedes=supersedes, is_latest="superseded_by" not in value,
+        superseded_by=value.get("superseded_by"),
     )  # fmt: skip
 
 

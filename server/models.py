@@ -89,6 +89,15 @@ class OutcomeEntry(msgspec.Struct, kw_only=True):
     prev_hash: str
 
 
+class StaleOutcome(msgspec.Struct, kw_only=True):
+    """A record the outcome moved at a newer version than the caller's session last read:
+    the decision was made on ``seen_version``; the confidence moved on ``moved_version``."""
+
+    ref: str
+    seen_version: int
+    moved_version: int
+
+
 class OutcomeReport(msgspec.Struct, kw_only=True):
     """The confidence moves of one outcome, and the packet it closed, if any."""
 
@@ -96,6 +105,7 @@ class OutcomeReport(msgspec.Struct, kw_only=True):
     outcome_ref: str
     moves: list[OutcomeEntry]
     handoff: Packet | None = None
+    stale: list[StaleOutcome] = []
 
 
 class BrokenLink(msgspec.Struct, kw_only=True):
@@ -120,6 +130,7 @@ class Stats(msgspec.Struct, kw_only=True):
     checked_versions: int | None = None
     checked_outcomes: int | None = None
     broken: list[BrokenLink] | None = None
+    handoffs: dict[str, int] | None = None  # packets by state, where asked for
 
 
 SessionStatus = Literal["active", "completed", "abandoned"]

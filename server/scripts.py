@@ -91,7 +91,8 @@ return 1
 # KEYS[3] a scratch sorted set (deleted before returning)
 # KEYS[4..] the postings of the query's terms (doc -> the term's length-normalised tf part)
 # ARGV[1] limit   ARGV[2] kinds, comma-separated ("" = any)
-# ARGV[3] project ("" = any; documents of no project always match)   ARGV[4] agent ("" = any)
+# ARGV[3] project ("" = any; documents of no project always match)
+# ARGV[4] agent ("" = any; documents of no agent, i.e. shared ones, always match)
 # ARGV[5] try the threshold algorithm (below) when the postings hold more entries than this
 # Returns {doc, score, meta, ...} for the best ``limit`` documents the filters want, by BM25,
 # best first: each posting already holds tf·(k1+1)/(tf + k1·(1−b+b·len/avglen)), so a
@@ -126,7 +127,7 @@ local function wanted(meta)
   end
   local kind, project, agent = string.match(meta, '^([^\t]*)\t([^\t]*)\t(.*)$')
   return (ARGV[2] == '' or kinds[kind] == true) and (ARGV[3] == '' or project == '' or project == ARGV[3])
-    and (ARGV[4] == '' or agent == ARGV[4])
+    and (ARGV[4] == '' or agent == '' or agent == ARGV[4])
 end
 
 -- Fagin's threshold algorithm: read every term's postings best part first, in blocks that

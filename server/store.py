@@ -39,6 +39,7 @@ from baton.server.models import (
     RecordPage,
     RecordVersion,
     Remembered,
+    StaleOutcome,
     Stats,
     Tombstone,
 )
@@ -295,7 +296,9 @@ class FactStore:
     ) -> OutcomeReport:
         """Move the confidence of ``refs`` (default: what ``session`` touched) and log each move.
 
-        Every ref is checked before anything is written, so bad input never half-applies.
+        Every ref is checked before anything is written, so bad input never half-applies. The
+        move applies to the current version; when the caller's session last read an older one,
+        the report lists it under ``stale`` (the outcome is still recorded, not refused).
         """
         if outcome not in ("success", "failure"):
             raise InvalidInput("outcome", "must be 'success' or 'failure'")
@@ -312,9 +315,11 @@ class FactStore:
                 raise InvalidInput(
                     "refs", "give the refs the outcome is about, or a session that touched them"
                 )
-            refs = sorted(await self.touched(session))
+            refs = sorted(seen := await self.touched(session))
             if not refs:
                 raise InvalidInput("refs", f"session {session} has touched no records; give refs")
+        else:
+            seen = {} if session is None else await self.touched(session)
         if isinstance(refs, str) or not isinstance(refs, Sequence) or not refs:
             raise InvalidInput("refs", "must be a non-empty list of refs")
         refs = list(dict.fromkeys(check_ref(ref, self.limits.max_ref_length) for ref in refs))
@@ -345,7 +350,9 @@ class FactStore:
                 ref=move.ref,
             )  # fmt: skip
         await pipe.execute()
-        return OutcomeReport(outcome=outcome, outcome_ref=outcome_ref, moves=moves)
+        stale = [StaleOutcome(ref=move.ref, seen_version=seen[move.ref], moved_version=move.version)
+                 for move in moves if seen.get(move.ref, move.version) < move.version]  # fmt: skip
+        return OutcomeReport(outcome=outcome, outcome_ref=outcome_ref, moves=moves, stale=stale)
 
     async def _apply_outcome(
         self,

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -54,8 +55,8 @@ def test_session_observe_search_and_end(am: httpx.Client) -> None:
     assert observed.json()["observation"]["type"] == "file_edit"
 
     found = am.post("/search", json={"query": "login.ts edit", "format": "compact"}).json()
-    assert [hit["kind"] for hit in found["results"]] == ["observation"]
-    assert found["results"][0]["session"] == "cc-1"
+    assert [(hit["obsId"], hit["sessionId"]) for hit in found["results"]] == [
+        (observed.json()["observationId"], "cc-1")]  # fmt: skip
     listed = am.get("/sessions", params={"limit": 5}).json()["sessions"]
     assert [s["id"] for s in listed] == ["cc-1"] and listed[0]["observationCount"] == 1
     assert am.post("/session/end", json={"sessionId": "cc-1"}).json() == {"success": True,
@@ -65,7 +66,8 @@ def test_session_observe_search_and_end(am: httpx.Client) -> None:
 
 
 def test_remember_dedupe_forget_export_and_audit(am: httpx.Client) -> None:
-    """remember (201, success, memory, similarTo), forget, export, audit, governance delete."""
+    """remember (201, success, memory, similarTo), a near-duplicate as a new memory naming
+    its parent, forget, export, audit, governance delete."""
     text = "always run the migrations before the integration tests in this repo"
     first = am.post("/remember", json={"content": text, "type": "workflow", "project": "app",
                                         "concepts": ["migrations"]})  # fmt: skip
@@ -73,20 +75,120 @@ def test_remember_dedupe_forget_export_and_audit(am: httpx.Client) -> None:
     memory = first.json()["memory"]
     assert first.json()["success"] is True and memory["type"] == "workflow"
     same = am.post("/remember", json={"content": text + " please", "project": "app"}).json()
-    assert (same["memory"]["id"], same["memory"]["version"]) == (memory["id"], 2)
+    assert (same["memory"]["version"], same["memory"]["parentId"], same["memory"]["supersedes"]) \
+        == (2, memory["id"], [memory["id"]])  # fmt: skip
     assert am.post("/remember", json={"content": "  "}).json() == {"error": "content is required"}
 
     other = am.post("/remember", json={"content": "the staging deploy needs a vpn"}).json()
     exported = am.get("/export").json()
-    assert {m["id"] for m in exported["memories"]} == {memory["id"], other["memory"]["id"]}
-    assert am.post("/forget", json={"memoryId": memory["id"]}).json()["memories"] == [memory["id"]]
+    latest = {m["id"]: m["isLatest"] for m in exported["memories"]}
+    assert latest == {memory["id"]: False, same["memory"]["id"]: True, other["memory"]["id"]: True}
+    forgotten = am.post("/forget", json={"memoryId": same["memory"]["id"]}).json()
+    assert forgotten == {"success": True, "deleted": 1}
     assert am.post("/search", json={"query": "migrations integration"}).json()["results"] == []
     deleted = am.request("DELETE", "/governance/memories",
                          json={"memoryIds": [other["memory"]["id"]]}).json()  # fmt: skip
-    assert deleted["deleted"] == 1
+    assert (deleted["deleted"], deleted["total"]) == (1, 1)
     entries = am.get("/audit", params={"limit": 10}).json()["entries"]
-    assert [e["target"] for e in entries] == [f"memory/{other['memory']['id']}",
-                                              f"memory/{memory['id']}"]  # fmt: skip
+    assert [e["targetIds"] for e in entries] == [[other["memory"]["id"]], [same["memory"]["id"]]]
+
+
+# The answers of agentmemory 0.9.29's REST routes, field by field (its dist/index.mjs:
+# registerApiTriggers and the mem::* functions they call). Optional fields are listed apart.
+GOLDEN: dict[str, tuple[dict[str, type | tuple[type, ...]], set[str]]] = {
+    "remember.memory": ({"id": str, "createdAt": str, "updatedAt": str, "type": str,
+                         "title": str, "content": str, "concepts": list, "files": list,
+                         "sessionIds": list, "strength": int, "version": int,
+                         "supersedes": list, "sourceObservationIds": list, "isLatest": bool,
+                         "origin": dict}, {"parentId", "agentId", "project", "forgetAfter"}),
+    "search": ({"format": str, "results": list, "tokens_used": int, "truncated": bool},
+               {"tokens_budget", "text"}),
+    "search.full": ({"observation": dict, "score": (int, float), "sessionId": str}, set()),
+    "search.compact": ({"obsId": str, "sessionId": str, "title": str, "type": str,
+                        "score": (int, float), "timestamp": str}, set()),
+    "search.narrative": ({"obsId": str, "sessionId": str, "title": str, "narrative": str,
+                          "score": (int, float), "timestamp": str}, set()),
+    "observation": ({"id": str, "sessionId": str, "timestamp": str, "type": str, "title": str,
+                     "facts": list, "narrative": str, "concepts": list, "files": list,
+                     "importance": int}, {"confidence", "agentId", "subtitle"}),
+    "smart-search": ({"mode": str, "results": list}, {"lessons"}),
+    "smart-search.expanded": ({"mode": str, "results": list, "truncated": bool}, set()),
+    "session": ({"id": str, "project": str, "cwd": str, "startedAt": str, "status": str,
+                 "observationCount": int}, {"summary", "firstPrompt", "agentId", "updatedAt",
+                                            "endedAt", "title", "concepts", "files"}),
+    "audit": ({"entries": list, "success": bool}, set()),
+    "audit.entry": ({"id": str, "timestamp": str, "operation": str, "functionId": str,
+                     "targetIds": list, "details": dict}, set()),
+    "livez": ({"status": str, "service": str}, {"viewerPort", "viewerSkipped", "streamsPort"}),
+    "health": ({"status": str, "service": str, "version": str},
+               {"health", "functionMetrics", "circuitBreaker", "viewerPort", "viewerSkipped",
+                "streamsPort"}),
+    "export": ({"version": str, "exportedAt": str, "sessions": list, "observations": dict,
+                "memories": list}, {"summaries"}),
+    "forget": ({"success": bool, "deleted": int}, set()),
+    "context": ({"context": str, "blocks": int, "tokens": int}, set()),
+}  # fmt: skip
+
+
+def assert_shape(name: str, value: dict[str, Any]) -> None:
+    required, optional = GOLDEN[name]
+    assert required.keys() <= value.keys(), (name, sorted(required.keys() - value.keys()))
+    assert value.keys() <= required.keys() | optional, (name, sorted(value.keys() - required.keys() - optional))
+    for field, kind in required.items():
+        assert isinstance(value[field], kind), (name, field, value[field])
+
+
+def test_answers_have_agentmemorys_fields_and_types(am: httpx.Client) -> None:
+    """Every route the shim and hooks read answers agentmemory's field names and types."""
+    am.post("/session/start", json={"sessionId": "cc-g", "project": "app", "cwd": "/srv/app"})
+    am.post("/observe", json={"hookType": "post_tool_use", "sessionId": "cc-g", "project": "app",
+                              "cwd": "/srv/app", "timestamp": "2026-11-30T10:00:00Z",
+                              "data": {"tool_name": "Bash", "tool_input": {"command": "make deploy"}}})  # fmt: skip
+    saved = am.post("/remember", json={"content": "deploy with make deploy", "ttlDays": 3}).json()
+    assert_shape("remember.memory", saved["memory"])
+    for form in ("full", "compact", "narrative"):
+        found = am.post("/search", json={"query": "deploy", "format": form, "token_budget": 500}).json()
+        assert_shape("search", found)
+        assert len(found["results"]) == 2
+        for item in found["results"]:
+            assert_shape(f"search.{form}", item)
+            if form == "full":
+                assert_shape("observation", item["observation"])
+    smart = am.post("/smart-search", json={"query": "deploy"}).json()
+    assert_shape("smart-search", smart)
+    for item in smart["results"]:
+        assert_shape("search.compact", item)
+    expanded = am.post("/smart-search", json={"expandIds": [smart["results"][0]["obsId"]]}).json()
+    assert_shape("smart-search.expanded", expanded)
+    assert_shape("observation", expanded["results"][0]["observation"])
+    [session] = am.get("/sessions").json()["sessions"]
+    assert_shape("session", session)
+    assert_shape("livez", am.get("/livez").json())
+    assert_shape("health", am.get("/health").json())
+    assert_shape("export", am.get("/export").json())
+    assert_shape("context", am.post("/context", json={"sessionId": "cc-g", "project": "app"}).json())
+    assert_shape("forget", am.post("/forget", json={"memoryId": saved["memory"]["id"]}).json())
+    audit = am.get("/audit").json()
+    assert_shape("audit", audit)
+    assert_shape("audit.entry", audit["entries"][0])
+
+
+def test_wrong_types_are_400_errors_never_500(am: httpx.Client) -> None:
+    """Wrong types are agentmemory-style 400 {"error"} answers; arrays and comma strings are
+    both accepted; numbers are not taken for strings."""
+    for body in ({"content": "x", "concepts": 5}, {"content": "x", "files": 5},
+                 {"content": "x", "files": {"a": 1}}, {"content": "x", "project": 5},
+                 {"content": "x", "agentId": 5}, {"content": "x", "ttlDays": "soon"}):  # fmt: skip
+        answer = am.post("/remember", json=body)
+        assert answer.status_code == 400 and set(answer.json()) == {"error"}, (body, answer.text)
+    assert am.post("/forget", json={"sessionId": "s", "observationIds": 5}).status_code == 400
+    assert am.post("/search", json={"query": "x", "limit": "many"}).json() == {
+        "error": "limit must be a positive integer up to 100"}  # fmt: skip
+    both = [am.post("/remember", json={"content": f"note {n} on kestrel keys x{n}",
+                                       "concepts": concepts}).json()
+            for n, concepts in ((1, ["a", "b"]), (2, "a, b"))]  # fmt: skip
+    assert [saved["memory"]["concepts"] for saved in both] == [["a", "b"], ["a", "b"]]
+    assert both[1]["memory"]["supersedes"] == []  # x1 and x2 are different memories
 
 
 def test_errors_use_agentmemorys_shape(am: httpx.Client) -> None:
@@ -101,8 +203,9 @@ def test_errors_use_agentmemorys_shape(am: httpx.Client) -> None:
 
 
 def test_mcp_shim_lists_and_calls_tools(am: httpx.Client) -> None:
-    """mcp/tools lists Baton's tools with input schemas; mcp/call runs one and answers
-    MCP-style content, or 400 with the tool's error."""
+    """mcp/tools lists Baton's tools with input schemas (and, under baton_ names, those the
+    shim would answer itself); mcp/call runs one and answers MCP-style content, a tool's
+    failure as an isError result (200, so the shim relays the message)."""
     tools = {tool["name"]: tool for tool in am.get("/mcp/tools").json()["tools"]}
     assert {"memory_save", "memory_recall", "memory_resume_here", "remember"} <= set(tools)
     assert tools["memory_save"]["inputSchema"]["required"] == ["content"]
@@ -112,7 +215,16 @@ def test_mcp_shim_lists_and_calls_tools(am: httpx.Client) -> None:
     assert payload["memory"]["concepts"] == ["git", "commits"]
     assert payload["memory"]["agent_id"] == "codex"
     failed = am.post("/mcp/call", json={"name": "memory_save", "arguments": {"content": ""}})
-    assert failed.status_code == 400 and "content is required" in failed.json()["error"]
+    assert failed.status_code == 200 and failed.json()["isError"] is True  # the shim keeps 200s
+    assert "content is required" in failed.json()["content"][0]["text"]
+    assert am.post("/mcp/call", json={"name": "nope", "arguments": {}}).json() == {
+        "error": "Unknown tool: nope"}  # fmt: skip
+    assert "baton_memory_recall" in tools and tools["baton_memory_recall"]["inputSchema"] == \
+        tools["memory_recall"]["inputSchema"]  # fmt: skip
+    aliased = am.post("/mcp/call", json={"name": "baton_memory_smart_search",
+                                         "arguments": {"expandIds": [payload["memory"]["id"]]}})  # fmt: skip
+    assert json.loads(aliased.json()["content"][0]["text"])["results"][0]["title"] == \
+        "prefer small commits"  # fmt: skip
 
 
 def test_secret_is_required_when_configured(secured_url: str) -> None:

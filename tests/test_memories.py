@@ -126,24 +126,37 @@ async def test_empty_content_is_not_saved(memories: MemoryStore) -> None:
         assert (saved.success, saved.error) == (False, "content is required")
 
 
-async def test_near_duplicate_supersedes_as_version_two(
+async def test_near_duplicate_supersedes_with_a_new_id(
     memories: MemoryStore, store: FactStore
 ) -> None:
-    """Jaccard > 0.7: the new content is version 2 of the same memory record; version 1
-    stays in the chain, and only the new content is searchable."""
+    """Jaccard > 0.7: as agentmemory does, the new content is a new memory (version 2, its
+    parentId/supersedes naming the old one); the old one stays readable with both contents
+    in its record's chain, is no longer latest, and only the new content is searchable."""
     first = await memories.save(BASE + " and a sliding expiry window")
     second = await memories.save(BASE + " and a fixed expiry window")
     assert first.memory and second.memory
     assert jaccard(first.memory.content, second.memory.content) > 0.7
-    assert (second.memory.id, second.memory.version, second.memory.supersedes) == (
-        first.memory.id, 2, 1,
+    assert second.memory.id != first.memory.id
+    assert (second.memory.version, second.memory.parent_id, second.memory.supersedes) == (
+        2, first.memory.id, [first.memory.id],
+    )  # fmt: skip
+    old = await memories.get(first.memory.id)
+    assert (old.is_latest, old.superseded_by, old.content) == (
+        False, second.memory.id, first.memory.content,
     )  # fmt: skip
     history = await store.history(f"memory/{first.memory.id}")
-    assert [v.value["content"].split()[-3] for v in history.versions] == ["sliding", "fixed"]
-    assert all(v.chain_ok for v in history.versions)
+    assert all(v.chain_ok for v in history.versions) and len(history.versions) == 2
     assert [hit.text for hit in (await memories.recall("sliding expiry")).results] == [
         second.memory.content
     ]
+    third = await memories.save(BASE + " and a fixed expiry window!")
+    assert third.memory and (third.memory.version, third.memory.parent_id) == (3, second.memory.id)
+
+
+def test_dedupe_words_ignore_punctuation_and_keep_short_ids() -> None:
+    """Punctuation does not defeat dedupe; short tokens with digits keep memories apart."""
+    assert jaccard("restart the payment service.", "restart the payment service") == 1.0
+    assert jaccard("rotate x4 kestrel keys", "rotate x7 kestrel keys") < 0.7
 
 
 async def test_similar_memory_is_hinted_not_superseded(memories: MemoryStore) -> None:
@@ -160,14 +173,28 @@ async def test_similar_memory_is_hinted_not_superseded(memories: MemoryStore) ->
 
 
 async def test_different_explicit_projects_never_supersede(memories: MemoryStore) -> None:
-    """The same content in two explicit projects stays two memories; an unscoped one is a
-    wildcard and is superseded."""
+    """The same content in two explicit projects stays two memories; an unscoped old memory
+    is a wildcard and is superseded by a project's save; an unscoped save never supersedes a
+    project's memory (a memory never leaves its project)."""
     one = await memories.save(BASE, project="alpha")
     two = await memories.save(BASE, project="beta")
     assert one.memory and two.memory and one.memory.id != two.memory.id
     shared = await memories.save("a note that belongs to every project we run")
     again = await memories.save("a note that belongs to every project we run", project="alpha")
-    assert shared.memory and again.memory and again.memory.id == shared.memory.id
+    assert shared.memory and again.memory and again.memory.supersedes == [shared.memory.id]
+    unscoped = await memories.save(BASE)
+    assert unscoped.memory and unscoped.memory.supersedes == []
+    assert (await memories.get(one.memory.id)).is_latest
+
+
+async def test_agent_filtered_recall_sees_shared_memories(memories: MemoryStore) -> None:
+    """Recall filtered by agent returns that agent's memories and shared (unscoped) ones."""
+    await memories.save("deploy with blue green switch", agent_id="alice")
+    await memories.save("deploy with rolling restarts", agent_id="bob")
+    await memories.save("deploy only on weekdays")
+    found = await memories.recall("deploy", agent_id="alice")
+    assert sorted(hit.text for hit in found.results) == [
+        "deploy only on weekdays", "deploy with blue green switch"]  # fmt: skip
 
 
 async def test_project_filter_never_leaks_another_projects_memories(

@@ -119,3 +119,52 @@ def test_fuzzed_requests_never_get_a_server_error(api_url: str, redis_url: str) 
         except Exception as failure:  # noqa: BLE001 - collect every operation's failure
             failures.append(f"{operation.label}: {failure}"[:600])
     assert failures == []
+
+
+# The fields agentmemory's clients send, across its routes: the fuzz mixes them with any JSON.
+AGENTMEMORY_FIELDS = (
+    "content", "type", "concepts", "files", "project", "agentId", "ttlDays", "query", "limit",
+    "format", "token_budget", "expandIds", "sessionId", "memoryId", "observationIds", "memoryIds",
+    "hookType", "cwd", "timestamp", "data", "title", "name", "arguments", "budget", "terms",
+    "toolName", "reason",
+)  # fmt: skip
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=30),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=8,
+)  # fmt: skip
+
+
+@pytest.mark.slow
+def test_fuzzed_agentmemory_bodies_never_get_a_server_error(api_url: str, redis_url: str) -> None:
+    """Every /agentmemory route that takes a body, fed bodies mixing its clients' field
+    names with any JSON values: never a 5xx, always agentmemory's JSON (never problem+json)."""
+    from baton.server.api.agentmemory import AgentMemoryController
+
+    routes = [
+        (method, f"/agentmemory{handler.paths.pop()}")
+        for handler in AgentMemoryController(owner=None).get_route_handlers()  # type: ignore[arg-type]
+        for method in handler.http_methods if method in ("POST", "DELETE")
+    ]  # fmt: skip
+    assert len(routes) >= 13
+    failures: list[str] = []
+    with httpx.Client(base_url=api_url, timeout=30) as client:
+        for method, path in routes:
+
+            def fuzz(method: str, path: str) -> None:
+                @given(st.dictionaries(st.sampled_from(AGENTMEMORY_FIELDS), JSON_VALUES, max_size=6))
+                @settings(max_examples=40, deadline=None, database=None,
+                          suppress_health_check=list(HealthCheck))  # fmt: skip
+                def check(body: dict[str, object]) -> None:
+                    answer = client.request(method, path, json=body)
+                    assert answer.status_code < 500, (path, body, answer.text)
+                    assert answer.headers["content-type"].startswith("application/json"), answer.text
+
+                check()
+
+            try:
+                fuzz(method, path)
+            except Exception as failure:  # noqa: BLE001 - collect every route's failure
+                failures.append(f"{method} {path}: {failure}"[:800])
+    assert failures == []

@@ -11,18 +11,29 @@ secret, loopback clients only. A body or query ``agentId`` is an identity claim
 from __future__ import annotations
 
 import re
+from importlib.metadata import version
 from typing import Any
 
 import msgspec
+import redis.exceptions
+from baton.server.api import agentmemory_shapes as shapes
 from baton.server.api.deps import CallerDep, MemoriesDep, SessionsDep, claim_agent_id
 from baton.server.context import START_BUDGET, ContextBuilder
-from baton.server.errors import BatonError, NotFound
+from baton.server.errors import BatonError, InvalidInput, NotFound
 from baton.server.identity import check_session
 from baton.server.mcp_server import SHIM_CALLER
+from baton.server.store import utc_now
 from litestar import Controller, Request, Response, delete, get, post
 from litestar.datastructures import State
 
 CAMEL = re.compile(r"_([a-z])")
+FORMATS = ("full", "compact", "narrative")
+SEARCH_LIMIT = 20  # agentmemory's server default
+EXPAND_LIMIT = 20
+# Tools agentmemory's MCP shim answers itself (dropping Baton's extra parameters); they are
+# listed again as baton_<name>, which the shim forwards to mcp/call with every argument.
+SHADOWED = frozenset({"memory_save", "memory_recall", "memory_smart_search", "memory_sessions"})
+ALIAS_PREFIX = "baton_"
 
 
 def camel(value: Any) -> Any:
@@ -49,7 +60,10 @@ def _string(body: dict[str, Any], name: str) -> str | None:
 
 def _baton_error(_: Request[Any, Any, Any], failure: BatonError) -> Response[Any]:
     status = failure.status_code if failure.status_code in (403, 404) else 400
-    return error(failure.detail, status)
+    detail = failure.detail
+    if isinstance(failure, InvalidInput) and detail.startswith(f"{failure.field}: {failure.field} "):
+        detail = detail.removeprefix(f"{failure.field}: ")  # "limit must be …", as agentmemory
+    return error(detail, status)
 
 
 async def _body(request: Request[Any, Any, Any]) -> dict[str, Any]:
@@ -69,15 +83,24 @@ class AgentMemoryController(Controller):
     exception_handlers = {BatonError: _baton_error}  # type: ignore[dict-item]
 
     @get("/livez")
-    async def livez(self) -> dict[str, str]:
-        return {"status": "ok", "service": "agentmemory"}
+    async def livez(self) -> dict[str, Any]:
+        return {"status": "ok", "service": "agentmemory", "viewerPort": None,
+                "viewerSkipped": True, "streamsPort": None}  # fmt: skip
 
     @get("/health")
     async def health(self, state: State) -> Response[Any]:
-        await state.backend.redis.ping()
-        return answer({"status": "healthy", "service": "agentmemory", "backend": "baton"})
+        try:
+            await state.backend.redis.ping()
+            status = "healthy"
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+            status = "critical"
+        return Response({
+            "status": status, "service": "agentmemory", "version": version("baton-server"),
+            "health": None, "functionMetrics": [], "circuitBreaker": None, "viewerPort": None,
+            "viewerSkipped": True, "streamsPort": None,
+        }, status_code=503 if status == "critical" else 200)  # fmt: skip
 
-    @post("/session/start")
+    @post("/session/start", status_code=200)
     async def session_start(
         self, request: Request[Any, Any, Any], sessions: SessionsDep, caller: CallerDep
     ) -> Response[Any]:
@@ -88,7 +111,7 @@ class AgentMemoryController(Controller):
         session = await sessions.start(caller=caller, session_id=session_id,
                                        project=project, cwd=cwd, title=_string(body, "title"))  # fmt: skip
         context = await ContextBuilder(sessions).start(session.id, session.cwd, project)
-        return answer({"session": _session_shape(session), "context": context.context})
+        return Response({"session": shapes.session(session), "context": context.context})
 
     @post("/context", status_code=200)
     async def context(self, request: Request[Any, Any, Any], sessions: SessionsDep) -> Response[Any]:
@@ -158,11 +181,9 @@ class AgentMemoryController(Controller):
     async def sessions(
         self, request: Request[Any, Any, Any], sessions: SessionsDep
     ) -> Response[Any]:
-        raw = request.query_params.get("limit", "20")
-        if not raw.isdigit() or not 1 <= int(raw) <= 500:
-            return error("limit must be a positive integer up to 500")
-        found = await sessions.recent(int(raw))
-        return answer({"sessions": [_session_shape(s) for s in found]})
+        limit = _positive(request.query_params.get("limit", "20"), "limit", 500)
+        found = await sessions.recent(limit)
+        return Response({"sessions": [shapes.session(s) for s in found]})
 
     @post("/observe")
     async def observe(
@@ -190,55 +211,92 @@ class AgentMemoryController(Controller):
         body = await _body(request)
         if not _string(body, "content"):
             return error("content is required")
+        if "project" in body and body["project"] is not None and not _string(body, "project"):
+            return error("project must be a non-empty string")
+        ttl = body.get("ttlDays")
+        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int | float)):
+            return error("ttlDays must be a number of days")
         saved = await memories.save(
-            body["content"], type=body.get("type"), concepts=body.get("concepts"),
-            files=body.get("files"), project=body.get("project"),
-            agent_id=caller.agent, ttl_days=body.get("ttlDays"),
+            body["content"], type=body.get("type") if isinstance(body.get("type"), str) else None,
+            concepts=_list(body, "concepts"), files=_list(body, "files"),
+            project=_string(body, "project"), agent_id=caller.agent, ttl_days=ttl,
         )  # fmt: skip
-        return answer(saved, 201)
+        assert saved.memory is not None
+        answered: dict[str, Any] = {"success": True, "memory": shapes.memory(saved.memory)}
+        if saved.similar_to is not None:
+            answered["similarTo"] = msgspec.to_builtins(saved.similar_to)
+        return Response(answered, status_code=201)
 
-    @post("/search")
+    @post("/search", status_code=200)
     async def search(
-        self, request: Request[Any, Any, Any], memories: MemoriesDep
+        self, request: Request[Any, Any, Any], memories: MemoriesDep, caller: CallerDep
     ) -> Response[Any]:
+        """agentmemory's search answer; an ``agentId`` (the caller's own, see the identity
+        rules) narrows it to that agent's and shared memories."""
         body = await _body(request)
         if not _string(body, "query"):
             return error("query is required and must be a non-empty string")
+        form = body.get("format", "full")
+        form = form.strip().lower() if isinstance(form, str) else form
+        if form not in FORMATS:
+            return error("format must be one of: full, compact, narrative")
+        for name in ("project", "cwd"):
+            if body.get(name) is not None and not isinstance(body[name], str):
+                return error(f"{name} must be a string")
+        limit = _positive(body.get("limit", SEARCH_LIMIT), "limit", 100)
+        budget = body.get("token_budget")
+        budget = None if budget is None else _positive(budget, "token_budget", None)
         found = await memories.recall(
-            body["query"], limit=body.get("limit", 10),
-            format=str(body.get("format", "full")).strip().lower(),  # type: ignore[arg-type]
-            token_budget=body.get("token_budget"), project=body.get("project"),
-            agent_id=_string(body, "agentId"),
+            body["query"], limit=limit, project=_string(body, "project"),
+            agent_id=caller.agent if body.get("agentId") or request.query_params.get("agentId")
+            else None,
         )  # fmt: skip
-        return answer(found)
+        return Response(shapes.search(found.results, form, budget))
 
-    @post("/smart-search")
+    @post("/smart-search", status_code=200)
     async def smart_search(
         self, request: Request[Any, Any, Any], memories: MemoriesDep
     ) -> Response[Any]:
         body = await _body(request)
         expand = body.get("expandIds")
+        if expand is not None and (not isinstance(expand, list) or not all(
+            isinstance(item, str) for item in expand
+        )):
+            return error("expandIds must be an array of ids")
         if not _string(body, "query") and not expand:
             return error("query or expandIds is required")
+        limit = _positive(body.get("limit", SEARCH_LIMIT), "limit", 100)
         found = await memories.smart_search(
-            query=_string(body, "query"), expand_ids=expand if isinstance(expand, list) else None,
-            limit=body.get("limit", 10), project=body.get("project"),
+            query=_string(body, "query"), expand_ids=expand[:EXPAND_LIMIT] if expand else None,
+            limit=limit, project=_string(body, "project"),
         )  # fmt: skip
-        return answer(found)
+        if expand:
+            return Response({"mode": "expanded", "truncated": len(expand) > EXPAND_LIMIT,
+                             "results": [{"obsId": hit.id, "sessionId": hit.session or "memory",
+                                          "observation": shapes.observation(hit)}
+                                         for hit in found.results]})  # fmt: skip
+        return Response({"mode": "compact",
+                         "results": [shapes.search_item(hit, "compact") for hit in found.results]})  # fmt: skip
 
-    @post("/forget")
+    @post("/forget", status_code=200)
     async def forget(
         self, request: Request[Any, Any, Any], memories: MemoriesDep, caller: CallerDep
     ) -> Response[Any]:
         body = await _body(request)
         if not _string(body, "sessionId") and not _string(body, "memoryId"):
             return error("sessionId or memoryId is required")
+        observation_ids = body.get("observationIds")
+        if observation_ids is not None and (not isinstance(observation_ids, list) or not all(
+            isinstance(item, str) for item in observation_ids
+        )):
+            return error("observationIds must be an array of ids")
         result = await memories.forget(
             caller=caller, memory_id=_string(body, "memoryId"),
-            session_id=_string(body, "sessionId"), observation_ids=body.get("observationIds"),
+            session_id=_string(body, "sessionId"), observation_ids=observation_ids,
             reason=_string(body, "reason") or "forgotten on request",
         )  # fmt: skip
-        return answer(result)
+        deleted = len(result.memories) + result.observations + 2 * len(result.sessions)
+        return Response({"success": True, "deleted": deleted})
 
     @delete("/governance/memories", status_code=200)
     async def delete_memories(
@@ -246,78 +304,109 @@ class AgentMemoryController(Controller):
     ) -> Response[Any]:
         body = await _body(request)
         ids = body.get("memoryIds") or body.get("ids") or request.query_params.getall("id", [])
-        if not isinstance(ids, list) or not ids:
-            return error("memoryIds is required: a list of memory ids")
-        deleted = []
+        if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
+            return error("memoryIds array is required")
+        deleted = 0
         for memory_id in ids:
             try:
-                await memories.forget(caller=caller, memory_id=str(memory_id),
+                await memories.forget(caller=caller, memory_id=memory_id,
                                       reason=_string(body, "reason") or "governance delete")  # fmt: skip
-                deleted.append(memory_id)
-            except BatonError:
+                deleted += 1
+            except NotFound:
                 continue
-        return answer({"success": True, "deleted": len(deleted), "memoryIds": deleted})
+        return Response({"success": True, "deleted": deleted, "total": len(ids)})
 
     @get("/export")
     async def export(
         self, request: Request[Any, Any, Any], memories: MemoriesDep, sessions: SessionsDep
     ) -> Response[Any]:
-        page = await memories.facts.list_records(scope="memory", limit=500)
-        exported = []
-        for record in page.records:
-            try:
-                exported.append(await memories.get(record.ref.split("/", 1)[1]))
-            except BatonError:
-                continue
+        ids = [record.ref.split("/", 1)[1] for record in
+               (await memories.facts.list_records(scope="memory", limit=500)).records]  # fmt: skip
+        kept = await memories.get_many(ids)
         recent = await sessions.recent(500)
-        return answer({"version": 1, "memories": exported,
-                       "sessions": [_session_shape(s) for s in recent]})  # fmt: skip
+        observations = {s.id: [msgspec.to_builtins(o) for o in await sessions.observations(s.id)]
+                        for s in recent}  # fmt: skip
+        return Response({
+            "version": version("baton-server"), "exportedAt": utc_now(),
+            "sessions": [shapes.session(s) for s in recent], "observations": observations,
+            "memories": [shapes.memory(kept[i]) for i in ids if i in kept], "summaries": [],
+        })  # fmt: skip
 
     @get("/audit")
     async def audit(
         self, request: Request[Any, Any, Any], memories: MemoriesDep
     ) -> Response[Any]:
-        raw = request.query_params.get("limit", "50")
-        if not raw.isdigit() or not 1 <= int(raw) <= 1000:
-            return error("limit must be a positive integer up to 1000")
-        return answer({"entries": await memories.audit_log(int(raw))})
+        limit = _positive(request.query_params.get("limit", "50"), "limit", 1000)
+        entries = await memories.audit_log(limit)
+        return Response({"entries": [shapes.audit_entry(e) for e in entries], "success": True})
 
     @get("/mcp/tools")
     async def mcp_tools(self, state: State) -> Response[Any]:
-        tools = await state.mcp.list_tools()
-        return Response({"tools": [
+        """Baton's tools, and those agentmemory's shim answers itself again under
+        ``baton_``-prefixed names that it forwards with every argument (see docs/sessions.md)."""
+        tools = [
             {"name": tool.name, "description": tool.description, "inputSchema": tool.input_schema}
-            for tool in tools
-        ]})  # fmt: skip
+            for tool in await state.mcp.list_tools()
+        ]  # fmt: skip
+        aliases = [
+            {**tool, "name": f"{ALIAS_PREFIX}{tool['name']}",
+             "description": f"{tool['description']} (Baton's own, with every parameter.)"}
+            for tool in tools if tool["name"] in SHADOWED
+        ]  # fmt: skip
+        return Response({"tools": tools + aliases})
 
-    @post("/mcp/call")
+    @post("/mcp/call", status_code=200)
     async def mcp_call(
         self, request: Request[Any, Any, Any], state: State, caller: CallerDep
     ) -> Response[Any]:
+        """Run a tool for agentmemory's shim. A tool's failure is an ``isError`` result with
+        the message (200, as agentmemory answers its tools' failures): the shim drops the
+        body of a 4xx, so only a 200 brings the message to the model."""
         body = await _body(request)
-        name, arguments = _string(body, "name"), body.get("arguments") or {}
-        if not name or not isinstance(arguments, dict):
-            return error("name (a tool) and arguments (an object) are required")
+        name, arguments = _string(body, "name"), body.get("arguments", {})
+        if not name:
+            return error("name is required")
+        if not isinstance(arguments, dict):
+            return error("arguments must be an object")
+        name = name.removeprefix(ALIAS_PREFIX) if name.removeprefix(ALIAS_PREFIX) in SHADOWED else name
+        if name not in {tool.name for tool in await state.mcp.list_tools()}:
+            return error(f"Unknown tool: {name}")
         caller = caller.acting_as(arguments.get("agentId")).in_session(arguments.get("sessionId"))
         await check_session(state.backend.redis, caller)
         token = SHIM_CALLER.set(caller)
         try:
             result = await state.mcp.call_tool(name, arguments)
-        except Exception as failure:  # noqa: BLE001 - the shim reports every tool failure as 400
-            return error(str(failure))
+        except Exception as failure:  # noqa: BLE001 - every tool failure goes back as a result
+            return _tool_error(str(failure))
         finally:
             SHIM_CALLER.reset(token)
+        content = [block.model_dump(exclude_none=True) for block in result.content]
         if result.is_error:
-            return error(" ".join(getattr(block, "text", "") for block in result.content))
-        return Response({"content": [block.model_dump(exclude_none=True) for block in result.content]})
+            return Response({"content": content, "isError": True})
+        return Response({"content": content})
 
 
-def _session_shape(session: Any) -> dict[str, Any]:
-    """A Baton session in agentmemory's field names."""
-    return {
-        "id": session.id, "project": session.project, "cwd": session.cwd,
-        "startedAt": session.started_at, "endedAt": session.ended_at, "status": session.status,
-        "observationCount": session.observation_count, "agentId": session.agent,
-        "title": session.title, "summary": session.summary, "concepts": session.concepts,
-        "files": session.files,
-    }  # fmt: skip
+def _tool_error(message: str) -> Response[Any]:
+    text = message if message.startswith("Error") else f"Error: {message}"
+    return Response({"content": [{"type": "text", "text": text}], "isError": True})
+
+
+def _positive(raw: object, name: str, ceiling: int | None) -> int:
+    """A positive whole number (or its digits as a string), at most ``ceiling``."""
+    value = int(raw) if isinstance(raw, str) and raw.strip().isdigit() else raw
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1 or (
+        ceiling is not None and value > ceiling
+    ):
+        limit = f" up to {ceiling}" if ceiling else ""
+        raise InvalidInput(name, f"{name} must be a positive integer{limit}")
+    return value
+
+
+def _list(body: dict[str, Any], name: str) -> list[str] | str | None:
+    """An array of strings or a comma-separated string, as agentmemory's clients send."""
+    value = body.get(name)
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return value
+    raise InvalidInput(name, f"{name} must be an array of strings or a comma-separated string")

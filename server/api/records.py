@@ -127,9 +127,11 @@ class RecordController(Controller):
     @get("/stats", summary="Counts, average confidence and, with verify, a full chain check",
           responses=problems())
     async def stats(
-        self, store: StoreDep, verify: FromQuery[bool] = False, in_scope: ScopeParam = None
+        self, store: StoreDep, handoffs: HandoffsDep, verify: FromQuery[bool] = False,
+        in_scope: ScopeParam = None,
     ) -> Stats:
         stats = await store.stats(verify=verify, scope=in_scope)
+        stats.handoffs = await handoffs.counts()
         if verify:
             record_verify(store.namespace, len(stats.broken or []), stats.checked_versions or 0)
         return stats
