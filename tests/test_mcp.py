@@ -114,10 +114,11 @@ async def test_every_tool_in_the_reference_story(scout: Client, executor: Client
 
     report = await call(executor, "record_outcome", outcome="success", outcome_ref="RUN-42",
                         refs=["listing/482/assessment"], handoff_id=packet["id"])  # fmt: skip
-    assert report["moves"][0]["after"] == pytest.approx(0.84)
+    assert report["moves"][0]["after"] == 0.84  # shown rounded (stored 0.8400000000000001)
     assert report["handoff"]["state"] == "done"
     stats = await call(executor, "memory_stats", verify=True)
     assert (stats["refs"], stats["versions"], stats["outcomes"], stats["broken"]) == (2, 3, 1, [])
+    assert stats["handoffs"] == {"queued": 0, "claimed": 0, "done": 1, "failed": 0, "expired": 0}
     assert (await call(executor, "resume"))["packet"] is None
 
 
@@ -130,6 +131,22 @@ async def test_record_outcome_defaults_to_the_session_touched_set(
     await call(executor, "recall", ref="a/read")
     report = await call(executor, "record_outcome", outcome="failure", outcome_ref="RUN-1")
     assert [(move["ref"], round(move["after"], 2)) for move in report["moves"]] == [("a/read", 0.39)]
+
+
+async def test_an_outcome_on_a_record_read_at_an_older_version_says_so(
+    scout: Client, executor: Client
+) -> None:
+    """record_outcome moves the current version's confidence but reports, per ref, that the
+    caller's session decided on an older version (not refused)."""
+    await call(scout, "remember", ref="b/fact", value="old")
+    await call(executor, "recall", ref="b/fact")
+    await call(scout, "remember", ref="b/fact", value="new")
+    report = await call(executor, "record_outcome", outcome="success", outcome_ref="RUN-7")
+    assert report["stale"] == [{"ref": "b/fact", "seen_version": 1, "moved_version": 2}]
+    assert report["moves"][0]["version"] == 2
+    bad_pin = await error_text(scout, "handoff", to="x", summary="s",
+                               pins=[{"ref": "b/fact", "version": 9}])  # fmt: skip
+    assert "(current 2)" in bad_pin and "b'" not in bad_pin
 
 
 async def test_mistakes_are_error_results_not_crashes(scout: Client) -> None:
