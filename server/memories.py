@@ -23,7 +23,7 @@ from baton.server.models import Observation, RecallHit, RecordVersion
 from baton.server.observations import concepts_of, observation_from
 from baton.server.search import text_of
 from baton.server.store import FactStore, utc_now
-from baton.server.validation import check_agent, check_session_id
+from baton.server.validation import check_agent, check_session_id, check_size
 
 MEMORY_TYPES = ("pattern", "preference", "architecture", "bug", "workflow", "fact")
 SUPERSEDE_ABOVE = 0.7
@@ -32,7 +32,9 @@ CANDIDATES = 50
 MAX_CONTENT = 64 * 1024
 MAX_TTL_DAYS = 36_500
 WORD = re.compile(r"[^\W_]+(?:[._/-][^\W_]+)*")
-SCRUB_MIN_QUOTE = 8  # characters of a forgotten observation that count as a quote of it
+SCRUB_MIN_QUOTE = 8
+MAX_EXPAND = 100  # ids expanded in one smart search
+MAX_TAGS = 200  # concepts or files of one memory  # characters of a forgotten observation that count as a quote of it
 Format = Literal["full", "compact", "narrative"]
 
 
@@ -158,6 +160,8 @@ class MemoryStore:
         kind = type if type in MEMORY_TYPES else "fact"
         concept_list = split_list(concepts, "concepts")
         file_list = split_list(files, "files")
+        check_size(concept_list, "concepts", MAX_TAGS)
+        check_size(file_list, "files", MAX_TAGS)
         project = project.strip() or None if isinstance(project, str) else None
         agent = check_agent(agent_id, field="agent_id") if agent_id else None
         if ttl_days is not None and (
@@ -333,6 +337,7 @@ class MemoryStore:
     ) -> Recall:  # fmt: skip
         """Compact hits for ``query``; or, with ``expand_ids``, those memories and
         observations in full."""
+        check_size(expand_ids, "expandIds", MAX_EXPAND)
         if expand_ids:
             docs = []
             for item in expand_ids:
@@ -360,6 +365,7 @@ class MemoryStore:
         agent's memory or session is refused (a memory saved without an agent is shared)."""
         if not memory_id and not session_id:
             raise InvalidInput("memoryId", "sessionId or memoryId is required")
+        check_size(observation_ids, "observationIds")
         agent = caller.agent
         if memory_id and not caller.admin:
             caller.require_owner((await self.get(memory_id)).agent_id, f"memory {memory_id}")

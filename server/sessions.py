@@ -23,9 +23,11 @@ from baton.server.observations import (
     open_question,
 )
 from baton.server.store import FactStore, utc_now
-from baton.server.validation import check_session_id
+from baton.server.validation import check_depth, check_session_id, check_size
 
 DEDUPE_SECONDS = 300
+MAX_CONCEPTS = 50
+MAX_CONCEPT = 100
 RECENT_SESSIONS = 20
 STATUS_PREFERENCE = {"completed": 0, "abandoned": 1, "active": 2}
 
@@ -95,6 +97,12 @@ class SessionStore:
         session is refused. Ending again updates the end time, summary, title and concepts:
         agentmemory's Stop hook ends the session after every turn."""
         session_id = check_session_id(session_id, field="sessionId")
+        if summary is not None and len(summary) > self.facts.limits.max_summary_length:
+            raise InvalidInput("summary", f"is longer than {self.facts.limits.max_summary_length} "
+                               "characters")  # fmt: skip
+        check_size(concepts, "concepts", MAX_CONCEPTS)
+        if concepts and any(not isinstance(c, str) or len(c) > MAX_CONCEPT for c in concepts):
+            raise InvalidInput("concepts", f"must be words of at most {MAX_CONCEPT} characters")
         await check_session_owner(self.redis, self.keys, session_id, caller)
         if not await self.redis.exists(self.keys.session(session_id)):
             return SessionEnded(ended=False, session=None)
@@ -200,6 +208,7 @@ class SessionStore:
         if not isinstance(timestamp, str) or not timestamp.strip():
             raise InvalidInput("timestamp", "is required")
         data = data if isinstance(data, dict) else {"value": data}
+        check_depth(data, "data")
         await check_session_owner(self.redis, self.keys, session_id, caller)
         try:
             fingerprint = hashlib.sha256(canonical_bytes(

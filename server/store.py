@@ -49,6 +49,7 @@ from baton.server.settings import HandoffPolicy, Limits
 from baton.server.validation import (
     check_agent,
     check_confidence,
+    check_depth,
     check_namespace,
     check_ref,
     check_session_id,
@@ -270,6 +271,7 @@ class FactStore:
         )
 
     def _pack_value(self, value: Any) -> bytes:
+        check_depth(value, "value")
         try:
             json.dumps(value, allow_nan=False)
             packed: bytes = msgpack.packb(value)

@@ -1,9 +1,11 @@
-"""Validation of the names callers choose: refs, namespaces, agents, sessions, tags."""
+"""Validation of the names callers choose (refs, namespaces, agents, sessions, tags) and of
+the shape of the data they send (nesting depth, list and text sizes)."""
 
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 from baton.server.errors import InvalidInput
 
@@ -13,6 +15,8 @@ NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 NAMESPACE_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 SESSION_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 TAG_PATTERN = re.compile(r"[A-Za-z0-9._:/+-]+")
+MAX_DEPTH = 64  # JSON nesting accepted in values and hook data
+MAX_LIST = 1000  # ids in one request (observation ids, expand ids, memory ids)
 
 
 class Ref(NamedTuple):
@@ -97,3 +101,22 @@ def check_confidence(confidence: object, field: str = "confidence") -> float:
     ):
         raise InvalidInput(field, "must be a number from 0 to 1")
     return float(confidence)
+
+
+def check_depth(value: Any, field: str, limit: int = MAX_DEPTH) -> None:
+    """Refuse JSON nested deeper than ``limit`` (checked without recursion, before any
+    write: deeper data would fail later, in indexing or hashing)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list | tuple):
+            if depth > limit:
+                raise InvalidInput(field, f"is nested more than {limit} levels deep")
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+
+
+def check_size(items: Sequence[Any] | None, field: str, limit: int = MAX_LIST) -> None:
+    """Refuse a list of more than ``limit`` items."""
+    if items is not None and len(items) > limit:
+        raise InvalidInput(field, f"holds {len(items)} items; at most {limit} are accepted")

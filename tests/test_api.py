@@ -245,3 +245,40 @@ def test_routes_declare_every_parameter_as_litestar_3_requires(
         warnings.simplefilter("error", LitestarDeprecationWarning)
         app = create_app()
         assert "/v1/records" in app.openapi_schema.paths
+
+
+def nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+def test_deeply_nested_json_is_refused_before_anything_is_written(
+    http: httpx.Client, sync_redis
+) -> None:  # type: ignore[no-untyped-def]
+    """Values and hook data nested more than 64 levels are a 422 naming the field, however
+    deep (1,000 levels included) and with or without expected_version; nothing is written."""
+    for depth in (65, 400, 1000):
+        body = f'{{"ref": "deep/x", "value": {nested(depth)}, "expected_version": 0}}'
+        answer = http.post("/v1/records", content=body, headers={"Content-Type": "application/json"})
+        assert answer.status_code == 422, (depth, answer.text)
+        assert answer.json()["field"] in ("value", "body")
+        observed = http.post("/v1/observations", headers={"Content-Type": "application/json"},
+                             content=f'{{"hook_type": "stop", "session_id": "s-deep", "project": "p",'
+                                     f' "timestamp": "t", "data": {{"x": {nested(depth)}}}}}')  # fmt: skip
+        assert observed.status_code == 422, (depth, observed.text)
+    assert sync_redis.keys("*deep*") == []
+    ok = http.post("/v1/records", content=f'{{"ref": "deep/x", "value": {nested(63)}}}',
+                   headers={"Content-Type": "application/json"})  # fmt: skip
+    assert ok.status_code == 201
+
+
+def test_oversized_lists_are_refused(http: httpx.Client) -> None:
+    """Id lists and concepts beyond their limits are 422s naming the field."""
+    forget = http.post("/v1/forget", json={"session_id": "s", "observation_ids": ["o"] * 1001})
+    assert (forget.status_code, forget.json()["field"]) == (422, "observationIds")
+    expand = http.post("/v1/memories/smart-search", json={"expand_ids": ["mem_x"] * 101})
+    assert (expand.status_code, expand.json()["field"]) == (422, "expandIds")
+    http.post("/v1/sessions", json={"id": "s-big", "cwd": "/r"})
+    end = http.post("/v1/sessions/s-big/end", json={"concepts": ["w"] * 51})
+    assert (end.status_code, end.json()["field"]) == (422, "concepts")
+    summary = http.post("/v1/sessions/s-big/end", json={"summary": "x" * 2001})
+    assert (summary.status_code, summary.json()["field"]) == (422, "summary")

@@ -110,6 +110,11 @@ def redis_error(request: Request[Any, Any, Any], error: Exception) -> Response[A
     )  # fmt: skip
 
 
+def too_deep(request: Request[Any, Any, Any], error: RecursionError) -> Response[Any]:
+    """A body nested beyond what the JSON decoder follows (hundreds of levels)."""
+    return _problem(request, 422, "Invalid input", "the body is nested too deeply", field="body")
+
+
 def unexpected_error(request: Request[Any, Any, Any], error: Exception) -> Response[Any]:
     log.exception("unhandled error", path=request.url.path)
     return _problem(request, HTTP_500_INTERNAL_SERVER_ERROR, "Internal error",
@@ -122,5 +127,6 @@ EXCEPTION_HANDLERS: dict[type[Exception], Any] = {
     HTTPException: http_error,
     redis.exceptions.ConnectionError: redis_error,
     redis.exceptions.TimeoutError: redis_error,
+    RecursionError: too_deep,
     Exception: unexpected_error,
 }
