@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 from baton.server.connection import async_redis, embedded_server, queue_url, redis_url
+from baton.server.embedded import EmbeddedServerError
 from baton.server.errors import BatonError
 from baton.server.logs import configure_logging
 from baton.server.runtime import open_backend
@@ -448,6 +449,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         result: int = args.handler(args)
     except BatonError as error:
         print(f"baton: {error.detail}", file=sys.stderr)
+        return 2
+    except EmbeddedServerError as error:
+        print(f"baton: {error}", file=sys.stderr)
         return 2
     return result
 

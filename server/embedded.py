@@ -16,6 +16,7 @@ import importlib.util
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import time
@@ -68,12 +69,17 @@ class EmbeddedServer:
 
     @property
     def socket_path(self) -> Path:
-        """The unix socket; moved to the temp dir when the data dir path is too long for one."""
+        """The unix socket: in the data dir, or, when that path is too long for a socket, in
+        a directory of this user's only (``$XDG_RUNTIME_DIR/baton``, else
+        ``<tmp>/baton-<uid>``; see :func:`private_dir`)."""
         inside = self.data_dir / SOCKET_NAME
         if len(str(inside)) <= MAX_SOCKET_PATH:
             return inside
         digest = hashlib.sha256(str(self.data_dir).encode()).hexdigest()[:16]
-        return Path(tempfile.gettempdir()) / f"baton-{os.getuid()}-{digest}.sock"
+        runtime = os.environ.get("XDG_RUNTIME_DIR")
+        base = Path(runtime) / "baton" if runtime else \
+            Path(tempfile.gettempdir()) / f"baton-{os.getuid()}"  # fmt: skip
+        return base / f"{digest}.sock"
 
     @property
     def url(self) -> str:
@@ -94,7 +100,17 @@ class EmbeddedServer:
         )
 
     def ping(self) -> bool:
-        """True when a server answers on the socket."""
+        """True when a server answers on the socket. A socket this user does not own is never
+        connected to: whoever answers there would see every write and token."""
+        try:
+            owner = self.socket_path.lstat().st_uid
+        except FileNotFoundError:
+            return False
+        if owner != os.getuid():
+            raise EmbeddedServerError(
+                f"{self.socket_path} belongs to uid {owner}, not to you: refusing to use a "
+                "socket Baton did not create (remove it, or set BATON_DATA_DIR elsewhere)"
+            )
         client = self.client(socket_timeout=2)
         try:
             return bool(client.ping())
@@ -121,9 +137,10 @@ class EmbeddedServer:
 
     def ensure_running(self, timeout: float = 20.0) -> str:
         """Start the server unless one already answers; return its ``unix://`` URL."""
+        private_dir(self.data_dir)
+        private_dir(self.socket_path.parent)
         if self.ping():
             return self.url
-        self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         with self._locked(timeout):
             if self.ping():
                 return self.url
@@ -244,6 +261,30 @@ class EmbeddedServer:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return "(no log)"
+
+
+def private_dir(path: Path) -> None:
+    """Make sure ``path`` is a directory only this user can use: created with mode 0700, an
+    existing one of ours tightened to 0700 (the append-only file holds every fact); one that
+    is a symlink or belongs to someone else is refused."""
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        info = path.lstat()
+    except OSError as error:
+        raise EmbeddedServerError(f"cannot use {path} for Baton's data: {error}") from None
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise EmbeddedServerError(f"{path} is not a plain directory: refusing to use it")
+    if info.st_uid != os.getuid():
+        raise EmbeddedServerError(
+            f"{path} belongs to uid {info.st_uid}, not to you: refusing to keep Baton's data "
+            "or socket there (set BATON_DATA_DIR to a directory of yours)"
+        )
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        try:
+            path.chmod(0o700)
+        except OSError as error:
+            raise EmbeddedServerError(f"{path} is readable by others and cannot be made "
+                                      f"private ({error})") from None  # fmt: skip
 
 
 def _wait_for_exit(pid: int, timeout: float) -> None:

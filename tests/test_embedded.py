@@ -159,3 +159,52 @@ def test_a_long_data_dir_path_gets_a_short_socket(tmp_path: Path) -> None:
         assert redis.Redis.from_url(server.url).ping()
     finally:
         server.stop()
+
+
+def test_a_foreign_socket_at_the_fallback_path_is_never_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a long data dir the socket lives in a private runtime dir; a socket there that
+    another user owns is refused, never connected to, and nothing is started over it."""
+    import socket
+
+    from baton.server.embedded import EmbeddedServerError
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
+    server = EmbeddedServer(tmp_path / ("d" * 60) / ("e" * 60))
+    server.socket_path.parent.mkdir(parents=True, mode=0o700)
+    squatter = socket.socket(socket.AF_UNIX)
+    squatter.bind(str(server.socket_path))
+    squatter.listen()
+    os.chown(server.socket_path, 12345, 12345)
+    try:
+        with pytest.raises(EmbeddedServerError, match="belongs to uid 12345"):
+            server.ensure_running()
+        squatter.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            squatter.accept()  # nobody connected
+    finally:
+        squatter.close()
+    assert server.pid() is None
+
+
+def test_data_dirs_are_private(tmp_path: Path) -> None:
+    """An existing data dir readable by others is tightened to 0700; one owned by another
+    user, or a path that cannot be a directory, is refused with a message (no traceback)."""
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o755)
+    shared.chmod(0o755)
+    server = EmbeddedServer(shared)
+    try:
+        server.ensure_running()
+        assert oct(shared.stat().st_mode & 0o777) == "0o700"
+    finally:
+        server.stop()
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    os.chown(foreign, 12345, 12345)
+    refused = baton("stats", data_dir=foreign)
+    assert refused.returncode == 2 and "belongs to uid 12345" in refused.stderr
+    broken = baton("stats", data_dir=Path("/dev/null/baton"))
+    assert broken.returncode == 2 and "Traceback" not in broken.stderr
+    assert "cannot use /dev/null/baton" in broken.stderr
