@@ -14,10 +14,9 @@ from typing import Any, TypeVar
 
 from baton.agents.client import BatonClient
 from baton.queue.dispatch import RQDispatcher
-from baton.server.checkpoints import CheckpointStore, load_signing_key
+from baton.server.checkpoints import load_signing_key
 from baton.server.connection import async_redis, queue_url, redis_url, sync_redis
 from baton.server.handoffs import HandoffStore
-from baton.server.keys import NAMESPACES
 from baton.server.settings import Settings
 from baton.server.store import Backend
 
@@ -51,15 +50,8 @@ class WorkerContext:
                                             namespace=namespace, token=self.settings.token)  # fmt: skip
         return self.clients[key]
 
-    def checkpoints(self, namespace: str) -> CheckpointStore:
-        return CheckpointStore(self.backend.store(namespace), self.signing_key)
-
     def handoffs(self, namespace: str) -> HandoffStore:
         return HandoffStore(self.backend.store(namespace))
-
-    def namespaces(self) -> list[str]:
-        members = self.run(self.backend.redis.smembers(NAMESPACES))
-        return sorted(member.decode() for member in members)
 
 
 @cache

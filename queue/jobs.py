@@ -8,10 +8,8 @@ from typing import Any
 import structlog
 from baton.agents.runtime import handler_for
 from baton.queue.context import worker_context
-from baton.server.checkpoints import take_checkpoint_if_due
+from baton.queue.sweeps import sweep_all
 from baton.server.errors import StateConflict
-from baton.server.memories import MemoryStore
-from baton.server.sessions import SessionStore
 from rq import get_current_job
 
 log = structlog.get_logger("baton.worker")
@@ -55,28 +53,8 @@ def deliver_packet(namespace: str, agent: str, packet_id: str) -> dict[str, Any]
 
 
 def sweep() -> dict[str, Any]:
-    """In every namespace: expire leases and packets, repair missing jobs, mark idle
-    sessions abandoned, forget memories whose ttl ran out, and take a signed checkpoint
-    when ``BATON_CHECKPOINT_INTERVAL`` has passed and something was written since."""
+    """The periodic sweeps of ``baton.queue.sweeps``, run by ``baton worker``'s cron (skipped
+    when another process, e.g. ``baton serve``, is sweeping right now)."""
     context = worker_context()
-    totals: dict[str, Any] = {}
-    for namespace in context.namespaces():
-        facts = context.backend.store(namespace)
-        abandoned = context.run(
-            SessionStore(facts).abandon_idle(context.settings.session_idle_seconds)
-        )
-        expired_memories = context.run(MemoryStore(facts).expire())
-        if abandoned or expired_memories:
-            log.info("sweep", namespace=namespace, abandoned=abandoned, forgotten=expired_memories)
-        report = context.run(context.handoffs(namespace).sweep())
-        if report.requeued or report.failed or report.expired or report.repaired:
-            log.info("sweep", namespace=namespace, requeued=report.requeued,
-                     failed=report.failed, expired=report.expired, repaired=report.repaired)  # fmt: skip
-        checkpoint = context.run(take_checkpoint_if_due(context.checkpoints(namespace),
-                                                        context.settings.checkpoint_seconds))  # fmt: skip
-        totals[namespace] = {
-            "requeued": len(report.requeued), "failed": len(report.failed),
-            "expired": len(report.expired), "repaired": len(report.repaired),
-            "checkpoint": None if checkpoint is None else checkpoint.seq,
-        }  # fmt: skip
-    return totals
+    done = context.run(sweep_all(context.backend, context.settings, context.signing_key))
+    return {"skipped": "another process is sweeping"} if done is None else done

@@ -9,6 +9,7 @@ cleanly (flushing the append-only file).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import hashlib
@@ -26,10 +27,13 @@ from pathlib import Path
 
 import psutil
 import redis
+import structlog
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 SOCKET_NAME = "valkey.sock"
+SUPERVISE_SECONDS = 1.0
+log = structlog.get_logger("baton.embedded")
 PID_NAME = "valkey.pid"
 LOCK_NAME = "valkey.lock"
 LOG_NAME = "valkey.log"
@@ -261,6 +265,24 @@ class EmbeddedServer:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return "(no log)"
+
+
+async def supervise(server: EmbeddedServer, interval: float = SUPERVISE_SECONDS) -> None:
+    """Keep the embedded server up for as long as the API runs: when it stops answering (it
+    crashed, was killed), start it again from its append-only file. What it acknowledged in
+    the last second before dying may be lost with ``appendfsync everysec`` (see
+    docs/operations.md); ``always`` loses nothing acknowledged."""
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            if not await asyncio.to_thread(server.ping):
+                log.warning(
+                    "embedded server not answering: restarting it", socket=str(server.socket_path)
+                )
+                await asyncio.to_thread(server.ensure_running)
+                log.info("embedded server restarted")
+        except EmbeddedServerError as error:
+            log.error("cannot restart the embedded server", error=str(error))
 
 
 def private_dir(path: Path) -> None:

@@ -49,6 +49,7 @@ Global keys (not per namespace)::
                                                  the token's sha256; expires with the login
     baton:ratelimit:<...>                Litestar's rate-limit store (per token)
     baton:auth-failures:<address>        string  failed logins from one client address (expires)
+    baton:sweep-lock                     string  held by the one process sweeping right now
 
 The braces are Redis Cluster hash tags: every key of one record hashes to the same slot, and
 so does everything in one agent's inbox (its queues and its packets), so each Lua script
@@ -225,6 +226,7 @@ NAMESPACES = f"{PREFIX}:namespaces"
 # One hash tag for every token key: adding and revoking stay single-slot transactions.
 TOKENS = f"{PREFIX}:{{tokens}}:index"
 RATE_LIMIT_NAMESPACE = f"{PREFIX}:ratelimit"
+SWEEP_LOCK = f"{PREFIX}:sweep-lock"
 
 
 def token_key(sha: str) -> str:

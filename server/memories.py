@@ -239,19 +239,30 @@ class MemoryStore:
     async def get(self, memory_id: str, version: int | None = None) -> Memory:
         record = await self.facts.recall(memory_ref(memory_id), version=version)
         memory = _memory(memory_id, record)
-        if memory is None:
+        if memory is None or memory_id in await self._expired([memory_id]):
             raise NotFound(f"no memory {memory_id}", memory=memory_id)
         return memory
 
     async def get_many(self, memory_ids: Sequence[str]) -> dict[str, Memory]:
-        """Current memories by id in one round trip; forgotten or unknown ids are left out."""
+        """Current memories by id; forgotten, expired or unknown ids are left out."""
         records = await self.facts.read_versions([(memory_ref(i), None) for i in memory_ids])
+        expired = await self._expired(memory_ids)
         found = {}
         for memory_id, record in zip(memory_ids, records, strict=True):
             memory = None if record is None else _memory(memory_id, record)
-            if memory is not None:
+            if memory is not None and memory_id not in expired:
                 found[memory_id] = memory
         return found
+
+    async def _expired(self, memory_ids: Sequence[str]) -> set[str]:
+        """Which of ``memory_ids`` passed their ttl: reads never return them, whether or not
+        a sweep has forgotten them yet."""
+        if not memory_ids:
+            return set()
+        scores = await self.redis.zmscore(self.keys.memory_expiry, list(memory_ids))
+        now_us = time.time_ns() // 1000
+        return {memory_id for memory_id, score in zip(memory_ids, scores, strict=True)
+                if score is not None and score <= now_us}  # fmt: skip
 
 
     # -- searching ----------------------------------------------------------------------------

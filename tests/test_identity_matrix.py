@@ -33,7 +33,7 @@ ALWAYS_OPEN = ("/healthz", "/readyz", "/agentmemory/livez", "/login", "/static",
 UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
 REFUSED = {400, 401, 403, 422}
 # Keys that legitimately change on a refused request: token last-use times, rate counters.
-VOLATILE = (b"baton:{tokens}:", b"baton:ratelimit", b"baton:auth-failures:")
+VOLATILE = (b"baton:{tokens}:", b"baton:ratelimit", b"baton:auth-failures:", b"baton:sweep-lock")
 MCP_INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,

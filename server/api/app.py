@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -9,6 +10,7 @@ from importlib.metadata import version
 from typing import Any
 
 import msgspec
+from baton.queue.sweeps import sweep_forever
 from baton.server.api.agentmemory import AgentMemoryController
 from baton.server.api.auth import Gate, caller_of, gate_middleware
 from baton.server.api.checkpoints import CheckpointController
@@ -26,7 +28,8 @@ from baton.server.api.middleware import request_logging
 from baton.server.api.problems import EXCEPTION_HANDLERS, problems
 from baton.server.api.records import RecordController
 from baton.server.checkpoints import load_signing_key
-from baton.server.connection import async_redis, redis_url
+from baton.server.connection import async_redis, embedded_server, redis_url
+from baton.server.embedded import supervise
 from baton.server.identity import CALLER, Caller
 from baton.server.keys import RATE_LIMIT_NAMESPACE
 from baton.server.mcp_server import Binding, create_mcp_server
@@ -89,6 +92,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
 
     binding = Binding()
     gate = Gate(settings)
+    signing_key = load_signing_key(settings.data_dir, settings.signing_key)
     url = redis_url(settings)  # the embedded server starts here unless BATON_REDIS_URL is set
     middleware: list[Any] = [request_logging, PROMETHEUS.middleware, gate_middleware]
     stores: dict[str, Any] = {}
@@ -120,9 +124,17 @@ def create_app(settings: Settings | None = None) -> Litestar:
         async with open_backend(replace(settings, redis_url=url)) as backend:
             app.state.backend = binding.backend = backend
             await gate.start(backend.redis)
-            # A mounted app's own lifespan never runs: run the MCP session manager here.
-            async with mcp.session_manager.run():
-                yield
+            background = [asyncio.create_task(sweep_forever(backend, settings, signing_key))]
+            if not settings.redis_url:  # Baton started the embedded server: keep it up
+                background.append(asyncio.create_task(supervise(embedded_server(settings))))
+            try:
+                # A mounted app's own lifespan never runs: run the MCP session manager here.
+                async with mcp.session_manager.run():
+                    yield
+            finally:
+                for task in background:
+                    task.cancel()
+                await asyncio.gather(*background, return_exceptions=True)
 
     return Litestar(
         route_handlers=[
@@ -140,7 +152,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         stores=stores,
         lifespan=[lifespan],
         state=State({"namespace": settings.namespace, "mcp": mcp, "gate": gate,
-                     "signing_key": load_signing_key(settings.data_dir, settings.signing_key)}),
+                     "signing_key": signing_key}),
         request_max_body_size=settings.limits.max_value_bytes + BODY_OVERHEAD,
         openapi_config=OpenAPIConfig(
             title="Baton",

@@ -1,0 +1,87 @@
+"""The periodic sweeps, shared by ``baton serve`` (a task in the API process) and
+``baton worker`` (an RQ cron job): expire leases and packets, repair missing jobs, mark idle
+sessions abandoned, forget memories whose ttl ran out, take a signed checkpoint when due.
+
+A Redis lock makes one sweep run at a time across every API replica and worker, so running
+several of them never double-runs a sweep; whoever finds the lock taken skips that round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from typing import Any
+
+import structlog
+from baton.server.checkpoints import CheckpointStore, take_checkpoint_if_due
+from baton.server.handoffs import HandoffStore
+from baton.server.keys import NAMESPACES, SWEEP_LOCK
+from baton.server.memories import MemoryStore
+from baton.server.sessions import SessionStore
+from baton.server.settings import Settings
+from baton.server.store import Backend
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+log = structlog.get_logger("baton.sweep")
+
+# Release the lock only if it is still ours (it may have expired and been taken since).
+RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+
+async def sweep_namespace(
+    backend: Backend, namespace: str, settings: Settings, signing_key: Ed25519PrivateKey
+) -> dict[str, Any]:
+    facts = backend.store(namespace)
+    abandoned = await SessionStore(facts).abandon_idle(settings.session_idle_seconds)
+    forgotten = await MemoryStore(facts).expire()
+    report = await HandoffStore(facts).sweep()
+    checkpoint = await take_checkpoint_if_due(CheckpointStore(facts, signing_key),
+                                              settings.checkpoint_seconds)  # fmt: skip
+    if abandoned or forgotten or report.requeued or report.failed or report.expired or \
+            report.repaired or checkpoint:  # fmt: skip
+        log.info("sweep", namespace=namespace, abandoned=abandoned, forgotten=forgotten,
+                 requeued=report.requeued, failed=report.failed, expired=report.expired,
+                 repaired=report.repaired,
+                 checkpoint=None if checkpoint is None else checkpoint.seq)  # fmt: skip
+    return {
+        "requeued": len(report.requeued), "failed": len(report.failed),
+        "expired": len(report.expired), "repaired": len(report.repaired),
+        "abandoned": len(abandoned), "forgotten": len(forgotten),
+        "checkpoint": None if checkpoint is None else checkpoint.seq,
+    }  # fmt: skip
+
+
+async def sweep_all(
+    backend: Backend, settings: Settings, signing_key: Ed25519PrivateKey
+) -> dict[str, Any] | None:
+    """One sweep of every namespace, unless another process holds the sweep lock (None)."""
+    token = secrets.token_hex(8)
+    lease = max(60, int(settings.handoffs.sweep_seconds * 10))
+    if not await backend.redis.set(SWEEP_LOCK, token, nx=True, ex=lease):
+        return None
+    try:
+        members = await backend.redis.smembers(NAMESPACES)
+        return {
+            namespace: await sweep_namespace(backend, namespace, settings, signing_key)
+            for namespace in sorted(raw.decode() for raw in members)
+        }
+    finally:
+        await backend.redis.eval(RELEASE, 1, SWEEP_LOCK, token)
+
+
+async def sweep_forever(
+    backend: Backend, settings: Settings, signing_key: Ed25519PrivateKey
+) -> None:
+    """``baton serve``'s sweeper: a sweep every ``BATON_SWEEP_SECONDS``; a failed round (Redis
+    away, say) is logged and the next one tried."""
+    while True:
+        await asyncio.sleep(settings.handoffs.sweep_seconds)
+        try:
+            await sweep_all(backend, settings, signing_key)
+        except Exception:  # noqa: BLE001 - the sweeper must outlive any one failure
+            log.exception("sweep failed; trying again next round")
