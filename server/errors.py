@@ -106,3 +106,10 @@ class MisdirectedRequest(BatonError):
 
     status_code = 421
     title = "Misdirected request"
+
+
+class TooManyStreams(BatonError):
+    """A caller holding as many live event streams as it may."""
+
+    status_code = 429
+    title = "Too many open streams"

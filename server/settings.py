@@ -60,6 +60,7 @@ class Settings:
     rate_limit: tuple[int, str] | None = (600, "second")
     auth_failure_limit: tuple[int, str] | None = (20, "minute")
     signing_key: str | None = None
+    max_streams: int = 16
     checkpoint_seconds: float | None = 300.0
     session_idle_seconds: float = 24 * 3600
     limits: Limits = field(default_factory=Limits)
@@ -76,7 +77,7 @@ class Settings:
         ``BATON_HOST``, ``BATON_PORT``, ``BATON_URL``, ``BATON_QUEUE_URL``,
         ``BATON_MAX_VALUE_BYTES``, ``BATON_SESSION_IDLE_HOURS``, ``BATON_TOKEN``,
         ``BATON_ALLOWED_HOSTS``, ``BATON_RATE_LIMIT``, ``BATON_AUTH_FAILURES``,
-        ``BATON_SIGNING_KEY``, ``BATON_CHECKPOINT_INTERVAL``,
+        ``BATON_SIGNING_KEY``, ``BATON_CHECKPOINT_INTERVAL``, ``BATON_MAX_STREAMS``,
         ``AGENTMEMORY_SECRET``, ``AGENTMEMORY_AGENT`` and the handoff policy variables."""
         env = os.environ if environ is None else environ
         appendfsync = env.get("BATON_APPENDFSYNC", "everysec")
@@ -116,6 +117,7 @@ class Settings:
             auth_failure_limit=_rate(env.get("BATON_AUTH_FAILURES", "20/minute"),
                                      "BATON_AUTH_FAILURES"),
             signing_key=env.get("BATON_SIGNING_KEY") or None,
+            max_streams=int(env.get("BATON_MAX_STREAMS", "16")),
             checkpoint_seconds=_seconds(env.get("BATON_CHECKPOINT_INTERVAL", "300"),
                                         "BATON_CHECKPOINT_INTERVAL"),
             handoffs=HandoffPolicy(

@@ -152,3 +152,55 @@ def test_browser_sees_the_pending_page_update_without_reloading(
         browser.close()
     assert (tmp_path / "pending.png").stat().st_size > 0
     assert errors == []
+
+
+@pytest.mark.anyio
+async def test_a_thousand_open_streams_do_not_starve_requests(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """1,000 live event streams (one per agent) hold no connection of the request pool:
+    /v1/stats still answers in under a second, every stream gets the next event, and one
+    caller may hold at most BATON_MAX_STREAMS streams (429 beyond)."""
+    import asyncio
+    import time
+
+    import httpx
+    from tests.conftest import running_server
+
+    with running_server(redis_url, tmp_path / "serve.log", BATON_MAX_STREAMS="4") as url:
+        limits = httpx.Limits(max_connections=1100, max_keepalive_connections=0)
+        async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
+            opened: list[tuple[object, object]] = []
+            try:
+                for number in range(1000):
+                    context = client.stream("GET", "/v1/dashboard/events",
+                                            headers={"X-Baton-Agent": f"watcher-{number}"})  # fmt: skip
+                    response = await context.__aenter__()
+                    assert response.status_code == 200
+                    opened.append((context, response.aiter_lines()))
+                started = time.perf_counter()
+                stats = await client.get("/v1/stats")
+                assert stats.status_code == 200 and time.perf_counter() - started < 1.0
+                written = await client.post("/v1/records", json={"ref": "live/x", "value": 1})
+                assert written.status_code == 201
+
+                async def next_event(lines: object) -> str:
+                    async for line in lines:  # type: ignore[attr-defined]
+                        if line.startswith("event:"):
+                            return str(line)
+                    return ""
+
+                seen = await asyncio.wait_for(
+                    asyncio.gather(*(next_event(lines) for _, lines in opened)), 30)  # fmt: skip
+                assert set(seen) == {"event: remember"}
+                capped = [client.stream("GET", "/v1/dashboard/events",
+                                        headers={"X-Baton-Agent": "greedy"}) for _ in range(5)]  # fmt: skip
+                statuses = []
+                for context in capped:
+                    response = await context.__aenter__()
+                    statuses.append(response.status_code)
+                    opened.append((context, None))
+                assert statuses == [200, 200, 200, 200, 429]
+            finally:
+                for context, _ in opened:
+                    await context.__aexit__(None, None, None)  # type: ignore[attr-defined]

@@ -27,6 +27,7 @@ from baton.server.api.metrics import PROMETHEUS, MetricsController
 from baton.server.api.middleware import request_logging
 from baton.server.api.problems import EXCEPTION_HANDLERS, problems
 from baton.server.api.records import RecordController
+from baton.server.api.streams import EventHub
 from baton.server.checkpoints import load_signing_key
 from baton.server.connection import async_redis, embedded_server, redis_url
 from baton.server.embedded import supervise
@@ -124,6 +125,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
         async with open_backend(replace(settings, redis_url=url)) as backend:
             app.state.backend = binding.backend = backend
             await gate.start(backend.redis)
+            events_client = async_redis(url)  # the event hub's own: never the request pool's
+            app.state.events = hub = EventHub(events_client, settings.max_streams)
             background = [asyncio.create_task(sweep_forever(backend, settings, signing_key))]
             if not settings.redis_url:  # Baton started the embedded server: keep it up
                 background.append(asyncio.create_task(supervise(embedded_server(settings))))
@@ -135,6 +138,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
                 for task in background:
                     task.cancel()
                 await asyncio.gather(*background, return_exceptions=True)
+                await hub.close()
+                await events_client.aclose()
 
     return Litestar(
         route_handlers=[

@@ -3,6 +3,7 @@ and a Server-Sent Events stream fed by the store's activity stream."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Annotated, Any
 from baton.server.api.auth import LOGIN_COOKIE, Gate, require_admin
 from baton.server.api.deps import CallerDep, DashboardDep, HandoffsDep
 from baton.server.api.problems import problems
+from baton.server.api.streams import EventHub
 from baton.server.dashboard import (
     ActivityView,
     ConfidencePoint,
@@ -109,22 +111,24 @@ class DashboardData(Controller):
         return await dashboard.activity(limit)
 
     @get("/events", include_in_schema=False)  # a text/event-stream, see docs/dashboard.md
-    async def events(self, dashboard: DashboardDep) -> ServerSentEvent:
+    async def events(self, caller: CallerDep, state: State) -> ServerSentEvent:
+        hub: EventHub = state.events
+        owner = caller.credential.token_id or f"agent:{caller.agent}"
+        subscription = hub.subscribe(caller.namespace, owner)
+        queue = await subscription.__aenter__()  # before the response: 429 beyond the cap
+
         async def stream() -> AsyncIterator[ServerSentEventMessage]:
-            last = "$"
-            yield ServerSentEventMessage(comment="connected")
-            while True:
-                reply = await dashboard.redis.xread(
-                    {dashboard.keys.events: last}, block=EVENT_WAIT_MS, count=100
-                )
-                if not reply:
-                    yield ServerSentEventMessage(comment="keep-alive")
-                    continue
-                for event_id, fields in reply[0][1]:
-                    last = event_id.decode()
-                    yield ServerSentEventMessage(
-                        data=fields[b"text"].decode(), event=fields[b"kind"].decode(), id=last
-                    )
+            try:
+                yield ServerSentEventMessage(comment="connected")
+                while True:
+                    try:
+                        event = await asyncio.wait_for(queue.get(), EVENT_WAIT_MS / 1000)
+                    except TimeoutError:
+                        yield ServerSentEventMessage(comment="keep-alive")
+                        continue
+                    yield ServerSentEventMessage(data=event.text, event=event.kind, id=event.id)
+            finally:
+                await subscription.__aexit__(None, None, None)
 
         return ServerSentEvent(stream())
 

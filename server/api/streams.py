@@ -1,0 +1,98 @@
+"""Live event streams for the dashboard without a Redis connection per open stream.
+
+One reader task per namespace blocks on the namespace's activity stream (``XREAD BLOCK``)
+over a client of its own, and fans each event out to every subscriber's queue. However many
+dashboards are open, they hold no connection of the request pool, so requests are never
+starved; a caller may hold at most ``BATON_MAX_STREAMS`` streams at once (429 beyond).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import Counter
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import structlog
+from baton.server.errors import TooManyStreams
+from baton.server.keys import Keys
+from redis.asyncio import Redis
+
+log = structlog.get_logger("baton.streams")
+WAIT_MS = 15_000
+QUEUE_SIZE = 256
+
+
+@dataclass(frozen=True)
+class Event:
+    id: str
+    kind: str
+    text: str
+
+
+@dataclass
+class _Reader:
+    task: asyncio.Task[None]
+    subscribers: set[asyncio.Queue[Event]] = field(default_factory=set)
+
+
+class EventHub:
+    """Fans each namespace's activity stream out to its subscribers."""
+
+    def __init__(self, redis: Redis, per_caller: int) -> None:
+        self.redis = redis
+        self.per_caller = per_caller
+        self.readers: dict[str, _Reader] = {}
+        self.open: Counter[str] = Counter()
+
+    @contextlib.asynccontextmanager
+    async def subscribe(self, namespace: str, caller: str) -> AsyncIterator[asyncio.Queue[Event]]:
+        """A queue of the namespace's events from now on, while the context lasts."""
+        if self.open[caller] >= self.per_caller:
+            raise TooManyStreams(f"{caller} already has {self.per_caller} open streams; close "
+                                 "one first (BATON_MAX_STREAMS)")  # fmt: skip
+        self.open[caller] += 1
+        queue: asyncio.Queue[Event] = asyncio.Queue(QUEUE_SIZE)
+        reader = self.readers.get(namespace)
+        if reader is None:
+            reader = self.readers[namespace] = _Reader(
+                asyncio.create_task(self._read(namespace), name=f"baton-events-{namespace}")
+            )
+        reader.subscribers.add(queue)
+        try:
+            yield queue
+        finally:
+            reader.subscribers.discard(queue)
+            self.open[caller] -= 1
+            if not self.open[caller]:
+                del self.open[caller]
+
+    async def _read(self, namespace: str) -> None:
+        """Follow the namespace's stream from its current end, for the life of the app (one
+        blocked connection per namespace with dashboards, whatever their number)."""
+        key, last = Keys(namespace).events, ""
+        reader = self.readers[namespace]
+        while True:
+            try:
+                if not last:
+                    newest = await self.redis.xrevrange(key, count=1)
+                    last = newest[0][0].decode() if newest else "0-0"
+                reply = await self.redis.xread({key: last}, block=WAIT_MS, count=100)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - Redis away: retry, the dashboards keep waiting
+                log.warning("event stream read failed; retrying", namespace=namespace)
+                await asyncio.sleep(1)
+                continue
+            for event_id, fields in reply[0][1] if reply else []:
+                last = event_id.decode()
+                event = Event(id=last, kind=fields[b"kind"].decode(), text=fields[b"text"].decode())
+                for queue in list(reader.subscribers):
+                    if not queue.full():  # a stalled reader misses events, never blocks others
+                        queue.put_nowait(event)
+
+    async def close(self) -> None:
+        for reader in self.readers.values():
+            reader.task.cancel()
+        await asyncio.gather(*(r.task for r in self.readers.values()), return_exceptions=True)
