@@ -20,11 +20,12 @@ from datetime import datetime
 from typing import Any
 
 import msgpack
-from baton.server.errors import InvalidInput
+from baton.server.errors import BatonError, InvalidInput
 from baton.server.integrity import OUTCOME_FIELDS, VERSION_FIELDS, ChainChecker
 from baton.server.keys import NAMESPACES
 from baton.server.search import text_of
 from baton.server.store import BATCH, UNINDEXED_SCOPE, FactStore
+from baton.server.validation import check_ref
 
 BINARY_VERSION_FIELDS = ("value", "tags")
 BINARY_PACKET_FIELDS = ("next", "open", "pins")
@@ -110,8 +111,53 @@ def check_record(line: dict[str, Any]) -> str | None:
     return None
 
 
+# What each line type must hold, and of which JSON type, checked before anything is written.
+SHAPES: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "record": {"ref": str, "head": dict, "versions": list, "outcomes": list},
+    "packet": {"fields": dict, "log": list},
+    "session": {"id": str, "meta": dict, "touched": dict, "files": list, "observations": list},
+}
+PACKET_FIELDS = {"id": str, "to": str, "state": str, "created_us": (str, int)}
+OBSERVATION_FIELDS = {"id": str, "title": str, "narrative": str, "files": list, "project": str,
+                      "agent": str}  # fmt: skip
+
+
+def _problem(line: Any) -> str | None:
+    """What is wrong with one parsed line, or None."""
+    if not isinstance(line, dict) or line.get("type") not in SHAPES:
+        kind = line.get("type") if isinstance(line, dict) else type(line).__name__
+        return f"unknown line type {kind!r} (record, packet or session)"
+    wanted = [(line, SHAPES[line["type"]], "")]
+    if line["type"] == "packet" and isinstance(line.get("fields"), dict):
+        wanted.append((line["fields"], PACKET_FIELDS, "fields."))
+    if line["type"] == "session" and isinstance(line.get("observations"), list):
+        wanted += [(o, OBSERVATION_FIELDS, f"observations[{i}].") if isinstance(o, dict)
+                   else ({}, {"": dict}, f"observations[{i}]")
+                   for i, o in enumerate(line["observations"])]  # fmt: skip
+    for item, fields, prefix in wanted:
+        for name, kind in fields.items():
+            if not isinstance(item.get(name), kind):
+                return f"{prefix}{name} is missing or not a {_names(kind)}"
+    if line["type"] == "session" and not isinstance(line["meta"].get("started_at"), str):
+        return "meta.started_at is missing"
+    if line["type"] == "record":
+        try:
+            check_ref(line["ref"])
+            return check_record(line)
+        except BatonError as error:
+            return error.detail
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            return f"{line['ref']}: malformed record ({type(error).__name__}: {error})"
+    return None
+
+
+def _names(kind: type | tuple[type, ...]) -> str:
+    return " or ".join(k.__name__ for k in kind) if isinstance(kind, tuple) else kind.__name__
+
+
 def read_dump(lines: Iterable[str]) -> list[dict[str, Any]]:
-    """Parse a dump and verify every chain; raise InvalidInput naming the first problem."""
+    """Parse a dump and check every line (shape, types, every hash chain) before anything is
+    written; raise InvalidInput naming the first bad line as ``line N: …``."""
     parsed = []
     for number, text in enumerate(lines, start=1):
         if not text.strip():
@@ -119,23 +165,47 @@ def read_dump(lines: Iterable[str]) -> list[dict[str, Any]]:
         try:
             line = json.loads(text)
         except json.JSONDecodeError as error:
-            raise InvalidInput("dump", f"line {number} is not JSON ({error})") from None
-        if line.get("type") not in ("record", "packet", "session"):
-            raise InvalidInput("dump", f"line {number} has an unknown type {line.get('type')!r}")
-        if line["type"] == "record" and (problem := check_record(line)):
-            raise InvalidInput("dump", f"refused, nothing was written: line {number}: {problem}")
+            raise InvalidInput("dump", f"line {number}: not JSON ({error}); nothing was written") from None
+        if (problem := _problem(line)) is not None:
+            raise InvalidInput("dump", f"line {number}: {problem}; nothing was written")
         parsed.append(line)
     return parsed
 
 
-async def import_dump(store: FactStore, lines: list[dict[str, Any]]) -> dict[str, int]:
-    """Write a verified dump (see :func:`read_dump`) into ``store``'s namespace."""
+async def namespace_is_empty(store: FactStore) -> bool:
+    """Whether the namespace holds no record, session or packet."""
+    pipe = store.redis.pipeline(transaction=False)
+    pipe.zcard(store.keys.refs)
+    pipe.zcard(store.keys.sessions)
+    pipe.zcard(store.keys.handoffs)
+    return not any(await pipe.execute())
+
+
+async def clear_namespace(store: FactStore) -> int:
+    """Delete every key of the namespace (``baton import --replace``); how many."""
+    deleted = 0
+    pattern = f"{store.keys.base}:*"
+    async for key in store.redis.scan_iter(match=pattern, count=1000):
+        deleted += await store.redis.delete(key)
+    return deleted
+
+
+async def import_dump(
+    store: FactStore, lines: list[dict[str, Any]], *, atomic: bool = False
+) -> dict[str, int]:
+    """Write a checked dump (see :func:`read_dump`) into ``store``'s namespace. With
+    ``atomic`` (and a single Redis, not a cluster), all of it in one MULTI/EXEC: a failure
+    part-way writes nothing."""
     redis = store.redis
     await store.search.refresh_average()
+    single = atomic and not store.backend.cluster
+    if single:
+        await store.backend.scripts.load(redis)  # no NOSCRIPT inside the transaction
     counts = {"records": 0, "versions": 0, "outcomes": 0, "packets": 0, "sessions": 0}
-    for start in range(0, len(lines), BATCH):
-        pipe = redis.pipeline(transaction=False)
-        for line in lines[start : start + BATCH]:
+    batch = len(lines) or 1 if single else BATCH
+    for start in range(0, len(lines), batch):
+        pipe = redis.pipeline(transaction=single)
+        for line in lines[start : start + batch]:
             if line["type"] == "record":
                 await _queue_record(store, pipe, line)
                 counts["records"] += 1

@@ -115,15 +115,27 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from baton.server.backup import import_dump, read_dump
+    from baton.server.backup import clear_namespace, import_dump, namespace_is_empty, read_dump
 
-    with open(args.dump, encoding="utf-8") if args.dump != "-" else sys.stdin as source:
-        lines = read_dump(source)  # verifies every chain before anything is written
+    try:
+        with open(args.dump, encoding="utf-8") if args.dump != "-" else sys.stdin as source:
+            lines = read_dump(source)  # every line checked before anything is written
+    except OSError as error:
+        raise SystemExit(f"baton: cannot read {args.dump}: {error}") from None
 
-    async def run(store: FactStore) -> dict[str, int]:
-        return await import_dump(store, lines)
+    async def run(store: FactStore) -> dict[str, int] | None:
+        if not await namespace_is_empty(store) and not (args.replace or args.merge):
+            return None
+        if args.replace:
+            await clear_namespace(store)
+        return await import_dump(store, lines, atomic=True)
 
     counts = asyncio.run(_with_store(args.namespace, run))
+    if counts is None:
+        print("baton: the namespace already holds data; nothing was written. Pass --replace to "
+              "delete it first, or --merge to write the dump over it (its records, sessions and "
+              "packets replace those with the same ids)", file=sys.stderr)  # fmt: skip
+        return 2
     print("baton: imported " + ", ".join(f"{n} {kind}" for kind, n in counts.items()))
     return 0
 
@@ -383,6 +395,11 @@ def build_parser() -> argparse.ArgumentParser:
     load = commands.add_parser("import", help="verify a dump's chains, then load it")
     load.add_argument("dump", help="the file written by baton export, or - for stdin")
     load.add_argument("--namespace", default=None)
+    into = load.add_mutually_exclusive_group()
+    into.add_argument("--replace", action="store_true",
+                      help="delete everything in the namespace first")
+    into.add_argument("--merge", action="store_true",
+                      help="write over what the namespace holds (same ids are replaced)")
     load.set_defaults(handler=cmd_import)
 
     hook = commands.add_parser("hook", help="record a Claude Code hook event (JSON on stdin)")

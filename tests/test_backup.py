@@ -96,3 +96,48 @@ def test_a_tampered_dump_is_refused_and_nothing_is_written(
     assert "listing/553/assessment version 2: hash" in refused.stderr
     assert "nothing was written" in refused.stderr
     assert sync_redis.dbsize() == 0
+
+
+def test_a_corrupt_dump_changes_nothing_and_names_its_line(
+    http: httpx.Client, redis_url: str, sync_redis: redis.Redis, tmp_path: Path
+) -> None:
+    """A malformed record, packet or session line anywhere (line 501 of 600 here) is
+    refused before anything is written, as `line N: …` without a traceback."""
+    for n in range(600):
+        assert http.post("/v1/records", json={"ref": f"bulk/{n:03d}", "value": n}).is_success
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text(baton(redis_url, "export").stdout)
+    lines = dump.read_text().splitlines()
+    sync_redis.flushdb()
+    for number, broken in ((501, {"type": "record", "ref": "bulk/x", "head": {}, "versions": 5,
+                                  "outcomes": []}),
+                           (2, {"type": "packet", "fields": {"id": "h_1"}, "log": []}),
+                           (600, {"type": "session", "id": "s", "meta": {}, "touched": {},
+                                  "files": [], "observations": [7]}),
+                           (10, "not json")):  # fmt: skip
+        corrupt = list(lines)
+        corrupt[number - 1] = broken if isinstance(broken, str) else json.dumps(broken)
+        dump.write_text("\n".join(corrupt) + "\n")
+        refused = baton(redis_url, "import", str(dump))
+        assert refused.returncode == 2, refused.stderr
+        assert f"line {number}: " in refused.stderr and "Traceback" not in refused.stderr
+        assert sync_redis.dbsize() == 0
+
+
+def test_importing_into_a_namespace_that_holds_data_needs_a_choice(
+    http: httpx.Client, redis_url: str, sync_redis: redis.Redis, tmp_path: Path
+) -> None:
+    """A non-empty target is refused unless --replace (emptied first) or --merge (written
+    over); both keep every chain verifiable."""
+    assert http.post("/v1/records", json={"ref": "keep/a", "value": 1}).is_success
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text(baton(redis_url, "export").stdout)
+    assert http.post("/v1/records", json={"ref": "later/b", "value": 2}).is_success
+    refused = baton(redis_url, "import", str(dump))
+    assert refused.returncode == 2 and "--replace" in refused.stderr
+    assert baton(redis_url, "import", "--merge", str(dump)).returncode == 0
+    assert http.get("/v1/records/later/b").status_code == 200
+    assert baton(redis_url, "import", "--replace", str(dump)).returncode == 0
+    assert http.get("/v1/records/later/b").status_code == 404
+    assert http.get("/v1/records/keep/a").json()["value"] == 1
+    assert http.get("/v1/stats", params={"verify": True}).json()["broken"] == []
