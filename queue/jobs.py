@@ -20,12 +20,15 @@ def deliver_packet(namespace: str, agent: str, packet_id: str) -> dict[str, Any]
 
     The claim goes through the same script as ``resume``: if the packet was already claimed
     (by a pull, or by another job), this job does nothing. When the handler raises, the
-    packet stays claimed by this job and RQ retries it; on the last try it is failed.
+    packet stays claimed by this job and RQ retries it; on the last try it is failed. When an
+    operator re-runs that failed job with ``rq requeue``, the packet is queued again for it.
     """
     context = worker_context()
     job = get_current_job()
     job_id = job.id if job is not None else ""
     handoffs = context.handoffs(namespace)
+    if context.run(handoffs.requeue_dead_letter(packet_id, job_id)):
+        log.info("dead letter requeued by rq", packet=packet_id, job=job_id)
     resumed = context.run(handoffs.claim_for_job(agent, packet_id, job_id))
     if resumed.packet is None:
         log.info("packet skipped", packet=packet_id, agent=agent, reason=resumed.message)

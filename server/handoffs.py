@@ -408,7 +408,7 @@ class HandoffStore:
 
     async def _settle(
         self, packet_id: str, agent: str, from_state: str, to_state: str, reason: str,
-        error: str = "",
+        error: str = "", *, dispatch: bool = True,
     ) -> Packet:  # fmt: skip
         to_agent = await self._inbox_of(packet_id)
         now_us, now_iso = _now()
@@ -433,11 +433,23 @@ class HandoffStore:
                 f"packet {packet_id} is {state}; only a {from_state} packet can become {to_state}",
                 packet=packet_id, state=state,
             )  # fmt: skip
-        if to_state == "queued":
+        if to_state == "queued" and dispatch:
             await self._dispatch(to_agent, packet_id, int(reply[2]))
         await self.facts.emit(to_state, agent, f"{agent}: {packet_id} {from_state} -> "
                               f"{to_state} ({error or reason})", packet=packet_id)  # fmt: skip
         return await self.get(packet_id)
+
+    async def requeue_dead_letter(self, packet_id: str, job: str) -> bool:
+        """When RQ re-runs the job that failed ``packet_id`` (``rq requeue``, an operator
+        retrying a dead letter the RQ way), put the packet back in its queue for that very
+        job. False for any other job: a stale duplicate must not revive a packet."""
+        to_agent = await self._inbox_of(packet_id)
+        fields = await self.redis.hmget(self.keys.packet(to_agent, packet_id), "state", "job_seq")
+        if fields[0] != b"failed" or job != job_id(self.namespace, packet_id, int(fields[1] or 0)):
+            return False
+        await self._settle(packet_id, "rq", "failed", "queued", "requeued with rq requeue",
+                           dispatch=False)  # fmt: skip
+        return True
 
     async def requeue(self, packet_id: str, agent: str) -> Packet:
         """Put a failed or expired packet back in its queue (an operator's action): a fresh

@@ -1,6 +1,7 @@
 """Agent handlers that the worker processes of the tests import (``--module tests.handlers``).
 
-The packet's note tells the ``tester`` agent what to do: ``raise`` always fails, ``hang``
+The packet's note tells the ``tester`` agent what to do: ``raise`` always fails,
+``until-fixed`` fails until a record under ``fixed/<packet id>`` exists, ``hang``
 sleeps until killed on the first delivery, anything else (and a later delivery of a
 ``hang`` packet) records that push mode handled the packet.
 """
@@ -21,6 +22,8 @@ class HandlerFailure(RuntimeError):
 def tester(resumed: Resumed, baton: BatonClient) -> None:
     assert resumed.packet is not None
     note = resumed.packet.note
+    if note == "until-fixed" and not baton.list_records(scope=f"fixed/{resumed.packet.id}").records:
+        raise HandlerFailure(f"cannot handle {resumed.packet.id} until it is fixed")
     if note == "raise":
         raise HandlerFailure(f"cannot handle {resumed.packet.id}")
     if note == "hang" and resumed.packet.deliveries == 1:

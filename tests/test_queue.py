@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import redis
@@ -156,6 +157,36 @@ async def test_a_handler_that_always_raises_is_retried_then_failed(
     assert [t.reason for t in packet.log if t.to_state == "claimed"] == ["worker", "retry", "retry"]
     queue = Queue(queue_name("default", "tester"), connection=sync_redis)
     assert FailedJobRegistry(queue=queue).count == 1
+
+
+async def test_rq_requeue_of_a_dead_letter_really_retries_the_packet(
+    handoffs: HandoffStore, api_url: str, redis_url: str, sync_redis: redis.Redis
+) -> None:
+    """A packet whose handler failed its tries is failed, its job in RQ's failed registry;
+    `rq requeue` (RQ's own CLI) of that job puts the packet back in its queue and the next
+    worker handles it."""
+    [packet_id] = await queue_packets(handoffs, "tester", 1, note="until-fixed")
+    worker = baton_process("agent", "run", "tester", "-m", "tests.handlers", "--burst",
+                           redis_url=redis_url, api_url=api_url)  # fmt: skip
+    assert worker.communicate(timeout=120)[0] is not None and worker.returncode == 0
+    assert (await handoffs.get(packet_id)).state == "failed"
+
+    await handoffs.facts.remember(f"fixed/{packet_id}/cause", "fixed", agent="operator")
+    queue = queue_name("default", "tester")
+    requeued = subprocess.run(
+        [str(Path(sys.executable).with_name("rq")), "requeue", "--all", "--queue", queue,
+         "--url", redis_url], capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert requeued.returncode == 0, requeued.stderr
+    worker = baton_process("agent", "run", "tester", "-m", "tests.handlers", "--burst",
+                           redis_url=redis_url, api_url=api_url)  # fmt: skip
+    output = worker.communicate(timeout=120)[0]
+    assert worker.returncode == 0, output
+    packet = await handoffs.get(packet_id)
+    assert packet.state == "done" and packet.log is not None, output
+    assert "requeued with rq requeue" in [t.reason for t in packet.log]
+    handled = await handoffs.facts.recall(f"handled/{packet_id}")
+    assert handled.value == "push"
 
 
 def test_agent_run_without_a_handler_says_how_to_register_one(redis_url: str) -> None:
