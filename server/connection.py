@@ -161,3 +161,17 @@ def async_redis(url: str) -> Redis:
 def sync_redis(url: str) -> redis.Redis:
     """The blocking client RQ needs (binary: RQ does not support decoded responses)."""
     return redis.Redis.from_url(url, socket_connect_timeout=2, retry=_retry())
+
+
+def write_refused(error: redis.exceptions.ResponseError) -> tuple[int, str] | None:
+    """Redis refusing writes for a reason of its own: (status, explanation), else None.
+    A full disk (``MISCONF``, the append-only file cannot be written) is 507; out of memory
+    and a read-only replica are 503 (retry later, or elsewhere)."""
+    message = str(error).split("('", 1)[-1].rstrip("',)")
+    if "MISCONF" in message:
+        return 507, f"Baton's Redis cannot write to its disk right now: {message}"
+    if "OOM" in message:
+        return 503, f"Baton's Redis is out of memory: {message}"
+    if "READONLY" in message:
+        return 503, f"Baton's Redis is a read-only replica: {message}"
+    return None

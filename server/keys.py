@@ -50,6 +50,7 @@ Global keys (not per namespace)::
     baton:ratelimit:<...>                Litestar's rate-limit store (per token)
     baton:auth-failures:<address>        string  failed logins from one client address (expires)
     baton:sweep-lock                     string  held by the one process sweeping right now
+    baton:ready-probe                    string  written by /readyz (expires in a minute)
 
 The braces are Redis Cluster hash tags: every key of one record hashes to the same slot, and
 so does everything in one agent's inbox (its queues and its packets), so each Lua script
@@ -227,6 +228,7 @@ NAMESPACES = f"{PREFIX}:namespaces"
 TOKENS = f"{PREFIX}:{{tokens}}:index"
 RATE_LIMIT_NAMESPACE = f"{PREFIX}:ratelimit"
 SWEEP_LOCK = f"{PREFIX}:sweep-lock"
+READY_PROBE = f"{PREFIX}:ready-probe"
 
 
 def token_key(sha: str) -> str:

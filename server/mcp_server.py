@@ -22,6 +22,7 @@ from typing import Annotated, Any, Literal, ParamSpec
 
 import msgspec
 import redis.exceptions
+from baton.server.connection import write_refused
 from baton.server.errors import BatonError
 from baton.server.handoffs import HandoffStore
 from baton.server.identity import CALLER, Caller, local
@@ -118,6 +119,11 @@ def _as_tool_error(
             raise ToolError(f"{error.title}: {error.detail}") from None
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
             raise ToolError("Baton cannot reach its Redis server right now; retry shortly") from None
+        except redis.exceptions.ResponseError as error:
+            refused = write_refused(error)
+            if refused is None:
+                raise
+            raise ToolError(refused[1]) from None
         built: dict[str, Any] = rounded(msgspec.to_builtins(result))
         return built
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -165,3 +167,57 @@ def test_serve_alone_keeps_the_ttl_lease_and_idle_promises(
         process.terminate()
         process.wait(10)
         redis_client.Redis.from_url(url_db).flushdb()
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 4 MiB tmpfs as the data dir, so the disk can really fill up (needs root)."""
+    mount = tmp_path / "disk"
+    mount.mkdir(mode=0o700)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,mode=700", "tmpfs", str(mount)],
+                             capture_output=True, text=True, check=False)  # fmt: skip
+    assert mounted.returncode == 0, f"this test mounts a tmpfs (as root): {mounted.stderr}"
+    try:
+        yield mount
+    finally:
+        EmbeddedServer(mount).stop()
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_full_disk_is_a_clear_507_and_not_ready_until_space_returns(small_disk: Path) -> None:
+    """With the data disk full, writes answer 507 problem+json naming the cause (never 500)
+    and /readyz says not ready; reads still work; once space is freed, writes and /readyz
+    recover by themselves and every acknowledged write is there."""
+    process, url = start_api(small_disk.parent / "api.log", BATON_DATA_DIR=str(small_disk))
+    filler = small_disk / "filler"
+    try:
+        with httpx.Client(base_url=url, timeout=10, headers={"X-Baton-Agent": "scout"}) as http:
+            assert http.post("/v1/records", json={"ref": "disk/a", "value": 1}).status_code == 201
+            with open(filler, "wb") as out:
+                with contextlib.suppress(OSError):
+                    out.write(b"\0" * 8 * 2**20)  # more than the disk has left
+            statuses: list[int] = []
+            deadline = time.monotonic() + 15
+            while 507 not in statuses and time.monotonic() < deadline:
+                answer = http.post("/v1/records", json={"ref": f"disk/{len(statuses)}",
+                                                         "value": "x" * 4000})  # fmt: skip
+                statuses.append(answer.status_code)
+                time.sleep(0.2)
+            assert statuses[-1] == 507 and set(statuses) <= {201, 507}, statuses
+            assert answer.headers["content-type"].startswith("application/problem+json")
+            assert "No space left on device" in answer.json()["detail"]
+            assert http.get("/readyz").status_code == 507
+            assert http.get("/v1/records/disk/a").json()["value"] == 1
+            acknowledged = [f"disk/{n}" for n, status in enumerate(statuses) if status == 201]
+
+            filler.unlink()
+            deadline = time.monotonic() + 20
+            while http.get("/readyz").status_code != 200 and time.monotonic() < deadline:
+                time.sleep(0.3)
+            assert http.get("/readyz").status_code == 200
+            assert http.post("/v1/records", json={"ref": "disk/after", "value": 2}).status_code == 201
+            for ref in acknowledged:
+                assert http.get(f"/v1/records/{ref}").status_code == 200
+    finally:
+        process.terminate()
+        process.wait(10)

@@ -32,11 +32,11 @@ from baton.server.checkpoints import load_signing_key
 from baton.server.connection import async_redis, embedded_server, redis_url
 from baton.server.embedded import supervise
 from baton.server.identity import CALLER, Caller
-from baton.server.keys import RATE_LIMIT_NAMESPACE
+from baton.server.keys import RATE_LIMIT_NAMESPACE, READY_PROBE
 from baton.server.mcp_server import Binding, create_mcp_server
 from baton.server.runtime import open_backend
 from baton.server.settings import Settings
-from baton.server.store import Backend
+from baton.server.store import Backend, utc_now
 from litestar import Litestar, asgi, get
 from litestar.datastructures import State
 from litestar.middleware.rate_limit import RateLimitConfig
@@ -80,10 +80,14 @@ def _rate_limited(caller: Caller | None) -> bool:
     return caller is not None and caller.credential.token_id is not None
 
 
-@get("/readyz", tags=["operations"], summary="Redis answers and the scripts are loaded")
+@get("/readyz", tags=["operations"],
+     summary="Redis answers, accepts writes, and the scripts are loaded")  # fmt: skip
 async def readyz(state: State) -> dict[str, Any]:
+    """Ready means writes would succeed: a probe key is written (a full disk or an out of
+    memory Redis answers 507/503 here, as it does for every write)."""
     backend: Backend = state.backend
     loaded = await backend.scripts.load(backend.redis)
+    await backend.redis.set(READY_PROBE, utc_now(), ex=60)
     return {"status": "ready", "scripts": loaded}
 
 

@@ -9,14 +9,18 @@ from typing import Any
 import msgspec
 import redis.exceptions
 import structlog
+from baton.server.connection import write_refused
 from baton.server.errors import BatonError
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.plugins.problem_details import ProblemDetailsException
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
+from prometheus_client import Counter
 
 log = structlog.get_logger("baton.api")
+REDIS_REFUSALS = Counter("baton_redis_write_refusals_total",
+                         "Writes Redis refused (disk full, out of memory, read-only)")  # fmt: skip
 NAMED_FIELD = re.compile(r"field `([^`]+)`")
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 
@@ -43,9 +47,10 @@ PROBLEM_MEANINGS: dict[int, str] = {
     421: "Open mode answers loopback Host names only (and BATON_ALLOWED_HOSTS)",
     422: "A field is invalid; field names it",
     429: "Too many requests (only when a rate limit is configured)",
+    507: "Redis cannot write to its disk (full); nothing was written",
     503: "Redis cannot be reached right now; retry shortly",
 }
-ALWAYS = (400, 401, 403, 415, 421, 422, 429, 503)
+ALWAYS = (400, 401, 403, 415, 421, 422, 429, 503, 507)
 
 
 def problems(*statuses: int) -> dict[int, ResponseSpec]:
@@ -115,6 +120,19 @@ def too_deep(request: Request[Any, Any, Any], error: RecursionError) -> Response
     return _problem(request, 422, "Invalid input", "the body is nested too deeply", field="body")
 
 
+def redis_refused(request: Request[Any, Any, Any], error: redis.exceptions.ResponseError) -> Response[Any]:
+    refused = write_refused(error)
+    if refused is None:
+        return unexpected_error(request, error)
+    status, detail = refused
+    REDIS_REFUSALS.inc()
+    log.warning("redis refused a write", error=detail, path=request.url.path)
+    if request.url.path.startswith("/agentmemory/"):
+        return Response({"error": detail}, status_code=status)
+    title = "Insufficient storage" if status == 507 else "Store unavailable"
+    return _problem(request, status, title, detail)
+
+
 def unexpected_error(request: Request[Any, Any, Any], error: Exception) -> Response[Any]:
     log.exception("unhandled error", path=request.url.path)
     return _problem(request, HTTP_500_INTERNAL_SERVER_ERROR, "Internal error",
@@ -128,5 +146,6 @@ EXCEPTION_HANDLERS: dict[type[Exception], Any] = {
     redis.exceptions.ConnectionError: redis_error,
     redis.exceptions.TimeoutError: redis_error,
     RecursionError: too_deep,
+    redis.exceptions.ResponseError: redis_refused,
     Exception: unexpected_error,
 }
