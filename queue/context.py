@@ -8,7 +8,9 @@ opened per job.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+import contextlib
+import threading
+from collections.abc import Coroutine, Iterator
 from functools import cache
 from typing import Any, TypeVar
 
@@ -52,6 +54,41 @@ class WorkerContext:
 
     def handoffs(self, namespace: str) -> HandoffStore:
         return HandoffStore(self.backend.store(namespace))
+
+    @contextlib.contextmanager
+    def heartbeat(self, namespace: str, agent: str, packet_id: str, job: str) -> Iterator[None]:
+        """Keep renewing the lease of the packet ``job`` holds while the block (its handler)
+        runs, so a handler longer than the lease is never handed to anyone else: a thread of
+        its own, with its own event loop and Redis client (the worker's loop is blocked by
+        the handler)."""
+        stop = threading.Event()
+        lease = self.settings.handoffs.lease_seconds
+
+        def beat() -> None:
+            async def renew_until_stopped() -> None:
+                client = async_redis(redis_url(self.settings))
+                handoffs = HandoffStore(
+                    Backend(client, self.settings.limits, None, self.settings.handoffs)
+                    .store(namespace))  # fmt: skip
+                try:
+                    while not stop.is_set():
+                        await asyncio.to_thread(stop.wait, lease / 3)
+                        if stop.is_set():
+                            return
+                        if not await handoffs.renew_lease(agent, packet_id, job, lease):
+                            return
+                finally:
+                    await client.aclose()
+
+            asyncio.run(renew_until_stopped())
+
+        thread = threading.Thread(target=beat, name=f"baton-lease-{packet_id}", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join(timeout=10)
 
 
 @cache

@@ -312,6 +312,17 @@ class HandoffStore:
         task.add_done_callback(_background.discard)
         return lambda pipe: None
 
+    async def renew_lease(self, agent: str, packet_id: str, job: str, lease_seconds: float) -> bool:
+        """Extend the lease of a packet ``job`` holds for ``agent`` (a handler's heartbeat);
+        False once the packet is no longer held by that job."""
+        now_us, _ = _now()
+        lease_us = now_us + int(lease_seconds * 1_000_000)
+        renewed = await self.scripts.renew_lease(
+            keys=[self.keys.packet(agent, packet_id), self.keys.claimed(agent)],
+            args=[packet_id, agent, job, lease_us, _iso(lease_us)],
+        )  # fmt: skip
+        return bool(renewed)
+
     async def claim_for_job(self, agent: str, packet_id: str, job: str) -> Resumed:
         """Claim one packet for the RQ job delivering it (push). ``packet`` is None when the
         packet is no longer queued: someone else has it, or it is settled or expired."""

@@ -389,6 +389,21 @@ while true do
 end
 """
 
+# KEYS[1] packet hash   KEYS[2] inbox claimed
+# ARGV[1] packet id     ARGV[2] the claimant   ARGV[3] its job id
+# ARGV[4] new lease deadline (µs)              ARGV[5] the same as ISO text
+# Extends a claim's lease while its handler runs; 0 when the packet is no longer claimed by
+# that claimant and job (the heartbeat then stops).
+RENEW_LEASE: Final = """
+if redis.call('HGET', KEYS[1], 'state') ~= 'claimed' or redis.call('HGET', KEYS[1], 'claimed_by') ~= ARGV[2]
+    or redis.call('HGET', KEYS[1], 'job') ~= ARGV[3] then
+  return 0
+end
+redis.call('ZADD', KEYS[2], 'XX', ARGV[4], ARGV[1])
+redis.call('HSET', KEYS[1], 'lease_until', ARGV[5])
+return 1
+"""
+
 # KEYS[1] packet hash   KEYS[2] inbox queued   KEYS[3] inbox claimed
 # KEYS[4] inbox failed  KEYS[5] inbox expiring KEYS[6] inbox expired
 # ARGV[1] packet id     ARGV[2] from-state it must be in     ARGV[3] to-state
@@ -509,6 +524,7 @@ class Scripts:
         self.index_doc = redis.register_script(INDEX_DOC)
         self.create_packet = redis.register_script(CREATE_PACKET)
         self.claim_packet = redis.register_script(CLAIM_PACKET)
+        self.renew_lease = redis.register_script(RENEW_LEASE)
         self.settle_packet = redis.register_script(SETTLE_PACKET)
         self.expire_leases = redis.register_script(EXPIRE_LEASES)
         self.expire_packets = redis.register_script(EXPIRE_PACKETS)

@@ -1,7 +1,8 @@
 """Agent handlers that the worker processes of the tests import (``--module tests.handlers``).
 
 The packet's note tells the ``tester`` agent what to do: ``raise`` always fails,
-``until-fixed`` fails until a record under ``fixed/<packet id>`` exists, ``hang``
+``until-fixed`` fails until a record under ``fixed/<packet id>`` exists, ``sleep-S``
+takes S seconds, ``hang``
 sleeps until killed on the first delivery, anything else (and a later delivery of a
 ``hang`` packet) records that push mode handled the packet.
 """
@@ -26,6 +27,8 @@ def tester(resumed: Resumed, baton: BatonClient) -> None:
         raise HandlerFailure(f"cannot handle {resumed.packet.id} until it is fixed")
     if note == "raise":
         raise HandlerFailure(f"cannot handle {resumed.packet.id}")
+    if note and note.startswith("sleep-"):
+        time.sleep(float(note.removeprefix("sleep-")))
     if note == "hang" and resumed.packet.deliveries == 1:
         time.sleep(600)
     baton.remember(f"handled/{resumed.packet.id}", "push")

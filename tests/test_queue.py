@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -187,6 +188,30 @@ async def test_rq_requeue_of_a_dead_letter_really_retries_the_packet(
     assert "requeued with rq requeue" in [t.reason for t in packet.log]
     handled = await handoffs.facts.recall(f"handled/{packet_id}")
     assert handled.value == "push"
+
+
+async def test_a_handler_longer_than_its_lease_keeps_its_packet(
+    handoffs: HandoffStore, api_url: str, redis_url: str
+) -> None:
+    """A handler taking 6 s under a 2 s lease: the worker renews the lease while it runs, so
+    the API's sweeps never put the packet back and pulls never get it; handled once."""
+    [packet_id] = await queue_packets(handoffs, "tester", 1, note="sleep-6")
+    worker = baton_process("agent", "run", "tester", "-m", "tests.handlers", "--burst",
+                           redis_url=redis_url, api_url=api_url, BATON_LEASE_SECONDS="2")  # fmt: skip
+    deadline = time.monotonic() + 30
+    while (await handoffs.get(packet_id)).state != "claimed":  # the worker has it now
+        assert time.monotonic() < deadline, "the worker never claimed the packet"
+        await asyncio.sleep(0.1)
+    with BatonClient(api_url, agent="tester") as puller:
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline and worker.poll() is None:
+            assert puller.resume().packet is None  # never handed out twice
+            time.sleep(0.5)
+    output = worker.communicate(timeout=60)[0]
+    assert worker.returncode == 0, output
+    packet = await handoffs.get(packet_id)
+    assert (packet.state, packet.deliveries) == ("done", 1)
+    assert (await handoffs.facts.history(f"handled/{packet_id}")).versions[-1].version == 1
 
 
 def test_agent_run_without_a_handler_says_how_to_register_one(redis_url: str) -> None:
