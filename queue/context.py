@@ -29,6 +29,7 @@ class WorkerContext:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.clients: dict[tuple[str, str], BatonClient] = {}
+        self.held: tuple[str, str, str] | None = None  # the packet a handler is running for
         self.runner = asyncio.Runner()
         self.dispatcher = RQDispatcher(sync_redis(queue_url(settings)), settings.handoffs)
         url = redis_url(settings)
@@ -56,11 +57,12 @@ class WorkerContext:
         return HandoffStore(self.backend.store(namespace))
 
     @contextlib.contextmanager
-    def heartbeat(self, namespace: str, agent: str, packet_id: str, job: str) -> Iterator[None]:
-        """Keep renewing the lease of the packet ``job`` holds while the block (its handler)
-        runs, so a handler longer than the lease is never handed to anyone else: a thread of
-        its own, with its own event loop and Redis client (the worker's loop is blocked by
-        the handler)."""
+    def holding(self, namespace: str, agent: str, packet_id: str, job: str) -> Iterator[None]:
+        """While the block (a handler) runs: keep renewing the lease of the packet ``job``
+        holds, so a handler longer than the lease is never handed to anyone else (a thread
+        of its own, with its own event loop and Redis client: the worker's loop is blocked
+        by the handler), and remember the packet for :meth:`give_back`."""
+        self.held = (namespace, agent, packet_id)
         stop = threading.Event()
         lease = self.settings.handoffs.lease_seconds
 
@@ -87,8 +89,30 @@ class WorkerContext:
         try:
             yield
         finally:
+            self.held = None
             stop.set()
             thread.join(timeout=10)
+
+    def give_back(self, reason: str) -> str | None:
+        """Put the packet a running handler holds back in its queue (the worker is stopping
+        before the handler ends); the packet id, or None when nothing is held. Runs on a
+        thread of its own, with its own client."""
+        held = self.held
+        if held is None:
+            return None
+        namespace, agent, packet_id = held
+
+        async def release() -> None:
+            client = async_redis(redis_url(self.settings))
+            try:
+                backend = Backend(client, self.settings.limits, self.dispatcher,
+                                  self.settings.handoffs)  # fmt: skip
+                await HandoffStore(backend.store(namespace)).release(packet_id, agent, reason=reason)
+            finally:
+                await client.aclose()
+
+        asyncio.run(release())
+        return packet_id
 
 
 @cache

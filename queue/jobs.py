@@ -38,7 +38,7 @@ def deliver_packet(namespace: str, agent: str, packet_id: str) -> dict[str, Any]
     try:
         if handler is None:
             raise LookupError(f"no handler is registered for agent {agent!r} in this worker")
-        with context.heartbeat(namespace, agent, packet_id, job_id):
+        with context.holding(namespace, agent, packet_id, job_id):
             handler(resumed, context.client(agent, namespace))
     except Exception as error:
         last_try = job is None or not job.retries_left

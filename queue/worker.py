@@ -4,23 +4,52 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import sys
 import threading
+import time
 from collections.abc import Sequence
+from types import FrameType
 
+import structlog
 from baton.agents.runtime import handler_for, registered
+from baton.queue.context import worker_context
 from baton.queue.dispatch import MAINTENANCE_QUEUE, SWEEP, queue_name
 from baton.queue.jobs import sweep
 from baton.server.connection import queue_url, sync_redis
 from baton.server.settings import Settings
 from rq import Queue
 from rq.cron import CronScheduler
-from rq.worker import SimpleWorker
+from rq.worker import SimpleWorker, WorkerStatus
 
-# SimpleWorker runs jobs in the worker process itself: no fork per job, and the process
-# keeps its event loop and Redis connections between jobs. Leases, not the work horse,
-# protect a packet whose worker dies.
-WORKER_CLASS = SimpleWorker
+log = structlog.get_logger("baton.worker")
+EXIT_STOPPED = 143  # 128 + SIGTERM: stopped by a signal, its handler cut short
+
+
+class AgentWorker(SimpleWorker):
+    """RQ's SimpleWorker (jobs run in the worker process itself: no fork per job, and the
+    process keeps its event loop and Redis connections between jobs; leases, not a work
+    horse, protect a packet whose worker dies), with a bounded stop: on SIGTERM the running
+    handler may finish within ``stop_seconds``; past that its packet goes back to its queue
+    (redelivered at once instead of after its lease) and the process exits."""
+
+    stop_seconds: float = 30.0
+
+    def request_stop(self, signum: int, frame: FrameType | None) -> None:
+        if self.get_state() == WorkerStatus.BUSY:
+            threading.Thread(target=self._stop_after_grace, name="baton-stop", daemon=True).start()
+        super().request_stop(signum, frame)
+
+    def _stop_after_grace(self) -> None:
+        time.sleep(self.stop_seconds)
+        packet = worker_context().give_back(
+            f"worker stopped: its handler ran past the {self.stop_seconds:g} s stop grace"
+        )
+        log.warning("stop grace over: packet given back, exiting", packet=packet)
+        os._exit(EXIT_STOPPED)
+
+
+WORKER_CLASS = AgentWorker
 
 
 class AgentNotRegistered(LookupError):
@@ -57,6 +86,7 @@ def run_agent(
     connection = sync_redis(queue_url(settings))
     queue = Queue(queue_name(settings.namespace, name), connection=connection)
     worker = WORKER_CLASS([queue], connection=connection)
+    worker.stop_seconds = settings.stop_seconds
     return worker.work(burst=burst, with_scheduler=True)
 
 

@@ -61,6 +61,7 @@ class Settings:
     auth_failure_limit: tuple[int, str] | None = (20, "minute")
     signing_key: str | None = None
     max_streams: int = 16
+    stop_seconds: float = 30.0
     checkpoint_seconds: float | None = 300.0
     session_idle_seconds: float = 24 * 3600
     limits: Limits = field(default_factory=Limits)
@@ -77,7 +78,7 @@ class Settings:
         ``BATON_HOST``, ``BATON_PORT``, ``BATON_URL``, ``BATON_QUEUE_URL``,
         ``BATON_MAX_VALUE_BYTES``, ``BATON_SESSION_IDLE_HOURS``, ``BATON_TOKEN``,
         ``BATON_ALLOWED_HOSTS``, ``BATON_RATE_LIMIT``, ``BATON_AUTH_FAILURES``,
-        ``BATON_SIGNING_KEY``, ``BATON_CHECKPOINT_INTERVAL``, ``BATON_MAX_STREAMS``,
+        ``BATON_SIGNING_KEY``, ``BATON_CHECKPOINT_INTERVAL``, ``BATON_MAX_STREAMS``, ``BATON_STOP_SECONDS``,
         ``AGENTMEMORY_SECRET``, ``AGENTMEMORY_AGENT`` and the handoff policy variables."""
         env = os.environ if environ is None else environ
         appendfsync = env.get("BATON_APPENDFSYNC", "everysec")
@@ -118,6 +119,7 @@ class Settings:
                                      "BATON_AUTH_FAILURES"),
             signing_key=env.get("BATON_SIGNING_KEY") or None,
             max_streams=int(env.get("BATON_MAX_STREAMS", "16")),
+            stop_seconds=float(env.get("BATON_STOP_SECONDS", "30")),
             checkpoint_seconds=_seconds(env.get("BATON_CHECKPOINT_INTERVAL", "300"),
                                         "BATON_CHECKPOINT_INTERVAL"),
             handoffs=HandoffPolicy(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -212,6 +213,33 @@ async def test_a_handler_longer_than_its_lease_keeps_its_packet(
     packet = await handoffs.get(packet_id)
     assert (packet.state, packet.deliveries) == ("done", 1)
     assert (await handoffs.facts.history(f"handled/{packet_id}")).versions[-1].version == 1
+
+
+async def test_sigterm_stops_a_worker_stuck_in_a_handler_within_its_grace(
+    handoffs: HandoffStore, api_url: str, redis_url: str
+) -> None:
+    """SIGTERM during a handler that would run 10 minutes: past BATON_STOP_SECONDS the
+    worker gives the packet back to its queue and exits; the next worker handles it."""
+    [packet_id] = await queue_packets(handoffs, "tester", 1, note="hang")
+    worker = baton_process("agent", "run", "tester", "-m", "tests.handlers",
+                           redis_url=redis_url, api_url=api_url, BATON_STOP_SECONDS="2")  # fmt: skip
+    deadline = time.monotonic() + 30
+    while (await handoffs.get(packet_id)).state != "claimed":
+        assert time.monotonic() < deadline, "the worker never claimed the packet"
+        await asyncio.sleep(0.1)
+    stopping = time.monotonic()
+    worker.send_signal(signal.SIGTERM)
+    output = worker.communicate(timeout=30)[0]
+    assert time.monotonic() - stopping < 10, output
+    assert worker.returncode == 143, output
+    packet = await handoffs.get(packet_id)
+    assert packet.state == "queued" and packet.log is not None
+    assert "stop grace" in packet.log[-1].reason
+
+    again = baton_process("agent", "run", "tester", "-m", "tests.handlers", "--burst",
+                          redis_url=redis_url, api_url=api_url)  # fmt: skip
+    assert again.wait(60) == 0
+    assert (await handoffs.get(packet_id)).state == "done"
 
 
 def test_agent_run_without_a_handler_says_how_to_register_one(redis_url: str) -> None:
