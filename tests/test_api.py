@@ -282,3 +282,15 @@ def test_oversized_lists_are_refused(http: httpx.Client) -> None:
     assert (end.status_code, end.json()["field"]) == (422, "concepts")
     summary = http.post("/v1/sessions/s-big/end", json={"summary": "x" * 2001})
     assert (summary.status_code, summary.json()["field"]) == (422, "summary")
+
+
+def test_a_namespace_header_that_is_not_text_is_a_422(api_url: str, redis_url: str) -> None:
+    """Raw bytes in X-Baton-Namespace (not UTF-8) are refused as invalid input, not a 500."""
+    import socket
+
+    host, port = api_url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as raw:
+        raw.sendall(b"GET /v1/stats HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Baton-Namespace: \xff\xfe\r\n"
+                    b"Connection: close\r\n\r\n")  # fmt: skip
+        answer = raw.recv(4096).decode("latin-1")
+    assert answer.startswith("HTTP/1.1 422") and '"field": "x-baton-namespace"' in answer
