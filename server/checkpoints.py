@@ -36,6 +36,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 ZERO = "0" * 64
 KEEP_LEAVES = 3
+MAX_SEQ = 2**62  # beyond any list index Redis accepts
 LOCK_SECONDS = 600
 KEY_FILE = "signing.key"
 
@@ -229,7 +230,8 @@ class CheckpointStore:
         return [msgspec.json.decode(raw, type=Checkpoint) for raw in reversed(raws)]
 
     async def get(self, seq: int) -> Checkpoint:
-        raw = await self.redis.lindex(self.keys.checkpoints, seq - 1)
+        raw = await self.redis.lindex(self.keys.checkpoints, seq - 1) if 0 < seq <= MAX_SEQ \
+            else None  # fmt: skip
         if raw is None:
             raise NotFound(f"no checkpoint {seq}", checkpoint=seq)
         return msgspec.json.decode(raw, type=Checkpoint)

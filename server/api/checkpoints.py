@@ -9,6 +9,7 @@ from baton.server.api.auth import require_admin
 from baton.server.api.deps import CallerDep, StoreDep
 from baton.server.api.problems import problems
 from baton.server.checkpoints import (
+    MAX_SEQ,
     Checkpoint,
     CheckpointReport,
     CheckpointStore,
@@ -31,7 +32,7 @@ class VerifyBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Verify against checkpoint ``seq`` kept here (default: the latest), or against an
     ``export`` kept elsewhere."""
 
-    seq: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    seq: Annotated[int, msgspec.Meta(ge=1, le=MAX_SEQ)] | None = None
     export: Exported | None = None
 
 
