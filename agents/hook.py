@@ -148,10 +148,7 @@ def run(event: str, stdin: TextIO, base_url: str, agent: str | None, token: str 
     """Handle one hook event; always exits 0 (see the module docstring)."""
     try:
         output = handle(event, stdin, Baton(base_url, agent, token))
-    except Refused as refused:
-        print(f"baton hook: {refused}", file=sys.stderr)
-        return 0
-    except ValueError as error:
+    except (Refused, ValueError) as error:
         print(f"baton hook: {error}", file=sys.stderr)
         return 0
     except OSError as error:

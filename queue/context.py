@@ -73,16 +73,14 @@ class WorkerContext:
                     Backend(client, self.settings.limits, None, self.settings.handoffs)
                     .store(namespace))  # fmt: skip
                 try:
-                    while not stop.is_set():
-                        await asyncio.to_thread(stop.wait, lease / 3)
-                        if stop.is_set():
-                            return
-                        if not await handoffs.renew_lease(agent, packet_id, job, lease):
+                    while await handoffs.renew_lease(agent, packet_id, job, lease):
+                        if await asyncio.to_thread(stop.wait, lease / 3):
                             return
                 finally:
                     await client.aclose()
 
-            asyncio.run(renew_until_stopped())
+            if not stop.wait(lease / 3):  # a short handler ends before a renewal is due
+                asyncio.run(renew_until_stopped())
 
         thread = threading.Thread(target=beat, name=f"baton-lease-{packet_id}", daemon=True)
         thread.start()

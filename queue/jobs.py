@@ -27,9 +27,10 @@ def deliver_packet(namespace: str, agent: str, packet_id: str) -> dict[str, Any]
     job = get_current_job()
     job_id = job.id if job is not None else ""
     handoffs = context.handoffs(namespace)
-    if context.run(handoffs.requeue_dead_letter(packet_id, job_id)):
-        log.info("dead letter requeued by rq", packet=packet_id, job=job_id)
     resumed = context.run(handoffs.claim_for_job(agent, packet_id, job_id))
+    if resumed.packet is None and context.run(handoffs.requeue_dead_letter(packet_id, job_id)):
+        log.info("dead letter requeued by rq", packet=packet_id, job=job_id)
+        resumed = context.run(handoffs.claim_for_job(agent, packet_id, job_id))
     if resumed.packet is None:
         log.info("packet skipped", packet=packet_id, agent=agent, reason=resumed.message)
         return {"packet": packet_id, "handled": False, "reason": resumed.message}

@@ -464,10 +464,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.port = args.port or settings.port
     try:
         result: int = args.handler(args)
-    except BatonError as error:
-        print(f"baton: {error.detail}", file=sys.stderr)
-        return 2
-    except EmbeddedServerError as error:
+    except (BatonError, EmbeddedServerError) as error:
         print(f"baton: {error}", file=sys.stderr)
         return 2
     return result
