@@ -1,6 +1,20 @@
-"""Agents: the runtime that runs an agent's handler on its own queue, and the Python client."""
+"""Agents: the runtime that runs an agent's handler on its own queue, and the Python client.
 
-from baton.agents.client import AsyncBatonClient, BatonAPIError, BatonClient
-from baton.agents.runtime import agent
+The names are loaded on first use, so that ``baton hook`` (``baton.agents.hook``, run on
+every tool use of a coding agent) does not pay for importing the HTTP client stack.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
 
 __all__ = ["AsyncBatonClient", "BatonAPIError", "BatonClient", "agent"]
+_HOMES = {"AsyncBatonClient": "client", "BatonAPIError": "client", "BatonClient": "client",
+          "agent": "runtime"}  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module 'baton.agents' has no attribute {name!r}")
+    return getattr(import_module(f"baton.agents.{_HOMES[name]}"), name)

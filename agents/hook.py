@@ -209,3 +209,31 @@ def handle(event: str, stdin: TextIO, baton: Baton) -> str:
                                                   "files": files_of(payload), "project": project})  # fmt: skip
         return str(found["context"])
     return ""
+
+
+def main(arguments: list[str]) -> int:
+    """``baton hook [--check] EVENT``, reading ``BATON_*`` settings and ``AGENT_ID``; kept
+    free of the server stack so a call costs tens of milliseconds (it runs per tool use)."""
+    import argparse
+
+    from baton.server.settings import Settings
+    from baton.server.validation import check_agent
+
+    parser = argparse.ArgumentParser(prog="baton hook",
+                                     description="record a Claude Code hook event (JSON on stdin)")  # fmt: skip
+    parser.add_argument("event", nargs="?", default="",
+                        help="PostToolUse, UserPromptSubmit, ... or post_tool_use, ...")  # fmt: skip
+    parser.add_argument("--check", action="store_true",
+                        help="say whether Baton is reachable and accepts BATON_TOKEN, then exit")  # fmt: skip
+    args = parser.parse_args(arguments)
+    try:
+        settings = Settings.from_env()
+        # With a token the hook acts as the token's agent unless AGENT_ID names one.
+        named = os.environ.get("AGENT_ID") or (None if settings.token else "claude-code")
+        agent = None if named is None else check_agent(named, field="AGENT_ID")
+    except ValueError as error:  # a bad setting: say so, never block the agent
+        print(f"baton hook: {error}", file=sys.stderr)
+        return 1 if args.check else 0
+    if args.check:
+        return check(settings.base_url, agent, settings.token)
+    return run(args.event, sys.stdin, settings.base_url, agent, settings.token)

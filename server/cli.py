@@ -284,15 +284,9 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def cmd_hook(args: argparse.Namespace) -> int:
-    from baton.agents.hook import check, run
+    from baton.agents.hook import main as hook
 
-    settings = _settings()
-    # With a token the hook acts as the token's agent unless AGENT_ID names one.
-    named = os.environ.get("AGENT_ID") or (None if settings.token else "claude-code")
-    agent = None if named is None else check_agent(named, field="AGENT_ID")
-    if args.check:
-        return check(settings.base_url, agent, settings.token)
-    return run(args.event, sys.stdin, settings.base_url, agent, settings.token)
+    return hook([*(["--check"] if args.check else []), *([args.event] if args.event else [])])
 
 
 def cmd_worker(args: argparse.Namespace) -> int:

@@ -159,7 +159,8 @@ def baton_hook(
     event: str, payload: dict[str, Any], api_url: str
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "baton.server.cli", "hook", event], input=json.dumps(payload),
+        # the installed `baton` command, as Claude Code runs it (its fast path for hooks)
+        [str(Path(sys.executable).with_name("baton")), "hook", event], input=json.dumps(payload),
         capture_output=True, text=True, timeout=60, check=False, cwd=payload["cwd"],
         env={**os.environ, "BATON_URL": api_url, "BATON_PROJECT": "app"},
     )  # fmt: skip
