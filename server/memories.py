@@ -116,12 +116,13 @@ def tokens_of(text: str) -> int:
 
 
 def split_list(value: str | Sequence[str] | None, field: str) -> list[str]:
-    """MCP passes comma-separated strings, REST passes arrays."""
+    """A list of strings or a comma-separated string (both accepted on every surface);
+    anything else (a number, an object) is refused, never iterated into something."""
     if value is None:
         return []
     items = value.split(",") if isinstance(value, str) else value
-    if not all(isinstance(item, str) for item in items):
-        raise InvalidInput(field, "must be a list of strings or a comma-separated string")
+    if not isinstance(items, list | tuple) or not all(isinstance(item, str) for item in items):
+        raise InvalidInput(field, f"{field} must be an array of strings or a comma-separated string")
     return [item.strip() for item in items if item.strip()]
 
 

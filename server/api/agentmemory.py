@@ -218,7 +218,7 @@ class AgentMemoryController(Controller):
             return error("ttlDays must be a number of days")
         saved = await memories.save(
             body["content"], type=body.get("type") if isinstance(body.get("type"), str) else None,
-            concepts=_list(body, "concepts"), files=_list(body, "files"),
+            concepts=body.get("concepts"), files=body.get("files"),
             project=_string(body, "project"), agent_id=caller.agent, ttl_days=ttl,
         )  # fmt: skip
         assert saved.memory is not None
@@ -400,13 +400,3 @@ def _positive(raw: object, name: str, ceiling: int | None) -> int:
         limit = f" up to {ceiling}" if ceiling else ""
         raise InvalidInput(name, f"{name} must be a positive integer{limit}")
     return value
-
-
-def _list(body: dict[str, Any], name: str) -> list[str] | str | None:
-    """An array of strings or a comma-separated string, as agentmemory's clients send."""
-    value = body.get(name)
-    if value is None or isinstance(value, str):
-        return value
-    if isinstance(value, list) and all(isinstance(item, str) for item in value):
-        return value
-    raise InvalidInput(name, f"{name} must be an array of strings or a comma-separated string")

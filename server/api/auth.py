@@ -152,7 +152,9 @@ class Gate:
                 f"send the body as application/json, not {media or 'without a content type'}"
             )
 
-    async def credential(self, scope: Scope, headers: Headers, redis: Redis) -> Credential:
+    async def credential(
+        self, scope: Scope, headers: Headers, redis: Redis, secured: bool
+    ) -> Credential:
         """What proves who is calling (see the module docstring)."""
         secret = _bearer(headers)
         agentmemory = scope["path"].startswith(AGENTMEMORY)
@@ -165,7 +167,7 @@ class Gate:
             return Credential(
                 "agentmemory-secret", agent=self.agentmemory_agent, scopes=(self.default_namespace,)
             )
-        if not await self.is_secured(redis):
+        if not secured:
             if agentmemory and self.agentmemory_secret:
                 raise Unauthorized("unauthorized")  # agentmemory says no more
             if agentmemory and not _loopback_client(scope):
@@ -229,13 +231,14 @@ class Gate:
     async def identify(self, scope: Scope, redis: Redis) -> Caller | None:
         """The caller of a request, None for the always-open paths; raises the refusal."""
         headers = Headers(scope["headers"])
-        if not self.secured and not await self.is_secured(redis):
+        secured = await self.is_secured(redis)
+        if not secured:
             self.check_open_request(scope, headers)
         self.check_media_type(scope, headers)
         path = scope["path"]
         if any(path == p or path.startswith(p if p.endswith("/") else p + "/") for p in OPEN_PATHS):
             return None
-        credential = await self.credential(scope, headers, redis)
+        credential = await self.credential(scope, headers, redis, secured)
         caller = resolve(credential, self.claims(scope, headers), self.default_namespace)
         await check_session(redis, caller)
         return caller
