@@ -11,7 +11,7 @@ from typing import Any
 
 __all__ = ["AsyncBatonClient", "BatonAPIError", "BatonClient", "agent"]
 _HOMES = {"AsyncBatonClient": "client", "BatonAPIError": "client", "BatonClient": "client",
-          "agent": "runtime"}  # fmt: skip
+          "agent": "agent_runtime"}  # fmt: skip
 
 
 def __getattr__(name: str) -> Any:

@@ -25,8 +25,9 @@ import os
 import sys
 import urllib.error
 import urllib.request
-from datetime import UTC, datetime
 from typing import Any, TextIO
+
+from baton.server.clock import utc_now
 
 # Claude Code's hook event names -> Baton's hook types.
 CLAUDE_EVENTS = {
@@ -53,8 +54,6 @@ def project_of(cwd: str) -> str:
     return os.environ.get("BATON_PROJECT") or os.path.basename(os.path.normpath(cwd)) or "root"
 
 
-def utc_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class Baton:

@@ -7,54 +7,48 @@ default serializer is kept so that RQ's own tools (``rq info``, ``rq requeue``) 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
-from typing import Final
+from functools import partial
 
 import redis
-from baton.server.handoffs import job_id
+import structlog
+from baton.server.batch import Batch
+from baton.server.keys import job_id, queue_name
+from baton.server.scripts import lua_source
 from baton.server.settings import HandoffPolicy
 from redis.asyncio import Redis as AsyncRedis
-from redis.commands.core import AsyncScript
 from rq import Queue, Retry
 from rq.job import Job
 
+log = structlog.get_logger("baton.dispatch")
 DELIVER = "baton.queue.jobs.deliver_packet"
 SWEEP = "baton.queue.jobs.sweep"
 MAINTENANCE_QUEUE = "baton-maintenance"
 # Finished jobs are kept an hour (visible in rq info); failed ones a week (our dead letter).
 RESULT_TTL = 3600
 FAILURE_TTL = 7 * 24 * 3600
-
-
-# KEYS[1] the RQ queue list   KEYS[2] the job hash   ARGV[1] the job id
-# Removes a job that no worker has taken yet, and its hash.
-DISCARD_JOB: Final = """
-if redis.call('LREM', KEYS[1], 0, ARGV[1]) > 0 then
-  redis.call('DEL', KEYS[2])
-  return 1
-end
-return 0
-"""
-
-
-def queue_name(namespace: str, agent: str) -> str:
-    """The RQ queue of one agent, e.g. ``baton:default:executor``."""
-    return f"baton:{namespace}:{agent}"
+# Fire-and-forget tasks are kept referenced until they finish (asyncio keeps weak refs only).
+_background: set[asyncio.Task[None]] = set()
 
 
 class RQDispatcher:
-    """The RQ side of handoffs, on a plain (binary, non-cluster) Redis connection."""
+    """The RQ side of handoffs: a plain (binary, non-cluster) Redis connection for RQ itself,
+    and an asyncio one for the calls made from the event loop."""
 
     def __init__(
-        self, connection: redis.Redis, policy: HandoffPolicy,
-        async_connection: AsyncRedis | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        connection: redis.Redis,
+        policy: HandoffPolicy,
+        async_connection: AsyncRedis,
+        *,
+        shares_data_redis: bool = False,
+    ) -> None:
         self.connection = connection
         self.policy = policy
         self.async_connection = async_connection
-        self.discard_script = (
-            None if async_connection is None else async_connection.register_script(DISCARD_JOB)
-        )
+        self.shares_data_redis = shares_data_redis
+        self.discard_script = async_connection.register_script(lua_source("discard_job"))
 
     def queue(self, namespace: str, agent: str) -> Queue:
         return Queue(queue_name(namespace, agent), connection=self.connection)
@@ -77,41 +71,53 @@ class RQDispatcher:
             pipeline=pipe,
         )
 
-    def enqueue(self, namespace: str, agent: str, packet_id: str, seq: int) -> None:
-        """Ask a worker of ``agent`` to deliver the packet: one MULTI/EXEC round trip."""
-        pipe = self.connection.pipeline()
-        self._enqueue_on(pipe, namespace, agent, packet_id, seq)
-        pipe.execute()
-
-    async def enqueue_async(self, namespace: str, agent: str, packet_id: str, seq: int) -> bool:
-        """``enqueue`` on the asyncio connection, so the event loop neither blocks nor hands
-        the call to a thread: RQ builds its commands on a pipeline that is never executed, and
-        they are sent as the same MULTI/EXEC. False without an asyncio connection."""
-        if self.async_connection is None:
-            return False
+    async def enqueue(self, namespace: str, agent: str, packet_id: str, seq: int) -> None:
+        """One MULTI/EXEC on the asyncio connection, so the event loop neither blocks nor
+        hands the call to a thread: RQ builds its commands on a pipeline that is never
+        executed, and they are sent as they are."""
         built = self.connection.pipeline()
         self._enqueue_on(built, namespace, agent, packet_id, seq)
         pipe = self.async_connection.pipeline(transaction=True)
         for args, options in built.command_stack:
             pipe.execute_command(*args, **options)
         await pipe.execute()
-        return True
 
-    def discard_call(
-        self, namespace: str, agent: str, packet_id: str, seq: int
-    ) -> tuple[AsyncScript, list[str], list[str]] | None:
-        """The script call that drops the job of a packet claimed by ``resume``, so queue
-        depths stay true: only a job still waiting in the queue is deleted (atomically, on the
-        queue Redis); one a worker has already taken is left to run, and it finds its packet
-        claimed and does nothing."""
-        if self.discard_script is None:
-            return None
+    def drop_job(self, batch: Batch, namespace: str, agent: str, packet_id: str, seq: int) -> None:
+        """Drop the job of a packet claimed by ``resume``, so queue depths stay true: only a
+        job still waiting in the queue is deleted (atomically); one a worker has already taken
+        is left to run, and it finds its packet claimed and does nothing."""
         identifier = job_id(namespace, packet_id, seq)
         queue_key = Queue.redis_queue_namespace_prefix + queue_name(namespace, agent)
-        return self.discard_script, [queue_key, Job.key_for(identifier)], [identifier]
+        keys, args = [queue_key, Job.key_for(identifier)], [identifier]
+        if self.shares_data_redis and not batch.cluster:
+            batch.script(self.discard_script, keys, args)
+            return
 
-    def missing(self, namespace: str, jobs: Sequence[tuple[str, int]]) -> list[int]:
+        async def discard() -> None:
+            try:
+                await self.discard_script(keys=keys, args=args)
+            except Exception as error:  # noqa: BLE001 - the claim stands; the job no-ops
+                log.warning("could not drop the job of a pulled packet", packet=packet_id,
+                            error=repr(error))  # fmt: skip
+
+        task = asyncio.create_task(discard())
+        _background.add(task)
+        task.add_done_callback(_background.discard)
+
+    async def depth(self, namespace: str, agent: str) -> int:
+        queue_key = Queue.redis_queue_namespace_prefix + queue_name(namespace, agent)
+        return int(await self.async_connection.llen(queue_key))
+
+    async def missing(self, namespace: str, jobs: Sequence[tuple[str, int]]) -> list[int]:
+        return await asyncio.to_thread(partial(self._missing, namespace, jobs))
+
+    def _missing(self, namespace: str, jobs: Sequence[tuple[str, int]]) -> list[int]:
         pipe = self.connection.pipeline(transaction=False)
         for packet_id, seq in jobs:
             pipe.exists(Job.key_for(job_id(namespace, packet_id, seq)))
         return [index for index, exists in enumerate(pipe.execute()) if not exists]
+
+    async def aclose(self) -> None:
+        self.connection.close()
+        if not self.shares_data_redis:
+            await self.async_connection.aclose()

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 import structlog
-from baton.agents.runtime import handler_for
-from baton.queue.context import worker_context
+from baton.agents.agent_runtime import handler_for
 from baton.queue.sweeps import sweep_all
+from baton.queue.worker_context import worker_context
 from baton.server.errors import StateConflict
 from rq import get_current_job
 

@@ -13,35 +13,25 @@ import secrets
 from typing import Any
 
 import structlog
+from baton.server.backend import Backend
 from baton.server.checkpoints import CheckpointStore, take_checkpoint_if_due
-from baton.server.handoffs import HandoffStore
 from baton.server.keys import NAMESPACES, SWEEP_LOCK
-from baton.server.memories import MemoryStore
-from baton.server.sessions import SessionStore
 from baton.server.settings import Settings
-from baton.server.store import Backend
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 log = structlog.get_logger("baton.sweep")
-
-# Release the lock only if it is still ours (it may have expired and been taken since).
-RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-"""
 
 
 async def sweep_namespace(
     backend: Backend, namespace: str, settings: Settings, signing_key: Ed25519PrivateKey
 ) -> dict[str, Any]:
-    facts = backend.store(namespace)
-    abandoned = await SessionStore(facts).abandon_idle(settings.session_idle_seconds)
-    forgotten = await MemoryStore(facts).expire()
-    report = await HandoffStore(facts).sweep()
-    checkpoint = await take_checkpoint_if_due(CheckpointStore(facts, signing_key),
-                                              settings.checkpoint_seconds)  # fmt: skip
+    ns = backend.namespace(namespace)
+    abandoned = await ns.sessions.abandon_idle(settings.session_idle_seconds)
+    forgotten = await ns.memories.expire()
+    report = await ns.handoffs.sweep()
+    checkpoint = await take_checkpoint_if_due(
+        CheckpointStore(ns, signing_key), settings.checkpoint_seconds
+    )
     if abandoned or forgotten or report.requeued or report.failed or report.expired or \
             report.repaired or checkpoint:  # fmt: skip
         log.info("sweep", namespace=namespace, abandoned=abandoned, forgotten=forgotten,
@@ -71,7 +61,7 @@ async def sweep_all(
             for namespace in sorted(raw.decode() for raw in members)
         }
     finally:
-        await backend.redis.eval(RELEASE, 1, SWEEP_LOCK, token)
+        await backend.scripts.release_lock(keys=[SWEEP_LOCK], args=[token])
 
 
 async def sweep_forever(

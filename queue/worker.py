@@ -12,11 +12,12 @@ from collections.abc import Sequence
 from types import FrameType
 
 import structlog
-from baton.agents.runtime import handler_for, registered
-from baton.queue.context import worker_context
-from baton.queue.dispatch import MAINTENANCE_QUEUE, SWEEP, queue_name
+from baton.agents.agent_runtime import handler_for, registered
+from baton.queue.dispatch import MAINTENANCE_QUEUE, SWEEP
 from baton.queue.jobs import sweep
+from baton.queue.worker_context import worker_context
 from baton.server.connection import queue_url, sync_redis
+from baton.server.keys import queue_name
 from baton.server.settings import Settings
 from rq import Queue
 from rq.cron import CronScheduler

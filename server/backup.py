@@ -17,15 +17,20 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Iterable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgpack
+from baton.server.batch import Batch
 from baton.server.errors import BatonError, InvalidInput
 from baton.server.integrity import OUTCOME_FIELDS, VERSION_FIELDS, ChainChecker
 from baton.server.keys import NAMESPACES
+from baton.server.records import BATCH, UNINDEXED_SCOPE
 from baton.server.search import text_of
-from baton.server.store import BATCH, UNINDEXED_SCOPE, FactStore
 from baton.server.validation import check_ref
+from redis.asyncio.client import Pipeline
+
+if TYPE_CHECKING:
+    from baton.server.backend import Namespace
 
 BINARY_VERSION_FIELDS = ("value", "tags")
 BINARY_PACKET_FIELDS = ("next", "open", "pins")
@@ -45,17 +50,17 @@ def _encode(fields: dict[str, Any], binary: Iterable[str] = ()) -> dict[str, Any
     return {key: msgpack.packb(value) if key in packed else value for key, value in fields.items()}
 
 
-async def export(store: FactStore, scope: str | None = None) -> AsyncIterator[dict[str, Any]]:
+async def export(ns: Namespace, scope: str | None = None) -> AsyncIterator[dict[str, Any]]:
     """Every record (in ``scope`` and below, or all), then packets and sessions."""
-    redis, keys = store.redis, store.keys
-    async for batch in store._candidate_refs(store._check_scope(scope), [], "all", None):
+    redis, keys = ns.redis, ns.keys
+    async for batch in ns.records.candidate_refs(ns.records.check_scope(scope), [], "all", None):
         for ref in batch:
             head = await redis.hgetall(keys.head(ref))
             if not head:
                 continue
             current = int(head[b"version"])
             versions = [_decode(fields, BINARY_VERSION_FIELDS)
-                        async for fields in store._versions(ref, current)]  # fmt: skip
+                        async for fields in ns.records.versions(ref, current)]  # fmt: skip
             outcomes = [msgpack.unpackb(raw) for raw in await redis.lrange(keys.outcomes(ref), 0, -1)]
             yield {"type": "record", "ref": ref, "head": _decode(head), "versions": versions,
                    "outcomes": outcomes}  # fmt: skip
@@ -172,58 +177,58 @@ def read_dump(lines: Iterable[str]) -> list[dict[str, Any]]:
     return parsed
 
 
-async def namespace_is_empty(store: FactStore) -> bool:
+async def namespace_is_empty(ns: Namespace) -> bool:
     """Whether the namespace holds no record, session or packet."""
-    pipe = store.redis.pipeline(transaction=False)
-    pipe.zcard(store.keys.refs)
-    pipe.zcard(store.keys.sessions)
-    pipe.zcard(store.keys.handoffs)
+    pipe = ns.redis.pipeline(transaction=False)
+    pipe.zcard(ns.keys.refs)
+    pipe.zcard(ns.keys.sessions)
+    pipe.zcard(ns.keys.handoffs)
     return not any(await pipe.execute())
 
 
-async def clear_namespace(store: FactStore) -> int:
+async def clear_namespace(ns: Namespace) -> int:
     """Delete every key of the namespace (``baton import --replace``); how many."""
     deleted = 0
-    pattern = f"{store.keys.base}:*"
-    async for key in store.redis.scan_iter(match=pattern, count=1000):
-        deleted += await store.redis.delete(key)
+    pattern = ns.keys.everything
+    async for key in ns.redis.scan_iter(match=pattern, count=1000):
+        deleted += await ns.redis.delete(key)
     return deleted
 
 
 async def import_dump(
-    store: FactStore, lines: list[dict[str, Any]], *, atomic: bool = False
+    ns: Namespace, lines: list[dict[str, Any]], *, atomic: bool = False
 ) -> dict[str, int]:
     """Write a checked dump (see :func:`read_dump`) into ``store``'s namespace. With
     ``atomic`` (and a single Redis, not a cluster), all of it in one MULTI/EXEC: a failure
     part-way writes nothing."""
-    redis = store.redis
-    await store.search.refresh_average()
-    single = atomic and not store.backend.cluster
+    redis = ns.redis
+    await ns.search.refresh_average()
+    single = atomic and not ns.backend.cluster
     if single:
-        await store.backend.scripts.load(redis)  # no NOSCRIPT inside the transaction
+        await ns.backend.scripts.load(redis)  # no NOSCRIPT inside the transaction
     counts = {"records": 0, "versions": 0, "outcomes": 0, "packets": 0, "sessions": 0}
     batch = len(lines) or 1 if single else BATCH
     for start in range(0, len(lines), batch):
-        pipe = redis.pipeline(transaction=single)
+        queued = Batch(redis, transaction=single)
         for line in lines[start : start + batch]:
             if line["type"] == "record":
-                await _queue_record(store, pipe, line)
+                _queue_record(ns, queued, line)
                 counts["records"] += 1
                 counts["versions"] += len(line["versions"])
                 counts["outcomes"] += len(line["outcomes"])
             elif line["type"] == "packet":
-                _queue_packet(store, pipe, line)
+                _queue_packet(ns, queued.pipe, line)
                 counts["packets"] += 1
             else:
-                await _queue_session(store, pipe, line)
+                _queue_session(ns, queued, line)
                 counts["sessions"] += 1
-        pipe.sadd(NAMESPACES, store.namespace)
-        await pipe.execute()
+        queued.pipe.sadd(NAMESPACES, ns.name)
+        await queued.execute()
     return counts
 
 
-async def _queue_record(store: FactStore, pipe: Any, line: dict[str, Any]) -> None:
-    keys, ref = store.keys, line["ref"]
+def _queue_record(ns: Namespace, batch: Batch, line: dict[str, Any]) -> None:
+    keys, ref, pipe = ns.keys, line["ref"], batch.pipe
     pipe.zadd(keys.refs, {ref: 0})
     pipe.hset(keys.head(ref), mapping=line["head"])
     for version in line["versions"]:
@@ -236,19 +241,19 @@ async def _queue_record(store: FactStore, pipe: Any, line: dict[str, Any]) -> No
         pipe.rpush(keys.outcomes(ref), msgpack.packb(entry))
     last = line["versions"][-1] if line["versions"] else None
     if last is not None and "tombstone_hash" not in last and not ref.startswith(UNINDEXED_SCOPE):
-        await store.search.queue_index(pipe, f"f:{ref}", f"{ref} {text_of(last['value'])}", kind="fact",
+        ns.search.queue_index(batch, f"f:{ref}", f"{ref} {text_of(last['value'])}", kind="fact",
                                  agent=last["author"])  # fmt: skip
     if last is not None and "tombstone_hash" not in last and ref.startswith(UNINDEXED_SCOPE):
         memory = last["value"]
-        await store.search.queue_index(
-            pipe, f"m:{ref.split('/', 1)[1]}",
+        ns.search.queue_index(
+            batch, f"m:{ref.split('/', 1)[1]}",
             " ".join([memory["content"], memory["title"], *memory["concepts"], *memory["files"]]),
             kind="memory", project=memory["project"], agent=memory["agent_id"],
         )  # fmt: skip
 
 
-def _queue_packet(store: FactStore, pipe: Any, line: dict[str, Any]) -> None:
-    keys, fields = store.keys, line["fields"]
+def _queue_packet(ns: Namespace, pipe: Pipeline, line: dict[str, Any]) -> None:
+    keys, fields = ns.keys, line["fields"]
     packet_id, agent, state = fields["id"], fields["to"], fields["state"]
     created = int(fields["created_us"])
     pipe.hset(keys.packet(agent, packet_id), mapping=_encode(fields, BINARY_PACKET_FIELDS))
@@ -268,8 +273,8 @@ def _queue_packet(store: FactStore, pipe: Any, line: dict[str, Any]) -> None:
         pipe.zadd(keys.expiring(agent), {packet_id: int(fields["expires_us"])})
 
 
-async def _queue_session(store: FactStore, pipe: Any, line: dict[str, Any]) -> None:
-    keys, session_id = store.keys, line["id"]
+def _queue_session(ns: Namespace, batch: Batch, line: dict[str, Any]) -> None:
+    keys, session_id, pipe = ns.keys, line["id"], batch.pipe
     pipe.hset(keys.session(session_id), mapping=_encode(line["meta"], ("concepts",)))
     if line["touched"]:
         pipe.hset(keys.session_touched(session_id), mapping=line["touched"])
@@ -283,8 +288,8 @@ async def _queue_session(store: FactStore, pipe: Any, line: dict[str, Any]) -> N
                   mapping=_encode(observation, ("files", "data")))  # fmt: skip
         pipe.rpush(keys.observations(session_id), observation_id)
         pipe.hset(keys.observation_sessions, observation_id, session_id)
-        await store.search.queue_index(
-            pipe, f"o:{session_id}:{observation_id}",
+        ns.search.queue_index(
+            batch, f"o:{session_id}:{observation_id}",
             f"{observation['title']} {observation['narrative']} {' '.join(observation['files'])}",
             kind="observation", project=observation["project"], agent=observation["agent"],
         )  # fmt: skip

@@ -23,16 +23,19 @@ import time
 from collections.abc import AsyncIterator, Iterable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgpack
 import msgspec
+from baton.server.clock import utc_now
 from baton.server.errors import InvalidInput, NotFound, StoreUnavailable
 from baton.server.integrity import canonical_bytes
-from baton.server.keys import Keys
-from baton.server.store import BATCH, FactStore, utc_now
+from baton.server.records import BATCH
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+if TYPE_CHECKING:
+    from baton.server.backend import Namespace
 
 ZERO = "0" * 64
 KEEP_LEAVES = 3
@@ -199,16 +202,16 @@ def signature_valid(checkpoint: Checkpoint, public_key: str) -> bool:
 class CheckpointStore:
     """Checkpoints of one namespace."""
 
-    def __init__(self, facts: FactStore, key: Ed25519PrivateKey) -> None:
-        self.facts = facts
-        self.redis = facts.redis
-        self.keys: Keys = facts.keys
+    def __init__(self, namespace: Namespace, key: Ed25519PrivateKey) -> None:
+        self.ns = namespace
+        self.redis = namespace.redis
+        self.keys = namespace.keys
         self.key = key
         self.public_key = public_key_b64(key)
 
     async def leaves(self) -> AsyncIterator[list[Leaf]]:
         """The store's current leaves, in ref order, a batch at a time."""
-        async for batch in self.facts._candidate_refs(None, [], "all", None):  # noqa: SLF001
+        async for batch in self.ns.records.candidate_refs(None, [], "all", None):
             pipe = self.redis.pipeline(transaction=False)
             for ref in batch:
                 pipe.hmget(self.keys.head(ref), "version", "hash", "outcome_hash", "forgotten_at")
@@ -263,7 +266,7 @@ class CheckpointStore:
                 if batch:
                     await self.redis.rpush(leaves_key, msgpack.packb(batch))
             checkpoint = Checkpoint(
-                namespace=self.facts.namespace, seq=seq, at=utc_now(), records=tree.count,
+                namespace=self.ns.name, seq=seq, at=utc_now(), records=tree.count,
                 outcome_logs=outcome_logs, forgotten=forgotten, root=tree.root(),
                 prev=ZERO if previous is None else previous.hash, last_event=last_event,
                 key_id=key_id(self.public_key),

@@ -12,13 +12,13 @@ from dataclasses import replace
 from typing import Any
 
 import msgspec
+from baton.server.backend import Namespace, open_backend
 from baton.server.connection import async_redis, embedded_server, queue_url, redis_url
 from baton.server.embedded import EmbeddedServerError
 from baton.server.errors import BatonError
 from baton.server.logs import configure_logging
-from baton.server.runtime import open_backend
+from baton.server.models import PACKET_STATES
 from baton.server.settings import Settings
-from baton.server.store import FactStore
 from baton.server.tokens import TokenStore, parse_duration
 from baton.server.validation import check_agent
 
@@ -66,16 +66,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 async def _tokens_exist() -> bool:
-    async def check(store: FactStore) -> bool:
-        return await TokenStore(store.redis).any()
+    async def check(ns: Namespace) -> bool:
+        return await TokenStore(ns.redis).any()
 
-    result: bool = await _with_store(None, check)
+    result: bool = await _in_namespace(None, check)
     return result
 
 
 def cmd_token(args: argparse.Namespace) -> int:
-    async def run(store: FactStore) -> Any:
-        tokens = TokenStore(store.redis)
+    async def run(ns: Namespace) -> Any:
+        tokens = TokenStore(ns.redis)
         if args.token_command == "add":
             expires = None if args.expires is None else parse_duration(args.expires)
             issued = await tokens.add(args.agent, admin=args.admin, expires_in=expires,
@@ -95,21 +95,21 @@ def cmd_token(args: argparse.Namespace) -> int:
             print(f"token {args.id} revoked")
         return 0
 
-    result: int = asyncio.run(_with_store(None, run))
+    result: int = asyncio.run(_in_namespace(None, run))
     return result
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     from baton.server.backup import export
 
-    async def run(store: FactStore) -> int:
+    async def run(ns: Namespace) -> int:
         count = 0
-        async for line in export(store, args.scope):
+        async for line in export(ns, args.scope):
             sys.stdout.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n")
             count += 1
         return count
 
-    count = asyncio.run(_with_store(args.namespace, run))
+    count = asyncio.run(_in_namespace(args.namespace, run))
     print(f"baton: exported {count} lines", file=sys.stderr)
     return 0
 
@@ -123,14 +123,14 @@ def cmd_import(args: argparse.Namespace) -> int:
     except OSError as error:
         raise SystemExit(f"baton: cannot read {args.dump}: {error}") from None
 
-    async def run(store: FactStore) -> dict[str, int] | None:
-        if not await namespace_is_empty(store) and not (args.replace or args.merge):
+    async def run(ns: Namespace) -> dict[str, int] | None:
+        if not await namespace_is_empty(ns) and not (args.replace or args.merge):
             return None
         if args.replace:
-            await clear_namespace(store)
-        return await import_dump(store, lines, atomic=True)
+            await clear_namespace(ns)
+        return await import_dump(ns, lines, atomic=True)
 
-    counts = asyncio.run(_with_store(args.namespace, run))
+    counts = asyncio.run(_in_namespace(args.namespace, run))
     if counts is None:
         print("baton: the namespace already holds data; nothing was written. Pass --replace to "
               "delete it first, or --merge to write the dump over it (its records, sessions and "
@@ -172,14 +172,14 @@ def cmd_down(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _with_store(namespace: str | None, action: Callable[[FactStore], Any]) -> Any:
+async def _in_namespace(namespace: str | None, action: Callable[[Namespace], Any]) -> Any:
     settings = _settings()
     async with open_backend(settings) as backend:
-        return await action(backend.store(namespace or settings.namespace))
+        return await action(backend.namespace(namespace or settings.namespace))
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    stats = asyncio.run(_with_store(args.namespace, lambda store: store.stats(scope=args.scope)))
+    stats = asyncio.run(_in_namespace(args.namespace, lambda ns: ns.verifier.stats(scope=args.scope)))
     print(msgspec.json.format(msgspec.json.encode(stats)).decode())
     return 0
 
@@ -192,14 +192,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
             bar = "#" * filled + "." * (width - filled)
             print(f"\rverifying [{bar}] {done}/{total} records", end="", file=sys.stderr)
 
-    async def run(store: FactStore) -> Any:
-        return await store.stats(verify=True, scope=args.scope, on_progress=progress)
+    async def run(ns: Namespace) -> Any:
+        return await ns.verifier.stats(verify=True, scope=args.scope, on_progress=progress)
 
     findings = 0
     if args.checkpoint:
-        findings = asyncio.run(_with_store(args.namespace, lambda store: _verify_checkpoint(
-            store, args.checkpoint)))  # fmt: skip
-    stats = asyncio.run(_with_store(args.namespace, run))
+        findings = asyncio.run(_in_namespace(args.namespace, lambda ns: _verify_checkpoint(
+            ns, args.checkpoint)))  # fmt: skip
+    stats = asyncio.run(_in_namespace(args.namespace, run))
     if sys.stderr.isatty():
         print(file=sys.stderr)
     broken = stats.broken or []
@@ -216,12 +216,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 1 if broken or findings else 0
 
 
-async def _verify_checkpoint(store: FactStore, which: str) -> int:
+async def _verify_checkpoint(ns: Namespace, which: str) -> int:
     """Print the comparison with a checkpoint (``latest`` or an export file); the number
     of problems found."""
     from baton.server.checkpoints import CheckpointStore, parse_export
 
-    checkpoints = CheckpointStore(store, _signing_key())
+    checkpoints = CheckpointStore(ns, _signing_key())
     if which == "latest":
         exported = await checkpoints.export()
     else:
@@ -261,8 +261,8 @@ def _signing_key() -> Any:
 def cmd_checkpoint(args: argparse.Namespace) -> int:
     from baton.server.checkpoints import CheckpointStore
 
-    async def run(store: FactStore) -> str:
-        checkpoints = CheckpointStore(store, _signing_key())
+    async def run(ns: Namespace) -> str:
+        checkpoints = CheckpointStore(ns, _signing_key())
         if args.export:
             return msgspec.json.encode(await checkpoints.export()).decode()
         taken = await checkpoints.take()
@@ -270,7 +270,7 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
         return (f"checkpoint {taken.seq} of {taken.namespace}: {taken.records} records, "
                 f"root {taken.root[:16]}…, signed by key {taken.key_id}")  # fmt: skip
 
-    print(asyncio.run(_with_store(args.namespace, run)))
+    print(asyncio.run(_in_namespace(args.namespace, run)))
     return 0
 
 
@@ -319,13 +319,12 @@ def cmd_agent_run(args: argparse.Namespace) -> int:
 
 
 def cmd_handoffs(args: argparse.Namespace) -> int:
-    from baton.server.handoffs import HandoffStore
 
-    async def run(store: FactStore) -> Any:
-        return await HandoffStore(store).list(status=args.status, to_agent=args.to,
+    async def run(ns: Namespace) -> Any:
+        return await ns.handoffs.list(status=args.status, to_agent=args.to,
                                               limit=args.limit)  # fmt: skip
 
-    page = asyncio.run(_with_store(args.namespace, run))
+    page = asyncio.run(_in_namespace(args.namespace, run))
     if not page.packets:
         print("no handoffs" + (f" in state {args.status}" if args.status else ""))
         return 0
@@ -418,7 +417,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=cmd_agent_run)
 
     handoffs = commands.add_parser("handoffs", help="list handoff packets as a table")
-    handoffs.add_argument("--status", choices=["queued", "claimed", "done", "failed", "expired"])
+    handoffs.add_argument("--status", choices=PACKET_STATES)
     handoffs.add_argument("--to", default=None, help="only packets for this agent")
     handoffs.add_argument("--limit", type=int, default=50)
     handoffs.add_argument("--namespace", default=None)

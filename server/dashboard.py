@@ -5,11 +5,20 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
 import msgspec
-from baton.server.handoffs import HandoffStore
-from baton.server.models import AgentSummary, History, OutcomeEntry, Packet, StalePin
+from baton.server.models import (
+    AgentSummary,
+    Event,
+    History,
+    OutcomeEntry,
+    Packet,
+    StalePin,
+)
+
+if TYPE_CHECKING:
+    from baton.server.backend import Namespace
 
 PAGE = 100
 
@@ -74,16 +83,6 @@ class FailedView(msgspec.Struct, kw_only=True):
     packets: list[DeadLetter]
 
 
-class Event(msgspec.Struct, kw_only=True):
-    id: str
-    at: str
-    kind: str
-    agent: str
-    text: str
-    ref: str | None
-    packet: str | None
-
-
 class ActivityView(msgspec.Struct, kw_only=True):
     namespace: str
     events: list[Event]
@@ -98,11 +97,12 @@ def _seconds_until(stamp: str | None, now: float) -> float | None:
 class Dashboard:
     """Read-only views over one namespace."""
 
-    def __init__(self, handoffs: HandoffStore) -> None:
-        self.handoffs = handoffs
-        self.redis = handoffs.redis
-        self.keys = handoffs.keys
-        self.namespace = handoffs.namespace
+    def __init__(self, namespace: Namespace) -> None:
+        self.ns = namespace
+        self.handoffs = namespace.handoffs
+        self.redis = namespace.redis
+        self.keys = namespace.keys
+        self.namespace = namespace.name
 
     async def _packets(self, ids: list[str]) -> list[Packet]:
         found = await self.handoffs.get_many(ids)
@@ -173,9 +173,8 @@ class Dashboard:
 
     async def record(self, ref: str) -> RecordView:
         """A record's versions with chain status, its outcomes, and confidence over time."""
-        facts = self.handoffs.facts
-        history = await facts.history(ref)
-        outcomes = await facts.outcomes(ref)
+        history = await self.ns.records.history(ref)
+        outcomes = await self.ns.records.outcomes(ref)
         points: list[ConfidencePoint] = []
         for version in history.versions:
             moves = [entry for entry in outcomes if entry.version == version.version]
@@ -209,14 +208,4 @@ class Dashboard:
         return FailedView(namespace=self.namespace, packets=letters[:PAGE])
 
     async def activity(self, limit: int = 50) -> ActivityView:
-        raw = await self.redis.xrevrange(self.keys.events, count=max(1, min(limit, 500)))
-        events = []
-        for event_id, fields in raw:
-            decoded: dict[str, Any] = {k.decode(): v.decode() for k, v in fields.items()}
-            events.append(Event(
-                id=event_id.decode(), at=decoded["at"], kind=decoded["kind"],
-                agent=decoded["agent"], text=decoded["text"], ref=decoded["ref"] or None,
-                packet=decoded["packet"] or None,
-            ))  # fmt: skip
-        return ActivityView(namespace=self.namespace, events=events)
-
+        return ActivityView(namespace=self.namespace, events=await self.ns.activity.recent(limit))

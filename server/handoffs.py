@@ -19,77 +19,40 @@ import asyncio
 import secrets
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
-from functools import partial
-from typing import Any, Protocol
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
-import anyio.to_thread
 import msgpack
-import msgspec
 import structlog
-from baton.server.connection import queue_script
+from baton.server import codec
+from baton.server.clock import iso, now
 from baton.server.errors import Forbidden, InvalidInput, NotFound, StateConflict
-from baton.server.keys import NAMESPACES, Keys
+from baton.server.keys import NAMESPACES, job_id
 from baton.server.models import (
+    PACKET_STATES,
     AgentSummary,
     OutcomeKind,
     OutcomeReport,
     Packet,
     PacketPage,
-    PacketState,
     Pin,
     ResolvedPin,
     Resumed,
     StalePin,
     SweepReport,
-    Transition,
 )
-from baton.server.store import BATCH, FactStore, _pairs, _unpack
+from baton.server.records import BATCH, MAX_NOTE
 from baton.server.validation import check_agent, check_ref, check_session_id
-from redis.asyncio.client import Pipeline
-from redis.commands.core import AsyncScript
+
+if TYPE_CHECKING:
+    from baton.server.backend import Namespace
+    from baton.server.batch import Batch
 
 log = structlog.get_logger("baton.handoffs")
-# Fire-and-forget tasks are kept referenced until they finish (asyncio keeps weak refs only).
-_background: set[asyncio.Task[None]] = set()
-PACKET_STATES: tuple[PacketState, ...] = ("queued", "claimed", "done", "failed", "expired")
-MAX_NOTE = 4000
 MAX_ID_ATTEMPTS = 20
 MAX_SECONDS = 10 * 365 * 86_400  # expiries and leases: ten years at most
 # A queued packet whose RQ job is missing this long after its last transition is repaired.
 REPAIR_AFTER_SECONDS = 30
-
-
-class Dispatcher(Protocol):
-    """Puts packets on the receivers' RQ queues (implemented in ``baton.queue.dispatch``)."""
-
-    def enqueue(self, namespace: str, agent: str, packet_id: str, seq: int) -> None: ...
-
-    async def enqueue_async(self, namespace: str, agent: str, packet_id: str, seq: int) -> bool:
-        """``enqueue`` without a thread; False when this dispatcher cannot (then ``enqueue``
-        runs in a thread)."""
-        ...
-
-    def discard_call(
-        self, namespace: str, agent: str, packet_id: str, seq: int
-    ) -> tuple[AsyncScript, list[str], list[str]] | None:
-        """The script call (script, keys, args) that drops a packet's job if no worker took
-        it yet; None when there is no queue connection to run it on."""
-        ...
-
-    def missing(self, namespace: str, jobs: Sequence[tuple[str, int]]) -> list[int]:
-        """Indexes of the (packet id, seq) pairs that have no RQ job."""
-        ...
-
-
-def _now() -> tuple[int, str]:
-    micros = time.time_ns() // 1000
-    stamp = datetime.fromtimestamp(micros / 1e6, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return micros, stamp
-
-
-def _iso(micros: int) -> str:
-    return datetime.fromtimestamp(micros / 1e6, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _text_list(items: object, field: str, max_items: int, max_length: int) -> list[str]:
@@ -103,23 +66,18 @@ def _text_list(items: object, field: str, max_items: int, max_length: int) -> li
     return list(items)
 
 
-def job_id(namespace: str, packet_id: str, seq: int) -> str:
-    """The RQ job id for one delivery attempt of a packet (letters, digits, '-', '_')."""
-    return f"baton-{namespace}-{packet_id}-{seq}"
-
-
 class HandoffStore:
     """Handoff packets of one namespace."""
 
-    def __init__(self, facts: FactStore) -> None:
-        self.facts = facts
-        self.backend = facts.backend
-        self.redis = facts.redis
-        self.scripts = facts.backend.scripts
-        self.limits = facts.limits
-        self.policy = facts.backend.policy
-        self.namespace = facts.namespace
-        self.keys: Keys = facts.keys
+    def __init__(self, namespace: Namespace) -> None:
+        self.ns = namespace
+        self.namespace = namespace.name
+        self.redis = namespace.redis
+        self.keys = namespace.keys
+        self.limits = namespace.limits
+        self.scripts = namespace.backend.scripts
+        self.policy = namespace.backend.policy
+        self.activity = namespace.activity
 
     # -- writing a packet ---------------------------------------------------------------------
 
@@ -166,7 +124,7 @@ class HandoffStore:
             raise InvalidInput("expires_in", f"must be a number of seconds from 0 to {MAX_SECONDS}")
         resolved = await self._resolve_pins(pins, session)
 
-        created_us, created_at = _now()
+        created_us, created_at = now()
         expires_us = None if expires_in is None else created_us + int(expires_in * 1_000_000)
         packet_id = await self._new_id(to_agent, created_us)
         fields: dict[str, Any] = {
@@ -196,12 +154,12 @@ class HandoffStore:
         # it, and the periodic sweep enqueues the missing job (see sweep()).
         await asyncio.gather(
             self._dispatch(to_agent, packet_id, 0),
-            self.facts.emit("handoff", from_agent,
+            self.activity.emit("handoff", from_agent,
                             f"{from_agent} handed {packet_id} to {to_agent}: {summary}",
                             packet=packet_id),
         )  # fmt: skip
-        packet = self._packet(_pairs(stored))
-        packet.log = [msgspec.convert(_unpack(entry), Transition) for entry in log]
+        packet = codec.packet(codec.pairs(stored))
+        packet.log = codec.transitions(log)
         return packet
 
     async def _new_id(self, to_agent: str, created_us: int) -> str:
@@ -261,16 +219,13 @@ class HandoffStore:
         return resolved
 
     async def _dispatch(self, agent: str, packet_id: str, seq: int) -> None:
-        """Enqueue the packet's RQ job. The packet is already safe in its inbox, so a failure
+        """Enqueue the packet's job. The packet is already safe in its inbox, so a failure
         here is logged, not raised: the sweep enqueues missing jobs."""
-        dispatcher = self.backend.dispatcher
+        dispatcher = self.ns.backend.dispatcher
         if dispatcher is None:
             return
         try:
-            if not await dispatcher.enqueue_async(self.namespace, agent, packet_id, seq):
-                await anyio.to_thread.run_sync(
-                    partial(dispatcher.enqueue, self.namespace, agent, packet_id, seq)
-                )
+            await dispatcher.enqueue(self.namespace, agent, packet_id, seq)
         except Exception as error:  # noqa: BLE001 - repaired by the sweep
             log.warning("enqueue failed; the sweep will retry", packet=packet_id, error=repr(error))
 
@@ -284,42 +239,17 @@ class HandoffStore:
         resumed = await self._claim(agent, "", agent, lease_seconds, "resume", job="")
         if resumed.packet is not None and session is not None:
             seen = {pin.ref: pin.version for pin in resumed.packet.pins}
-            await self.facts.touch(check_session_id(session), agent, seen)
+            await self.activity.touch(check_session_id(session), agent, seen)
         return resumed
-
-    def _drop_job(self, agent: str, packet_id: str, job_seq: int) -> Callable[[Pipeline], None]:
-        """What queues the dropping of a pulled packet's RQ job (the job would only find its
-        packet claimed and do nothing; dropping it keeps queue depths true): on the pins'
-        pipeline when RQ shares the data Redis, else a task off the request's path."""
-        call = None if self.backend.dispatcher is None else self.backend.dispatcher.discard_call(
-            self.namespace, agent, packet_id, job_seq
-        )  # fmt: skip
-        if call is None:
-            return lambda pipe: None
-        script, keys, args = call
-        if script.registered_client is self.redis and not self.backend.cluster:
-            return lambda pipe: queue_script(pipe, script, keys, args)
-
-        async def discard() -> None:
-            try:
-                await script(keys=keys, args=args)
-            except Exception as error:  # noqa: BLE001 - the claim stands; the job no-ops
-                log.warning("could not drop the job of a pulled packet", packet=packet_id,
-                            error=repr(error))  # fmt: skip
-
-        task = asyncio.create_task(discard())
-        _background.add(task)
-        task.add_done_callback(_background.discard)
-        return lambda pipe: None
 
     async def renew_lease(self, agent: str, packet_id: str, job: str, lease_seconds: float) -> bool:
         """Extend the lease of a packet ``job`` holds for ``agent`` (a handler's heartbeat);
         False once the packet is no longer held by that job."""
-        now_us, _ = _now()
+        now_us, _ = now()
         lease_us = now_us + int(lease_seconds * 1_000_000)
         renewed = await self.scripts.renew_lease(
             keys=[self.keys.packet(agent, packet_id), self.keys.claimed(agent)],
-            args=[packet_id, agent, job, lease_us, _iso(lease_us)],
+            args=[packet_id, agent, job, lease_us, iso(lease_us)],
         )  # fmt: skip
         return bool(renewed)
 
@@ -337,12 +267,12 @@ class HandoffStore:
         lease = self.policy.lease_seconds if lease_seconds is None else lease_seconds
         if isinstance(lease, bool) or not isinstance(lease, int | float) or not 0 < lease <= MAX_SECONDS:
             raise InvalidInput("lease_seconds", f"must be a number of seconds from 0 to {MAX_SECONDS}")
-        now_us, now_iso = _now()
+        now_us, now_iso = now()
         lease_us = now_us + int(lease * 1_000_000)
         reply = await self.scripts.claim_packet(
             keys=[self.keys.queued(agent), self.keys.claimed(agent), self.keys.expiring(agent),
                   self.keys.packet_prefix(agent), self.keys.expired(agent)],
-            args=[packet_id, now_us, now_iso, lease_us, _iso(lease_us), claimant, reason, job],
+            args=[packet_id, now_us, now_iso, lease_us, iso(lease_us), claimant, reason, job],
         )  # fmt: skip
         if not reply or reply[0] == 0:
             state = reply[1].decode() if reply else None
@@ -352,17 +282,17 @@ class HandoffStore:
             )  # fmt: skip
             return Resumed(agent=agent, packet=None, pins=[], stale=[], lease_until=None,
                            message=message)  # fmt: skip
-        fields = _pairs(reply[2])
-        packet = self._packet(fields)
-        drop_job = (
-            self._drop_job(agent, packet.id, int(fields.get(b"job_seq", 0)))
-            if reason == "resume" else lambda pipe: None
-        )  # fmt: skip
+        fields = codec.pairs(reply[2])
+        packet = codec.packet(fields)
+        dispatcher = self.ns.backend.dispatcher
 
-        def also(pipe: Pipeline) -> None:
-            self.facts.event_command(pipe, "claim", claimant,
-                                     f"{claimant} claimed {packet.id} ({reason})", packet=packet.id)  # fmt: skip
-            drop_job(pipe)
+        def also(batch: Batch) -> None:
+            text = f"{claimant} claimed {packet.id} ({reason})"
+            self.activity.event(batch, "claim", claimant, text, packet=packet.id)
+            if reason == "resume" and dispatcher is not None:
+                # The job would only find its packet claimed; dropping it keeps depths true.
+                job_seq = int(fields.get(b"job_seq", 0))
+                dispatcher.drop_job(batch, self.namespace, agent, packet.id, job_seq)
 
         pins = await self._resolve_for_reader(packet.pins, also=also)
         stale = [
@@ -380,11 +310,11 @@ class HandoffStore:
         )
 
     async def _resolve_for_reader(
-        self, pins: list[Pin], also: Callable[[Pipeline], None] | None = None
+        self, pins: list[Pin], also: Callable[[Batch], None] | None = None
     ) -> list[ResolvedPin]:
         """Each pin's pinned version, flagged stale when the record has moved on.
         Computed at every resume, never cached."""
-        found = await self.facts.read_versions([(pin.ref, pin.version) for pin in pins], also)
+        found = await self.ns.records.read_versions([(pin.ref, pin.version) for pin in pins], also)
         resolved = []
         for pin, record in zip(pins, found, strict=True):
             if record is None:
@@ -422,7 +352,7 @@ class HandoffStore:
         error: str = "", *, dispatch: bool = True,
     ) -> Packet:  # fmt: skip
         to_agent = await self._inbox_of(packet_id)
-        now_us, now_iso = _now()
+        now_us, now_iso = now()
         reply = await self.scripts.settle_packet(
             keys=[self.keys.packet(to_agent, packet_id), self.keys.queued(to_agent),
                   self.keys.claimed(to_agent), self.keys.failed(to_agent),
@@ -446,7 +376,7 @@ class HandoffStore:
             )  # fmt: skip
         if to_state == "queued" and dispatch:
             await self._dispatch(to_agent, packet_id, int(reply[2]))
-        await self.facts.emit(to_state, agent, f"{agent}: {packet_id} {from_state} -> "
+        await self.activity.emit(to_state, agent, f"{agent}: {packet_id} {from_state} -> "
                               f"{to_state} ({error or reason})", packet=packet_id)  # fmt: skip
         return await self.get(packet_id)
 
@@ -484,7 +414,7 @@ class HandoffStore:
         note: str | None = None,
         handoff_id: str | None = None,
     ) -> OutcomeReport:
-        """``FactStore.record_outcome``, and with ``handoff_id`` the claimed packet is
+        """``RecordStore.record_outcome``, and with ``handoff_id`` the claimed packet is
         completed in the same call. The claim is checked first, so a wrong packet id or
         state changes no confidence."""
         if handoff_id is not None:
@@ -499,10 +429,10 @@ class HandoffStore:
                     f"packet {handoff_id} is claimed by {packet.claimed_by}, not {agent}",
                     packet=handoff_id,
                 )
-        report = await self.facts.record_outcome(
+        report = await self.ns.records.record_outcome(
             outcome, outcome_ref, agent=agent, refs=refs, session=session, note=note,
-            handoff_id=handoff_id,
-        )  # fmt: skip
+            packet_id=handoff_id,
+        )
         if handoff_id is not None:
             report.handoff = await self.complete(
                 handoff_id, agent, reason=f"{outcome} reported as {outcome_ref}"
@@ -527,9 +457,9 @@ class HandoffStore:
         fields, log = await pipe.execute()
         if not fields:
             raise NotFound(f"no packet {packet_id}", packet=packet_id)
-        packet = self._packet(fields)
+        packet = codec.packet(fields)
         if with_log:
-            packet.log = [msgspec.convert(_unpack(entry), Transition) for entry in log]
+            packet.log = codec.transitions(log)
         return packet
 
     async def get_many(self, packet_ids: Sequence[str]) -> dict[str, Packet]:
@@ -543,38 +473,11 @@ class HandoffStore:
         for packet_id, agent in known:
             pipe.hgetall(self.keys.packet(agent, packet_id))
         return {
-            packet_id: self._packet(fields)
+            packet_id: codec.packet(fields)
             for (packet_id, _), fields in zip(known, await pipe.execute(), strict=True)
             if fields
         }
 
-    @staticmethod
-    def _packet(fields: dict[bytes, bytes]) -> Packet:
-        def text(name: str) -> str | None:
-            raw = fields.get(name.encode())
-            return raw.decode() if raw else None
-
-        expires_us = text("expires_us")
-        return Packet(
-            id=fields[b"id"].decode(),
-            from_agent=fields[b"from"].decode(),
-            to_agent=fields[b"to"].decode(),
-            summary=fields[b"summary"].decode(),
-            next=_unpack(fields[b"next"]),
-            open=_unpack(fields[b"open"]),
-            pins=[Pin(ref=ref, version=version) for ref, version in _unpack(fields[b"pins"])],
-            note=text("note"),
-            session=text("session"),
-            state=fields[b"state"].decode(),  # type: ignore[arg-type]
-            created_at=fields[b"created_at"].decode(),
-            updated_at=fields[b"updated_at"].decode(),
-            expires_at=_iso(int(expires_us)) if expires_us else None,
-            lease_until=text("lease_until"),
-            claimed_by=text("claimed_by"),
-            deliveries=int(fields.get(b"deliveries", 0)),
-            redeliveries=int(fields.get(b"redeliveries", 0)),
-            error=text("error"),
-        )
 
     async def list(
         self,
@@ -687,7 +590,7 @@ class HandoffStore:
         report = SweepReport(requeued=[], failed=[], expired=[], repaired=[])
         for raw in await self.redis.smembers(self.keys.inboxes):
             agent = raw.decode()
-            now_us, now_iso = _now()
+            now_us, now_iso = now()
             requeued, failed = await self.scripts.expire_leases(
                 keys=[self.keys.claimed(agent), self.keys.queued(agent), self.keys.failed(agent),
                       self.keys.packet_prefix(agent), self.keys.expiring(agent)],
@@ -705,7 +608,7 @@ class HandoffStore:
                                     ("failed", failed, "failed: max deliveries"),
                                     ("expired", expired, "expired before anyone claimed it")):  # fmt: skip
                 for raw_id in ids:
-                    await self.facts.emit(kind, "baton", f"{raw_id.decode()}: {text}",
+                    await self.activity.emit(kind, "baton", f"{raw_id.decode()}: {text}",
                                           packet=raw_id.decode())  # fmt: skip
             for packet_id in requeued:
                 seq = await self.redis.hget(self.keys.packet(agent, packet_id.decode()), "job_seq")
@@ -715,7 +618,7 @@ class HandoffStore:
 
     async def _repair_jobs(self, agent: str, now_us: int) -> list[str]:
         """Queued packets whose RQ job is missing (the writer died between the two writes)."""
-        dispatcher = self.backend.dispatcher
+        dispatcher = self.ns.backend.dispatcher
         if dispatcher is None:
             return []
         settled_before = now_us - REPAIR_AFTER_SECONDS * 1_000_000
@@ -733,9 +636,7 @@ class HandoffStore:
         ]
         if not candidates:
             return []
-        missing = await anyio.to_thread.run_sync(
-            partial(dispatcher.missing, self.namespace, candidates)
-        )
+        missing = await dispatcher.missing(self.namespace, candidates)
         for index in missing:
             packet_id, seq = candidates[index]
             await self._dispatch(agent, packet_id, seq)

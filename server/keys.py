@@ -1,60 +1,9 @@
 """Every Redis key Baton uses, built in one place.
 
-Layout (``<ns>`` is the namespace, ``<ref>`` a validated ref such as ``listing/553/assessment``)::
-
-    baton:<ns>:rec:{<ref>}:head          hash  current version, hash, confidence, outcome counts
-    baton:<ns>:rec:{<ref>}:v:<n>         hash  one immutable version (plus superseded_by/confidence)
-    baton:<ns>:rec:{<ref>}:outcomes      list  the record's hash-chained outcomes log (msgpack)
-    baton:<ns>:refs                      zset  every ref (score 0), for listing by prefix
-    baton:<ns>:tag:<tag>                 set   refs whose versions carried <tag> (a superset)
-    baton:<ns>:agents                    set   agent ids that wrote to the namespace
-    baton:<ns>:session:{<sid>}           hash  session metadata
-    baton:<ns>:session:{<sid>}:touched   hash  ref -> version the session last read or wrote
-    baton:<ns>:session:{<sid>}:files     set   files the session's observations named
-    baton:<ns>:handoffs                  zset  every packet id, scored by creation time (µs)
-    baton:<ns>:handoff-inbox             hash  packet id -> receiving agent (ids are unique here)
-    baton:<ns>:inboxes                   set   agents that have ever been handed a packet
-    baton:<ns>:inbox:{<agent>}:packet:<id>       hash  the packet (msgpack list fields)
-    baton:<ns>:inbox:{<agent>}:packet:<id>:log   list  its transitions (msgpack)
-    baton:<ns>:inbox:{<agent>}:queued    zset  queued packet ids by creation time (FIFO)
-    baton:<ns>:inbox:{<agent>}:claimed   zset  claimed packet ids by lease deadline
-    baton:<ns>:inbox:{<agent>}:expiring  zset  packet ids with an expiry, by expiry time
-    baton:<ns>:inbox:{<agent>}:failed    zset  failed packet ids by failure time
-    baton:<ns>:inbox:{<agent>}:expired   zset  expired packet ids by expiry time
-    baton:<ns>:events                    stream  recent writes, handoffs and outcomes (capped)
-    baton:<ns>:inbox:{<agent>}:all       zset  every packet for the agent, by creation time
-    baton:<ns>:sessions                  zset  session ids by start time
-    baton:<ns>:sessions:active           zset  active session ids by last activity
-    baton:<ns>:session:{<sid>}:obs       list  the session's observation ids, oldest first
-    baton:<ns>:session:{<sid>}:obs:<oid> hash  one observation
-    baton:<ns>:obs-seen:<hash>           string  dedupe marker (5 minutes) -> observation id
-    baton:<ns>:obs-session               hash  observation id -> session id
-    baton:<ns>:memory-expiry             zset  memory ids by expiry time (ttl_days)
-    baton:<ns>:audit                     stream  append-only audit log (forget, expiry)
-    baton:<ns>:{idx:<ns>}:docs           hash  search index: doc id -> msgpack entry
-    baton:<ns>:{idx:<ns>}:meta           hash  search index: doc id -> "kind\tproject\tagent"
-    baton:<ns>:{idx:<ns>}:t:<term>       zset  search postings: doc id -> normalised tf part of BM25
-    baton:<ns>:{idx:<ns>}:scratch        zset  the search script's scratch space (always deleted)
-    baton:<ns>:{idx:<ns>}:stats          hash  search index totals
-    baton:<ns>:{ckpt:<ns>}:heads         list  signed checkpoint heads (json), oldest first
-    baton:<ns>:{ckpt:<ns>}:leaves:<seq>  list  a checkpoint's leaves (msgpack chunks; latest 3)
-    baton:<ns>:{ckpt:<ns>}:lock          string  held while a checkpoint is being taken
-
-Global keys (not per namespace)::
-
-    baton:namespaces                     set   namespaces with sessions, handoffs or memories
-    baton:{tokens}:index                 hash  token id -> sha256 of its secret
-    baton:{tokens}:token:<sha256>        hash  a token's record (json) and last_used_at
-    baton:{tokens}:login:<sha256>        string  a dashboard login (sha256 of its cookie) ->
-                                                 the token's sha256; expires with the login
-    baton:ratelimit:<...>                Litestar's rate-limit store (per token)
-    baton:auth-failures:<address>        string  failed logins from one client address (expires)
-    baton:sweep-lock                     string  held by the one process sweeping right now
-    baton:ready-probe                    string  written by /readyz (expires in a minute)
-
-The braces are Redis Cluster hash tags: every key of one record hashes to the same slot, and
-so does everything in one agent's inbox (its queues and its packets), so each Lua script
-stays atomic on a cluster too.
+docs/data-model.md lists each key shape with its type and contents (a test keeps the two
+equal). The braces are Redis Cluster hash tags: every key of one record hashes to the same
+slot, and so does everything in one agent's inbox (its queues and its packets), so each Lua
+script stays atomic on a cluster too.
 """
 
 from __future__ import annotations
@@ -73,6 +22,11 @@ class Keys:
         self.index = f"{self.base}:{{idx:{namespace}}}"
         self.checkpoint_base = f"{self.base}:{{ckpt:{namespace}}}"
 
+    @property
+    def everything(self) -> str:
+        """A SCAN pattern matching every key of the namespace."""
+        return f"{self.base}:*"
+
     def record(self, ref: str) -> str:
         """The common stem of every key of one record."""
         return f"{self.base}:rec:{{{ref}}}"
@@ -82,6 +36,10 @@ class Keys:
 
     def version(self, ref: str, version: int) -> str:
         return f"{self.record(ref)}:v:{version}"
+
+    def version_prefix(self, ref: str) -> str:
+        """What a version number completes into a version key (the scripts' view)."""
+        return f"{self.record(ref)}:v:"
 
     def outcomes(self, ref: str) -> str:
         return f"{self.record(ref)}:outcomes"
@@ -204,6 +162,9 @@ class Keys:
     def search_stats(self) -> str:
         return f"{self.index}:stats"
 
+    def search_term(self, term: str) -> str:
+        return f"{self.search_term_prefix}{term}"
+
     @property
     def search_term_prefix(self) -> str:
         return f"{self.index}:t:"
@@ -241,3 +202,14 @@ def login_key(sha: str) -> str:
 
 def auth_failures_key(address: str) -> str:
     return f"{PREFIX}:auth-failures:{address}"
+
+
+def queue_name(namespace: str, agent: str) -> str:
+    """The RQ queue of one agent, e.g. ``baton:default:executor`` (RQ keeps it under
+    ``rq:queue:<name>``)."""
+    return f"{PREFIX}:{namespace}:{agent}"
+
+
+def job_id(namespace: str, packet_id: str, seq: int) -> str:
+    """The RQ job id of one delivery attempt of a packet (letters, digits, '-', '_')."""
+    return f"{PREFIX}-{namespace}-{packet_id}-{seq}"

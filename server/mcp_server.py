@@ -22,15 +22,12 @@ from typing import Annotated, Any, Literal, ParamSpec
 
 import msgspec
 import redis.exceptions
+from baton.server.backend import Backend, Namespace, open_backend
 from baton.server.connection import write_refused
 from baton.server.errors import BatonError
-from baton.server.handoffs import HandoffStore
 from baton.server.identity import CALLER, Caller, local
-from baton.server.memories import MemoryStore, split_list
-from baton.server.runtime import open_backend
-from baton.server.sessions import SessionStore
+from baton.server.memories import MAX_RECALL, split_list
 from baton.server.settings import Settings
-from baton.server.store import Backend, FactStore
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
@@ -65,8 +62,7 @@ class ToolCall:
     """A tool call's caller and the stores of its namespace."""
 
     caller: Caller
-    facts: FactStore
-    handoffs: HandoffStore
+    ns: Namespace
 
     @property
     def agent(self) -> str:
@@ -90,8 +86,7 @@ def _resolve(binding: Binding, ctx: Context) -> ToolCall:
         caller = None if request is None else request.scope.get("state", {}).get(CALLER)
     if caller is None:
         raise ToolError("no caller: this transport carries no identity")
-    facts = binding.backend.store(caller.namespace)
-    return ToolCall(caller=caller, facts=facts, handoffs=HandoffStore(facts))
+    return ToolCall(caller=caller, ns=binding.backend.namespace(caller.namespace))
 
 
 def rounded(value: Any) -> Any:
@@ -156,7 +151,7 @@ def create_mcp_server(binding: Binding) -> MCPServer:
         ] = None,
     ) -> Any:
         call = _resolve(binding, ctx)
-        return await call.facts.remember(
+        return await call.ns.records.remember(
             ref, value, agent=call.agent, session=call.session, tags=tags,
             confidence=confidence, expected_version=expected_version,
         )  # fmt: skip
@@ -181,10 +176,10 @@ def create_mcp_server(binding: Binding) -> MCPServer:
     ) -> Any:
         call = _resolve(binding, ctx)
         if ref is not None:
-            return await call.facts.recall(
+            return await call.ns.records.recall(
                 ref, version=version, agent=call.agent, session=call.session
             )
-        return await call.facts.list_records(
+        return await call.ns.records.list_records(
             scope=scope, tags=tags, tags_mode=tags_mode, min_confidence=min_confidence,
             limit=limit, cursor=cursor, query=query,
         )  # fmt: skip
@@ -195,7 +190,7 @@ def create_mcp_server(binding: Binding) -> MCPServer:
     ))  # fmt: skip
     @_as_tool_error
     async def history(ref: Ref, ctx: Context) -> Any:
-        return await _resolve(binding, ctx).facts.history(ref)
+        return await _resolve(binding, ctx).ns.records.history(ref)
 
     @mcp.tool(description=(
         "Hand work to another agent: a packet with a one-line summary, next steps and open "
@@ -219,7 +214,7 @@ def create_mcp_server(binding: Binding) -> MCPServer:
         note: str | None = None,
     ) -> Any:
         call = _resolve(binding, ctx)
-        return await call.handoffs.handoff(
+        return await call.ns.handoffs.handoff(
             from_agent=call.agent, to_agent=to, summary=summary, next_steps=next,
             open_questions=open, pins=pins, expires_in=expires_in, note=note,
             session=call.session,
@@ -238,7 +233,7 @@ def create_mcp_server(binding: Binding) -> MCPServer:
                                                      "the packet (default 15 min).")] = None,  # fmt: skip
     ) -> Any:
         call = _resolve(binding, ctx)
-        return await call.handoffs.resume(
+        return await call.ns.handoffs.resume(
             call.agent, lease_seconds=lease_seconds, session=call.session
         )
 
@@ -257,7 +252,7 @@ def create_mcp_server(binding: Binding) -> MCPServer:
         handoff_id: Annotated[str | None, Field(description="Packet to complete.")] = None,
     ) -> Any:
         call = _resolve(binding, ctx)
-        return await call.handoffs.record_outcome(
+        return await call.ns.handoffs.record_outcome(
             outcome, outcome_ref, agent=call.agent, refs=refs, session=call.session,
             note=note, handoff_id=handoff_id,
         )  # fmt: skip
@@ -272,8 +267,8 @@ def create_mcp_server(binding: Binding) -> MCPServer:
         verify: Annotated[bool, Field(description="Recompute every hash chain.")] = False,
     ) -> Any:
         call = _resolve(binding, ctx)
-        stats = await call.facts.stats(verify=verify)
-        stats.handoffs = await call.handoffs.counts()
+        stats = await call.ns.verifier.stats(verify=verify)
+        stats.handoffs = await call.ns.handoffs.counts()
         return stats
 
     _add_memory_tools(mcp, binding)
@@ -304,7 +299,7 @@ def _add_memory_tools(mcp: MCPServer, binding: Binding) -> None:
         ttlDays: Annotated[float | None, Field(gt=0)] = None,  # noqa: N803
     ) -> Any:
         call = _resolve(binding, ctx)
-        saved = await MemoryStore(call.facts).save(
+        saved = await call.ns.memories.save(
             content, type=type, concepts=concepts, files=files, project=project,
             agent_id=call.caller.acting_as(agentId).agent, ttl_days=ttlDays,
         )  # fmt: skip
@@ -320,7 +315,7 @@ def _add_memory_tools(mcp: MCPServer, binding: Binding) -> None:
     async def memory_recall(
         query: str,
         ctx: Context,
-        limit: Annotated[int, Field(ge=1, le=100)] = 10,
+        limit: Annotated[int, Field(ge=1, le=MAX_RECALL)] = 10,
         format: Literal["full", "compact", "narrative"] = "full",  # noqa: A002
         token_budget: Annotated[int | None, Field(ge=1)] = None,
         project: str | None = None,
@@ -329,7 +324,7 @@ def _add_memory_tools(mcp: MCPServer, binding: Binding) -> None:
     ) -> Any:
         call = _resolve(binding, ctx)
         agent = call.caller.acting_as(agentId).agent if agentId else None
-        return await MemoryStore(call.facts).recall(
+        return await call.ns.memories.recall(
             query, limit=limit, format=format, token_budget=token_budget, project=project,
             agent_id=agent,
         )  # fmt: skip
@@ -343,12 +338,12 @@ def _add_memory_tools(mcp: MCPServer, binding: Binding) -> None:
         ctx: Context,
         query: str | None = None,
         expandIds: Csv = None,  # noqa: N803
-        limit: Annotated[int, Field(ge=1, le=100)] = 10,
+        limit: Annotated[int, Field(ge=1, le=MAX_RECALL)] = 10,
         project: str | None = None,
     ) -> Any:
         if not query and not expandIds:
             raise ToolError("give a query, or expandIds to expand")
-        return await MemoryStore(_resolve(binding, ctx).facts).smart_search(
+        return await _resolve(binding, ctx).ns.memories.smart_search(
             query=query, expand_ids=split_list(expandIds, "expandIds"), limit=limit,
             project=project,
         )  # fmt: skip
@@ -358,7 +353,7 @@ def _add_memory_tools(mcp: MCPServer, binding: Binding) -> None:
     async def memory_sessions(
         ctx: Context, limit: Annotated[int, Field(ge=1, le=500)] = 20
     ) -> Any:
-        return {"sessions": await SessionStore(_resolve(binding, ctx).facts).recent(limit)}
+        return {"sessions": await _resolve(binding, ctx).ns.sessions.recent(limit)}
 
     @mcp.tool(description=(
         "Forget a memory (memoryId), some observations of a session (sessionId + "
@@ -373,7 +368,7 @@ def _add_memory_tools(mcp: MCPServer, binding: Binding) -> None:
         reason: str = "forgotten on request",
     ) -> Any:
         call = _resolve(binding, ctx)
-        return await MemoryStore(call.facts).forget(
+        return await call.ns.memories.forget(
             caller=call.caller, memory_id=memoryId, session_id=sessionId,
             observation_ids=split_list(observationIds, "observationIds") or None, reason=reason,
         )  # fmt: skip
@@ -392,7 +387,7 @@ def _add_memory_tools(mcp: MCPServer, binding: Binding) -> None:
                                               "or relative to cwd.")] = None,  # fmt: skip
     ) -> Any:
         call = _resolve(binding, ctx)
-        return await SessionStore(call.facts).resume_here(
+        return await call.ns.sessions.resume_here(
             cwd or os.getcwd(), override=override, caller_session=call.session
         )
 

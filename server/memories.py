@@ -12,18 +12,21 @@ import re
 import secrets
 import time
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgpack
 import msgspec
+from baton.server.clock import iso, utc_now
 from baton.server.errors import InvalidInput, NotFound, VersionConflict
 from baton.server.identity import Caller, check_session_owner, sweeper
 from baton.server.keys import NAMESPACES
 from baton.server.models import Observation, RecallHit, RecordVersion
 from baton.server.observations import concepts_of, observation_from
 from baton.server.search import text_of
-from baton.server.store import FactStore, utc_now
 from baton.server.validation import check_agent, check_session_id, check_size
+
+if TYPE_CHECKING:
+    from baton.server.backend import Namespace
 
 MEMORY_TYPES = ("pattern", "preference", "architecture", "bug", "workflow", "fact")
 SUPERSEDE_ABOVE = 0.7
@@ -34,6 +37,8 @@ MAX_TTL_DAYS = 36_500
 WORD = re.compile(r"[^\W_]+(?:[._/-][^\W_]+)*")
 SCRUB_MIN_QUOTE = 8
 MAX_EXPAND = 100  # ids expanded in one smart search
+MAX_RECALL = 100  # results of one recall or search
+MAX_AUDIT = 1000  # audit entries in one read
 MAX_TAGS = 200  # concepts or files of one memory  # characters of a forgotten observation that count as a quote of it
 Format = Literal["full", "compact", "narrative"]
 
@@ -133,11 +138,12 @@ def memory_ref(memory_id: str) -> str:
 class MemoryStore:
     """Memories, search and forgetting in one namespace."""
 
-    def __init__(self, facts: FactStore) -> None:
-        self.facts = facts
-        self.redis = facts.redis
-        self.keys = facts.keys
-        self.index = facts.search
+    def __init__(self, namespace: Namespace) -> None:
+        self.ns = namespace
+        self.records = namespace.records
+        self.redis = namespace.redis
+        self.keys = namespace.keys
+        self.index = namespace.search
 
     # -- saving -------------------------------------------------------------------------------
 
@@ -178,7 +184,7 @@ class MemoryStore:
                  "files": file_list, "project": project, "agent_id": agent,
                  "version": superseded.version + 1 if superseded else 1,
                  "supersedes": [superseded.id] if superseded else []}  # fmt: skip
-        written = await self.facts.remember(
+        written = await self.records.remember(
             memory_ref(memory_id), value, agent=agent or "anonymous", tags=["memory"],
             expected_version=0,
         )  # fmt: skip
@@ -191,9 +197,9 @@ class MemoryStore:
             expires_us = time.time_ns() // 1000 + int(ttl_days * 86_400_000_000)
             pipe = self.redis.pipeline(transaction=False)
             pipe.zadd(self.keys.memory_expiry, {memory_id: expires_us})
-            pipe.sadd(NAMESPACES, self.facts.namespace)  # so the periodic sweep visits it
+            pipe.sadd(NAMESPACES, self.ns.name)  # so the periodic sweep visits it
             await pipe.execute()
-            expires_at = _iso(expires_us)
+            expires_at = iso(expires_us)
         memory = Memory(
             id=memory_id, version=value["version"], type=kind, title=title, content=content,
             concepts=concept_list, files=file_list, project=project, agent_id=agent,
@@ -207,10 +213,10 @@ class MemoryStore:
         keeps every content) that points at its successor, and out of the search index. The
         successor is written first, so a crash in between leaves two latest memories, never
         a lost one; a concurrent supersede of the same memory keeps both successors."""
-        record = await self.facts.recall(memory_ref(old.id))
+        record = await self.records.recall(memory_ref(old.id))
         value = {**record.value, "superseded_by": new_id}
         try:
-            await self.facts.remember(memory_ref(old.id), value, agent=agent or "anonymous",
+            await self.records.remember(memory_ref(old.id), value, agent=agent or "anonymous",
                                       tags=["memory"], expected_version=record.version)  # fmt: skip
         except VersionConflict:
             return
@@ -238,7 +244,7 @@ class MemoryStore:
         return None, best
 
     async def get(self, memory_id: str, version: int | None = None) -> Memory:
-        record = await self.facts.recall(memory_ref(memory_id), version=version)
+        record = await self.records.recall(memory_ref(memory_id), version=version)
         memory = _memory(memory_id, record)
         if memory is None or memory_id in await self._expired([memory_id]):
             raise NotFound(f"no memory {memory_id}", memory=memory_id)
@@ -246,7 +252,7 @@ class MemoryStore:
 
     async def get_many(self, memory_ids: Sequence[str]) -> dict[str, Memory]:
         """Current memories by id; forgotten, expired or unknown ids are left out."""
-        records = await self.facts.read_versions([(memory_ref(i), None) for i in memory_ids])
+        records = await self.records.read_versions([(memory_ref(i), None) for i in memory_ids])
         expired = await self._expired(memory_ids)
         found = {}
         for memory_id, record in zip(memory_ids, records, strict=True):
@@ -283,8 +289,8 @@ class MemoryStore:
         filled greedily, best first, until the next would not fit."""
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("query", "is required and must be a non-empty string")
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 100:
-            raise InvalidInput("limit", "must be a whole number from 1 to 100")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_RECALL:
+            raise InvalidInput("limit", f"must be a whole number from 1 to {MAX_RECALL}")
         if format not in ("full", "compact", "narrative"):
             raise InvalidInput("format", "must be one of: full, compact, narrative")
         if token_budget is not None and (
@@ -386,7 +392,7 @@ class MemoryStore:
             await check_session_owner(self.redis, self.keys, session_id, caller)
         result = Forgotten(success=True, memories=[], observations=0, sessions=[], audit_ids=[])
         if memory_id:
-            await self.facts.forget(memory_ref(memory_id), agent=agent, reason=reason)
+            await self.records.forget(memory_ref(memory_id), agent=agent, reason=reason)
             await self.index.remove([f"m:{memory_id}"])
             await self.redis.zrem(self.keys.memory_expiry, memory_id)
             result.memories.append(memory_id)
@@ -460,7 +466,7 @@ class MemoryStore:
         return (await self.redis.xadd(self.keys.audit, fields)).decode()  # type: ignore[arg-type]
 
     async def audit_log(self, limit: int = 50) -> list[AuditEntry]:
-        raw = await self.redis.xrevrange(self.keys.audit, count=max(1, min(limit, 1000)))
+        raw = await self.redis.xrevrange(self.keys.audit, count=max(1, min(limit, MAX_AUDIT)))
         return [
             AuditEntry(
                 id=entry_id.decode(), at=f[b"at"].decode(), agent=f[b"agent"].decode(),
@@ -476,7 +482,7 @@ class MemoryStore:
         due = [raw.decode() for raw in await self.redis.zrangebyscore(self.keys.memory_expiry, "-inf", now_us)]
         for memory_id in due:
             try:
-                await self.forget(caller=sweeper(self.facts.namespace), memory_id=memory_id,
+                await self.forget(caller=sweeper(self.ns.name), memory_id=memory_id,
                                   reason="ttl expired")  # fmt: skip
             except NotFound:
                 await self.redis.zrem(self.keys.memory_expiry, memory_id)
@@ -499,10 +505,6 @@ def _memory(memory_id: str, record: RecordVersion) -> Memory | None:
     )  # fmt: skip
 
 
-def _iso(micros: int) -> str:
-    from datetime import UTC, datetime
-
-    return datetime.fromtimestamp(micros / 1e6, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 __all__ = ["MemoryStore", "text_of"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import msgspec
 
@@ -220,6 +220,7 @@ class ResumeHere(msgspec.Struct, kw_only=True):
 # -- handoffs ---------------------------------------------------------------------------------
 
 PacketState = Literal["queued", "claimed", "done", "failed", "expired"]
+PACKET_STATES: tuple[PacketState, ...] = get_args(PacketState)
 
 
 class Pin(msgspec.Struct, kw_only=True):
@@ -315,3 +316,15 @@ class SweepReport(msgspec.Struct, kw_only=True):
     failed: list[str]
     expired: list[str]
     repaired: list[str]
+
+
+class Event(msgspec.Struct, kw_only=True):
+    """One entry of a namespace's activity stream."""
+
+    id: str
+    at: str
+    kind: str
+    agent: str
+    text: str
+    ref: str | None
+    packet: str | None

@@ -22,12 +22,12 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import msgpack
 import msgspec
+from baton.server.batch import Batch
+from baton.server.codec import pack
 from baton.server.keys import Keys
 from baton.server.scripts import Scripts
 from redis.asyncio import Redis
-from redis.asyncio.cluster import RedisCluster
 
 K1 = 1.2
 B = 0.75
@@ -90,33 +90,40 @@ class SearchIndex:
         self.scratch_key = keys.search_scratch
         self.docs_key = keys.search_docs
         self.stats_key = keys.search_stats
+        self.keys = keys
         self.term_prefix = keys.search_term_prefix
+        self.index_keys = [self.docs_key, self.meta_key, self.stats_key, self.term_prefix]
         self.prune_above = PRUNE_ABOVE_POSTINGS
 
-    async def queue_index(
-        self, pipe: Any, doc: str, text: str, *, kind: str, project: str | None = None,
+    def queue_index(
+        self,
+        batch: Batch,
+        doc: str,
+        text: str,
+        *,
+        kind: str,
+        project: str | None = None,
         agent: str | None = None,
-    ) -> None:  # fmt: skip
-        """Queue the one script call that (re)indexes ``doc`` on ``pipe`` (run at once on a
-        cluster, where scripts cannot be pipelined)."""
+    ) -> None:
+        """Queue the one script call that (re)indexes ``doc`` on ``batch`` (call
+        :meth:`refresh_average` first now and then: the length normalisation uses it)."""
         terms = Counter(tokenize(text))
         length = sum(terms.values())
-        entry = {"kind": kind, "project": project or "", "agent": agent or "", "len": length,
-                 "terms": sorted(terms)}  # fmt: skip
+        entry = {
+            "kind": kind,
+            "project": project or "",
+            "agent": agent or "",
+            "len": length,
+            "terms": sorted(terms),
+        }
         average = _averages.get(self.stats_key, (0.0, 0.0))[1] or float(length or 1)
         norm = K1 * (1 - B + B * length / average)
         # Each posting holds the term's BM25 part but for idf, normalised by the doc's length.
-        postings = [item for term, count in terms.items()
-                    for item in (term, count * (K1 + 1) / (count + norm))]  # fmt: skip
-        args = [doc, msgpack.packb(entry), f"{kind}\t{project or ''}\t{agent or ''}", length,
-                *postings]  # fmt: skip
-        await self._run(pipe, args)
-
-    async def _run(self, pipe: Any, args: list[Any]) -> Any:
-        keys = [self.docs_key, self.meta_key, self.stats_key, self.term_prefix]
-        if isinstance(self.redis, RedisCluster):
-            return await self.index_script(keys=keys, args=args)
-        return await self.index_script(keys=keys, args=args, client=pipe)
+        postings = [
+            item for term, count in terms.items() for item in (term, count * (K1 + 1) / (count + norm))
+        ]
+        meta = f"{kind}\t{project or ''}\t{agent or ''}"
+        batch.script(self.index_script, self.index_keys, [doc, pack(entry), meta, length, *postings])
 
     async def refresh_average(self) -> None:
         """Re-read the average document length the length normalisation uses (cached for a
@@ -130,17 +137,16 @@ class SearchIndex:
 
     async def index(self, doc: str, text: str, **fields: Any) -> None:
         await self.refresh_average()
-        pipe = self.redis.pipeline(transaction=False)
-        await self.queue_index(pipe, doc, text, **fields)
-        await pipe.execute()
+        batch = Batch(self.redis)
+        self.queue_index(batch, doc, text, **fields)
+        await batch.execute()
 
     async def remove(self, docs: Iterable[str]) -> int:
         """Take documents out of the index; returns how many were in it."""
-        pipe = self.redis.pipeline(transaction=False)
-        results = [await self._run(pipe, [doc, "", "", 0]) for doc in docs]
-        if not isinstance(self.redis, RedisCluster):
-            results = await pipe.execute()
-        return sum(int(result) for result in results)
+        batch = Batch(self.redis)
+        for doc in docs:
+            batch.script(self.index_script, self.index_keys, [doc, "", "", 0])
+        return sum(int(result) for result in await batch.execute())
 
     async def search(
         self, query: str, *, limit: int = 10, kinds: Sequence[str] = (),
@@ -155,7 +161,7 @@ class SearchIndex:
         if not terms:
             return []
         keys = [self.stats_key, self.meta_key, self.scratch_key,
-                *(self.term_prefix + term for term in terms)]  # fmt: skip
+                *(self.keys.search_term(term) for term in terms)]  # fmt: skip
         filters = [",".join(kinds), project or "", agent or ""]
         reply = await self.script(keys=keys, args=[limit, *filters, self.prune_above])
         hits = []

@@ -7,13 +7,13 @@ import hashlib
 import os
 import secrets
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgpack
+from baton.server.clock import utc_now
 from baton.server.errors import InvalidInput, NotFound
 from baton.server.identity import Caller, check_session_owner
 from baton.server.integrity import canonical_bytes
-from baton.server.memories import MemoryStore
 from baton.server.models import Observation, Observed, ResumeHere, Session, SessionEnded
 from baton.server.observations import (
     HOOK_TYPES,
@@ -22,8 +22,10 @@ from baton.server.observations import (
     observation_from,
     open_question,
 )
-from baton.server.store import FactStore, utc_now
 from baton.server.validation import check_depth, check_session_id, check_size
+
+if TYPE_CHECKING:
+    from baton.server.backend import Namespace
 
 DEDUPE_SECONDS = 300
 MAX_CONCEPTS = 50
@@ -55,11 +57,13 @@ def short(session_id: str) -> str:
 class SessionStore:
     """Sessions and observations of one namespace."""
 
-    def __init__(self, facts: FactStore) -> None:
-        self.facts = facts
-        self.redis = facts.redis
-        self.keys = facts.keys
-        self.memories = MemoryStore(facts)
+    def __init__(self, namespace: Namespace) -> None:
+        self.ns = namespace
+        self.redis = namespace.redis
+        self.keys = namespace.keys
+        self.limits = namespace.limits
+        self.activity = namespace.activity
+        self.memories = namespace.memories
 
     # -- life cycle ---------------------------------------------------------------------------
 
@@ -82,7 +86,7 @@ class SessionStore:
             fields["cwd"] = normalise_cwd(cwd)
         if title:
             fields["title"] = str(title).strip()[:200]
-        await self.facts.touch(session_id, agent, {}, listed=len(fields) > 3)
+        await self.activity.touch(session_id, agent, {}, listed=len(fields) > 3)
         pipe = self.redis.pipeline(transaction=False)
         pipe.hset(self.keys.session(session_id), mapping=fields)
         pipe.hdel(self.keys.session(session_id), "ended_at")
@@ -97,8 +101,8 @@ class SessionStore:
         session is refused. Ending again updates the end time, summary, title and concepts:
         agentmemory's Stop hook ends the session after every turn."""
         session_id = check_session_id(session_id, field="sessionId")
-        if summary is not None and len(summary) > self.facts.limits.max_summary_length:
-            raise InvalidInput("summary", f"is longer than {self.facts.limits.max_summary_length} "
+        if summary is not None and len(summary) > self.limits.max_summary_length:
+            raise InvalidInput("summary", f"is longer than {self.limits.max_summary_length} "
                                "characters")  # fmt: skip
         check_size(concepts, "concepts", MAX_CONCEPTS)
         if concepts and any(not isinstance(c, str) or len(c) > MAX_CONCEPT for c in concepts):
@@ -231,10 +235,11 @@ class SessionStore:
             hook_type=hook_type, type=kind, title=title, narrative=narrative, files=files,
             timestamp=timestamp, created_at=utc_now(),
         )  # fmt: skip
-        await self.facts.touch(session_id, agent, {}, listed=True)
-        await self.memories.index.refresh_average()
+        await self.ns.search.refresh_average()
         session_key = self.keys.session(session_id)
-        pipe = self.redis.pipeline(transaction=False)
+        batch = self.ns.batch()
+        self.activity.queue_touch(batch, session_id, agent, {}, listed=True)
+        pipe = batch.pipe
         pipe.hset(self.keys.observation(session_id, observation_id), mapping={
             "id": observation_id, "session": session_id, "agent": agent,
             "project": observation.project, "cwd": cwd, "hook_type": hook_type, "type": kind,
@@ -252,12 +257,12 @@ class SessionStore:
             pipe.hsetnx(session_key, "title", narrative[:200])
         if files:
             pipe.sadd(self.keys.session_files(session_id), *files)
-        await self.memories.index.queue_index(
-            pipe, f"o:{session_id}:{observation_id}", f"{title} {narrative} {' '.join(files)}",
+        self.ns.search.queue_index(
+            batch, f"o:{session_id}:{observation_id}", f"{title} {narrative} {' '.join(files)}",
             kind="observation", project=observation.project, agent=agent,
-        )  # fmt: skip
-        self.facts.event_command(pipe, "observe", agent, f"{agent}: {kind} {title}")
-        await pipe.execute()
+        )
+        self.activity.event(batch, "observe", agent, f"{agent}: {kind} {title}")
+        await batch.execute()
         return Observed(observation=observation, deduplicated=False)
 
     async def observation(self, session_id: str, observation_id: str) -> Observation:

@@ -16,9 +16,9 @@ import time
 from datetime import UTC, datetime
 
 import msgspec
+from baton.server.clock import iso, utc_now
 from baton.server.errors import InvalidInput, NotFound
 from baton.server.keys import TOKENS, login_key, token_key
-from baton.server.store import utc_now
 from baton.server.validation import check_agent
 from redis.asyncio import Redis
 
@@ -78,8 +78,7 @@ class TokenStore:
         token = Token(
             id=f"tok_{secrets.token_hex(4)}", agent=agent, admin=admin, scopes=scopes or ["*"],
             created_at=utc_now(),
-            expires_at=None if expires_in is None else datetime.fromtimestamp(
-                time.time() + expires_in, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            expires_at=None if expires_in is None else iso((time.time() + expires_in) * 1e6),
         )  # fmt: skip
         sha = digest(secret)
         pipe = self.redis.pipeline(transaction=True)

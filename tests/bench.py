@@ -26,12 +26,13 @@ import httpx
 import msgpack
 import psutil
 import redis
+from baton.server.backend import Backend
+from baton.server.clock import utc_now
 from baton.server.connection import async_redis
 from baton.server.embedded import EmbeddedServer
 from baton.server.integrity import GENESIS_HASH, digest, version_body
 from baton.server.keys import Keys
 from baton.server.settings import Limits
-from baton.server.store import Backend, utc_now
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
@@ -258,10 +259,10 @@ async def main(quick: bool, output: Path) -> None:
         refs, per_ref = 1000 // scale, 1000 if not quick else 100
         await populate_versions(backend, refs, per_ref)
         b_hash = await hash_floor(backend, refs, per_ref)
-        store = backend.store()
+        store = backend.namespace("default").records
         before_rss = psutil.Process().memory_info().rss
         started = time.perf_counter()
-        stats = await store.stats(verify=True, scope="verify")
+        stats = await store.ns.verifier.stats(verify=True, scope="verify")
         elapsed = time.perf_counter() - started
         grown = (psutil.Process().memory_info().rss - before_rss) / 2**20
         verify = Measure("verify", [0.0] * (stats.checked_versions or 0), elapsed)
@@ -274,9 +275,8 @@ async def main(quick: bool, output: Path) -> None:
               f"RSS grew {grown:.1f} MiB (ru_maxrss {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB)")
 
         # -- search over many memories ---------------------------------------------------------
-        from baton.server.memories import MemoryStore
 
-        memories = MemoryStore(store)
+        memories = store.ns.memories
         count = 50_000 // scale
         # A Zipf-like vocabulary of 5,000 words, 12 words a memory: common words are common.
         rng = random.Random(7)
@@ -306,7 +306,7 @@ async def main(quick: bool, output: Path) -> None:
         growth_table = await growth(api_url, store, api.pid, quick)
         api_rss = psutil.Process(api.pid).memory_info().rss / 2**20
         redis_memory = raw.info()["used_memory"] / 2**20
-        records, packets = (await store.stats()).refs, raw.hlen(Keys("default").handoff_inbox)
+        records, packets = (await store.ns.verifier.stats()).refs, raw.hlen(Keys("default").handoff_inbox)
         rows.append(Row(f"API server RSS with {records:,} records and {packets:,} packets",
                         f"{api_rss:.0f} MiB (Redis holds {redis_memory:,.0f} MiB)",
                         "-", "", "≤ 250 MiB", api_rss <= 250))  # fmt: skip

@@ -15,9 +15,8 @@ from typing import Any
 import httpx
 import psutil
 from baton.server.backup import export, import_dump
-from baton.server.handoffs import HandoffStore
 from baton.server.integrity import GENESIS_HASH, digest, version_body
-from baton.server.store import FactStore
+from baton.server.records import RecordStore
 
 from tests.benchkit import Measure, sequential
 
@@ -30,7 +29,7 @@ WEIGHTS = [1 / (rank + 1) for rank in range(len(VOCABULARY))]  # Zipf-like: comm
 class Seeder:
     """Clones one real exported record and one real exported packet into many."""
 
-    def __init__(self, store: FactStore, record: dict[str, Any], packet: dict[str, Any]) -> None:
+    def __init__(self, store: RecordStore, record: dict[str, Any], packet: dict[str, Any]) -> None:
         self.store = store
         self.record = record
         self.packet = packet
@@ -39,11 +38,11 @@ class Seeder:
         self.packets = 0
 
     @classmethod
-    async def create(cls, store: FactStore) -> Seeder:
+    async def create(cls, store: RecordStore) -> Seeder:
         await store.remember("growth-template/r", {"note": "template"}, agent="bench")
         for ref in ("growth/pin0", "growth/pin1", "growth/pin2", "growth/pin3"):
             await store.remember(ref, {"note": "pinned"}, agent="bench")
-        await HandoffStore(store).handoff(
+        await store.ns.handoffs.handoff(
             from_agent="bench", to_agent="growth-template", summary="template",
             pins=[{"ref": f"growth/pin{n}"} for n in range(4)],
         )  # fmt: skip
@@ -91,7 +90,7 @@ class Seeder:
             await import_dump(self.store, lines)
 
 
-async def growth(api_url: str, store: FactStore, api_pid: int, quick: bool) -> list[str]:
+async def growth(api_url: str, store: RecordStore, api_pid: int, quick: bool) -> list[str]:
     """The growth table (markdown lines), printed as it is measured."""
     sizes = [1_000, 10_000, 100_000] + ([] if quick else [1_000_000])
     depths = [10, 1_000, 10_000 if quick else 100_000]
@@ -136,7 +135,7 @@ async def growth(api_url: str, store: FactStore, api_pid: int, quick: bool) -> l
             reads = await sequential(recall, CALLS, "recall")
             searches = await sequential(search, CALLS, "search")
             started = time.perf_counter()
-            stats = await store.stats(verify=True, scope="growth")
+            stats = await store.ns.verifier.stats(verify=True, scope="growth")
             seconds = time.perf_counter() - started
             api = psutil.Process(api_pid)
             before_rss = api.memory_info().rss / 2**20

@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 import redis
-from baton.server.connection import async_redis, is_cluster
+from baton.server.backend import Backend, Namespace, open_backend
+from baton.server.connection import is_cluster
 from baton.server.embedded import EmbeddedServer, valkey_binary
 from baton.server.identity import Caller, Credential
-from baton.server.settings import Limits
-from baton.server.store import Backend, FactStore
+from baton.server.records import RecordStore
+from baton.server.settings import Settings
 from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
 from redis.retry import Retry
@@ -157,14 +158,19 @@ def data_redis(data_url: str) -> Iterator[redis.Redis]:
 
 @pytest.fixture
 async def backend(data_url: str) -> AsyncIterator[Backend]:
-    client = async_redis(data_url)
-    yield Backend(client, Limits())
-    await client.aclose()
+    """A backend on the data server, wired like every Baton process (no queue dispatch)."""
+    async with open_backend(Settings(redis_url=data_url), dispatch=False) as opened:
+        yield opened
 
 
 @pytest.fixture
-def store(backend: Backend) -> FactStore:
-    return backend.store("default")
+def ns(backend: Backend) -> Namespace:
+    return backend.namespace("default")
+
+
+@pytest.fixture
+def store(ns: Namespace) -> RecordStore:
+    return ns.records
 
 
 def as_agent(agent: str, *, admin: bool = False, session: str | None = None,
@@ -234,26 +240,17 @@ def http(api_url: str, redis_url: str) -> Iterator[httpx.Client]:
 async def dispatching_backend(data_url: str, redis_url: str) -> AsyncIterator[Backend]:
     """A backend that also enqueues RQ jobs, as the API server does: RQ on the plain server,
     sharing the data client when the data is there too."""
-    from baton.queue.dispatch import RQDispatcher
-    from baton.server.connection import sync_redis
     from baton.server.settings import HandoffPolicy
 
-    client = async_redis(data_url)
-    queue_connection = sync_redis(redis_url)
-    queue_client = client if data_url == redis_url else async_redis(redis_url)
-    policy = HandoffPolicy(retry_intervals=(0,))
-    yield Backend(client, Limits(), RQDispatcher(queue_connection, policy, queue_client), policy)
-    await client.aclose()
-    if queue_client is not client:
-        await queue_client.aclose()
-    queue_connection.close()
+    settings = Settings(redis_url=data_url, queue_url=redis_url,
+                        handoffs=HandoffPolicy(retry_intervals=(0,)))  # fmt: skip
+    async with open_backend(settings) as opened:
+        yield opened
 
 
 @pytest.fixture
 def handoffs(dispatching_backend: Backend) -> "HandoffStore":
-    from baton.server.handoffs import HandoffStore
-
-    return HandoffStore(dispatching_backend.store("default"))
+    return dispatching_backend.namespace("default").handoffs
 
 
 def baton_process(

@@ -24,8 +24,7 @@ from baton.server.checkpoints import (
     signature_valid,
     take_checkpoint_if_due,
 )
-from baton.server.memories import MemoryStore
-from baton.server.store import FactStore
+from baton.server.records import RecordStore
 
 from tests.conftest import REPO, as_agent
 
@@ -33,8 +32,8 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def checkpoints(store: FactStore, tmp_path: Path) -> CheckpointStore:
-    return CheckpointStore(store, load_signing_key(tmp_path, None))
+def checkpoints(store: RecordStore, tmp_path: Path) -> CheckpointStore:
+    return CheckpointStore(store.ns, load_signing_key(tmp_path, None))
 
 
 def reference_root(leaves: list[bytes]) -> bytes:
@@ -60,13 +59,13 @@ def test_streamed_root_is_rfc_9162s_tree_hash() -> None:
         assert tree.root() == reference_root([leaf_bytes(leaf) for leaf in leaves]).hex()
 
 
-async def write(store: FactStore, ref: str, *values: object) -> None:
+async def write(store: RecordStore, ref: str, *values: object) -> None:
     for value in values:
         await store.remember(ref, value, agent="scout")
 
 
 async def test_truncation_and_deletion_are_named(
-    store: FactStore, checkpoints: CheckpointStore, data_redis: redis.Redis
+    store: RecordStore, checkpoints: CheckpointStore, data_redis: redis.Redis
 ) -> None:
     """Cut a chain back (delete the head version, move the head) and delete a whole record:
     the per-record chains still verify, the checkpoint names both."""
@@ -81,7 +80,7 @@ async def test_truncation_and_deletion_are_named(
         "version": 2, "hash": data_redis.hget(keys.version("t/doc", 2), "hash")})  # fmt: skip
     data_redis.delete(keys.head("t/other"), keys.version("t/other", 1))
     data_redis.zrem(keys.refs, "t/other")
-    assert (await store.stats(verify=True)).broken == []  # the chains alone see nothing
+    assert (await store.ns.verifier.stats(verify=True)).broken == []  # the chains alone see nothing
 
     report = await checkpoints.verify(await checkpoints.export())
     found = {(f.ref, f.kind, f.checkpoint_version, f.current_version) for f in report.findings}
@@ -90,7 +89,7 @@ async def test_truncation_and_deletion_are_named(
 
 
 async def test_an_edited_outcome_is_named(
-    store: FactStore, checkpoints: CheckpointStore, data_redis: redis.Redis
+    store: RecordStore, checkpoints: CheckpointStore, data_redis: redis.Redis
 ) -> None:
     """Rewriting the last outcome (hash recomputed, so its own chain link holds) is caught."""
     await write(store, "t/fact", "x")
@@ -105,7 +104,7 @@ async def test_an_edited_outcome_is_named(
 
 
 async def test_a_changed_byte_breaks_the_signature(
-    store: FactStore, checkpoints: CheckpointStore
+    store: RecordStore, checkpoints: CheckpointStore
 ) -> None:
     """The signature covers the head: one byte changed anywhere in it fails."""
     await write(store, "t/doc", 1)
@@ -121,11 +120,11 @@ async def test_a_changed_byte_breaks_the_signature(
 
 
 async def test_forgetting_and_new_records_are_not_tampering(
-    store: FactStore, checkpoints: CheckpointStore
+    store: RecordStore, checkpoints: CheckpointStore
 ) -> None:
     """A memory forgotten after the checkpoint (audited) is reported as forgotten, not broken;
     records written after it are counted as new; the next checkpoint records the forget."""
-    memories = MemoryStore(store)
+    memories = store.ns.memories
     saved = await memories.save("the deploy key lives in vault", agent_id="scout")
     assert saved.memory is not None
     await checkpoints.take()
@@ -140,7 +139,7 @@ async def test_forgetting_and_new_records_are_not_tampering(
 
 
 async def test_checkpoints_chain_and_the_sweep_takes_them_only_after_changes(
-    store: FactStore, checkpoints: CheckpointStore
+    store: RecordStore, checkpoints: CheckpointStore
 ) -> None:
     """Each checkpoint links to the previous one's hash; the sweep's checkpoint waits for the
     interval and for a write since the last one."""

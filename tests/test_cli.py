@@ -12,7 +12,7 @@ import msgpack
 import pytest
 import redis
 from baton.server.keys import Keys
-from baton.server.store import FactStore
+from baton.server.records import RecordStore
 
 from tests.conftest import REPO
 
@@ -27,7 +27,7 @@ def baton(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.anyio
 async def test_verify_exits_non_zero_naming_the_broken_link(
-    store: FactStore, redis_url: str, sync_redis: redis.Redis
+    store: RecordStore, redis_url: str, sync_redis: redis.Redis
 ) -> None:
     """`baton verify` passes on intact chains and fails, naming ref and version, on a tampered
     one; --scope limits the check."""
@@ -48,7 +48,7 @@ async def test_verify_exits_non_zero_naming_the_broken_link(
 
 
 @pytest.mark.anyio
-async def test_stats_prints_counts_as_json(store: FactStore, redis_url: str) -> None:
+async def test_stats_prints_counts_as_json(store: RecordStore, redis_url: str) -> None:
     """`baton stats` prints the namespace's counts."""
     await store.remember("a/b", 1, agent="scout")
     await store.remember("a/b", 2, agent="scout")

@@ -8,19 +8,19 @@ import sys
 from collections import Counter
 
 import pytest
+from baton.server.backend import Backend
 from baton.server.connection import async_redis
 from baton.server.settings import Limits
-from baton.server.store import Backend
 
 WRITER = """
 import asyncio, sys
 from baton.server.connection import async_redis
 from baton.server.settings import Limits
-from baton.server.store import Backend
+from baton.server.backend import Backend
 
 async def main(url, name, count):
     client = async_redis(url)
-    store = Backend(client, Limits()).store()
+    store = Backend(client, Limits()).namespace("default").records
     for i in range(count):
         await store.remember("race/counter", {"writer": name, "i": i}, agent=name)
     await client.aclose()
@@ -41,9 +41,9 @@ def test_eight_processes_writing_one_ref_get_versions_1_to_2000(redis_url: str) 
 
     async def check() -> None:
         client = async_redis(redis_url)
-        store = Backend(client, Limits()).store()
+        store = Backend(client, Limits()).namespace("default").records
         history = await store.history("race/counter")
-        stats = await store.stats(verify=True)
+        stats = await store.ns.verifier.stats(verify=True)
         await client.aclose()
 
         assert [entry.version for entry in history.versions] == list(range(1, 2001))

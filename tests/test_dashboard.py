@@ -165,6 +165,7 @@ async def test_a_thousand_open_streams_do_not_starve_requests(
     import time
 
     import httpx
+
     from tests.conftest import running_server
 
     with running_server(redis_url, tmp_path / "serve.log", BATON_MAX_STREAMS="4") as url:

@@ -16,10 +16,10 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
+from baton.server.backend import Backend
 from baton.server.connection import async_redis
 from baton.server.embedded import EmbeddedServer
 from baton.server.settings import Limits
-from baton.server.store import Backend
 
 from tests.conftest import REPO, free_port, wait_for_http
 
@@ -69,9 +69,9 @@ def test_api_killed_during_a_burst_loses_no_acknowledged_write(
 
     async def check() -> None:
         client = async_redis(redis_url)
-        store = Backend(client, Limits()).store()
+        store = Backend(client, Limits()).namespace("default").records
         history = await store.history("burst/ref")
-        stats = await store.stats(verify=True)
+        stats = await store.ns.verifier.stats(verify=True)
         await client.aclose()
         versions = [entry.version for entry in history.versions]
         assert versions == list(range(1, len(versions) + 1))

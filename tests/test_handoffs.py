@@ -9,8 +9,7 @@ import redis
 from baton.queue.dispatch import DELIVER, FAILURE_TTL, queue_name
 from baton.server.errors import Forbidden, InvalidInput, NotFound, StateConflict
 from baton.server.handoffs import HandoffStore, job_id
-from baton.server.sessions import SessionStore
-from baton.server.store import FactStore
+from baton.server.records import RecordStore
 from rq import Queue
 from rq.job import Job
 
@@ -43,7 +42,7 @@ async def test_packet_ids_and_fields(handoffs: HandoffStore) -> None:
 
 
 async def test_stale_pin_is_flagged_and_serves_the_pinned_value(
-    handoffs: HandoffStore, store: FactStore
+    handoffs: HandoffStore, store: RecordStore
 ) -> None:
     """Pin v1, write v2, resume: the stale entry says {ref, 1, 2} and the value is v1's."""
     await store.remember("listing/553/assessment", {"verdict": "apply"}, agent="scout",
@@ -64,11 +63,11 @@ async def test_stale_pin_is_flagged_and_serves_the_pinned_value(
 
 
 async def test_default_pins_are_the_senders_touched_set(
-    handoffs: HandoffStore, store: FactStore
+    handoffs: HandoffStore, store: RecordStore
 ) -> None:
     """With pins omitted, every record the sender's session touched is pinned at the version
     that session last saw, even if the record moved on since."""
-    session = (await SessionStore(store).start(caller=as_agent("scout"))).id
+    session = (await store.ns.sessions.start(caller=as_agent("scout"))).id
     await store.remember("a/one", 1, agent="scout", session=session)
     await store.remember("a/two", 1, agent="scout")
     await store.recall("a/two", agent="scout", session=session)
@@ -203,7 +202,7 @@ async def test_unclaimed_packets_expire(handoffs: HandoffStore) -> None:
 
 
 async def test_bad_packets_are_refused_without_writing(
-    handoffs: HandoffStore, store: FactStore, data_redis: redis.Redis
+    handoffs: HandoffStore, store: RecordStore, data_redis: redis.Redis
 ) -> None:
     """Invalid fields and pins to missing records or versions are refused up front."""
     await store.remember("a/b", 1, agent="scout")
@@ -224,7 +223,7 @@ async def test_bad_packets_are_refused_without_writing(
 
 
 async def test_outcome_with_handoff_id_completes_the_packet(
-    handoffs: HandoffStore, store: FactStore
+    handoffs: HandoffStore, store: RecordStore
 ) -> None:
     """record_outcome(handoff_id=...) moves confidence and closes the claimed packet; a packet
     not claimed by the caller is refused before any confidence moves."""

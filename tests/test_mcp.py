@@ -10,8 +10,8 @@ from typing import Any
 
 import httpx
 import pytest
+from baton.server.backend import Backend
 from baton.server.mcp_server import Binding, create_mcp_server
-from baton.server.store import Backend
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 

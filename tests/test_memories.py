@@ -8,15 +8,16 @@ from typing import Any
 
 import pytest
 import redis
+from baton.server.backend import Backend
 from baton.server.connection import async_redis
 from baton.server.errors import InvalidInput, NotFound
 from baton.server.memories import MemoryStore, jaccard
 from baton.server.models import Observation, Session
 from baton.server.observations import compress, concepts_of, open_question
+from baton.server.records import RecordStore
 from baton.server.search import SearchIndex, tokenize
 from baton.server.sessions import SessionStore, within
 from baton.server.settings import Limits
-from baton.server.store import Backend, FactStore
 
 from tests.conftest import as_agent
 
@@ -26,13 +27,13 @@ BASE = "the refresh token rotation stores every device token in redis with a ttl
 
 
 @pytest.fixture
-def memories(store: FactStore) -> MemoryStore:
-    return MemoryStore(store)
+def memories(store: RecordStore) -> MemoryStore:
+    return store.ns.memories
 
 
 @pytest.fixture
-def sessions(store: FactStore) -> SessionStore:
-    return SessionStore(store)
+def sessions(store: RecordStore) -> SessionStore:
+    return store.ns.sessions
 
 
 async def observe(sessions: SessionStore, session_id: str, cwd: str, hook: str = "post_tool_use",
@@ -110,7 +111,7 @@ async def test_common_word_queries_do_not_merge_whole_postings(
     """Queries of common words are answered from the heads of their postings: no
     ZUNIONSTORE over tens of thousands of entries (what made them slow)."""
     client = async_redis(redis_url)
-    index = MemoryStore(Backend(client, Limits()).store()).index
+    index = Backend(client, Limits()).namespace("default").search
     await zipf_corpus(index, 2000)
     sync_redis.config_resetstat()
     for query in ("w0 w1", "w0 w2 w3", "w1 w2 w7"):
@@ -127,7 +128,7 @@ async def test_empty_content_is_not_saved(memories: MemoryStore) -> None:
 
 
 async def test_near_duplicate_supersedes_with_a_new_id(
-    memories: MemoryStore, store: FactStore
+    memories: MemoryStore, store: RecordStore
 ) -> None:
     """Jaccard > 0.7: as agentmemory does, the new content is a new memory (version 2, its
     parentId/supersedes naming the old one); the old one stays readable with both contents
@@ -223,7 +224,7 @@ async def test_formats_and_token_budget(memories: MemoryStore) -> None:
 
 
 async def test_forgotten_memory_is_never_found_and_chain_still_verifies(
-    memories: MemoryStore, store: FactStore
+    memories: MemoryStore, store: RecordStore
 ) -> None:
     """Forget removes the memory from search and reads, writes an audit entry, and leaves a
     tombstone whose hash covers the original: verify stays clean."""
@@ -237,7 +238,7 @@ async def test_forgotten_memory_is_never_found_and_chain_still_verifies(
     history = await store.history(f"memory/{saved.memory.id}")
     assert history.versions[0].value is None
     assert history.versions[0].forgotten is not None and history.versions[0].chain_ok
-    assert (await store.stats(verify=True)).broken == []
+    assert (await store.ns.verifier.stats(verify=True)).broken == []
     [entry] = await memories.audit_log()
     assert (entry.action, entry.target, entry.reason, entry.agent) == (
         "forget", f"memory/{saved.memory.id}", "leaked", "claude",

@@ -140,7 +140,7 @@ JSON_VALUES = st.recursive(
 def test_fuzzed_agentmemory_bodies_never_get_a_server_error(api_url: str, redis_url: str) -> None:
     """Every /agentmemory route that takes a body, fed bodies mixing its clients' field
     names with any JSON values: never a 5xx, always agentmemory's JSON (never problem+json)."""
-    from baton.server.api.agentmemory import AgentMemoryController
+    from baton.server.api.agentmemory_routes import AgentMemoryController
 
     routes = [
         (method, f"/agentmemory{handler.paths.pop()}")

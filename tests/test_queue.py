@@ -173,7 +173,7 @@ async def test_rq_requeue_of_a_dead_letter_really_retries_the_packet(
     assert worker.communicate(timeout=120)[0] is not None and worker.returncode == 0
     assert (await handoffs.get(packet_id)).state == "failed"
 
-    await handoffs.facts.remember(f"fixed/{packet_id}/cause", "fixed", agent="operator")
+    await handoffs.ns.records.remember(f"fixed/{packet_id}/cause", "fixed", agent="operator")
     queue = queue_name("default", "tester")
     requeued = subprocess.run(
         [str(Path(sys.executable).with_name("rq")), "requeue", "--all", "--queue", queue,
@@ -187,7 +187,7 @@ async def test_rq_requeue_of_a_dead_letter_really_retries_the_packet(
     packet = await handoffs.get(packet_id)
     assert packet.state == "done" and packet.log is not None, output
     assert "requeued with rq requeue" in [t.reason for t in packet.log]
-    handled = await handoffs.facts.recall(f"handled/{packet_id}")
+    handled = await handoffs.ns.records.recall(f"handled/{packet_id}")
     assert handled.value == "push"
 
 
@@ -212,7 +212,7 @@ async def test_a_handler_longer_than_its_lease_keeps_its_packet(
     assert worker.returncode == 0, output
     packet = await handoffs.get(packet_id)
     assert (packet.state, packet.deliveries) == ("done", 1)
-    assert (await handoffs.facts.history(f"handled/{packet_id}")).versions[-1].version == 1
+    assert (await handoffs.ns.records.history(f"handled/{packet_id}")).versions[-1].version == 1
 
 
 async def test_sigterm_stops_a_worker_stuck_in_a_handler_within_its_grace(

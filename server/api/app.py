@@ -11,32 +11,32 @@ from typing import Any
 
 import msgspec
 from baton.queue.sweeps import sweep_forever
-from baton.server.api.agentmemory import AgentMemoryController
+from baton.server.api.agentmemory_routes import AgentMemoryController
 from baton.server.api.auth import Gate, caller_of, gate_middleware
-from baton.server.api.checkpoints import CheckpointController
-from baton.server.api.dashboard import (
+from baton.server.api.checkpoint_routes import CheckpointController
+from baton.server.api.dashboard_routes import (
     STATIC,
     TEMPLATES,
     DashboardData,
     DashboardPages,
 )
 from baton.server.api.deps import DEPENDENCIES, CallerDep
-from baton.server.api.handoffs import HandoffController
-from baton.server.api.memory import MemoryController
+from baton.server.api.event_streams import EventHub
 from baton.server.api.metrics import PROMETHEUS, MetricsController
 from baton.server.api.middleware import request_logging
+from baton.server.api.packet_routes import HandoffController
 from baton.server.api.problems import EXCEPTION_HANDLERS, problems
-from baton.server.api.records import RecordController
-from baton.server.api.streams import EventHub
+from baton.server.api.record_routes import RecordController
+from baton.server.api.session_routes import MemoryController
+from baton.server.backend import Backend, open_backend
 from baton.server.checkpoints import load_signing_key
+from baton.server.clock import utc_now
 from baton.server.connection import async_redis, embedded_server, redis_url
 from baton.server.embedded import supervise
 from baton.server.identity import CALLER, Caller
 from baton.server.keys import RATE_LIMIT_NAMESPACE, READY_PROBE
 from baton.server.mcp_server import Binding, create_mcp_server
-from baton.server.runtime import open_backend
 from baton.server.settings import Settings
-from baton.server.store import Backend, utc_now
 from litestar import Litestar, asgi, get
 from litestar.datastructures import State
 from litestar.middleware.rate_limit import RateLimitConfig

@@ -13,12 +13,13 @@ from __future__ import annotations
 from typing import Any, TypeAlias
 
 from baton.server.api.auth import caller_of
+from baton.server.backend import Backend, Namespace
 from baton.server.dashboard import Dashboard
 from baton.server.handoffs import HandoffStore
 from baton.server.identity import CALLER, Caller
 from baton.server.memories import MemoryStore
+from baton.server.records import RecordStore
 from baton.server.sessions import SessionStore
-from baton.server.store import Backend, FactStore
 from litestar import Request
 from litestar.datastructures import State
 from litestar.di import NamedDependency, Provide
@@ -47,39 +48,49 @@ async def claim_agent_id(request: Request[Any, Any, Any]) -> None:
 
 
 CallerDep: TypeAlias = NamedDependency[Caller]
-StoreDep: TypeAlias = NamedDependency[FactStore]
+NamespaceDep: TypeAlias = NamedDependency[Namespace]
+RecordsDep: TypeAlias = NamedDependency[RecordStore]
 HandoffsDep: TypeAlias = NamedDependency[HandoffStore]
 SessionsDep: TypeAlias = NamedDependency[SessionStore]
 MemoriesDep: TypeAlias = NamedDependency[MemoryStore]
 DashboardDep: TypeAlias = NamedDependency[Dashboard]
 
 
-def provide_store(caller: CallerDep, state: State) -> FactStore:
+def provide_namespace(caller: CallerDep, state: State) -> Namespace:
+    """The caller's namespace on the app's backend."""
     backend: Backend = state.backend
-    return FactStore(backend, caller.namespace)
+    return backend.namespace(caller.namespace)
 
 
-def provide_handoffs(store: StoreDep) -> HandoffStore:
-    return HandoffStore(store)
+def provide_records(ns: NamespaceDep) -> RecordStore:
+    return ns.records
 
 
-def provide_sessions(store: StoreDep) -> SessionStore:
-    return SessionStore(store)
+def provide_handoffs(ns: NamespaceDep) -> HandoffStore:
+    return ns.handoffs
 
 
-def provide_memories(store: StoreDep) -> MemoryStore:
-    return MemoryStore(store)
+def provide_sessions(ns: NamespaceDep) -> SessionStore:
+    return ns.sessions
 
 
-def provide_dashboard(handoffs: HandoffsDep) -> Dashboard:
-    return Dashboard(handoffs)
+def provide_memories(ns: NamespaceDep) -> MemoryStore:
+    return ns.memories
+
+
+def provide_dashboard(ns: NamespaceDep) -> Dashboard:
+    return ns.dashboard
 
 
 DEPENDENCIES: dict[str, Provide] = {
     name: Provide(provider, sync_to_thread=False)
     for name, provider in [
-        ("caller", provide_caller), ("store", provide_store), ("handoffs", provide_handoffs),
-        ("sessions", provide_sessions), ("memories", provide_memories),
+        ("caller", provide_caller),
+        ("ns", provide_namespace),
+        ("records", provide_records),
+        ("handoffs", provide_handoffs),
+        ("sessions", provide_sessions),
+        ("memories", provide_memories),
         ("dashboard", provide_dashboard),
     ]
-}  # fmt: skip
+}

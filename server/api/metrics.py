@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from baton.server.handoffs import HandoffStore
 from baton.server.keys import NAMESPACES
 from litestar import Controller, Request, Response, get
 from litestar.plugins.prometheus import PrometheusConfig
@@ -41,11 +40,10 @@ class MetricsController(Controller):
         backend = request.app.state.backend
         for raw in sorted(await backend.redis.smembers(NAMESPACES)):
             namespace = raw.decode()
-            handoffs = HandoffStore(backend.store(namespace))
-            for summary in await handoffs.agents():
+            for summary in await backend.namespace(namespace).handoffs.agents():
                 for state in ("queued", "claimed", "failed"):
                     PACKETS.labels(namespace, summary.agent, state).set(getattr(summary, state))
                 if backend.dispatcher is not None:
-                    depth = backend.dispatcher.queue(namespace, summary.agent).count
+                    depth = await backend.dispatcher.depth(namespace, summary.agent)
                     QUEUE_DEPTH.labels(namespace, summary.agent).set(depth)
         return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)

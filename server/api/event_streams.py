@@ -14,21 +14,15 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-import structlog
+from baton.server.activity import follow
 from baton.server.errors import TooManyStreams
 from baton.server.keys import Keys
+from baton.server.models import Event
 from redis.asyncio import Redis
 
-log = structlog.get_logger("baton.streams")
 WAIT_MS = 15_000
 QUEUE_SIZE = 256
 
-
-@dataclass(frozen=True)
-class Event:
-    id: str
-    kind: str
-    text: str
 
 
 @dataclass
@@ -71,26 +65,11 @@ class EventHub:
     async def _read(self, namespace: str) -> None:
         """Follow the namespace's stream from its current end, for the life of the app (one
         blocked connection per namespace with dashboards, whatever their number)."""
-        key, last = Keys(namespace).events, ""
         reader = self.readers[namespace]
-        while True:
-            try:
-                if not last:
-                    newest = await self.redis.xrevrange(key, count=1)
-                    last = newest[0][0].decode() if newest else "0-0"
-                reply = await self.redis.xread({key: last}, block=WAIT_MS, count=100)
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # noqa: BLE001 - Redis away: retry, the dashboards keep waiting
-                log.warning("event stream read failed; retrying", namespace=namespace)
-                await asyncio.sleep(1)
-                continue
-            for event_id, fields in reply[0][1] if reply else []:
-                last = event_id.decode()
-                event = Event(id=last, kind=fields[b"kind"].decode(), text=fields[b"text"].decode())
-                for queue in list(reader.subscribers):
-                    if not queue.full():  # a stalled reader misses events, never blocks others
-                        queue.put_nowait(event)
+        async for event in follow(self.redis, Keys(namespace), WAIT_MS):
+            for queue in list(reader.subscribers):
+                if not queue.full():  # a stalled reader misses events, never blocks others
+                    queue.put_nowait(event)
 
     async def close(self) -> None:
         for reader in self.readers.values():

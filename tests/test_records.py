@@ -5,20 +5,20 @@ from __future__ import annotations
 import msgpack
 import pytest
 import redis
+from baton.server.backend import Backend
 from baton.server.connection import async_redis
 from baton.server.errors import InvalidInput, NotFound, TooLarge, VersionConflict
 from baton.server.integrity import GENESIS_HASH
 from baton.server.keys import Keys
-from baton.server.sessions import SessionStore
+from baton.server.records import BATCH, RecordStore
 from baton.server.settings import Limits
-from baton.server.store import BATCH, Backend, FactStore
 
 from tests.conftest import as_agent
 
 pytestmark = pytest.mark.anyio
 
 
-async def test_remember_appends_versions_and_never_overwrites(store: FactStore) -> None:
+async def test_remember_appends_versions_and_never_overwrites(store: RecordStore) -> None:
     """A second write to a ref is version 2; version 1 stays readable, marked superseded."""
     first = await store.remember("listing/553/assessment", {"verdict": "apply"}, agent="scout")
     second = await store.remember("listing/553/assessment", {"verdict": "maybe"}, agent="scout")
@@ -32,7 +32,7 @@ async def test_remember_appends_versions_and_never_overwrites(store: FactStore) 
     assert (current.version, current.value, current.superseded_by) == (2, {"verdict": "maybe"}, None)
 
 
-async def test_values_round_trip_with_their_types(store: FactStore) -> None:
+async def test_values_round_trip_with_their_types(store: RecordStore) -> None:
     """Any JSON-compatible value comes back exactly as written."""
     value = {"n": 3, "x": 0.1, "s": "héllo", "l": [1, None, True], "nested": {"k": []}}
     await store.remember("a/b", value, agent="scout", tags=["t1", "t2"], confidence=0.7)
@@ -44,7 +44,7 @@ async def test_values_round_trip_with_their_types(store: FactStore) -> None:
     assert record.author == "scout"
 
 
-async def test_expected_version_mismatch_writes_nothing(store: FactStore) -> None:
+async def test_expected_version_mismatch_writes_nothing(store: RecordStore) -> None:
     """A conditional write on a stale version is refused with the current version named."""
     await store.remember("a/b", 1, agent="scout")
     with pytest.raises(VersionConflict) as caught:
@@ -57,7 +57,7 @@ async def test_expected_version_mismatch_writes_nothing(store: FactStore) -> Non
 
 
 async def test_bad_input_is_refused_before_anything_is_written(
-    store: FactStore, data_redis: redis.Redis
+    store: RecordStore, data_redis: redis.Redis
 ) -> None:
     """Invalid refs, values and confidences raise clear errors and leave Redis empty."""
     with pytest.raises(InvalidInput, match="ref"):
@@ -75,12 +75,12 @@ async def test_value_over_the_limit_is_too_large(backend: Backend) -> None:
     """A value whose encoding exceeds max_value_bytes is refused with the limit named."""
     from baton.server.settings import Limits
 
-    small = FactStore(Backend(backend.redis, Limits(max_value_bytes=100)))
+    small = Backend(backend.redis, Limits(max_value_bytes=100)).namespace("default").records
     with pytest.raises(TooLarge, match="limit is 100"):
         await small.remember("a/b", "x" * 200, agent="scout")
 
 
-async def test_recall_unknown_ref_or_version_is_not_found(store: FactStore) -> None:
+async def test_recall_unknown_ref_or_version_is_not_found(store: RecordStore) -> None:
     """Unknown refs and versions are NotFound; a missing version names the current one."""
     with pytest.raises(NotFound, match="no record a/b"):
         await store.recall("a/b")
@@ -90,7 +90,7 @@ async def test_recall_unknown_ref_or_version_is_not_found(store: FactStore) -> N
     assert caught.value.extra["current_version"] == 1
 
 
-async def test_history_lists_every_version_with_verified_links(store: FactStore) -> None:
+async def test_history_lists_every_version_with_verified_links(store: RecordStore) -> None:
     """History returns versions oldest first, each chained to the previous hash."""
     for value in ("one", "two", "three"):
         await store.remember("a/b", value, agent="scout")
@@ -102,7 +102,7 @@ async def test_history_lists_every_version_with_verified_links(store: FactStore)
     assert [entry.prev_hash for entry in history.versions] == hashes[:-1]
 
 
-async def test_superseded_version_keeps_the_confidence_it_had(store: FactStore) -> None:
+async def test_superseded_version_keeps_the_confidence_it_had(store: RecordStore) -> None:
     """An outcome moves the current version's confidence; a later version starts afresh and
     the superseded one keeps the confidence it had when replaced."""
     await store.remember("a/b", "v1", agent="scout", confidence=0.8)
@@ -113,7 +113,7 @@ async def test_superseded_version_keeps_the_confidence_it_had(store: FactStore) 
     assert [round(entry.confidence, 4) for entry in history.versions] == [0.84, 0.3]
 
 
-async def test_outcomes_move_confidence_and_keep_before_after(store: FactStore) -> None:
+async def test_outcomes_move_confidence_and_keep_before_after(store: RecordStore) -> None:
     """The demo numbers: success 0.80 -> 0.84, failure 0.60 -> 0.39, both logged and chained."""
     await store.remember("listing/482/assessment", "apply", agent="scout", confidence=0.8)
     await store.remember("source/boards-example/rate-limit", "60s", agent="scout", confidence=0.6)
@@ -137,7 +137,7 @@ async def test_outcomes_move_confidence_and_keep_before_after(store: FactStore) 
     assert (history.successes, history.failures) == (1, 0)
 
 
-async def test_outcome_with_an_unknown_ref_changes_nothing(store: FactStore) -> None:
+async def test_outcome_with_an_unknown_ref_changes_nothing(store: RecordStore) -> None:
     """If any ref is unknown the whole outcome is refused and no confidence moves."""
     await store.remember("a/b", 1, agent="scout", confidence=0.5)
     with pytest.raises(NotFound, match="x/y"):
@@ -146,7 +146,7 @@ async def test_outcome_with_an_unknown_ref_changes_nothing(store: FactStore) -> 
     assert await store.outcomes("a/b") == []
 
 
-async def test_outcome_needs_refs_or_a_session(store: FactStore) -> None:
+async def test_outcome_needs_refs_or_a_session(store: RecordStore) -> None:
     """Without refs and without a session there is nothing to apply the outcome to."""
     with pytest.raises(InvalidInput, match="refs"):
         await store.record_outcome("success", "RUN-1", agent="e")
@@ -154,22 +154,22 @@ async def test_outcome_needs_refs_or_a_session(store: FactStore) -> None:
         await store.record_outcome("success", " ", agent="e", refs=["a/b"])
 
 
-async def test_session_touched_set_defaults_outcome_refs(store: FactStore) -> None:
+async def test_session_touched_set_defaults_outcome_refs(store: RecordStore) -> None:
     """Refs a session read or wrote, with the version seen, are the outcome's default refs."""
     await store.remember("a/b", 1, agent="scout", confidence=0.5)
     await store.remember("c/d", 1, agent="scout", confidence=0.5)
     await store.remember("e/f", 1, agent="scout", confidence=0.5)
-    session = await SessionStore(store).start(caller=as_agent("executor"))
+    session = await store.ns.sessions.start(caller=as_agent("executor"))
     await store.recall("a/b", agent="executor", session=session.id)
     await store.remember("c/d", 2, agent="executor", session=session.id)
 
-    assert await store.touched(session.id) == {"a/b": 1, "c/d": 2}
+    assert await store.activity.touched(session.id) == {"a/b": 1, "c/d": 2}
     report = await store.record_outcome("success", "RUN-7", agent="executor", session=session.id)
     assert sorted(move.ref for move in report.moves) == ["a/b", "c/d"]
     assert (await store.recall("e/f")).confidence == 0.5
 
 
-async def test_listing_filters_by_scope_boundary_tags_and_confidence(store: FactStore) -> None:
+async def test_listing_filters_by_scope_boundary_tags_and_confidence(store: RecordStore) -> None:
     """Scope matches whole segments; tags all/any and min_confidence filter current versions."""
     await store.remember("listing/482/assessment", 1, agent="s", tags=["job", "hot"], confidence=0.8)
     await store.remember("listing/553/assessment", 1, agent="s", tags=["job"], confidence=0.4)
@@ -189,7 +189,7 @@ async def test_listing_filters_by_scope_boundary_tags_and_confidence(store: Fact
     assert refs(await store.list_records(min_confidence=0.6)) == ["listing/482/assessment"]
 
 
-async def test_listing_tag_filter_follows_the_current_version(store: FactStore) -> None:
+async def test_listing_tag_filter_follows_the_current_version(store: RecordStore) -> None:
     """A tag dropped by a newer version no longer matches the record."""
     await store.remember("a/b", 1, agent="s", tags=["draft"])
     await store.remember("a/b", 2, agent="s", tags=["final"])
@@ -197,7 +197,7 @@ async def test_listing_tag_filter_follows_the_current_version(store: FactStore) 
     assert [r.value for r in (await store.list_records(tags=["final"])).records] == [2]
 
 
-async def test_listing_pages_with_a_cursor_without_gaps(store: FactStore) -> None:
+async def test_listing_pages_with_a_cursor_without_gaps(store: RecordStore) -> None:
     """Following next_cursor visits every record exactly once, in ref order."""
     refs = [f"scope/k{i:03d}" for i in range(23)]
     for ref in refs:
@@ -215,26 +215,26 @@ async def test_listing_pages_with_a_cursor_without_gaps(store: FactStore) -> Non
 
 async def test_namespaces_are_isolated(backend: Backend) -> None:
     """The same ref in two namespaces are two independent records."""
-    await backend.store("alpha").remember("a/b", "alpha", agent="s")
+    await backend.namespace("alpha").records.remember("a/b", "alpha", agent="s")
     with pytest.raises(NotFound):
-        await backend.store("beta").recall("a/b")
-    assert (await backend.store("alpha").recall("a/b")).value == "alpha"
+        await backend.namespace("beta").records.recall("a/b")
+    assert (await backend.namespace("alpha").records.recall("a/b")).value == "alpha"
 
 
-async def test_stats_counts_records_versions_agents_and_outcomes(store: FactStore) -> None:
+async def test_stats_counts_records_versions_agents_and_outcomes(store: RecordStore) -> None:
     """Stats reflect what was written."""
     await store.remember("a/b", 1, agent="scout", confidence=0.2)
     await store.remember("a/b", 2, agent="executor", confidence=0.4)
     await store.remember("c/d", 1, agent="scout", confidence=0.8)
     await store.record_outcome("failure", "RUN-1", agent="executor", refs=["c/d"])
 
-    stats = await store.stats()
+    stats = await store.ns.verifier.stats()
     assert (stats.refs, stats.versions, stats.agents, stats.outcomes) == (2, 3, 2, 1)
     assert stats.average_confidence == pytest.approx((0.4 + 0.8 * 0.65) / 2)
 
 
 async def test_verify_reports_exactly_the_tampered_version(
-    store: FactStore, data_redis: redis.Redis
+    store: RecordStore, data_redis: redis.Redis
 ) -> None:
     """Editing a stored value behind Baton's back breaks that version's hash, and only that;
     restoring it makes verify clean again."""
@@ -246,7 +246,7 @@ async def test_verify_reports_exactly_the_tampered_version(
     assert original is not None
 
     data_redis.hset(key, "value", msgpack.packb({"i": 99}))
-    stats = await store.stats(verify=True)
+    stats = await store.ns.verifier.stats(verify=True)
     assert stats.broken is not None
     assert [(b.ref, b.chain, b.version, b.kind) for b in stats.broken] == [
         ("listing/553/assessment", "versions", 2, "hash")
@@ -255,11 +255,11 @@ async def test_verify_reports_exactly_the_tampered_version(
     assert [entry.chain_ok for entry in history.versions] == [True, False, True]
 
     data_redis.hset(key, "value", original)
-    assert (await store.stats(verify=True)).broken == []
+    assert (await store.ns.verifier.stats(verify=True)).broken == []
 
 
 async def test_verify_finds_edits_in_long_and_short_records_alike(
-    store: FactStore, data_redis: redis.Redis
+    store: RecordStore, data_redis: redis.Redis
 ) -> None:
     """A record longer than one read batch is streamed, short ones are checked many per
     round trip: an edit is reported at its exact version either way, and counts add up."""
@@ -272,7 +272,7 @@ async def test_verify_finds_edits_in_long_and_short_records_alike(
     data_redis.hset(Keys().version(long_ref, BATCH + 7), "value", msgpack.packb("edited"))
     data_redis.hset(Keys().version("short/17", 2), "author", "mallory")
 
-    stats = await store.stats(verify=True)
+    stats = await store.ns.verifier.stats(verify=True)
     assert stats.broken is not None
     assert [(b.ref, b.version, b.kind) for b in stats.broken] == [
         (long_ref, BATCH + 7, "hash"), ("short/17", 2, "hash"),
@@ -281,7 +281,7 @@ async def test_verify_finds_edits_in_long_and_short_records_alike(
 
 
 async def test_verify_catches_a_rewritten_hash_at_the_next_link(
-    store: FactStore, data_redis: redis.Redis
+    store: RecordStore, data_redis: redis.Redis
 ) -> None:
     """Forging a version's hash too shows up as a broken link at the following version."""
     for i in range(3):
@@ -297,12 +297,12 @@ async def test_verify_catches_a_rewritten_hash_at_the_next_link(
     )  # fmt: skip
     data_redis.hset(key, "hash", digest(body))
 
-    broken = (await store.stats(verify=True)).broken
+    broken = (await store.ns.verifier.stats(verify=True)).broken
     assert broken is not None
     assert [(b.version, b.kind) for b in broken] == [(3, "link")]
 
 
-async def test_verify_checks_the_outcomes_chain(store: FactStore, data_redis: redis.Redis) -> None:
+async def test_verify_checks_the_outcomes_chain(store: RecordStore, data_redis: redis.Redis) -> None:
     """An outcome entry edited in place is reported in the outcomes chain."""
     await store.remember("a/b", 1, agent="scout", confidence=0.6)
     await store.record_outcome("failure", "RUN-1", agent="e", refs=["a/b"])
@@ -312,7 +312,7 @@ async def test_verify_checks_the_outcomes_chain(store: FactStore, data_redis: re
     entry["after"] = 0.9
     data_redis.lset(log_key, 0, msgpack.packb(entry))
 
-    broken = (await store.stats(verify=True)).broken
+    broken = (await store.ns.verifier.stats(verify=True)).broken
     assert broken is not None
     assert [(b.chain, b.version, b.kind) for b in broken] == [("outcomes", 1, "hash")]
 
@@ -324,7 +324,7 @@ async def test_writes_survive_a_script_flush_without_asking_script_exists(
     after SCRIPT FLUSH the missing scripts are loaded and run, and nothing is lost or
     written twice: each write is one version, indexed and found by search."""
     client = async_redis(redis_url)
-    store = Backend(client, Limits()).store()
+    store = Backend(client, Limits()).namespace("default").records
     session = "s-flush"
     await store.remember("flush/a", {"text": "before the flush"}, agent="scout", session=session)
     sync_redis.config_resetstat()
@@ -335,7 +335,7 @@ async def test_writes_survive_a_script_flush_without_asking_script_exists(
     assert (await store.recall("flush/a")).version == 2
     assert [v.version for v in (await store.history("flush/a")).versions] == [1, 2]
     assert {h.doc for h in await store.search.search("after another")} == {"f:flush/a", "f:flush/b"}
-    stats = await store.stats(verify=True)
+    stats = await store.ns.verifier.stats(verify=True)
     assert (stats.versions, stats.broken) == (3, [])
     assert "cmdstat_script|exists" not in sync_redis.info("commandstats")
     await client.aclose()

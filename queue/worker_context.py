@@ -15,12 +15,10 @@ from functools import cache
 from typing import Any, TypeVar
 
 from baton.agents.client import BatonClient
-from baton.queue.dispatch import RQDispatcher
+from baton.server.backend import Backend, connect, open_backend
 from baton.server.checkpoints import load_signing_key
-from baton.server.connection import async_redis, queue_url, redis_url, sync_redis
 from baton.server.handoffs import HandoffStore
 from baton.server.settings import Settings
-from baton.server.store import Backend
 
 T = TypeVar("T")
 
@@ -31,15 +29,11 @@ class WorkerContext:
         self.clients: dict[tuple[str, str], BatonClient] = {}
         self.held: tuple[str, str, str] | None = None  # the packet a handler is running for
         self.runner = asyncio.Runner()
-        self.dispatcher = RQDispatcher(sync_redis(queue_url(settings)), settings.handoffs)
-        url = redis_url(settings)
-        self.backend: Backend = self.run(self._backend(url))
+        self.backend: Backend = self.run(self._connect())
         self.signing_key = load_signing_key(settings.data_dir, settings.signing_key)
 
-    async def _backend(self, url: str) -> Backend:
-        return Backend(
-            async_redis(url), self.settings.limits, self.dispatcher, self.settings.handoffs
-        )
+    async def _connect(self) -> Backend:
+        return connect(self.settings)  # on the runner's loop, where its clients will be used
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         return self.runner.run(coroutine)
@@ -54,7 +48,7 @@ class WorkerContext:
         return self.clients[key]
 
     def handoffs(self, namespace: str) -> HandoffStore:
-        return HandoffStore(self.backend.store(namespace))
+        return self.backend.namespace(namespace).handoffs
 
     @contextlib.contextmanager
     def holding(self, namespace: str, agent: str, packet_id: str, job: str) -> Iterator[None]:
@@ -68,16 +62,11 @@ class WorkerContext:
 
         def beat() -> None:
             async def renew_until_stopped() -> None:
-                client = async_redis(redis_url(self.settings))
-                handoffs = HandoffStore(
-                    Backend(client, self.settings.limits, None, self.settings.handoffs)
-                    .store(namespace))  # fmt: skip
-                try:
+                async with open_backend(self.settings, dispatch=False) as backend:
+                    handoffs = backend.namespace(namespace).handoffs
                     while await handoffs.renew_lease(agent, packet_id, job, lease):
                         if await asyncio.to_thread(stop.wait, lease / 3):
                             return
-                finally:
-                    await client.aclose()
 
             if not stop.wait(lease / 3):  # a short handler ends before a renewal is due
                 asyncio.run(renew_until_stopped())
@@ -101,13 +90,8 @@ class WorkerContext:
         namespace, agent, packet_id = held
 
         async def release() -> None:
-            client = async_redis(redis_url(self.settings))
-            try:
-                backend = Backend(client, self.settings.limits, self.dispatcher,
-                                  self.settings.handoffs)  # fmt: skip
-                await HandoffStore(backend.store(namespace)).release(packet_id, agent, reason=reason)
-            finally:
-                await client.aclose()
+            async with open_backend(self.settings) as backend:
+                await backend.namespace(namespace).handoffs.release(packet_id, agent, reason=reason)
 
         asyncio.run(release())
         return packet_id

@@ -11,8 +11,8 @@ from typing import Annotated, Any
 
 from baton.server.api.auth import LOGIN_COOKIE, Gate, require_admin
 from baton.server.api.deps import CallerDep, DashboardDep, HandoffsDep
+from baton.server.api.event_streams import EventHub
 from baton.server.api.problems import problems
-from baton.server.api.streams import EventHub
 from baton.server.dashboard import (
     ActivityView,
     ConfidencePoint,

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import msgspec
 from baton.server.api.auth import require_admin
-from baton.server.api.deps import CallerDep, StoreDep
+from baton.server.api.deps import CallerDep, NamespaceDep
 from baton.server.api.problems import problems
 from baton.server.checkpoints import (
     MAX_SEQ,
@@ -36,8 +36,8 @@ class VerifyBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     export: Exported | None = None
 
 
-def _checkpoints(store: StoreDep, state: State) -> CheckpointStore:
-    return CheckpointStore(store, state.signing_key)
+def _checkpoints(ns: NamespaceDep, state: State) -> CheckpointStore:
+    return CheckpointStore(ns, state.signing_key)
 
 
 class CheckpointController(Controller):
@@ -46,36 +46,36 @@ class CheckpointController(Controller):
 
     @get("/", summary="Checkpoints, newest first", responses=problems())
     async def list_checkpoints(
-        self, store: StoreDep, state: State, limit: Annotated[int, Parameter(ge=1, le=500)] = 50
+        self, ns: NamespaceDep, state: State, limit: Annotated[int, Parameter(ge=1, le=500)] = 50
     ) -> list[Checkpoint]:
-        return await _checkpoints(store, state).list(limit)
+        return await _checkpoints(ns, state).list(limit)
 
     @post("/", summary="Take a signed checkpoint now (admin)", responses=problems(503))
-    async def take(self, store: StoreDep, state: State, caller: CallerDep) -> Checkpoint:
+    async def take(self, ns: NamespaceDep, state: State, caller: CallerDep) -> Checkpoint:
         require_admin(caller, "taking a checkpoint")
-        taken = await _checkpoints(store, state).take()
+        taken = await _checkpoints(ns, state).take()
         assert taken is not None  # only_if_changed is off
         return taken
 
     @get("/key", summary="The public key checkpoints are signed with", responses=problems())
-    async def key(self, store: StoreDep, state: State) -> PublicKey:
-        public = _checkpoints(store, state).public_key
+    async def key(self, ns: NamespaceDep, state: State) -> PublicKey:
+        public = _checkpoints(ns, state).public_key
         return PublicKey(algorithm="Ed25519", public_key=public, key_id=key_id(public))
 
     @get("/{seq:int}/export", summary="A checkpoint with its leaves, to keep elsewhere",
          responses=problems(404))  # fmt: skip
-    async def export(self, seq: FromPath[int], store: StoreDep, state: State) -> Exported:
-        return await _checkpoints(store, state).export(seq)
+    async def export(self, seq: FromPath[int], ns: NamespaceDep, state: State) -> Exported:
+        return await _checkpoints(ns, state).export(seq)
 
     @post("/verify", summary="Compare the store with a checkpoint: missing, behind, changed",
           status_code=200, responses=problems(404, 413))  # fmt: skip
     async def verify(
-        self, store: StoreDep, state: State, data: JSONBody[VerifyBody | None] = None
+        self, ns: NamespaceDep, state: State, data: JSONBody[VerifyBody | None] = None
     ) -> CheckpointReport:
-        checkpoints = _checkpoints(store, state)
+        checkpoints = _checkpoints(ns, state)
         body = data or VerifyBody()
         exported = body.export or await checkpoints.export(body.seq)
-        if exported.checkpoint.namespace != store.namespace:
+        if exported.checkpoint.namespace != ns.name:
             raise NotFound(f"checkpoint of namespace {exported.checkpoint.namespace}, "
-                           f"not {store.namespace}")  # fmt: skip
+                           f"not {ns.name}")  # fmt: skip
         return await checkpoints.verify(exported)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import msgspec
-from baton.server.api.deps import CallerDep, HandoffsDep, StoreDep
+from baton.server.api.deps import CallerDep, HandoffsDep, NamespaceDep, RecordsDep
 from baton.server.api.metrics import record_verify
 from baton.server.api.problems import problems
 from baton.server.models import (
@@ -59,9 +59,9 @@ class RecordController(Controller):
     @post("/records", summary="Remember: append a new version of a record",
           responses=problems(409, 413))
     async def remember(
-        self, data: JSONBody[RememberBody], store: StoreDep, caller: CallerDep
+        self, data: JSONBody[RememberBody], records: RecordsDep, caller: CallerDep
     ) -> Remembered:
-        return await store.remember(
+        return await records.remember(
             data.ref,
             data.value,
             agent=caller.agent,
@@ -75,7 +75,7 @@ class RecordController(Controller):
           responses=problems())
     async def list_records(
         self,
-        store: StoreDep,
+        records: RecordsDep,
         in_scope: ScopeParam = None,
         tags: FromQuery[list[str] | None] = None,
         tags_mode: FromQuery[Literal["all", "any"]] = "all",
@@ -86,7 +86,7 @@ class RecordController(Controller):
             str | None, QueryParameter(name="query", description="free text; best match first")
         ] = None,
     ) -> RecordPage:
-        return await store.list_records(
+        return await records.list_records(
             scope=in_scope, tags=tags or [], tags_mode=tags_mode, min_confidence=min_confidence,
             limit=limit, cursor=cursor, query=text,
         )  # fmt: skip
@@ -96,23 +96,23 @@ class RecordController(Controller):
     async def recall(
         self,
         ref: FromPath[str],
-        store: StoreDep,
+        records: RecordsDep,
         caller: CallerDep,
         version: Annotated[int | None, Parameter(ge=1)] = None,
     ) -> RecordVersion:
-        return await store.recall(
+        return await records.recall(
             _ref(ref), version=version, agent=caller.agent, session=caller.session
         )
 
     @get("/history/{ref:path}", summary="Every version of a record with its chain status",
           responses=problems(404))
-    async def history(self, ref: FromPath[str], store: StoreDep) -> History:
-        return await store.history(_ref(ref))
+    async def history(self, ref: FromPath[str], records: RecordsDep) -> History:
+        return await records.history(_ref(ref))
 
     @get("/outcomes/{ref:path}", summary="A record's outcomes log, before and after each move",
           responses=problems(404))
-    async def outcome_log(self, ref: FromPath[str], store: StoreDep) -> list[OutcomeEntry]:
-        return await store.outcomes(_ref(ref))
+    async def outcome_log(self, ref: FromPath[str], records: RecordsDep) -> list[OutcomeEntry]:
+        return await records.outcomes(_ref(ref))
 
     @post("/outcomes", summary="Record an outcome: move the confidence of the records it was about",
           responses=problems(404, 409, 413))
@@ -127,11 +127,11 @@ class RecordController(Controller):
     @get("/stats", summary="Counts, average confidence and, with verify, a full chain check",
           responses=problems())
     async def stats(
-        self, store: StoreDep, handoffs: HandoffsDep, verify: FromQuery[bool] = False,
+        self, ns: NamespaceDep, verify: FromQuery[bool] = False,
         in_scope: ScopeParam = None,
     ) -> Stats:
-        stats = await store.stats(verify=verify, scope=in_scope)
-        stats.handoffs = await handoffs.counts()
+        stats = await ns.verifier.stats(verify=verify, scope=in_scope)
+        stats.handoffs = await ns.handoffs.counts()
         if verify:
-            record_verify(store.namespace, len(stats.broken or []), stats.checked_versions or 0)
+            record_verify(ns.name, len(stats.broken or []), stats.checked_versions or 0)
         return stats

@@ -7,9 +7,9 @@ from typing import Annotated, Any, Literal
 import msgspec
 from baton.server.api.deps import CallerDep, MemoriesDep, SessionsDep
 from baton.server.api.problems import problems
-from baton.server.context import START_BUDGET, Context, ContextBuilder, Enriched
+from baton.server.context_builder import START_BUDGET, Context, ContextBuilder, Enriched
 from baton.server.errors import InvalidInput
-from baton.server.memories import AuditEntry, Forgotten, MemorySaved, Recall
+from baton.server.memories import MAX_AUDIT, MAX_RECALL, AuditEntry, Forgotten, MemorySaved, Recall
 from baton.server.models import Observed, ResumeHere, Session, SessionEnded
 from litestar import Controller, get, post
 from litestar.params import FromPath, FromQuery, JSONBody, Parameter
@@ -66,7 +66,7 @@ class SaveBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 class RecallBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     query: str
-    limit: Annotated[int, msgspec.Meta(ge=1, le=100)] = 10
+    limit: Annotated[int, msgspec.Meta(ge=1, le=MAX_RECALL)] = 10
     format: Literal["full", "compact", "narrative"] = "full"
     token_budget: Annotated[int, msgspec.Meta(ge=1)] | None = None
     project: str | None = None
@@ -76,7 +76,7 @@ class RecallBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 class SmartSearchBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     query: str | None = None
     expand_ids: list[str] | None = None
-    limit: Annotated[int, msgspec.Meta(ge=1, le=100)] = 10
+    limit: Annotated[int, msgspec.Meta(ge=1, le=MAX_RECALL)] = 10
     project: str | None = None
 
 
@@ -193,6 +193,6 @@ class MemoryController(Controller):
 
     @get("/audit", summary="The audit log, newest first", responses=problems())
     async def audit(
-        self, memories: MemoriesDep, limit: Annotated[int, Parameter(ge=1, le=1000)] = 50
+        self, memories: MemoriesDep, limit: Annotated[int, Parameter(ge=1, le=MAX_AUDIT)] = 50
     ) -> list[AuditEntry]:
         return await memories.audit_log(limit)

@@ -18,11 +18,12 @@ import msgspec
 import redis.exceptions
 from baton.server.api import agentmemory_shapes as shapes
 from baton.server.api.deps import CallerDep, MemoriesDep, SessionsDep, claim_agent_id
-from baton.server.context import START_BUDGET, ContextBuilder
+from baton.server.clock import utc_now
+from baton.server.context_builder import START_BUDGET, ContextBuilder
 from baton.server.errors import BatonError, InvalidInput, NotFound
 from baton.server.identity import check_session
 from baton.server.mcp_server import SHIM_CALLER
-from baton.server.store import utc_now
+from baton.server.memories import MAX_AUDIT, MAX_RECALL
 from litestar import Controller, Request, Response, delete, get, post
 from litestar.datastructures import State
 
@@ -243,7 +244,7 @@ class AgentMemoryController(Controller):
         for name in ("project", "cwd"):
             if body.get(name) is not None and not isinstance(body[name], str):
                 return error(f"{name} must be a string")
-        limit = _positive(body.get("limit", SEARCH_LIMIT), "limit", 100)
+        limit = _positive(body.get("limit", SEARCH_LIMIT), "limit", MAX_RECALL)
         budget = body.get("token_budget")
         budget = None if budget is None else _positive(budget, "token_budget", None)
         found = await memories.recall(
@@ -265,7 +266,7 @@ class AgentMemoryController(Controller):
             return error("expandIds must be an array of ids")
         if not _string(body, "query") and not expand:
             return error("query or expandIds is required")
-        limit = _positive(body.get("limit", SEARCH_LIMIT), "limit", 100)
+        limit = _positive(body.get("limit", SEARCH_LIMIT), "limit", MAX_RECALL)
         found = await memories.smart_search(
             query=_string(body, "query"), expand_ids=expand[:EXPAND_LIMIT] if expand else None,
             limit=limit, project=_string(body, "project"),
@@ -321,7 +322,7 @@ class AgentMemoryController(Controller):
         self, request: Request[Any, Any, Any], memories: MemoriesDep, sessions: SessionsDep
     ) -> Response[Any]:
         ids = [record.ref.split("/", 1)[1] for record in
-               (await memories.facts.list_records(scope="memory", limit=500)).records]  # fmt: skip
+               (await memories.records.list_records(scope="memory", limit=500)).records]  # fmt: skip
         kept = await memories.get_many(ids)
         recent = await sessions.recent(500)
         observations = {s.id: [msgspec.to_builtins(o) for o in await sessions.observations(s.id)]
@@ -336,7 +337,7 @@ class AgentMemoryController(Controller):
     async def audit(
         self, request: Request[Any, Any, Any], memories: MemoriesDep
     ) -> Response[Any]:
-        limit = _positive(request.query_params.get("limit", "50"), "limit", 1000)
+        limit = _positive(request.query_params.get("limit", "50"), "limit", MAX_AUDIT)
         entries = await memories.audit_log(limit)
         return Response({"entries": [shapes.audit_entry(e) for e in entries], "success": True})
 

@@ -1,0 +1,140 @@
+"""What happens in a namespace: the activity stream (the dashboard's feed and its live
+updates) and session touches (which versions a session saw)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+import structlog
+from baton.server.clock import utc_now
+from baton.server.keys import NAMESPACES, Keys
+from baton.server.models import Event
+from baton.server.validation import check_session_id
+from redis.asyncio import Redis
+
+if TYPE_CHECKING:
+    from baton.server.backend import Namespace
+    from baton.server.batch import Batch
+
+log = structlog.get_logger("baton.activity")
+EVENTS_KEPT = 10_000
+MAX_RECENT = 500
+
+
+class Activity:
+    """The activity stream and session touches of one namespace."""
+
+    def __init__(self, namespace: Namespace) -> None:
+        self.ns = namespace
+        self.keys = namespace.keys
+
+    # -- events -------------------------------------------------------------------------------
+
+    def event(
+        self,
+        batch: Batch,
+        kind: str,
+        agent: str,
+        text: str,
+        *,
+        ref: str | None = None,
+        packet: str | None = None,
+    ) -> None:
+        """Queue an event on ``batch``. Events are a capped stream written after the change
+        they describe (a crash in between loses the event, never data)."""
+        fields = {
+            "kind": kind,
+            "agent": agent,
+            "text": text,
+            "ref": ref or "",
+            "packet": packet or "",
+            "at": utc_now(),
+        }
+        batch.pipe.xadd(self.keys.events, fields, maxlen=EVENTS_KEPT, approximate=True)  # type: ignore[arg-type]
+
+    async def emit(
+        self, kind: str, agent: str, text: str, *, ref: str | None = None, packet: str | None = None
+    ) -> None:
+        """Write one event now."""
+        batch = self.ns.batch()
+        self.event(batch, kind, agent, text, ref=ref, packet=packet)
+        await batch.execute()
+
+    async def recent(self, limit: int = 50) -> list[Event]:
+        """The newest events, newest first (at most ``MAX_RECENT``)."""
+        raw = await self.ns.redis.xrevrange(self.keys.events, count=max(1, min(limit, MAX_RECENT)))
+        return [_event(event_id, fields) for event_id, fields in raw]
+
+    # -- session touches ----------------------------------------------------------------------
+
+    async def touched(self, session_id: str) -> dict[str, int]:
+        """The refs a session read or wrote, with the version it last saw of each."""
+        raw = await self.ns.redis.hgetall(self.keys.session_touched(check_session_id(session_id)))
+        return {ref.decode(): int(version) for ref, version in raw.items()}
+
+    async def touch(
+        self, session_id: str, agent: str, seen: dict[str, int], *, listed: bool = False
+    ) -> None:
+        """Record activity and what a session saw (see :meth:`queue_touch`)."""
+        batch = self.ns.batch()
+        self.queue_touch(batch, session_id, agent, seen, listed=listed)
+        await batch.execute()
+
+    def queue_touch(
+        self,
+        batch: Batch,
+        session_id: str,
+        agent: str,
+        seen: dict[str, int],
+        *,
+        listed: bool = False,
+    ) -> None:
+        """A session id used for the first time is created, an abandoned session is reopened.
+        A session is listed (sessions, "where were we") once it holds something: a ref it
+        saw, or ``listed`` (started with a working directory, or given an observation)."""
+        now_us = time.time_ns() // 1000
+        keys = [self.keys.session(session_id), self.keys.session_touched(session_id)]
+        args = [agent, utc_now(), *[item for pair in seen.items() for item in pair]]
+        batch.script(self.ns.backend.scripts.touch_session, keys, args)
+        if seen or listed:
+            batch.pipe.zadd(self.keys.sessions, {session_id: now_us}, nx=True)
+        batch.pipe.zadd(self.keys.active_sessions, {session_id: now_us})
+        batch.pipe.sadd(NAMESPACES, self.ns.name)  # so the periodic sweep visits it
+
+
+async def follow(redis: Redis, keys: Keys, wait_ms: int) -> AsyncIterator[Event]:
+    """Every event of the namespace from its current end on, for as long as the caller
+    iterates; a failed read is logged and retried (a dashboard keeps waiting through a Redis
+    restart)."""
+    last = ""
+    while True:
+        try:
+            if not last:
+                newest = await redis.xrevrange(keys.events, count=1)
+                last = newest[0][0].decode() if newest else "0-0"
+            reply = await redis.xread({keys.events: last}, block=wait_ms, count=100)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - Redis away: retry, the dashboards keep waiting
+            log.warning("event stream read failed; retrying", key=keys.events)
+            await asyncio.sleep(1)
+            continue
+        for event_id, fields in reply[0][1] if reply else []:
+            last = event_id.decode()
+            yield _event(event_id, fields)
+
+
+def _event(event_id: bytes, fields: dict[bytes, bytes]) -> Event:
+    decoded = {key.decode(): value.decode() for key, value in fields.items()}
+    return Event(
+        id=event_id.decode(),
+        at=decoded["at"],
+        kind=decoded["kind"],
+        agent=decoded["agent"],
+        text=decoded["text"],
+        ref=decoded["ref"] or None,
+        packet=decoded["packet"] or None,
+    )

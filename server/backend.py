@@ -1,0 +1,163 @@
+"""What a Baton process holds: one :class:`Backend` (Redis clients, scripts, limits and the
+dispatcher), and cheap :class:`Namespace` views of it that own each namespace's stores.
+
+:func:`connect` is the one wiring function: the API, the MCP server, RQ workers, the CLI and
+the tests all build their backend with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Protocol
+
+from baton.queue.dispatch import RQDispatcher
+from baton.server.activity import Activity
+from baton.server.batch import Batch
+from baton.server.connection import async_redis, queue_url, redis_url, sync_redis
+from baton.server.dashboard import Dashboard
+from baton.server.handoffs import HandoffStore
+from baton.server.keys import Keys
+from baton.server.memories import MemoryStore
+from baton.server.records import RecordStore
+from baton.server.scripts import Scripts
+from baton.server.search import SearchIndex
+from baton.server.sessions import SessionStore
+from baton.server.settings import HandoffPolicy, Limits, Settings
+from baton.server.validation import check_namespace
+from baton.server.verify import Verifier
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+
+# Namespace views are kept for reuse; past this many the cache starts over.
+NAMESPACES_CACHED = 256
+
+
+class Dispatcher(Protocol):
+    """Puts packets on the receivers' queues (RQ: ``baton.queue.dispatch``)."""
+
+    async def enqueue(self, namespace: str, agent: str, packet_id: str, seq: int) -> None:
+        """Ask a worker of ``agent`` to deliver the packet (idempotent per ``seq``)."""
+        ...
+
+    def drop_job(self, batch: Batch, namespace: str, agent: str, packet_id: str, seq: int) -> None:
+        """Drop the packet's job if no worker took it yet (``resume`` claimed the packet):
+        on ``batch`` when the queue shares its Redis, else off the caller's path."""
+        ...
+
+    async def depth(self, namespace: str, agent: str) -> int:
+        """How many jobs wait in ``agent``'s queue."""
+        ...
+
+    async def missing(self, namespace: str, jobs: Sequence[tuple[str, int]]) -> list[int]:
+        """Indexes of the (packet id, seq) pairs that have no job."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close the dispatcher's own connections."""
+        ...
+
+
+@dataclass(eq=False)
+class Backend:
+    """The Redis client, its scripts, the limits and the dispatcher of one process."""
+
+    redis: Redis
+    limits: Limits = field(default_factory=Limits)
+    dispatcher: Dispatcher | None = None
+    policy: HandoffPolicy = field(default_factory=HandoffPolicy)
+    scripts: Scripts = field(init=False)
+    namespaces: dict[str, Namespace] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.scripts = Scripts(self.redis)
+
+    @property
+    def cluster(self) -> bool:
+        return isinstance(self.redis, RedisCluster)
+
+    def namespace(self, name: str) -> Namespace:
+        """The view of namespace ``name`` (checked; kept for reuse)."""
+        found = self.namespaces.get(name)
+        if found is None:
+            if len(self.namespaces) >= NAMESPACES_CACHED:
+                self.namespaces.clear()
+            found = self.namespaces[name] = Namespace(self, name)
+        return found
+
+    async def aclose(self) -> None:
+        """Close what :func:`connect` opened."""
+        await self.redis.aclose()
+        if self.dispatcher is not None:
+            await self.dispatcher.aclose()
+
+
+class Namespace:
+    """One namespace of a backend: its keys, search index and activity, and (built on first
+    use) its stores. Stores take the namespace and reach each other through it."""
+
+    def __init__(self, backend: Backend, name: str) -> None:
+        self.backend = backend
+        self.name = check_namespace(name)
+        self.redis = backend.redis
+        self.limits = backend.limits
+        self.keys = Keys(self.name)
+        self.search = SearchIndex(self.redis, backend.scripts, self.keys)
+        self.activity = Activity(self)
+
+    def batch(self) -> Batch:
+        return Batch(self.redis)
+
+    @cached_property
+    def records(self) -> RecordStore:
+        return RecordStore(self)
+
+    @cached_property
+    def verifier(self) -> Verifier:
+        return Verifier(self)
+
+    @cached_property
+    def handoffs(self) -> HandoffStore:
+        return HandoffStore(self)
+
+    @cached_property
+    def sessions(self) -> SessionStore:
+        return SessionStore(self)
+
+    @cached_property
+    def memories(self) -> MemoryStore:
+        return MemoryStore(self)
+
+    @cached_property
+    def dashboard(self) -> Dashboard:
+        return Dashboard(self)
+
+
+def connect(settings: Settings, *, dispatch: bool = True) -> Backend:
+    """The backend of ``settings``: the data Redis (the embedded one is started if needed)
+    and, with ``dispatch``, the queue Redis RQ runs on. Close it with ``Backend.aclose``."""
+    data_url = redis_url(settings)
+    client = async_redis(data_url)
+    dispatcher = None
+    if dispatch:
+        rq_url = queue_url(settings)
+        shared = rq_url == data_url
+        dispatcher = RQDispatcher(
+            sync_redis(rq_url),
+            settings.handoffs,
+            client if shared else async_redis(rq_url),
+            shares_data_redis=shared,
+        )
+    return Backend(client, settings.limits, dispatcher, settings.handoffs)
+
+
+@asynccontextmanager
+async def open_backend(settings: Settings, *, dispatch: bool = True) -> AsyncIterator[Backend]:
+    """:func:`connect`, closed on exit."""
+    backend = connect(settings, dispatch=dispatch)
+    try:
+        yield backend
+    finally:
+        await backend.aclose()

@@ -1,0 +1,119 @@
+"""Redis replies to Baton's result types and back: the one place that knows how a version,
+an outcome or a packet is laid out in its hash."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import msgpack
+import msgspec
+from baton.server.clock import iso
+from baton.server.integrity import version_body
+from baton.server.models import Packet, Pin, RecordVersion, Tombstone, Transition
+
+
+def text(raw: bytes | None) -> str | None:
+    return None if raw is None else raw.decode()
+
+
+def pairs(flat: Sequence[bytes]) -> dict[bytes, bytes]:
+    """A flat HGETALL-style reply from a script as a dict."""
+    return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
+def unpack(raw: bytes) -> Any:
+    return msgpack.unpackb(raw, raw=False, strict_map_key=False)
+
+
+def pack(value: Any) -> bytes:
+    packed: bytes = msgpack.packb(value)
+    return packed
+
+
+def record_version(
+    ref: str, fields: dict[bytes, bytes], head: dict[bytes, bytes], current: int
+) -> RecordVersion:
+    """One stored version; its confidence is the head's while it is the current one."""
+    number = int(fields[b"version"])
+    superseded = fields.get(b"superseded_by")
+    confidence = head[b"confidence"] if number == current else fields[b"confidence"]
+    forgotten = None
+    if b"tombstone_hash" in fields:
+        forgotten = Tombstone(
+            at=fields[b"forgotten_at"].decode(),
+            by=fields[b"forgotten_by"].decode(),
+            reason=fields[b"forgotten_reason"].decode(),
+            hash=fields[b"tombstone_hash"].decode(),
+        )
+    return RecordVersion(
+        ref=ref,
+        version=number,
+        value=unpack(fields[b"value"]),
+        author=fields[b"author"].decode(),
+        session=fields[b"session"].decode() or None,
+        created_at=fields[b"created_at"].decode(),
+        tags=unpack(fields[b"tags"]),
+        confidence=float(confidence),
+        hash=fields[b"hash"].decode(),
+        prev_hash=fields[b"prev_hash"].decode(),
+        superseded_by=None if superseded is None else int(superseded),
+        current_version=current,
+        forgotten=forgotten,
+    )
+
+
+def hashed_view(record: RecordVersion) -> dict[str, Any]:
+    """The fields of a version that its hash covers, plus the hash itself."""
+    body = version_body(
+        ref=record.ref,
+        version=record.version,
+        value=record.value,
+        author=record.author,
+        session=record.session,
+        created_at=record.created_at,
+        tags=record.tags,
+        prev_hash=record.prev_hash,
+    )
+    forgotten = None if record.forgotten is None else msgspec.structs.asdict(record.forgotten)
+    return {**body, "hash": record.hash, "forgotten": forgotten}
+
+
+def struct_fields(struct: msgspec.Struct) -> dict[str, Any]:
+    """A struct's fields by name (shallow: nested structs stay structs)."""
+    return {name: getattr(struct, name) for name in struct.__struct_fields__}
+
+
+def packet(fields: dict[bytes, bytes]) -> Packet:
+    """A packet from its hash (its log is read separately: :func:`transitions`)."""
+
+    def field(name: str) -> str | None:
+        raw = fields.get(name.encode())
+        return raw.decode() if raw else None
+
+    expires_us = field("expires_us")
+    return Packet(
+        id=fields[b"id"].decode(),
+        from_agent=fields[b"from"].decode(),
+        to_agent=fields[b"to"].decode(),
+        summary=fields[b"summary"].decode(),
+        next=unpack(fields[b"next"]),
+        open=unpack(fields[b"open"]),
+        pins=[Pin(ref=ref, version=version) for ref, version in unpack(fields[b"pins"])],
+        note=field("note"),
+        session=field("session"),
+        state=fields[b"state"].decode(),  # type: ignore[arg-type]
+        created_at=fields[b"created_at"].decode(),
+        updated_at=fields[b"updated_at"].decode(),
+        expires_at=iso(int(expires_us)) if expires_us else None,
+        lease_until=field("lease_until"),
+        claimed_by=field("claimed_by"),
+        deliveries=int(fields.get(b"deliveries", 0)),
+        redeliveries=int(fields.get(b"redeliveries", 0)),
+        error=field("error"),
+    )
+
+
+def transitions(raws: Sequence[bytes]) -> list[Transition]:
+    """A packet's log, oldest first."""
+    return [msgspec.convert(unpack(raw), Transition) for raw in raws]

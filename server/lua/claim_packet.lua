@@ -1,0 +1,51 @@
+-- KEYS[1] inbox queued  KEYS[2] inbox claimed  KEYS[3] inbox expiring  KEYS[4] packet prefix
+-- KEYS[5] inbox expired
+-- ARGV[1] packet id, or "" for the oldest queued one
+-- ARGV[2] now (µs)      ARGV[3] now (ISO)      ARGV[4] lease end (µs)  ARGV[5] lease end (ISO)
+-- ARGV[6] claimant      ARGV[7] reason     ARGV[8] the claiming RQ job's id, "" for a pull
+-- Returns {1, id, packet fields...}; {} when nothing is queued; {0, state} when the packet
+-- asked for is not queued (claimed by someone else, settled, or just expired). The RQ job
+-- holding a claim may claim again (its retry after the handler raised).
+-- Queued packets whose expiry has passed are expired on the way instead of being claimed.
+-- Runs after move.lua (the loader puts it in front): move() is defined.
+
+local now = tonumber(ARGV[2])
+while true do
+  local id = ARGV[1]
+  if id == '' then
+    local first = redis.call('ZRANGE', KEYS[1], 0, 0)
+    if #first == 0 then
+      return {}
+    end
+    id = first[1]
+  elseif not redis.call('ZSCORE', KEYS[1], id) then
+    local held = KEYS[4] .. id
+    local state = redis.call('HGET', held, 'state') or ''
+    if state == 'claimed' and ARGV[8] ~= '' and redis.call('HGET', held, 'job') == ARGV[8] then
+      -- the same worker job, retried by RQ after its handler raised: renew its claim
+      redis.call('ZADD', KEYS[2], ARGV[4], id)
+      redis.call('HINCRBY', held, 'deliveries', 1)
+      redis.call('HSET', held, 'lease_until', ARGV[5])
+      move(held, 'claimed', ARGV[6], 'retry', ARGV[3])
+      return {1, id, redis.call('HGETALL', held)}
+    end
+    return {0, state}
+  end
+  local packet = KEYS[4] .. id
+  redis.call('ZREM', KEYS[1], id)
+  local expires = tonumber(redis.call('HGET', packet, 'expires_us') or '')
+  if expires and expires <= now then
+    redis.call('ZREM', KEYS[3], id)
+    redis.call('ZADD', KEYS[5], now, id)
+    move(packet, 'expired', '', 'expired before it was claimed', ARGV[3])
+    if ARGV[1] ~= '' then
+      return {0, 'expired'}
+    end
+  else
+    redis.call('ZADD', KEYS[2], ARGV[4], id)
+    redis.call('HINCRBY', packet, 'deliveries', 1)
+    redis.call('HSET', packet, 'claimed_by', ARGV[6], 'lease_until', ARGV[5], 'job', ARGV[8])
+    move(packet, 'claimed', ARGV[6], ARGV[7], ARGV[3])
+    return {1, id, redis.call('HGETALL', packet)}
+  end
+end

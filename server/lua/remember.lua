@@ -1,0 +1,22 @@
+-- KEYS[1] record head hash
+-- KEYS[2] the new version's hash key
+-- KEYS[3] the current version's hash key (unused when the record is new)
+-- ARGV[1] the current version the caller built on (0 for a new record)
+-- ARGV[2] the new version's sha256      ARGV[3] its confidence
+-- ARGV[4] its created_at                ARGV[5] its author
+-- ARGV[6..] field/value pairs of the new version hash
+-- Returns {1, new_version} on success, {0, current_version} when the head moved on.
+
+local current = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
+if current ~= tonumber(ARGV[1]) then
+  return {0, current}
+end
+local new = current + 1
+if current > 0 then
+  local confidence = redis.call('HGET', KEYS[1], 'confidence')
+  redis.call('HSET', KEYS[3], 'superseded_by', new, 'confidence', confidence)
+end
+redis.call('HSET', KEYS[2], unpack(ARGV, 6))
+redis.call('HSET', KEYS[1], 'version', new, 'hash', ARGV[2], 'confidence', ARGV[3],
+           'updated_at', ARGV[4], 'author', ARGV[5])
+return {1, new}

@@ -1,0 +1,166 @@
+-- KEYS[1] search stats hash   KEYS[2] search meta hash (doc -> "kind\tproject\tagent")
+-- KEYS[3] a scratch sorted set (deleted before returning)
+-- KEYS[4..] the postings of the query's terms (doc -> the term's length-normalised tf part)
+-- ARGV[1] limit   ARGV[2] kinds, comma-separated ("" = any)
+-- ARGV[3] project ("" = any; documents of no project always match)
+-- ARGV[4] agent ("" = any; documents of no agent, i.e. shared ones, always match)
+-- ARGV[5] try the threshold algorithm (below) when the postings hold more entries than this
+-- Returns {doc, score, meta, ...} for the best ``limit`` documents the filters want, by BM25,
+-- best first: each posting already holds tf·(k1+1)/(tf + k1·(1−b+b·len/avglen)), so a
+-- query only weights every term's postings by its idf and sums them — a ZUNIONSTORE, in C,
+-- for short postings, walked best first until ``limit`` documents pass the filters.
+
+local total_docs = tonumber(redis.call('HGET', KEYS[1], 'docs') or '0')
+if total_docs <= 0 then
+  return {}
+end
+local limit = tonumber(ARGV[1])
+local terms, listed = {}, 0
+for i = 4, #KEYS do
+  local frequency = redis.call('ZCARD', KEYS[i])
+  if frequency > 0 then
+    local weight = math.log(1 + (total_docs - frequency + 0.5) / (frequency + 0.5))
+    terms[#terms + 1] = {key = KEYS[i], weight = weight, frequency = frequency, read = 0}
+    listed = listed + frequency
+  end
+end
+if #terms == 0 then
+  return {}
+end
+
+local kinds = {}
+for kind in string.gmatch(ARGV[2], '[^,]+') do
+  kinds[kind] = true
+end
+local function wanted(meta)
+  if not meta then
+    return false
+  end
+  local kind, project, agent = string.match(meta, '^([^\t]*)\t([^\t]*)\t(.*)$')
+  return (ARGV[2] == '' or kinds[kind] == true) and (ARGV[3] == '' or project == '' or project == ARGV[3])
+    and (ARGV[4] == '' or agent == '' or agent == ARGV[4])
+end
+
+-- Fagin's threshold algorithm: read every term's postings best part first, in blocks that
+-- double (a list with little left is read to its end); score each new document exactly
+-- (ZMSCORE on every term) and keep those the filters want. A document not read yet scores
+-- at most the sum of weight × the last part read in each list not read to its end; once
+-- the limit-th best kept score reaches that sum, the result is final. Gives up (nil) once
+-- it has read a quarter of the postings.
+local function threshold_top()
+  local seen, docs, best = {}, {}, {}
+  local block = math.max(limit, 10)
+  while true do
+    local fresh, bound = {}, 0
+    for _, term in ipairs(terms) do
+      if term.read < term.frequency then
+        local stop = term.read + block - 1
+        if term.frequency - term.read <= 4 * block then
+          stop = -1
+        end
+        local entries = redis.call('ZRANGE', term.key, term.read, stop, 'REV', 'WITHSCORES')
+        term.read = term.read + #entries / 2
+        for j = 1, #entries, 2 do
+          if not seen[entries[j]] then
+            seen[entries[j]] = true
+            fresh[#fresh + 1] = entries[j]
+          end
+        end
+        if term.read < term.frequency then
+          bound = bound + term.weight * tonumber(entries[#entries])
+        end
+      end
+    end
+    for from = 1, #fresh, 1000 do
+      local batch = {unpack(fresh, from, math.min(#fresh, from + 999))}
+      local found = redis.call('HMGET', KEYS[2], unpack(batch))
+      local kept, kept_meta, sums = {}, {}, {}
+      for j = 1, #batch do
+        if wanted(found[j]) then
+          kept[#kept + 1] = batch[j]
+          kept_meta[#kept] = found[j]
+        end
+      end
+      for j = 1, #kept do
+        sums[j] = 0
+      end
+      if #kept > 0 then
+        for _, term in ipairs(terms) do
+          local parts = redis.call('ZMSCORE', term.key, unpack(kept))
+          for j = 1, #kept do
+            if parts[j] then
+              sums[j] = sums[j] + term.weight * tonumber(parts[j])
+            end
+          end
+        end
+      end
+      for j = 1, #kept do
+        docs[#docs + 1] = {kept[j], sums[j], kept_meta[j]}
+        best[#best + 1] = -sums[j]  -- negated: the default (fast) sort puts the best first
+      end
+    end
+    table.sort(best)
+    for j = #best, limit + 1, -1 do
+      best[j] = nil
+    end
+    if bound == 0 or (#best >= limit and -best[limit] >= bound) then
+      local floor = best[#best] and -best[#best] or 0
+      local order = {}
+      for _, doc in ipairs(docs) do
+        if doc[2] >= floor then
+          order[#order + 1] = doc
+        end
+      end
+      table.sort(order, function(a, b)
+        if a[2] ~= b[2] then return a[2] > b[2] end
+        return a[1] > b[1]
+      end)
+      local found = {}
+      for j = 1, math.min(#order, limit) do
+        found[#found + 1] = order[j][1]
+        found[#found + 1] = string.format('%.17g', order[j][2])
+        found[#found + 1] = order[j][3]
+      end
+      return found
+    end
+    if #docs * 4 > listed then
+      return nil
+    end
+    block = block * 2
+  end
+end
+
+local found
+if listed > tonumber(ARGV[5]) then
+  found = threshold_top()
+end
+if not found then
+  local union = {'ZUNIONSTORE', KEYS[3], #terms}
+  for _, term in ipairs(terms) do
+    union[#union + 1] = term.key
+  end
+  union[#union + 1] = 'WEIGHTS'
+  for _, term in ipairs(terms) do
+    union[#union + 1] = term.weight
+  end
+  redis.call(unpack(union))
+  found = {}
+  local from, chunk = 0, math.max(limit, 100)
+  while #found / 3 < limit do
+    local ranked = redis.call('ZRANGE', KEYS[3], from, from + chunk - 1, 'REV', 'WITHSCORES')
+    if #ranked == 0 then
+      break
+    end
+    for j = 1, #ranked, 2 do
+      local meta = redis.call('HGET', KEYS[2], ranked[j])
+      if wanted(meta) and #found / 3 < limit then
+        found[#found + 1] = ranked[j]
+        found[#found + 1] = ranked[j + 1]
+        found[#found + 1] = meta
+      end
+    end
+    from = from + chunk
+  end
+  redis.call('DEL', KEYS[3])
+end
+return found

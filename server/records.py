@@ -1,0 +1,591 @@
+"""Records: versioned, hash-chained values with a confidence that outcomes move.
+
+A write never overwrites: it appends version N+1, chained to version N by its hash. Every
+change is one Lua script on the record's hash slot that applies only on top of the head the
+caller built on; a writer that lost the race rebuilds and retries, so none loses a version.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from baton.server import codec
+from baton.server import confidence as confidence_rules
+from baton.server.batch import Batch
+from baton.server.clock import utc_now
+from baton.server.errors import InvalidInput, NotFound, StoreUnavailable, TooLarge, VersionConflict
+from baton.server.integrity import (
+    GENESIS_HASH,
+    VERSION_FIELDS,
+    ChainChecker,
+    digest,
+    tombstone_body,
+    version_body,
+)
+from baton.server.models import (
+    History,
+    HistoryEntry,
+    OutcomeEntry,
+    OutcomeKind,
+    OutcomeReport,
+    RecordPage,
+    RecordVersion,
+    Remembered,
+    StaleOutcome,
+)
+from baton.server.search import text_of
+from baton.server.validation import (
+    check_agent,
+    check_confidence,
+    check_depth,
+    check_ref,
+    check_session_id,
+    check_tags,
+)
+
+if TYPE_CHECKING:
+    from baton.server.backend import Namespace
+
+# Optimistic writes retry when another writer moved the head first; someone always wins,
+# so this bound is only reached under pathological contention on one record.
+MAX_WRITE_ATTEMPTS = 1000
+# Refs, versions and packets are read this many at a time: memory stays flat.
+BATCH = 500
+MAX_OUTCOME_REF = 200
+MAX_NOTE = 4000
+# Memories (``memory/<id>``) have their own search documents; their records are not indexed
+# again as facts.
+UNINDEXED_SCOPE = "memory/"
+
+
+class RecordStore:
+    """Records of one namespace: writing, reading and listing them."""
+
+    def __init__(self, namespace: Namespace) -> None:
+        self.ns = namespace
+        self.namespace = namespace.name
+        self.redis = namespace.redis
+        self.keys = namespace.keys
+        self.limits = namespace.limits
+        self.scripts = namespace.backend.scripts
+        self.search = namespace.search
+        self.activity = namespace.activity
+
+    # -- writing ------------------------------------------------------------------------------
+
+    async def remember(
+        self,
+        ref: str,
+        value: Any,
+        *,
+        agent: str,
+        session: str | None = None,
+        tags: Iterable[str] = (),
+        confidence: float = 0.5,
+        expected_version: int | None = None,
+    ) -> Remembered:
+        """Append version N+1 of ``ref``; with ``expected_version`` set, only on top of it."""
+        ref = check_ref(ref, self.limits.max_ref_length)
+        agent = check_agent(agent)
+        session = None if session is None else check_session_id(session)
+        tag_list = check_tags(list(tags), self.limits.max_tags, self.limits.max_tag_length)
+        confidence = check_confidence(confidence)
+        if expected_version is not None and (
+            isinstance(expected_version, bool)
+            or not isinstance(expected_version, int)
+            or expected_version < 0
+        ):
+            raise InvalidInput("expected_version", "must be a whole number, 0 for a new record")
+        packed = self._pack_value(value)
+        created_at = utc_now()
+        head_key = self.keys.head(ref)
+
+        # Index first: a crash after this leaves an index entry without a head, which readers
+        # skip; it never leaves a record that listing cannot find.
+        batch = self.ns.batch()
+        batch.pipe.zadd(self.keys.refs, {ref: 0})
+        batch.pipe.sadd(self.keys.agents, agent)
+        for tag in tag_list:
+            batch.pipe.sadd(self.keys.tag(tag), ref)
+        batch.pipe.hmget(head_key, "version", "hash", "forgotten_at")
+        *_, (current_raw, hash_raw, forgotten) = await batch.execute()
+        if forgotten is not None:
+            raise VersionConflict(f"{ref} was forgotten; write under a new ref", ref=ref)
+
+        new_hash = ""
+        for _ in range(MAX_WRITE_ATTEMPTS):
+            current = int(current_raw or 0)
+            if new_hash and codec.text(hash_raw) == new_hash:
+                break  # our script ran but its reply was lost (e.g. a retried timeout): done
+            if expected_version is not None and expected_version != current:
+                raise VersionConflict(
+                    f"{ref} is at version {current}, not {expected_version}; nothing was written",
+                    ref=ref,
+                    current_version=current,
+                )
+            prev_hash = codec.text(hash_raw) or GENESIS_HASH
+            body = version_body(
+                ref=ref,
+                version=current + 1,
+                value=value,
+                author=agent,
+                session=session,
+                created_at=created_at,
+                tags=tag_list,
+                prev_hash=prev_hash,
+            )
+            new_hash = digest(body)
+            fields = {
+                "value": packed,
+                "author": agent,
+                "session": session or "",
+                "created_at": created_at,
+                "tags": codec.pack(tag_list),
+                "version": current + 1,
+                "hash": new_hash,
+                "prev_hash": prev_hash,
+                "confidence": repr(confidence),
+            }
+            keys = [head_key, self.keys.version(ref, current + 1), self.keys.version(ref, current)]
+            args = [current, new_hash, repr(confidence), created_at, agent]
+            applied, _ = await self.scripts.remember(
+                keys=keys, args=[*args, *[item for pair in fields.items() for item in pair]]
+            )
+            if applied:
+                current += 1
+                break
+            current_raw, hash_raw = await self.redis.hmget(head_key, "version", "hash")
+        else:
+            raise StoreUnavailable(f"{ref}: too many concurrent writers, try again", ref=ref)
+
+        await self._after_write(ref, current, value, agent, session, tag_list)
+        return Remembered(
+            ref=ref,
+            version=current,
+            hash=new_hash,
+            prev_hash=prev_hash,
+            superseded=current - 1 or None,
+            created_at=created_at,
+        )
+
+    async def _after_write(
+        self,
+        ref: str,
+        version: int,
+        value: Any,
+        agent: str,
+        session: str | None,
+        tags: list[str],
+    ) -> None:
+        """What follows a write that won, in one round trip: the session's touched set, the
+        activity event and the search document."""
+        batch = self.ns.batch()
+        if session is not None:
+            self.activity.queue_touch(batch, session, agent, {ref: version})
+        self.activity.event(batch, "remember", agent, f"{agent} wrote {ref}", ref=ref)
+        if not ref.startswith(UNINDEXED_SCOPE):
+            await self.search.refresh_average()
+            text = f"{ref} {text_of(value)} {' '.join(tags)}"
+            self.search.queue_index(batch, f"f:{ref}", text, kind="fact", agent=agent)
+        await batch.execute()
+
+    def _pack_value(self, value: Any) -> bytes:
+        check_depth(value, "value")
+        try:
+            json.dumps(value, allow_nan=False)
+            packed = codec.pack(value)
+        except (TypeError, ValueError, OverflowError) as error:
+            raise InvalidInput("value", f"must be JSON-compatible data ({error})") from None
+        if len(packed) > self.limits.max_value_bytes:
+            raise TooLarge(
+                f"value: {len(packed)} bytes encoded; the limit is {self.limits.max_value_bytes}",
+                field="value",
+                limit=self.limits.max_value_bytes,
+            )
+        return packed
+
+    async def record_outcome(
+        self,
+        outcome: OutcomeKind,
+        outcome_ref: str,
+        *,
+        agent: str,
+        refs: Sequence[str] | None = None,
+        session: str | None = None,
+        note: str | None = None,
+        packet_id: str | None = None,
+    ) -> OutcomeReport:
+        """Move the confidence of ``refs`` (default: what ``session`` touched) and log each move.
+
+        Every ref is checked before anything is written, so bad input never half-applies. The
+        move applies to the current version; when the caller's session last read an older one,
+        the report lists it under ``stale`` (the outcome is still recorded, not refused).
+        ``packet_id`` is only written into the log entries: settling a packet with its outcome
+        is :meth:`HandoffStore.record_outcome`'s job, which calls this.
+        """
+        if outcome not in ("success", "failure"):
+            raise InvalidInput("outcome", "must be 'success' or 'failure'")
+        if not isinstance(outcome_ref, str) or not outcome_ref.strip():
+            raise InvalidInput("outcome_ref", "is required: an external reference like 'RUN-42'")
+        if len(outcome_ref) > MAX_OUTCOME_REF:
+            raise InvalidInput("outcome_ref", f"is longer than {MAX_OUTCOME_REF} characters")
+        if note is not None and (not isinstance(note, str) or len(note) > MAX_NOTE):
+            raise InvalidInput("note", f"must be text of at most {MAX_NOTE} characters")
+        agent = check_agent(agent)
+        session = None if session is None else check_session_id(session)
+        if refs is None:
+            if session is None:
+                raise InvalidInput(
+                    "refs", "give the refs the outcome is about, or a session that touched them"
+                )
+            refs = sorted(seen := await self.activity.touched(session))
+            if not refs:
+                raise InvalidInput("refs", f"session {session} has touched no records; give refs")
+        else:
+            seen = {} if session is None else await self.activity.touched(session)
+        if isinstance(refs, str) or not isinstance(refs, Sequence) or not refs:
+            raise InvalidInput("refs", "must be a non-empty list of refs")
+        refs = list(dict.fromkeys(check_ref(ref, self.limits.max_ref_length) for ref in refs))
+
+        batch = self.ns.batch()
+        for ref in refs:
+            batch.pipe.hmget(self.keys.head(ref), "version", "confidence", "outcome_hash")
+            batch.pipe.llen(self.keys.outcomes(ref))
+        replies = await batch.execute()
+        heads = {ref: (replies[2 * i], replies[2 * i + 1]) for i, ref in enumerate(refs)}
+        missing = [ref for ref, (head, _) in heads.items() if head[0] is None]
+        if missing:
+            raise NotFound(f"unknown refs: {', '.join(missing)}; nothing was changed", refs=missing)
+
+        moves = []
+        for ref in refs:
+            head, length = heads[ref]
+            entry = {
+                "agent": agent,
+                "handoff_id": packet_id,
+                "note": note,
+                "outcome": outcome,
+                "outcome_ref": outcome_ref,
+                "ref": ref,
+                "session": session,
+            }
+            moves.append(await self._apply_outcome(ref, head, length, entry))
+        batch = self.ns.batch()
+        for move in moves:
+            text = f"{outcome} on {move.ref} ({outcome_ref}): {move.before:.0%} -> {move.after:.0%}"
+            self.activity.event(batch, "outcome", agent, text, ref=move.ref)
+        await batch.execute()
+        stale = [
+            StaleOutcome(ref=move.ref, seen_version=seen[move.ref], moved_version=move.version)
+            for move in moves
+            if seen.get(move.ref, move.version) < move.version
+        ]
+        return OutcomeReport(outcome=outcome, outcome_ref=outcome_ref, moves=moves, stale=stale)
+
+    async def _apply_outcome(
+        self, ref: str, head: list[bytes | None], length: int, entry: dict[str, Any]
+    ) -> OutcomeEntry:
+        """Append one outcome to ``ref``'s log and move its confidence, retrying on top of
+        whatever another writer appended first."""
+        head_key, log_key = self.keys.head(ref), self.keys.outcomes(ref)
+        created_at = utc_now()
+        counter = "successes" if entry["outcome"] == "success" else "failures"
+        for _ in range(MAX_WRITE_ATTEMPTS):
+            version_raw, confidence_raw, prev_raw = head
+            before = float(confidence_raw or 0.5)
+            body = {
+                **entry,
+                "after": confidence_rules.moved(before, entry["outcome"]),
+                "before": before,
+                "created_at": created_at,
+                "prev_hash": codec.text(prev_raw) or GENESIS_HASH,
+                "seq": length + 1,
+                "version": int(version_raw or 0),
+            }
+            entry_hash = digest(body)
+            applied, *_ = await self.scripts.record_outcome(
+                keys=[head_key, log_key],
+                args=[
+                    body["version"],
+                    length,
+                    repr(body["after"]),
+                    counter,
+                    entry_hash,
+                    codec.pack({**body, "hash": entry_hash}),
+                ],
+            )
+            if applied:
+                return OutcomeEntry(**body, hash=entry_hash)
+            batch = self.ns.batch()
+            batch.pipe.hmget(head_key, "version", "confidence", "outcome_hash")
+            batch.pipe.llen(log_key)
+            head, length = await batch.execute()
+            if codec.text(head[2]) == entry_hash:  # applied, but the reply was lost
+                return OutcomeEntry(**body, hash=entry_hash)
+        raise StoreUnavailable(f"{ref}: too many concurrent writers, try again", ref=ref)
+
+    async def forget(self, ref: str, *, agent: str, reason: str) -> int:
+        """Replace every version's value of ``ref`` by a tombstone (see docs/integrity.md):
+        the data is gone, the chain still verifies and shows when, by whom and why."""
+        ref = check_ref(ref, self.limits.max_ref_length)
+        for _ in range(MAX_WRITE_ATTEMPTS):
+            head = await self.redis.hmget(self.keys.head(ref), "version", "forgotten_at")
+            if head[0] is None or head[1] is not None:
+                message = f"no record {ref}" if head[0] is None else f"{ref} was forgotten"
+                raise NotFound(message, ref=ref)
+            current = int(head[0])
+            batch = self.ns.batch()
+            for number in range(1, current + 1):
+                batch.pipe.hget(self.keys.version(ref, number), "hash")
+            hashes = [raw.decode() for raw in await batch.execute()]
+            tombstone = {"at": utc_now(), "by": agent, "reason": reason}
+            marks = [digest(tombstone_body(original, tombstone)) for original in hashes]
+            applied = await self.scripts.forget_record(
+                keys=[self.keys.head(ref), self.keys.version_prefix(ref)],
+                args=[current, tombstone["at"], agent, reason, codec.pack(None), *marks],
+            )
+            if applied:
+                await self.search.remove([f"f:{ref}"])
+                return current
+        raise StoreUnavailable(f"{ref}: too many concurrent writers, try again", ref=ref)
+
+    # -- reading ------------------------------------------------------------------------------
+
+    async def recall(
+        self,
+        ref: str,
+        *,
+        version: int | None = None,
+        agent: str | None = None,
+        session: str | None = None,
+    ) -> RecordVersion:
+        """The current version of ``ref``, or the one asked for."""
+        ref = check_ref(ref, self.limits.max_ref_length)
+        if version is not None and (
+            isinstance(version, bool) or not isinstance(version, int) or version < 1
+        ):
+            raise InvalidInput("version", "must be a whole number from 1")
+        found = await self._read(ref, version)
+        if found is None:
+            raise NotFound(f"no record {ref}", ref=ref)
+        if isinstance(found, int):
+            raise NotFound(
+                f"{ref} has no version {version}; its current version is {found}",
+                ref=ref,
+                version=version,
+                current_version=found,
+            )
+        if found.forgotten is not None:
+            raise NotFound(f"{ref} was forgotten ({found.forgotten.reason})", ref=ref)
+        if session is not None:
+            seen = {ref: found.version}
+            await self.activity.touch(check_session_id(session), agent or "anonymous", seen)
+        return found
+
+    async def _read(self, ref: str, version: int | None) -> RecordVersion | int | None:
+        """One round trip: the version, the current version number if it is missing, or None."""
+        reply = await self.scripts.recall(
+            keys=[self.keys.head(ref), self.keys.version_prefix(ref)],
+            args=["" if version is None else version],
+        )
+        if not reply:
+            return None
+        head, fields = codec.pairs(reply[0]), codec.pairs(reply[1])
+        current = int(head[b"version"])
+        if not fields:
+            return current
+        return codec.record_version(ref, fields, head, current)
+
+    async def list_records(
+        self,
+        *,
+        scope: str | None = None,
+        tags: Sequence[str] = (),
+        tags_mode: str = "all",
+        min_confidence: float | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+        query: str | None = None,
+    ) -> RecordPage:
+        """Current versions in ref order, filtered by scope (and below), tags and confidence.
+        With ``query``, only records whose value matches it (BM25), best match first, in one
+        page of at most ``limit``."""
+        scope = self.check_scope(scope)
+        tag_list = check_tags(list(tags), self.limits.max_tags, self.limits.max_tag_length)
+        if tags_mode not in ("all", "any"):
+            raise InvalidInput("tags_mode", "must be 'all' or 'any'")
+        if min_confidence is not None:
+            min_confidence = check_confidence(min_confidence, field="min_confidence")
+        if (
+            isinstance(limit, bool)
+            or not isinstance(limit, int)
+            or not (1 <= limit <= self.limits.max_page_size)
+        ):
+            raise InvalidInput("limit", f"must be from 1 to {self.limits.max_page_size}")
+
+        def wanted(record: RecordVersion | None) -> bool:
+            return (
+                record is not None
+                and (min_confidence is None or record.confidence >= min_confidence)
+                and (not tag_list or _tags_match(record.tags, tag_list, tags_mode))
+            )
+
+        if query is not None:
+            filtered = scope is not None or bool(tag_list) or min_confidence is not None
+            return await self._search_records(query, scope, limit, filtered, wanted)
+        records: list[RecordVersion] = []
+        last = cursor
+        async for batch in self.candidate_refs(scope, tag_list, tags_mode, cursor):
+            found = await self.read_versions([(ref, None) for ref in batch])
+            for ref, record in zip(batch, found, strict=True):
+                last = ref
+                if record is None or not wanted(record):
+                    continue
+                records.append(record)
+                if len(records) == limit:
+                    more = await self._has_more(scope, tag_list, tags_mode, last)
+                    return RecordPage(records=records, next_cursor=last if more else None)
+        return RecordPage(records=records, next_cursor=None)
+
+    async def _search_records(
+        self,
+        query: str,
+        scope: str | None,
+        limit: int,
+        filtered: bool,
+        wanted: Callable[[RecordVersion | None], bool],
+    ) -> RecordPage:
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInput("query", "must be non-empty text")
+        # Scope, tags and confidence are checked on the records: look further down the ranking.
+        depth = self.limits.max_page_size if filtered else limit
+        hits = await self.search.search(query, limit=depth, kinds=["fact"])
+        refs = [hit.doc[2:] for hit in hits]
+        if scope is not None:
+            refs = [ref for ref in refs if ref.startswith(f"{scope}/")]
+        found = await self.read_versions([(ref, None) for ref in refs])
+        records = [
+            record
+            for record in found
+            if record is not None and record.forgotten is None and wanted(record)
+        ]
+        return RecordPage(records=records[:limit], next_cursor=None)
+
+    def check_scope(self, scope: str | None) -> str | None:
+        """A scope (a ref prefix) checked like a ref, without its trailing slash."""
+        if scope is None:
+            return None
+        scope = scope.rstrip("/")
+        check_ref(f"{scope}/x", self.limits.max_ref_length, field="scope")
+        return scope
+
+    async def _has_more(
+        self, scope: str | None, tags: list[str], tags_mode: str, after: str | None
+    ) -> bool:
+        async for batch in self.candidate_refs(scope, tags, tags_mode, after, batch=1):
+            return bool(batch)
+        return False
+
+    async def candidate_refs(
+        self,
+        scope: str | None,
+        tags: list[str],
+        tags_mode: str,
+        after: str | None,
+        batch: int = BATCH,
+    ) -> AsyncIterator[list[str]]:
+        """Refs in lexicographic order strictly after ``after``, within ``scope``."""
+        low = f"[{scope}/" if scope else "-"
+        high = f"({scope}0" if scope else "+"  # "0" sorts right after "/"
+        if tags:
+            sets = [set(await self.redis.smembers(self.keys.tag(tag))) for tag in tags]
+            chosen = set.intersection(*sets) if tags_mode == "all" else set.union(*sets)
+            refs = sorted(
+                ref
+                for ref in (raw.decode() for raw in chosen)
+                if (not scope or ref.startswith(f"{scope}/")) and (after is None or ref > after)
+            )
+            for start in range(0, len(refs), batch):
+                yield refs[start : start + batch]
+            return
+        if after is not None:
+            low = f"({after}"
+        while True:
+            raw = await self.redis.zrangebylex(self.keys.refs, low, high, start=0, num=batch)
+            if not raw:
+                return
+            refs = [item.decode() for item in raw]
+            yield refs
+            low = f"({refs[-1]}"
+
+    async def read_versions(
+        self,
+        wanted: Sequence[tuple[str, int | None]],
+        also: Callable[[Batch], None] | None = None,
+    ) -> list[RecordVersion | None]:
+        """Many (ref, version or None for current) reads in one round trip, with whatever
+        ``also`` queues; None where the record or version does not exist."""
+        batch = self.ns.batch()
+        for ref, version in wanted:
+            keys = [self.keys.head(ref), self.keys.version_prefix(ref)]
+            batch.script(self.scripts.recall, keys, ["" if version is None else version])
+        if also is not None:
+            also(batch)
+        replies = (await batch.execute())[: len(wanted)]
+        found: list[RecordVersion | None] = []
+        for (ref, _), reply in zip(wanted, replies, strict=True):
+            if not reply or not reply[1]:
+                found.append(None)
+                continue
+            head = codec.pairs(reply[0])
+            current = int(head[b"version"])
+            found.append(codec.record_version(ref, codec.pairs(reply[1]), head, current))
+        return found
+
+    async def history(self, ref: str) -> History:
+        """Every version of ``ref``, oldest first, each with whether its chain link verifies."""
+        ref = check_ref(ref, self.limits.max_ref_length)
+        head = await self.redis.hgetall(self.keys.head(ref))
+        if not head:
+            raise NotFound(f"no record {ref}", ref=ref)
+        current = int(head[b"version"])
+        checker = ChainChecker(VERSION_FIELDS)
+        versions = []
+        async for fields in self.versions(ref, current):
+            record = codec.record_version(ref, fields, head, current)
+            problems = checker.check(codec.hashed_view(record))
+            versions.append(HistoryEntry(**codec.struct_fields(record), chain_ok=not problems))
+        return History(
+            ref=ref,
+            current_version=current,
+            confidence=float(head[b"confidence"]),
+            successes=int(head.get(b"successes", 0)),
+            failures=int(head.get(b"failures", 0)),
+            versions=versions,
+        )
+
+    async def versions(self, ref: str, current: int) -> AsyncIterator[dict[bytes, bytes]]:
+        """The stored hashes of versions 1..current, fetched in pipelined batches."""
+        for start in range(1, current + 1, BATCH):
+            batch = self.ns.batch()
+            for number in range(start, min(start + BATCH, current + 1)):
+                batch.pipe.hgetall(self.keys.version(ref, number))
+            for fields in await batch.execute():
+                yield fields
+
+    async def outcomes(self, ref: str) -> list[OutcomeEntry]:
+        """The record's outcomes log, oldest first."""
+        ref = check_ref(ref, self.limits.max_ref_length)
+        if not await self.redis.exists(self.keys.head(ref)):
+            raise NotFound(f"no record {ref}", ref=ref)
+        raws = await self.redis.lrange(self.keys.outcomes(ref), 0, -1)
+        return [OutcomeEntry(**codec.unpack(raw)) for raw in raws]
+
+
+def _tags_match(have: list[str], wanted: list[str], mode: str) -> bool:
+    present = set(have)
+    if mode == "all":
+        return all(tag in present for tag in wanted)
+    return any(tag in present for tag in wanted)

@@ -1,0 +1,188 @@
+"""The shape of the code base: rules a newcomer can rely on, checked from the source."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import defaultdict
+from importlib import resources
+from pathlib import Path
+
+import baton.server
+from baton.server import keys as key_module
+from baton.server.keys import Keys
+
+ROOT = Path(__file__).resolve().parent.parent
+FOLDERS = {"server": "baton.server", "queue": "baton.queue", "agents": "baton.agents",
+           "demo": "baton.demo"}  # fmt: skip
+
+
+def modules() -> dict[str, Path]:
+    """Every module of the installed package, by dotted name."""
+    found = {}
+    for folder, package in FOLDERS.items():
+        for path in (ROOT / folder).rglob("*.py"):
+            parts = path.relative_to(ROOT / folder).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join((package, *parts))] = path
+    return found
+
+
+def runtime_nodes(tree: ast.AST) -> list[ast.AST]:
+    """Every node that runs: all but the bodies of ``if TYPE_CHECKING:`` blocks."""
+    found: list[ast.AST] = []
+    pending = [tree]
+    while pending:
+        node = pending.pop()
+        found.append(node)
+        if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING"):
+            pending += node.orelse
+            continue
+        pending += ast.iter_child_nodes(node)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the Baton modules it imports when it runs, function-level imports included
+    (hiding a cycle in a function still makes one). Annotation-only imports under
+    ``if TYPE_CHECKING:`` are left out: they never execute."""
+    known = modules()
+    graph: dict[str, set[str]] = defaultdict(set)
+    for name, path in known.items():
+        for node in runtime_nodes(ast.parse(path.read_text())):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            graph[name] |= {target for target in targets if target in known and target != name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in graph.get(node, ()):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in list(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_import_graph_has_no_cycles() -> None:
+    """No two Baton modules import each other when they run, directly or around a loop:
+    layers stay layers (function-level imports count too)."""
+    assert cycles(import_graph()) == []
+
+
+def test_no_two_modules_share_a_name() -> None:
+    """A module name says which module it is: no ``handoffs.py`` in two folders."""
+    by_name: dict[str, list[str]] = defaultdict(list)
+    for dotted in modules():
+        if not dotted.endswith(tuple(FOLDERS.values())):
+            by_name[dotted.rsplit(".", 1)[-1]].append(dotted)
+    shared = {name: paths for name, paths in by_name.items() if len(paths) > 1
+              and name not in {"__main__"}}  # fmt: skip
+    assert shared == {}
+
+
+PLACEHOLDERS = {
+    "namespace": "<ns>", "ref": "<ref>", "version": "<n>", "tag": "<tag>",
+    "session_id": "<sid>", "agent": "<agent>", "packet_id": "<id>", "observation_id": "<oid>",
+    "digest": "<sha256>", "seq": "<seq>", "sha": "<sha256>", "address": "<address>",
+    "term": "<term>",
+}  # fmt: skip
+
+
+def key_shapes() -> set[str]:
+    """Every key shape keys.py can build, with placeholders for its arguments."""
+    keys = Keys(PLACEHOLDERS["namespace"])
+    shapes = set()
+    for name in dir(Keys):
+        if name.startswith("_"):
+            continue
+        member = getattr(Keys, name)
+        if isinstance(member, property):
+            shapes.add(getattr(keys, name))
+        elif callable(member):
+            params = member.__code__.co_varnames[1 : member.__code__.co_argcount]
+            shapes.add(member(keys, *(PLACEHOLDERS[param] for param in params)))
+    for name, value in vars(key_module).items():
+        if name.isupper() and isinstance(value, str) and value.startswith(key_module.PREFIX + ":"):
+            shapes.add(value)
+        elif callable(value) and getattr(value, "__module__", "") == key_module.__name__:
+            if name.endswith("_key"):
+                params = value.__code__.co_varnames[: value.__code__.co_argcount]
+                shapes.add(value(*(PLACEHOLDERS[param] for param in params)))
+    return shapes
+
+
+def documented_shapes() -> set[str]:
+    """The key shapes docs/data-model.md names in its tables' first column."""
+    text = (ROOT / "docs" / "data-model.md").read_text()
+    return set(re.findall(r"^\| `(baton:[^`]+)` \|", text, flags=re.MULTILINE))
+
+
+def test_the_data_model_lists_exactly_the_keys_baton_builds() -> None:
+    """docs/data-model.md names every Redis key shape keys.py builds, and no other."""
+    built, documented = key_shapes(), documented_shapes()
+    assert sorted(built - documented) == [], "built but not documented"
+    assert sorted(documented - built) == [], "documented but never built"
+
+
+# An f-string extending a key built elsewhere: f"{keys.session(sid)}:files", f"{PREFIX}:x".
+KEY_FSTRING = re.compile(r"\{[^}]*\b(keys|Keys|PREFIX|base)\b[^}]*\}:")
+
+
+def test_every_key_is_built_in_keys_py() -> None:
+    """No module outside keys.py spells a Baton key: a key string literal starting with
+    ``baton:`` (or an f-string building one) appears only there."""
+    offenders = []
+    for dotted, path in modules().items():
+        if dotted == key_module.__name__:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and re.match(
+                r"baton:[a-z{<]", node.value
+            ):
+                offenders.append(f"{dotted}:{node.lineno}: {node.value!r}")
+            elif isinstance(node, ast.JoinedStr) and KEY_FSTRING.search(ast.unparse(node)):
+                offenders.append(f"{dotted}:{node.lineno}: {ast.unparse(node)}")
+    assert offenders == []
+
+
+def test_every_lua_script_is_a_file_with_its_keys_and_arguments_described() -> None:
+    """Lua lives in server/lua/*.lua, each file opening with the KEYS and ARGV it takes."""
+    scripts = [entry for entry in resources.files(baton.server).joinpath("lua").iterdir()
+               if entry.name.endswith(".lua")]  # fmt: skip
+    assert scripts
+    for script in scripts:
+        header = script.read_text().split("\n\n", 1)[0]
+        assert header.startswith("--"), script.name
+        assert "KEYS" in header or "no keys" in header.lower(), script.name
+        assert "ARGV" in header or "no arguments" in header.lower(), script.name
+    for dotted, path in modules().items():
+        assert "redis.call(" not in path.read_text(), f"Lua inside {dotted}"
