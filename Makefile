@@ -6,12 +6,12 @@ STAMP := $(VENV)/.installed
 
 NPM_CLIENTS := tests/agentmemory/node_modules/.installed
 
-.PHONY: install browser npm-clients demo test test-fast bench serve clean
+.PHONY: install browser npm-clients demo lint test test-fast bench serve clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -U pip
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -e '.[test,lint]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -38,8 +38,18 @@ browser:
 demo: $(STAMP)
 	$(BIN)/baton demo $(ARGS)
 
-## make test: the whole suite against a real embedded Valkey server
-test: $(STAMP) browser $(NPM_CLIENTS)
+## make lint: ruff (lint and format) and mypy --strict on the package
+# mypy needs the import names as folders: .venv/typecheck/baton/server -> server/, and so on.
+TYPECHECK := $(VENV)/typecheck
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	rm -rf $(TYPECHECK) && mkdir -p $(TYPECHECK)/baton
+	for folder in server queue agents demo; do ln -s "$(CURDIR)/$$folder" $(TYPECHECK)/baton/$$folder; done
+	cd $(TYPECHECK) && "$(CURDIR)/$(BIN)/mypy" --config-file "$(CURDIR)/pyproject.toml" -p baton
+
+## make test: lint and types, then the whole suite against a real embedded Valkey server
+test: lint browser $(NPM_CLIENTS)
 	$(BIN)/python -m pytest $(ARGS)
 
 ## make test-fast: everything but the slow multi-process end-to-end tests

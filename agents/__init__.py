@@ -10,8 +10,12 @@ from importlib import import_module
 from typing import Any
 
 __all__ = ["AsyncBatonClient", "BatonAPIError", "BatonClient", "agent"]
-_HOMES = {"AsyncBatonClient": "client", "BatonAPIError": "client", "BatonClient": "client",
-          "agent": "agent_runtime"}  # fmt: skip
+_HOMES = {
+    "AsyncBatonClient": "client",
+    "BatonAPIError": "client",
+    "BatonClient": "client",
+    "agent": "agent_runtime",
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -19,6 +19,7 @@ from typing import Any, Generic, Self, TypeVar
 
 import httpx
 import msgspec
+
 from baton.server.models import (
     AgentSummary,
     History,
@@ -117,24 +118,46 @@ class Calls:
 
     @staticmethod
     def remember(
-        ref: str, value: Any, *, tags: Sequence[str] = (), confidence: float = 0.5,
+        ref: str,
+        value: Any,
+        *,
+        tags: Sequence[str] = (),
+        confidence: float = 0.5,
         expected_version: int | None = None,
-    ) -> Call[Remembered]:  # fmt: skip
-        body = {"ref": ref, "value": value, "tags": list(tags), "confidence": confidence,
-                "expected_version": expected_version}  # fmt: skip
+    ) -> Call[Remembered]:
+        body = {
+            "ref": ref,
+            "value": value,
+            "tags": list(tags),
+            "confidence": confidence,
+            "expected_version": expected_version,
+        }
         return Call("POST", "/v1/records", Remembered, json=_drop_none(body))
 
     @staticmethod
     def recall(ref: str, version: int | None = None) -> Call[RecordVersion]:
-        return Call("GET", f"/v1/records/{ref}", RecordVersion, params=_drop_none({"version": version}))
+        return Call(
+            "GET", f"/v1/records/{ref}", RecordVersion, params=_drop_none({"version": version})
+        )
 
     @staticmethod
     def list_records(
-        *, scope: str | None = None, tags: Sequence[str] = (), tags_mode: str = "all",
-        min_confidence: float | None = None, limit: int = 50, cursor: str | None = None,
-    ) -> Call[RecordPage]:  # fmt: skip
-        params = {"scope": scope, "tags": list(tags) or None, "tags_mode": tags_mode,
-                  "min_confidence": min_confidence, "limit": limit, "cursor": cursor}  # fmt: skip
+        *,
+        scope: str | None = None,
+        tags: Sequence[str] = (),
+        tags_mode: str = "all",
+        min_confidence: float | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Call[RecordPage]:
+        params = {
+            "scope": scope,
+            "tags": list(tags) or None,
+            "tags_mode": tags_mode,
+            "min_confidence": min_confidence,
+            "limit": limit,
+            "cursor": cursor,
+        }
         return Call("GET", "/v1/records", RecordPage, params=_drop_none(params))
 
     @staticmethod
@@ -147,23 +170,42 @@ class Calls:
 
     @staticmethod
     def record_outcome(
-        outcome: str, outcome_ref: str, *, refs: Sequence[str] | None = None,
-        note: str | None = None, handoff_id: str | None = None,
-    ) -> Call[OutcomeReport]:  # fmt: skip
-        body = {"outcome": outcome, "outcome_ref": outcome_ref,
-                "refs": None if refs is None else list(refs), "note": note,
-                "handoff_id": handoff_id}  # fmt: skip
+        outcome: str,
+        outcome_ref: str,
+        *,
+        refs: Sequence[str] | None = None,
+        note: str | None = None,
+        handoff_id: str | None = None,
+    ) -> Call[OutcomeReport]:
+        body = {
+            "outcome": outcome,
+            "outcome_ref": outcome_ref,
+            "refs": None if refs is None else list(refs),
+            "note": note,
+            "handoff_id": handoff_id,
+        }
         return Call("POST", "/v1/outcomes", OutcomeReport, json=_drop_none(body))
 
     @staticmethod
     def handoff(
-        to: str, summary: str, *, next: Sequence[str] = (), open: Sequence[str] = (),
-        pins: Sequence[dict[str, Any]] | None = None, expires_in: float | None = None,
+        to: str,
+        summary: str,
+        *,
+        next: Sequence[str] = (),
+        open: Sequence[str] = (),
+        pins: Sequence[dict[str, Any]] | None = None,
+        expires_in: float | None = None,
         note: str | None = None,
-    ) -> Call[Packet]:  # fmt: skip
-        body = {"to": to, "summary": summary, "next": list(next), "open": list(open),
-                "pins": None if pins is None else list(pins), "expires_in": expires_in,
-                "note": note}  # fmt: skip
+    ) -> Call[Packet]:
+        body = {
+            "to": to,
+            "summary": summary,
+            "next": list(next),
+            "open": list(open),
+            "pins": None if pins is None else list(pins),
+            "expires_in": expires_in,
+            "note": note,
+        }
         return Call("POST", "/v1/handoffs", Packet, json=_drop_none(body))
 
     @staticmethod
@@ -181,9 +223,13 @@ class Calls:
 
     @staticmethod
     def list_handoffs(
-        *, status: str | None = None, to: str | None = None, from_agent: str | None = None,
-        limit: int = 50, cursor: str | None = None,
-    ) -> Call[PacketPage]:  # fmt: skip
+        *,
+        status: str | None = None,
+        to: str | None = None,
+        from_agent: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Call[PacketPage]:
         params = {"status": status, "to": to, "from": from_agent, "limit": limit, "cursor": cursor}
         return Call("GET", "/v1/handoffs", PacketPage, params=_drop_none(params))
 
@@ -205,10 +251,14 @@ def _headers(
 ) -> dict[str, str]:
     """Identity headers; ``token`` defaults to ``BATON_TOKEN`` (an empty string sends none)."""
     token = os.environ.get("BATON_TOKEN") if token is None else token
-    return _drop_none({
-        "X-Baton-Agent": agent, "X-Baton-Session": session, "X-Baton-Namespace": namespace,
-        "Authorization": f"Bearer {token}" if token else None,
-    })  # fmt: skip
+    return _drop_none(
+        {
+            "X-Baton-Agent": agent,
+            "X-Baton-Session": session,
+            "X-Baton-Namespace": namespace,
+            "Authorization": f"Bearer {token}" if token else None,
+        }
+    )
 
 
 class BatonClient:
@@ -218,15 +268,23 @@ class BatonClient:
     to ``agent``, an admin token may act as any agent."""
 
     def __init__(
-        self, base_url: str = "http://127.0.0.1:8765", *, agent: str,
-        session: str | None = None, namespace: str | None = None, timeout: float = 10.0,
-        token: str | None = None, transport: httpx.BaseTransport | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        base_url: str = "http://127.0.0.1:8765",
+        *,
+        agent: str,
+        session: str | None = None,
+        namespace: str | None = None,
+        timeout: float = 10.0,
+        token: str | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
         self.agent = agent
         self._http = httpx.Client(
-            base_url=base_url, headers=_headers(agent, session, namespace, token),
-            timeout=timeout, transport=transport,
-        )  # fmt: skip
+            base_url=base_url,
+            headers=_headers(agent, session, namespace, token),
+            timeout=timeout,
+            transport=transport,
+        )
 
     def _send(self, call: Call[T]) -> T:
         response = self._http.request(call.method, call.path, json=call.json, params=call.params)
@@ -238,8 +296,12 @@ class BatonClient:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:  # fmt: skip
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
         self.close()
 
     def start_session(self) -> Session:
@@ -299,15 +361,23 @@ class AsyncBatonClient:
     """The asyncio twin of :class:`BatonClient`: the same methods, awaitable."""
 
     def __init__(
-        self, base_url: str = "http://127.0.0.1:8765", *, agent: str,
-        session: str | None = None, namespace: str | None = None, timeout: float = 10.0,
-        token: str | None = None, transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        base_url: str = "http://127.0.0.1:8765",
+        *,
+        agent: str,
+        session: str | None = None,
+        namespace: str | None = None,
+        timeout: float = 10.0,
+        token: str | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
         self.agent = agent
         self._http = httpx.AsyncClient(
-            base_url=base_url, headers=_headers(agent, session, namespace, token),
-            timeout=timeout, transport=transport,
-        )  # fmt: skip
+            base_url=base_url,
+            headers=_headers(agent, session, namespace, token),
+            timeout=timeout,
+            transport=transport,
+        )
 
     async def _send(self, call: Call[T]) -> T:
         response = await self._http.request(
@@ -321,8 +391,12 @@ class AsyncBatonClient:
     async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                        trace: TracebackType | None) -> None:  # fmt: skip
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
         await self.aclose()
 
     async def start_session(self) -> Session:

@@ -31,13 +31,19 @@ from baton.server.clock import utc_now
 
 # Claude Code's hook event names -> Baton's hook types.
 CLAUDE_EVENTS = {
-    "SessionStart": "session_start", "UserPromptSubmit": "prompt_submit",
-    "PreToolUse": "pre_tool_use", "PostToolUse": "post_tool_use",
-    "PostToolUseFailure": "post_tool_failure", "PreCompact": "pre_compact",
-    "SubagentStart": "subagent_start", "SubagentStop": "subagent_stop",
-    "Notification": "notification", "TaskCompleted": "task_completed", "Stop": "stop",
+    "SessionStart": "session_start",
+    "UserPromptSubmit": "prompt_submit",
+    "PreToolUse": "pre_tool_use",
+    "PostToolUse": "post_tool_use",
+    "PostToolUseFailure": "post_tool_failure",
+    "PreCompact": "pre_compact",
+    "SubagentStart": "subagent_start",
+    "SubagentStop": "subagent_stop",
+    "Notification": "notification",
+    "TaskCompleted": "task_completed",
+    "Stop": "stop",
     "SessionEnd": "session_end",
-}  # fmt: skip
+}
 HOOK_TYPES = frozenset(CLAUDE_EVENTS.values())
 FILE_KEYS = ("file_path", "path", "file", "notebook_path")
 TIMEOUT = 3.0
@@ -54,8 +60,6 @@ def project_of(cwd: str) -> str:
     return os.environ.get("BATON_PROJECT") or os.path.basename(os.path.normpath(cwd)) or "root"
 
 
-
-
 class Baton:
     """The few API calls a hook makes, over the standard library's HTTP client."""
 
@@ -69,10 +73,11 @@ class Baton:
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(f"{self.base_url}{path}", data=data, method=method,
-                                         headers=self.headers)  # fmt: skip
+        request = urllib.request.Request(
+            f"{self.base_url}{path}", data=data, method=method, headers=self.headers
+        )
         try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT) as response:  # noqa: S310
+            with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
                 return json.loads(response.read() or b"null")
         except urllib.error.HTTPError as error:
             raise Refused(_refusal(error.code, error.read())) from None
@@ -111,10 +116,15 @@ def last_assistant_message(transcript_path: object) -> str | None:
         if not isinstance(message, dict) or message.get("role") != "assistant":
             continue
         content = message.get("content")
-        texts = [content] if isinstance(content, str) else [
-            block.get("text", "") for block in content or []
-            if isinstance(block, dict) and block.get("type") == "text"
-        ]  # fmt: skip
+        texts = (
+            [content]
+            if isinstance(content, str)
+            else [
+                block.get("text", "")
+                for block in content or []
+                if isinstance(block, dict) and block.get("type") == "text"
+            ]
+        )
         text = " ".join(t for t in texts if t).strip()
         if text:
             return text
@@ -138,8 +148,10 @@ def check(base_url: str, agent: str | None, token: str | None) -> int:
     except (OSError, ValueError) as error:
         print(f"baton hook: Baton is not reachable at {base_url} ({error})", file=sys.stderr)
         return 1
-    print(f"baton hook: ok, {base_url} records hook events as {who['agent']} in namespace "
-          f"{who['namespace']} ({who['credential']})")  # fmt: skip
+    print(
+        f"baton hook: ok, {base_url} records hook events as {who['agent']} in namespace "
+        f"{who['namespace']} ({who['credential']})"
+    )
     return 0
 
 
@@ -186,26 +198,53 @@ def handle(event: str, stdin: TextIO, baton: Baton) -> str:
             payload = {**payload, "last_assistant_message": message}
     if kind == "session_start":
         baton.call("POST", "/v1/sessions", {"id": session_id, "project": project, "cwd": cwd})
-    baton.call("POST", "/v1/observations", {
-        "hook_type": kind, "session_id": session_id, "project": project, "cwd": cwd,
-        "timestamp": utc_now(), "data": payload,
-    })  # fmt: skip
+    baton.call(
+        "POST",
+        "/v1/observations",
+        {
+            "hook_type": kind,
+            "session_id": session_id,
+            "project": project,
+            "cwd": cwd,
+            "timestamp": utc_now(),
+            "data": payload,
+        },
+    )
     if kind in ("stop", "session_end"):
         baton.call("POST", f"/v1/sessions/{session_id}/end", {})
     if kind == "session_start":
-        found = baton.call("POST", "/v1/context", {"session_id": session_id, "kind": "start",
-                                                   "cwd": cwd, "project": project})  # fmt: skip
+        found = baton.call(
+            "POST",
+            "/v1/context",
+            {"session_id": session_id, "kind": "start", "cwd": cwd, "project": project},
+        )
         if found["context"]:
-            return json.dumps({"hookSpecificOutput": {
-                "hookEventName": "SessionStart", "additionalContext": found["context"]}})  # fmt: skip
+            return json.dumps(
+                {
+                    "hookSpecificOutput": {
+                        "hookEventName": "SessionStart",
+                        "additionalContext": found["context"],
+                    }
+                }
+            )
     if kind == "pre_compact":
-        found = baton.call("POST", "/v1/context", {"session_id": session_id, "kind": "compact",
-                                                   "project": project,
-                                                   "budget": COMPACT_BUDGET})  # fmt: skip
+        found = baton.call(
+            "POST",
+            "/v1/context",
+            {
+                "session_id": session_id,
+                "kind": "compact",
+                "project": project,
+                "budget": COMPACT_BUDGET,
+            },
+        )
         return str(found["context"])
     if kind == "pre_tool_use" and files_of(payload):
-        found = baton.call("POST", "/v1/enrich", {"session_id": session_id,
-                                                  "files": files_of(payload), "project": project})  # fmt: skip
+        found = baton.call(
+            "POST",
+            "/v1/enrich",
+            {"session_id": session_id, "files": files_of(payload), "project": project},
+        )
         return str(found["context"])
     return ""
 
@@ -218,12 +257,20 @@ def main(arguments: list[str]) -> int:
     from baton.server.settings import Settings
     from baton.server.validation import check_agent
 
-    parser = argparse.ArgumentParser(prog="baton hook",
-                                     description="record a Claude Code hook event (JSON on stdin)")  # fmt: skip
-    parser.add_argument("event", nargs="?", default="",
-                        help="PostToolUse, UserPromptSubmit, ... or post_tool_use, ...")  # fmt: skip
-    parser.add_argument("--check", action="store_true",
-                        help="say whether Baton is reachable and accepts BATON_TOKEN, then exit")  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="baton hook", description="record a Claude Code hook event (JSON on stdin)"
+    )
+    parser.add_argument(
+        "event",
+        nargs="?",
+        default="",
+        help="PostToolUse, UserPromptSubmit, ... or post_tool_use, ...",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="say whether Baton is reachable and accepts BATON_TOKEN, then exit",
+    )
     args = parser.parse_args(arguments)
     try:
         settings = Settings.from_env()

@@ -30,13 +30,18 @@ def execute(resumed: Resumed, baton: BatonClient) -> None:
         bullet(f"open: {question}")
     bullet(f"{len(resumed.pins)} pinned record versions arrived with the packet")
     for stale in resumed.stale:
-        bullet(f"stale: {stale.ref} was pinned at v{stale.pinned_version}, "
-               f"now at v{stale.current_version}", tone="warn")  # fmt: skip
+        bullet(
+            f"stale: {stale.ref} was pinned at v{stale.pinned_version}, "
+            f"now at v{stale.current_version}",
+            tone="warn",
+        )
 
     section("2. look at the board before acting")
     observed = board.board()["source"]["observed_when_executor_returns"]
-    bullet(f"fetched the board 60s after the scout's last request: HTTP {observed['status']}, "
-           f"Retry-After {observed['retry_after_seconds']}s")  # fmt: skip
+    bullet(
+        f"fetched the board 60s after the scout's last request: HTTP {observed['status']}, "
+        f"Retry-After {observed['retry_after_seconds']}s"
+    )
     bullet("so the 60s backoff the scout noted is not enough", tone="warn")
 
     section("3. re-read anything the warning touched")
@@ -52,12 +57,16 @@ def execute(resumed: Resumed, baton: BatonClient) -> None:
         added = current.value["applicants"] - pinned.value["applicants"]
         if added:
             change.append(f"{added} more applicants arrived")
-        bullet(f"{listing} v{current.version} now says \"{current.value['verdict']}\" "
-               f"({' and '.join(change)})")  # fmt: skip
+        bullet(
+            f'{listing} v{current.version} now says "{current.value["verdict"]}" '
+            f"({' and '.join(change)})"
+        )
         if current.value["verdict"] != "apply":
             dropped.add(ref)
-            bullet(f"dropping {listing} - acting on the pinned v{pinned.version} would be wrong",
-                   tone="warn")  # fmt: skip
+            bullet(
+                f"dropping {listing} - acting on the pinned v{pinned.version} would be wrong",
+                tone="warn",
+            )
 
     section("4. act on what still holds")
     acted: list[str] = []
@@ -67,13 +76,20 @@ def execute(resumed: Resumed, baton: BatonClient) -> None:
         if pin.value["verdict"] != "apply":
             continue
         listing = pin.ref.rsplit("/", 1)[0]
-        draft = baton.remember(f"{listing}/application", {
-            "status": "drafted", "title": pin.value["title"],
-            "budget_usd": pin.value["budget_usd"], "based_on": f"{pin.ref}@v{pin.version}",
-        })  # fmt: skip
+        draft = baton.remember(
+            f"{listing}/application",
+            {
+                "status": "drafted",
+                "title": pin.value["title"],
+                "budget_usd": pin.value["budget_usd"],
+                "based_on": f"{pin.ref}@v{pin.version}",
+            },
+        )
         acted.append(pin.ref)
-        bullet(f"drafted the application for {listing} ({pin.value['title'].lower()}, "
-               f"${pin.value['budget_usd']}) -> {draft.ref} v{draft.version}")  # fmt: skip
+        bullet(
+            f"drafted the application for {listing} ({pin.value['title'].lower()}, "
+            f"${pin.value['budget_usd']}) -> {draft.ref} v{draft.version}"
+        )
 
     section("5. report what actually happened")
     run = f"RUN-{packet.id}"
@@ -81,9 +97,12 @@ def execute(resumed: Resumed, baton: BatonClient) -> None:
         move = baton.record_outcome("success", run, refs=[ref], note="application drafted").moves[0]
         bullet(f"success on {ref}: confidence {move.before:.0%} -> {move.after:.0%}", tone="good")
     report = baton.record_outcome(
-        "failure", run, refs=[board.SOURCE_REF], handoff_id=packet.id,
+        "failure",
+        run,
+        refs=[board.SOURCE_REF],
+        handoff_id=packet.id,
         note=f"still 429 after 60s; Retry-After {observed['retry_after_seconds']}s",
-    )  # fmt: skip
+    )
     move = report.moves[0]
     bullet(f"failure on {move.ref}: confidence {move.before:.0%} -> {move.after:.0%}", tone="bad")
     assert report.handoff is not None
@@ -95,5 +114,5 @@ def execute(resumed: Resumed, baton: BatonClient) -> None:
         f"window is {observed['retry_after_seconds']}s",
         next=[f"Re-crawl boards-example with a {observed['retry_after_seconds']}s backoff"],
         pins=[{"ref": ref} for ref in [*acted, board.SOURCE_REF]],
-    )  # fmt: skip
+    )
     bullet(f"handed back to {packet.from_agent}: packet {back.id}")

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
+
 from baton.agents import BatonClient
 from baton.agents.client import BatonAPIError
 from baton.demo import board, scout
@@ -63,9 +64,13 @@ class Demo:
         """A background process in its own session; its output goes to a log file."""
         log = open(self.logs / f"{name}.log", "w")  # noqa: SIM115 - closed with the process
         process = subprocess.Popen(
-            command, env=self.env, stdout=log, stderr=subprocess.STDOUT, text=True,
+            command,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
             start_new_session=True,
-        )  # fmt: skip
+        )
         self.processes.append(process)
         return process
 
@@ -73,9 +78,13 @@ class Demo:
         """A foreground step: stream its transcript lines, keep its log, fail loudly."""
         with open(self.logs / f"{name}.log", "w") as log:
             process = subprocess.Popen(
-                command, env=self.env, stdout=subprocess.PIPE, stderr=log, text=True,
+                command,
+                env=self.env,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
                 start_new_session=True,
-            )  # fmt: skip
+            )
             self.processes.append(process)
             assert process.stdout is not None
             for line in process.stdout:
@@ -125,11 +134,13 @@ def check_end_state(url: str, namespace: str, transcript: list[str]) -> list[tup
 
     with BatonClient(url, agent="demo-check", namespace=namespace) as baton:
         corrected = baton.recall(board.assessment_ref(553))
-        expect(corrected.version == 2 and corrected.value["verdict"] == "maybe",
-               f"listing/553/assessment is at v{corrected.version}, "
-               f"\"{corrected.value['verdict']}\"")  # fmt: skip
-        expect(any(STALE_LINE in line for line in transcript),
-               "the executor was warned: " + STALE_LINE)  # fmt: skip
+        expect(
+            corrected.version == 2 and corrected.value["verdict"] == "maybe",
+            f'listing/553/assessment is at v{corrected.version}, "{corrected.value["verdict"]}"',
+        )
+        expect(
+            any(STALE_LINE in line for line in transcript), "the executor was warned: " + STALE_LINE
+        )
         for ref, expected in ((board.assessment_ref(482), 0.84), (board.SOURCE_REF, 0.39)):
             confidence = baton.recall(ref).confidence
             expect(round(confidence, 2) == expected, f"{ref} confidence is {confidence:.2f}")
@@ -138,11 +149,15 @@ def check_end_state(url: str, namespace: str, transcript: list[str]) -> list[tup
             expect(False, "an application for listing/553 exists, but it was dropped")
         except BatonAPIError:
             expect(True, "no application was drafted for the dropped listing/553")
-        expect(baton.recall("listing/482/application").value["status"] == "drafted",
-               "the application for listing/482 is drafted")  # fmt: skip
+        expect(
+            baton.recall("listing/482/application").value["status"] == "drafted",
+            "the application for listing/482 is drafted",
+        )
         packets = baton.list_handoffs().packets
-        expect(len(packets) == 2 and all(p.state == "done" for p in packets),
-               f"{len(packets)} packets, states: {', '.join(p.state for p in packets)}")  # fmt: skip
+        expect(
+            len(packets) == 2 and all(p.state == "done" for p in packets),
+            f"{len(packets)} packets, states: {', '.join(p.state for p in packets)}",
+        )
         broken = baton.stats(verify=True).broken
         expect(broken == [], f"every hash chain verifies ({len(broken or [])} broken links)")
     return results
@@ -161,9 +176,12 @@ def run(keep: bool, transcript_path: Path | None) -> int:
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     env = {
-        **os.environ, "BATON_REDIS_URL": redis_url, "BATON_NAMESPACE": namespace,
-        "BATON_URL": url, COLOUR_ENV: "1" if colour_enabled() else "0",
-    }  # fmt: skip
+        **os.environ,
+        "BATON_REDIS_URL": redis_url,
+        "BATON_NAMESPACE": namespace,
+        "BATON_URL": url,
+        COLOUR_ENV: "1" if colour_enabled() else "0",
+    }
     demo = Demo(env=env, logs=Path(tempfile.mkdtemp(prefix="baton-demo-")))
     baton = [sys.executable, "-m", "baton.server.cli"]
     api: subprocess.Popen[str] | None = None
@@ -177,8 +195,10 @@ def run(keep: bool, transcript_path: Path | None) -> int:
         print(f"API docs:  {url}/schema")
         where = ["--url", url, "--namespace", namespace]
         demo.step("scout", [*baton, "demo", "scout", "crawl", *where])
-        demo.step("executor", [*baton, "agent", "run", "executor", "--module",
-                               "baton.demo.executor", "--burst"])  # fmt: skip
+        demo.step(
+            "executor",
+            [*baton, "agent", "run", "executor", "--module", "baton.demo.executor", "--burst"],
+        )
         demo.step("scout-receive", [*baton, "demo", "scout", "receive", *where])
 
         results = check_end_state(url, namespace, demo.lines)
@@ -186,12 +206,14 @@ def run(keep: bool, transcript_path: Path | None) -> int:
         for ok, text in results:
             bullet(("ok: " if ok else "FAILED: ") + text, tone="good" if ok else "bad")
         code = 0 if all(ok for ok, _ in results) else 1
-        print(f"\n{'all checks passed' if code == 0 else 'some checks FAILED'} "
-              f"in {time.monotonic() - started:.1f}s")  # fmt: skip
+        print(
+            f"\n{'all checks passed' if code == 0 else 'some checks FAILED'} "
+            f"in {time.monotonic() - started:.1f}s"
+        )
         if transcript_path is not None:
             checks = [f"  . {'ok' if ok else 'FAILED'}: {text}" for ok, text in results]
             rule = "--- checks " + "-" * (WIDTH - len("--- checks "))
-            body = "\n".join(demo.lines + ["", rule, *checks]).strip("\n")
+            body = "\n".join([*demo.lines, "", rule, *checks]).strip("\n")
             date = datetime.now(UTC).strftime("%Y-%m-%d")
             transcript_path.write_text(TRANSCRIPT_HEADER.format(date=date) + body + "\n```\n")
             print(f"transcript written to {transcript_path}")
@@ -204,8 +226,10 @@ def run(keep: bool, transcript_path: Path | None) -> int:
         kept = [api] if keep and api is not None and api.poll() is None else []
         demo.stop(keep=kept)
         if kept:
-            print(f"\nthe API server is still running at {url} (pid {api.pid}); "  # type: ignore[union-attr]
-                  f"stop it with: kill {api.pid}")  # type: ignore[union-attr]
+            print(
+                f"\nthe API server is still running at {url} (pid {api.pid}); "  # type: ignore[union-attr]
+                f"stop it with: kill {api.pid}"
+            )  # type: ignore[union-attr]
         elif started_redis:
             embedded_server(settings).stop()
     return code
@@ -213,14 +237,21 @@ def run(keep: bool, transcript_path: Path | None) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="baton demo", description="The scout/executor story: two processes, one memory. "
+        prog="baton demo",
+        description="The scout/executor story: two processes, one memory. "
         "'baton demo scout crawl|receive --url URL --namespace NS' runs the scout alone.",
-    )  # fmt: skip
-    parser.add_argument("--keep", action="store_true",
-                        help="leave the API server running afterwards, to browse")  # fmt: skip
-    parser.add_argument("--write-transcript", nargs="?", const="docs/demo-transcript.md",
-                        default=None, metavar="PATH",
-                        help="also write the transcript (default docs/demo-transcript.md)")  # fmt: skip
+    )
+    parser.add_argument(
+        "--keep", action="store_true", help="leave the API server running afterwards, to browse"
+    )
+    parser.add_argument(
+        "--write-transcript",
+        nargs="?",
+        const="docs/demo-transcript.md",
+        default=None,
+        metavar="PATH",
+        help="also write the transcript (default docs/demo-transcript.md)",
+    )
     return parser
 
 

@@ -15,11 +15,12 @@ import asyncio
 from collections.abc import Sequence
 
 import httpx
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
 from baton.agents import BatonClient
 from baton.demo import board
 from baton.demo.transcript import bullet, section
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 
 AGENT = "scout"
 RECEIVER = "executor"
@@ -39,28 +40,45 @@ def crawl(url: str, namespace: str) -> None:
         baton.start_session()
         for listing_id, listing in listings.items():
             value, confidence = board.assess(listing)
-            written = baton.remember(board.assessment_ref(listing_id), value,
-                                     confidence=confidence, tags=["listing"])  # fmt: skip
-            bullet(f"{written.ref} v{written.version}: {value['verdict']} "
-                   f"({listing['title']}, {_money(listing)}, {confidence:.0%} sure)")  # fmt: skip
+            written = baton.remember(
+                board.assessment_ref(listing_id), value, confidence=confidence, tags=["listing"]
+            )
+            bullet(
+                f"{written.ref} v{written.version}: {value['verdict']} "
+                f"({listing['title']}, {_money(listing)}, {confidence:.0%} sure)"
+            )
         written = baton.remember(
             board.SOURCE_REF,
-            {"backoff_seconds": rate_limit["documented_backoff_seconds"], "note": rate_limit["note"]},
-            confidence=0.60, tags=["source"],
-        )  # fmt: skip
-        bullet(f"{written.ref} v{written.version}: back off "
-               f"{rate_limit['documented_backoff_seconds']}s after a 429 (60% sure)")  # fmt: skip
+            {
+                "backoff_seconds": rate_limit["documented_backoff_seconds"],
+                "note": rate_limit["note"],
+            },
+            confidence=0.60,
+            tags=["source"],
+        )
+        bullet(
+            f"{written.ref} v{written.version}: back off "
+            f"{rate_limit['documented_backoff_seconds']}s after a 429 (60% sure)"
+        )
 
-        worth = [(i, l) for i, l in listings.items() if board.assess(l)[0]["verdict"] == "apply"]
+        worth = [
+            (i, listing)
+            for i, listing in listings.items()
+            if board.assess(listing)[0]["verdict"] == "apply"
+        ]
         packet = baton.handoff(
             RECEIVER,
             SUMMARY,
-            next=[f"Draft an application for listing/{i} "
-                  f"({l['title'].lower()}, {_money(l)})" for i, l in worth],
+            next=[
+                f"Draft an application for listing/{i} ({item['title'].lower()}, {_money(item)})"
+                for i, item in worth
+            ],
             open=["Is the 60s backoff enough, or does the board keep a longer penalty window?"],
-        )  # fmt: skip
-        bullet(f"packet {packet.id} -> {RECEIVER}: {packet.summary} "
-               f"({len(packet.pins)} pinned record versions, over REST)")  # fmt: skip
+        )
+        bullet(
+            f"packet {packet.id} -> {RECEIVER}: {packet.summary} "
+            f"({len(packet.pins)} pinned record versions, over REST)"
+        )
     asyncio.run(correct_after_handoff(url, namespace))
 
 
@@ -71,15 +89,23 @@ async def correct_after_handoff(url: str, namespace: str) -> None:
     headers = {"X-Baton-Agent": AGENT, "X-Baton-Namespace": namespace}
     async with httpx.AsyncClient(headers=headers) as http:
         async with Client(streamable_http_client(f"{url}/mcp", http_client=http)) as mcp:
-            result = await mcp.call_tool("remember", {
-                "ref": board.assessment_ref(553), "value": value, "confidence": confidence,
-                "tags": ["listing"],
-            })  # fmt: skip
+            result = await mcp.call_tool(
+                "remember",
+                {
+                    "ref": board.assessment_ref(553),
+                    "value": value,
+                    "confidence": confidence,
+                    "tags": ["listing"],
+                },
+            )
     if result.is_error or result.structured_content is None:
         raise SystemExit(f"scout: the correction failed: {result.content}")
     version = result.structured_content["version"]
-    bullet(f"after the handoff, listing/553 changed: budget {_money(edited)}, "
-           f"{edited['applicants']} applicants", tone="warn")  # fmt: skip
+    bullet(
+        f"after the handoff, listing/553 changed: budget {_money(edited)}, "
+        f"{edited['applicants']} applicants",
+        tone="warn",
+    )
     bullet(f"{board.assessment_ref(553)} v{version}: {value['verdict']} (over MCP)")
 
 
@@ -90,8 +116,9 @@ def receive(url: str, namespace: str) -> None:
         if resumed.packet is None:
             bullet("nothing came back", tone="bad")
             raise SystemExit(1)
-        bullet(f"packet {resumed.packet.id} from {resumed.packet.from_agent}: "
-               f"{resumed.packet.summary}")  # fmt: skip
+        bullet(
+            f"packet {resumed.packet.id} from {resumed.packet.from_agent}: {resumed.packet.summary}"
+        )
         for step in resumed.packet.next:
             bullet(f"next: {step}")
         baton.complete(resumed.packet.id)
@@ -110,4 +137,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     (crawl if args.phase == "crawl" else receive)(args.url, args.namespace)
     return 0
-

@@ -58,7 +58,8 @@ def signature_ok(checkpoint, public_key):
 
     try:
         Ed25519PublicKey.from_public_bytes(base64.b64decode(public_key)).verify(
-            base64.b64decode(checkpoint["signature"]), body)
+            base64.b64decode(checkpoint["signature"]), body
+        )
     except (InvalidSignature, ValueError):
         return False
     return True
@@ -91,32 +92,44 @@ def check_checkpoint(export_path, dump_path):
         elif by_number.get(version, {}).get("hash") != digest:
             problems.append(f"{ref} changed: v{version} no longer hashes {digest[:12]}…")
         if len(record["outcomes"]) < outcomes:
-            problems.append(f"{ref} outcomes behind: {outcomes} at the checkpoint, "
-                            f"now {len(record['outcomes'])}")
+            problems.append(
+                f"{ref} outcomes behind: {outcomes} at the checkpoint, "
+                f"now {len(record['outcomes'])}"
+            )
         elif outcomes and record["outcomes"][outcomes - 1].get("hash") != outcome_hash:
-            problems.append(f"{ref} outcomes changed: #{outcomes} no longer hashes "
-                            f"{outcome_hash[:12]}…")
+            problems.append(
+                f"{ref} outcomes changed: #{outcomes} no longer hashes {outcome_hash[:12]}…"
+            )
     for problem in problems:
         print(f"BROKEN {problem}")
     new = len(set(records) - {leaf[0] for leaf in leaves})
-    print(f"checkpoint {checkpoint['seq']}: {len(leaves)} records checked, {new} new since, "
-          + (f"{len(problems)} problem(s)" if problems else "nothing missing, behind or changed"))
+    print(
+        f"checkpoint {checkpoint['seq']}: {len(leaves)} records checked, {new} new since, "
+        + (f"{len(problems)} problem(s)" if problems else "nothing missing, behind or changed")
+    )
     return 1 if problems else 0
 
 
 def main():
     if sys.argv[1:2] == ["--checkpoint"]:
         return check_checkpoint(sys.argv[2], sys.argv[3])
-    source = open(sys.argv[1], encoding="utf-8") if len(sys.argv) > 1 else sys.stdin
-    history = json.load(source)
+    if len(sys.argv) > 1:
+        with open(sys.argv[1], encoding="utf-8") as source:
+            history = json.load(source)
+    else:
+        history = json.load(sys.stdin)
     expected_prev, broken = GENESIS, 0
     for version in history["versions"]:
         problems = []
         forgotten = version.get("forgotten")
         if forgotten:
             # The value is gone; the tombstone's hash must cover the original hash.
-            body = {"forgotten": version["hash"], "at": forgotten["at"], "by": forgotten["by"],
-                    "reason": forgotten["reason"]}
+            body = {
+                "forgotten": version["hash"],
+                "at": forgotten["at"],
+                "by": forgotten["by"],
+                "reason": forgotten["reason"],
+            }
             recomputed = hashlib.sha256(canonical(body)).hexdigest()
             if recomputed != forgotten["hash"]:
                 problems.append(f"tombstone: stored {forgotten['hash']}, recomputed {recomputed}")
@@ -127,8 +140,11 @@ def main():
                 problems.append(f"hash: stored {version['hash']}, recomputed {recomputed}")
         if version["prev_hash"] != expected_prev:
             problems.append(f"link: prev_hash {version['prev_hash']}, expected {expected_prev}")
-        status = "BROKEN " + "; ".join(problems) if problems else (
-            "ok (forgotten)" if forgotten else "ok")
+        status = (
+            "BROKEN " + "; ".join(problems)
+            if problems
+            else ("ok (forgotten)" if forgotten else "ok")
+        )
         print(f"{history['ref']} v{version['version']}: {status}")
         broken += bool(problems)
         expected_prev = version["hash"]

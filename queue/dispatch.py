@@ -13,13 +13,14 @@ from functools import partial
 
 import redis
 import structlog
+from redis.asyncio import Redis as AsyncRedis
+from rq import Queue, Retry
+from rq.job import Job
+
 from baton.server.batch import Batch
 from baton.server.keys import job_id, queue_name
 from baton.server.scripts import lua_source
 from baton.server.settings import HandoffPolicy
-from redis.asyncio import Redis as AsyncRedis
-from rq import Queue, Retry
-from rq.job import Job
 
 log = structlog.get_logger("baton.dispatch")
 DELIVER = "baton.queue.jobs.deliver_packet"
@@ -65,7 +66,9 @@ class RQDispatcher:
             args=(namespace, agent, packet_id),
             job_id=job_id(namespace, packet_id, seq),
             timeout=int(self.policy.lease_seconds),
-            retry=Retry(max=retries, interval=list(self.policy.retry_intervals)) if retries else None,
+            retry=Retry(max=retries, interval=list(self.policy.retry_intervals))
+            if retries
+            else None,
             result_ttl=RESULT_TTL,
             failure_ttl=FAILURE_TTL,
             pipeline=pipe,
@@ -96,9 +99,10 @@ class RQDispatcher:
         async def discard() -> None:
             try:
                 await self.discard_script(keys=keys, args=args)
-            except Exception as error:  # noqa: BLE001 - the claim stands; the job no-ops
-                log.warning("could not drop the job of a pulled packet", packet=packet_id,
-                            error=repr(error))  # fmt: skip
+            except Exception as error:
+                log.warning(
+                    "could not drop the job of a pulled packet", packet=packet_id, error=repr(error)
+                )
 
         task = asyncio.create_task(discard())
         _background.add(task)

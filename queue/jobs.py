@@ -6,11 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import structlog
+from rq import get_current_job
+
 from baton.agents.agent_runtime import handler_for
 from baton.queue.sweeps import sweep_all
 from baton.queue.worker_context import worker_context
 from baton.server.errors import StateConflict
-from rq import get_current_job
 
 log = structlog.get_logger("baton.worker")
 
@@ -43,8 +44,9 @@ def deliver_packet(namespace: str, agent: str, packet_id: str) -> dict[str, Any]
             handler(resumed, context.client(agent, namespace))
     except Exception as error:
         last_try = job is None or not job.retries_left
-        log.warning("handler failed", packet=packet_id, agent=agent, error=repr(error),
-                    last_try=last_try)  # fmt: skip
+        log.warning(
+            "handler failed", packet=packet_id, agent=agent, error=repr(error), last_try=last_try
+        )
         if last_try:
             context.run(handoffs.fail(packet_id, agent, f"{type(error).__name__}: {error}"))
         raise

@@ -13,11 +13,12 @@ import secrets
 from typing import Any
 
 import structlog
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
 from baton.server.backend import Backend
 from baton.server.checkpoints import CheckpointStore, take_checkpoint_if_due
 from baton.server.keys import NAMESPACES, SWEEP_LOCK
 from baton.server.settings import Settings
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 log = structlog.get_logger("baton.sweep")
 
@@ -32,18 +33,35 @@ async def sweep_namespace(
     checkpoint = await take_checkpoint_if_due(
         CheckpointStore(ns, signing_key), settings.checkpoint_seconds
     )
-    if abandoned or forgotten or report.requeued or report.failed or report.expired or \
-            report.repaired or checkpoint:  # fmt: skip
-        log.info("sweep", namespace=namespace, abandoned=abandoned, forgotten=forgotten,
-                 requeued=report.requeued, failed=report.failed, expired=report.expired,
-                 repaired=report.repaired,
-                 checkpoint=None if checkpoint is None else checkpoint.seq)  # fmt: skip
+    if (
+        abandoned
+        or forgotten
+        or report.requeued
+        or report.failed
+        or report.expired
+        or report.repaired
+        or checkpoint
+    ):
+        log.info(
+            "sweep",
+            namespace=namespace,
+            abandoned=abandoned,
+            forgotten=forgotten,
+            requeued=report.requeued,
+            failed=report.failed,
+            expired=report.expired,
+            repaired=report.repaired,
+            checkpoint=None if checkpoint is None else checkpoint.seq,
+        )
     return {
-        "requeued": len(report.requeued), "failed": len(report.failed),
-        "expired": len(report.expired), "repaired": len(report.repaired),
-        "abandoned": len(abandoned), "forgotten": len(forgotten),
+        "requeued": len(report.requeued),
+        "failed": len(report.failed),
+        "expired": len(report.expired),
+        "repaired": len(report.repaired),
+        "abandoned": len(abandoned),
+        "forgotten": len(forgotten),
         "checkpoint": None if checkpoint is None else checkpoint.seq,
-    }  # fmt: skip
+    }
 
 
 async def sweep_all(
@@ -73,5 +91,5 @@ async def sweep_forever(
         await asyncio.sleep(settings.handoffs.sweep_seconds)
         try:
             await sweep_all(backend, settings, signing_key)
-        except Exception:  # noqa: BLE001 - the sweeper must outlive any one failure
+        except Exception:
             log.exception("sweep failed; trying again next round")

@@ -12,6 +12,10 @@ from collections.abc import Sequence
 from types import FrameType
 
 import structlog
+from rq import Queue
+from rq.cron import CronScheduler
+from rq.worker import SimpleWorker, WorkerStatus
+
 from baton.agents.agent_runtime import handler_for, registered
 from baton.queue.dispatch import MAINTENANCE_QUEUE, SWEEP
 from baton.queue.jobs import sweep
@@ -19,9 +23,6 @@ from baton.queue.worker_context import worker_context
 from baton.server.connection import queue_url, sync_redis
 from baton.server.keys import queue_name
 from baton.server.settings import Settings
-from rq import Queue
-from rq.cron import CronScheduler
-from rq.worker import SimpleWorker, WorkerStatus
 
 log = structlog.get_logger("baton.worker")
 EXIT_STOPPED = 143  # 128 + SIGTERM: stopped by a signal, its handler cut short

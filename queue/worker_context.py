@@ -43,8 +43,9 @@ class WorkerContext:
         (TLS context, connection pool) per packet would dominate a short handler."""
         key = (agent, namespace)
         if key not in self.clients:
-            self.clients[key] = BatonClient(self.settings.base_url, agent=agent,
-                                            namespace=namespace, token=self.settings.token)  # fmt: skip
+            self.clients[key] = BatonClient(
+                self.settings.base_url, agent=agent, namespace=namespace, token=self.settings.token
+            )
         return self.clients[key]
 
     def handoffs(self, namespace: str) -> HandoffStore:

@@ -9,11 +9,12 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 import structlog
+from redis.asyncio import Redis
+
 from baton.server.clock import utc_now
 from baton.server.keys import NAMESPACES, Keys
 from baton.server.models import Event
 from baton.server.validation import check_session_id
-from redis.asyncio import Redis
 
 if TYPE_CHECKING:
     from baton.server.backend import Namespace
@@ -118,7 +119,7 @@ async def follow(redis: Redis, keys: Keys, wait_ms: int) -> AsyncIterator[Event]
             reply = await redis.xread({keys.events: last}, block=wait_ms, count=100)
         except asyncio.CancelledError:
             raise
-        except Exception:  # noqa: BLE001 - Redis away: retry, the dashboards keep waiting
+        except Exception:
             log.warning("event stream read failed; retrying", key=keys.events)
             await asyncio.sleep(1)
             continue

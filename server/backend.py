@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Protocol
 
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+
 from baton.queue.dispatch import RQDispatcher
 from baton.server.activity import Activity
 from baton.server.batch import Batch
@@ -28,8 +31,6 @@ from baton.server.sessions import SessionStore
 from baton.server.settings import HandoffPolicy, Limits, Settings
 from baton.server.validation import check_namespace
 from baton.server.verify import Verifier
-from redis.asyncio import Redis
-from redis.asyncio.cluster import RedisCluster
 
 # Namespace views are kept for reuse; past this many the cache starts over.
 NAMESPACES_CACHED = 256

@@ -20,6 +20,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import msgpack
+from redis.asyncio.client import Pipeline
+
 from baton.server.batch import Batch
 from baton.server.errors import BatonError, InvalidInput
 from baton.server.integrity import OUTCOME_FIELDS, VERSION_FIELDS, ChainChecker
@@ -27,7 +29,6 @@ from baton.server.keys import NAMESPACES
 from baton.server.records import BATCH, UNINDEXED_SCOPE
 from baton.server.search import text_of
 from baton.server.validation import check_ref
-from redis.asyncio.client import Pipeline
 
 if TYPE_CHECKING:
     from baton.server.backend import Namespace
@@ -40,9 +41,10 @@ def _decode(fields: dict[bytes, bytes], binary: Iterable[str] = ()) -> dict[str,
     packed = set(binary)
     return {
         key.decode(): msgpack.unpackb(value, raw=False, strict_map_key=False)
-        if key.decode() in packed else value.decode()
+        if key.decode() in packed
+        else value.decode()
         for key, value in fields.items()
-    }  # fmt: skip
+    }
 
 
 def _encode(fields: dict[str, Any], binary: Iterable[str] = ()) -> dict[str, Any]:
@@ -59,19 +61,31 @@ async def export(ns: Namespace, scope: str | None = None) -> AsyncIterator[dict[
             if not head:
                 continue
             current = int(head[b"version"])
-            versions = [_decode(fields, BINARY_VERSION_FIELDS)
-                        async for fields in ns.records.versions(ref, current)]  # fmt: skip
-            outcomes = [msgpack.unpackb(raw) for raw in await redis.lrange(keys.outcomes(ref), 0, -1)]
-            yield {"type": "record", "ref": ref, "head": _decode(head), "versions": versions,
-                   "outcomes": outcomes}  # fmt: skip
+            versions = [
+                _decode(fields, BINARY_VERSION_FIELDS)
+                async for fields in ns.records.versions(ref, current)
+            ]
+            outcomes = [
+                msgpack.unpackb(raw) for raw in await redis.lrange(keys.outcomes(ref), 0, -1)
+            ]
+            yield {
+                "type": "record",
+                "ref": ref,
+                "head": _decode(head),
+                "versions": versions,
+                "outcomes": outcomes,
+            }
     if scope is not None:
         return
     inboxes = await redis.hgetall(keys.handoff_inbox)
     for packet_id, agent in sorted(inboxes.items()):
         fields = await redis.hgetall(keys.packet(agent.decode(), packet_id.decode()))
         log = await redis.lrange(keys.packet_log(agent.decode(), packet_id.decode()), 0, -1)
-        yield {"type": "packet", "fields": _decode(fields, BINARY_PACKET_FIELDS),
-               "log": [msgpack.unpackb(entry) for entry in log]}  # fmt: skip
+        yield {
+            "type": "packet",
+            "fields": _decode(fields, BINARY_PACKET_FIELDS),
+            "log": [msgpack.unpackb(entry) for entry in log],
+        }
     for raw_id in await redis.zrange(keys.sessions, 0, -1):
         session_id = raw_id.decode()
         meta = await redis.hgetall(keys.session(session_id))
@@ -82,11 +96,15 @@ async def export(ns: Namespace, scope: str | None = None) -> AsyncIterator[dict[
             fields = await redis.hgetall(keys.observation(session_id, observation_id.decode()))
             observations.append(_decode(fields, ("files", "data")))
         yield {
-            "type": "session", "id": session_id, "meta": _decode(meta, ("concepts",)),
+            "type": "session",
+            "id": session_id,
+            "meta": _decode(meta, ("concepts",)),
             "touched": _decode(await redis.hgetall(keys.session_touched(session_id))),
-            "files": sorted(f.decode() for f in await redis.smembers(keys.session_files(session_id))),
+            "files": sorted(
+                f.decode() for f in await redis.smembers(keys.session_files(session_id))
+            ),
             "observations": observations,
-        }  # fmt: skip
+        }
 
 
 def check_record(line: dict[str, Any]) -> str | None:
@@ -100,17 +118,24 @@ def check_record(line: dict[str, Any]) -> str | None:
         view["version"] = int(version["version"])
         view["hash"] = version["hash"]
         if "tombstone_hash" in version:
-            view["forgotten"] = {"at": version["forgotten_at"], "by": version["forgotten_by"],
-                                 "reason": version["forgotten_reason"],
-                                 "hash": version["tombstone_hash"]}  # fmt: skip
+            view["forgotten"] = {
+                "at": version["forgotten_at"],
+                "by": version["forgotten_by"],
+                "reason": version["forgotten_reason"],
+                "hash": version["tombstone_hash"],
+            }
         for problem in versions.check(view):
-            return (f"{ref} version {version['version']}: {problem['kind']} expected "
-                    f"{problem['expected']}, found {problem['found']}")  # fmt: skip
+            return (
+                f"{ref} version {version['version']}: {problem['kind']} expected "
+                f"{problem['expected']}, found {problem['found']}"
+            )
     outcomes = ChainChecker(OUTCOME_FIELDS)
     for entry in line["outcomes"]:
         for problem in outcomes.check(entry):
-            return (f"{ref} outcome {entry['seq']}: {problem['kind']} expected "
-                    f"{problem['expected']}, found {problem['found']}")  # fmt: skip
+            return (
+                f"{ref} outcome {entry['seq']}: {problem['kind']} expected "
+                f"{problem['expected']}, found {problem['found']}"
+            )
     if line["versions"] and line["head"].get("hash") != line["versions"][-1]["hash"]:
         return f"{ref}: head hash is not the last version's hash"
     return None
@@ -123,8 +148,14 @@ SHAPES: dict[str, dict[str, type | tuple[type, ...]]] = {
     "session": {"id": str, "meta": dict, "touched": dict, "files": list, "observations": list},
 }
 PACKET_FIELDS = {"id": str, "to": str, "state": str, "created_us": (str, int)}
-OBSERVATION_FIELDS = {"id": str, "title": str, "narrative": str, "files": list, "project": str,
-                      "agent": str}  # fmt: skip
+OBSERVATION_FIELDS = {
+    "id": str,
+    "title": str,
+    "narrative": str,
+    "files": list,
+    "project": str,
+    "agent": str,
+}
 
 
 def _problem(line: Any) -> str | None:
@@ -136,9 +167,12 @@ def _problem(line: Any) -> str | None:
     if line["type"] == "packet" and isinstance(line.get("fields"), dict):
         wanted.append((line["fields"], PACKET_FIELDS, "fields."))
     if line["type"] == "session" and isinstance(line.get("observations"), list):
-        wanted += [(o, OBSERVATION_FIELDS, f"observations[{i}].") if isinstance(o, dict)
-                   else ({}, {"": dict}, f"observations[{i}]")
-                   for i, o in enumerate(line["observations"])]  # fmt: skip
+        wanted += [
+            (o, OBSERVATION_FIELDS, f"observations[{i}].")
+            if isinstance(o, dict)
+            else ({}, {"": dict}, f"observations[{i}]")
+            for i, o in enumerate(line["observations"])
+        ]
     for item, fields, prefix in wanted:
         for name, kind in fields.items():
             if not isinstance(item.get(name), kind):
@@ -170,7 +204,9 @@ def read_dump(lines: Iterable[str]) -> list[dict[str, Any]]:
         try:
             line = json.loads(text)
         except json.JSONDecodeError as error:
-            raise InvalidInput("dump", f"line {number}: not JSON ({error}); nothing was written") from None
+            raise InvalidInput(
+                "dump", f"line {number}: not JSON ({error}); nothing was written"
+            ) from None
         if (problem := _problem(line)) is not None:
             raise InvalidInput("dump", f"line {number}: {problem}; nothing was written")
         parsed.append(line)
@@ -232,8 +268,10 @@ def _queue_record(ns: Namespace, batch: Batch, line: dict[str, Any]) -> None:
     pipe.zadd(keys.refs, {ref: 0})
     pipe.hset(keys.head(ref), mapping=line["head"])
     for version in line["versions"]:
-        pipe.hset(keys.version(ref, int(version["version"])),
-                  mapping=_encode(version, BINARY_VERSION_FIELDS))  # fmt: skip
+        pipe.hset(
+            keys.version(ref, int(version["version"])),
+            mapping=_encode(version, BINARY_VERSION_FIELDS),
+        )
         pipe.sadd(keys.agents, version["author"])
         for tag in version["tags"]:
             pipe.sadd(keys.tag(tag), ref)
@@ -241,15 +279,19 @@ def _queue_record(ns: Namespace, batch: Batch, line: dict[str, Any]) -> None:
         pipe.rpush(keys.outcomes(ref), msgpack.packb(entry))
     last = line["versions"][-1] if line["versions"] else None
     if last is not None and "tombstone_hash" not in last and not ref.startswith(UNINDEXED_SCOPE):
-        ns.search.queue_index(batch, f"f:{ref}", f"{ref} {text_of(last['value'])}", kind="fact",
-                                 agent=last["author"])  # fmt: skip
+        ns.search.queue_index(
+            batch, f"f:{ref}", f"{ref} {text_of(last['value'])}", kind="fact", agent=last["author"]
+        )
     if last is not None and "tombstone_hash" not in last and ref.startswith(UNINDEXED_SCOPE):
         memory = last["value"]
         ns.search.queue_index(
-            batch, f"m:{ref.split('/', 1)[1]}",
+            batch,
+            f"m:{ref.split('/', 1)[1]}",
             " ".join([memory["content"], memory["title"], *memory["concepts"], *memory["files"]]),
-            kind="memory", project=memory["project"], agent=memory["agent_id"],
-        )  # fmt: skip
+            kind="memory",
+            project=memory["project"],
+            agent=memory["agent_id"],
+        )
 
 
 def _queue_packet(ns: Namespace, pipe: Pipeline, line: dict[str, Any]) -> None:
@@ -268,7 +310,9 @@ def _queue_packet(ns: Namespace, pipe: Pipeline, line: dict[str, Any]) -> None:
     elif state == "claimed":
         pipe.zadd(keys.claimed(agent), {packet_id: created})  # an old lease: swept soon
     elif state in ("failed", "expired"):
-        pipe.zadd(keys.failed(agent) if state == "failed" else keys.expired(agent), {packet_id: created})
+        pipe.zadd(
+            keys.failed(agent) if state == "failed" else keys.expired(agent), {packet_id: created}
+        )
     if fields.get("expires_us") and state in ("queued", "claimed"):
         pipe.zadd(keys.expiring(agent), {packet_id: int(fields["expires_us"])})
 
@@ -284,12 +328,17 @@ def _queue_session(ns: Namespace, batch: Batch, line: dict[str, Any]) -> None:
     pipe.zadd(keys.sessions, {session_id: int(started * 1_000_000)}, nx=True)
     for observation in line["observations"]:
         observation_id = observation["id"]
-        pipe.hset(keys.observation(session_id, observation_id),
-                  mapping=_encode(observation, ("files", "data")))  # fmt: skip
+        pipe.hset(
+            keys.observation(session_id, observation_id),
+            mapping=_encode(observation, ("files", "data")),
+        )
         pipe.rpush(keys.observations(session_id), observation_id)
         pipe.hset(keys.observation_sessions, observation_id, session_id)
         ns.search.queue_index(
-            batch, f"o:{session_id}:{observation_id}",
+            batch,
+            f"o:{session_id}:{observation_id}",
             f"{observation['title']} {observation['narrative']} {' '.join(observation['files'])}",
-            kind="observation", project=observation["project"], agent=observation["agent"],
-        )  # fmt: skip
+            kind="observation",
+            project=observation["project"],
+            agent=observation["agent"],
+        )

@@ -11,11 +11,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from baton.server.connection import queue_script
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
+
+from baton.server.connection import queue_script
 
 
 class Batch:

@@ -27,12 +27,13 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack
 import msgspec
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
 from baton.server.clock import utc_now
 from baton.server.errors import InvalidInput, NotFound, StoreUnavailable
 from baton.server.integrity import canonical_bytes
 from baton.server.records import BATCH
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 if TYPE_CHECKING:
     from baton.server.backend import Namespace
@@ -220,8 +221,16 @@ class CheckpointStore:
             found = []
             for ref, head, length in zip(batch, replies[::2], replies[1::2], strict=True):
                 if head[0] is not None:
-                    found.append((ref, int(head[0]), head[1].decode(), int(length),
-                                  (head[2] or b"").decode(), head[3] is not None))  # fmt: skip
+                    found.append(
+                        (
+                            ref,
+                            int(head[0]),
+                            head[1].decode(),
+                            int(length),
+                            (head[2] or b"").decode(),
+                            head[3] is not None,
+                        )
+                    )
             yield found
 
     async def latest(self) -> Checkpoint | None:
@@ -233,8 +242,9 @@ class CheckpointStore:
         return [msgspec.json.decode(raw, type=Checkpoint) for raw in reversed(raws)]
 
     async def get(self, seq: int) -> Checkpoint:
-        raw = await self.redis.lindex(self.keys.checkpoints, seq - 1) if 0 < seq <= MAX_SEQ \
-            else None  # fmt: skip
+        raw = (
+            await self.redis.lindex(self.keys.checkpoints, seq - 1) if 0 < seq <= MAX_SEQ else None
+        )
         if raw is None:
             raise NotFound(f"no checkpoint {seq}", checkpoint=seq)
         return msgspec.json.decode(raw, type=Checkpoint)
@@ -266,11 +276,17 @@ class CheckpointStore:
                 if batch:
                     await self.redis.rpush(leaves_key, msgpack.packb(batch))
             checkpoint = Checkpoint(
-                namespace=self.ns.name, seq=seq, at=utc_now(), records=tree.count,
-                outcome_logs=outcome_logs, forgotten=forgotten, root=tree.root(),
-                prev=ZERO if previous is None else previous.hash, last_event=last_event,
+                namespace=self.ns.name,
+                seq=seq,
+                at=utc_now(),
+                records=tree.count,
+                outcome_logs=outcome_logs,
+                forgotten=forgotten,
+                root=tree.root(),
+                prev=ZERO if previous is None else previous.hash,
+                last_event=last_event,
                 key_id=key_id(self.public_key),
-            )  # fmt: skip
+            )
             body = canonical_bytes(checkpoint.body())
             checkpoint.hash = hashlib.sha256(body).hexdigest()
             checkpoint.signature = base64.b64encode(self.key.sign(body)).decode()
@@ -295,8 +311,10 @@ class CheckpointStore:
             raise NotFound("no checkpoint yet: take one with baton checkpoint")
         leaves = [leaf async for batch in self.stored_leaves(checkpoint.seq) for leaf in batch]
         if checkpoint.records and not leaves:
-            raise NotFound(f"the leaves of checkpoint {checkpoint.seq} are no longer kept "
-                           f"(only the latest {KEEP_LEAVES} are)")  # fmt: skip
+            raise NotFound(
+                f"the leaves of checkpoint {checkpoint.seq} are no longer kept "
+                f"(only the latest {KEEP_LEAVES} are)"
+            )
         return Exported(checkpoint=checkpoint, public_key=self.public_key, leaves=leaves)
 
     async def verify(self, exported: Exported) -> CheckpointReport:
@@ -316,10 +334,14 @@ class CheckpointStore:
         async for batch in self.leaves():
             new_since += sum(leaf[0] not in pinned for leaf in batch)
         return CheckpointReport(
-            checkpoint=checkpoint.seq, signature_ok=signed, leaves_ok=leaves_ok,
-            checked=len(exported.leaves), new_since=new_since, findings=findings,
+            checkpoint=checkpoint.seq,
+            signature_ok=signed,
+            leaves_ok=leaves_ok,
+            checked=len(exported.leaves),
+            new_since=new_since,
+            findings=findings,
             forgotten_since=forgotten_since,
-        )  # fmt: skip
+        )
 
     async def _audited_targets(self) -> set[str]:
         """Refs whose forgetting the audit log explains (``memory/<id>`` targets)."""
@@ -334,8 +356,9 @@ class CheckpointStore:
             if len(entries) < 1000:
                 return targets
 
-    async def _compare(self, batch: list[Leaf], audited: set[str],
-                       forgotten_since: list[str]) -> list[Finding]:  # fmt: skip
+    async def _compare(
+        self, batch: list[Leaf], audited: set[str], forgotten_since: list[str]
+    ) -> list[Finding]:
         pipe = self.redis.pipeline(transaction=False)
         for ref, version, _, outcomes, _, _ in batch:
             pipe.hmget(self.keys.head(ref), "version", "forgotten_at")
@@ -349,35 +372,66 @@ class CheckpointStore:
         ):
             head, stored_hash, length, last_outcome = replies[4 * index : 4 * index + 4]
             if head[0] is None:
-                findings.append(Finding(ref=ref, kind="missing", checkpoint_version=version,
-                                        detail=f"held v{version} at the checkpoint; now gone"))  # fmt: skip
+                findings.append(
+                    Finding(
+                        ref=ref,
+                        kind="missing",
+                        checkpoint_version=version,
+                        detail=f"held v{version} at the checkpoint; now gone",
+                    )
+                )
                 continue
             current = int(head[0])
             if current < version:
-                findings.append(Finding(
-                    ref=ref, kind="behind", checkpoint_version=version, current_version=current,
-                    detail=f"was at v{version} at the checkpoint, now at v{current}: "
-                           f"{_versions(current + 1, version)} removed"))  # fmt: skip
+                findings.append(
+                    Finding(
+                        ref=ref,
+                        kind="behind",
+                        checkpoint_version=version,
+                        current_version=current,
+                        detail=f"was at v{version} at the checkpoint, now at v{current}: "
+                        f"{_versions(current + 1, version)} removed",
+                    )
+                )
             elif (stored_hash or b"").decode() != digest:
-                findings.append(Finding(
-                    ref=ref, kind="changed", checkpoint_version=version, current_version=current,
-                    detail=f"v{version} hashed {digest[:12]}… at the checkpoint, now "
-                           f"{(stored_hash or b'none').decode()[:12]}…"))  # fmt: skip
+                findings.append(
+                    Finding(
+                        ref=ref,
+                        kind="changed",
+                        checkpoint_version=version,
+                        current_version=current,
+                        detail=f"v{version} hashed {digest[:12]}… at the checkpoint, now "
+                        f"{(stored_hash or b'none').decode()[:12]}…",
+                    )
+                )
             if length < outcomes:
-                findings.append(Finding(
-                    ref=ref, kind="outcomes-behind", detail=f"outcomes log held {outcomes} "
-                    f"entries at the checkpoint, now {length}"))  # fmt: skip
+                findings.append(
+                    Finding(
+                        ref=ref,
+                        kind="outcomes-behind",
+                        detail=f"outcomes log held {outcomes} "
+                        f"entries at the checkpoint, now {length}",
+                    )
+                )
             elif outcomes and _entry_hash(last_outcome) != outcome_hash:
-                findings.append(Finding(
-                    ref=ref, kind="outcomes-changed",
-                    detail=f"outcome #{outcomes} hashed {outcome_hash[:12]}… at the checkpoint, "
-                           f"now {_entry_hash(last_outcome)[:12]}…"))  # fmt: skip
+                findings.append(
+                    Finding(
+                        ref=ref,
+                        kind="outcomes-changed",
+                        detail=f"outcome #{outcomes} hashed {outcome_hash[:12]}… at the "
+                        "checkpoint, "
+                        f"now {_entry_hash(last_outcome)[:12]}…",
+                    )
+                )
             if head[1] is not None and not was_forgotten:
                 if ref in audited:
                     forgotten_since.append(ref)
                 else:
-                    findings.append(Finding(ref=ref, kind="forgotten",
-                                            detail="forgotten since, with no audit entry"))  # fmt: skip
+                    findings.append(
+                        Finding(
+                            ref=ref, kind="forgotten", detail="forgotten since, with no audit entry"
+                        )
+                    )
         return findings
 
 

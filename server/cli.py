@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 import msgspec
+
 from baton.server.backend import Namespace, open_backend
 from baton.server.connection import async_redis, embedded_server, queue_url, redis_url
 from baton.server.embedded import EmbeddedServerError
@@ -42,6 +43,7 @@ def _settings() -> Settings:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
+
     from baton.server.api.app import create_app
 
     settings = _settings()
@@ -59,7 +61,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 2
     print(f"baton: serving http://{args.host}:{args.port} (redis: {url})", file=sys.stderr)
     uvicorn.run(
-        create_app(replace(settings, host=args.host, port=args.port)), host=args.host, port=args.port, access_log=False, log_config=None,
+        create_app(replace(settings, host=args.host, port=args.port)),
+        host=args.host,
+        port=args.port,
+        access_log=False,
+        log_config=None,
         timeout_graceful_shutdown=3,  # live dashboard streams never end by themselves
     )
     return 0
@@ -78,18 +84,23 @@ def cmd_token(args: argparse.Namespace) -> int:
         tokens = TokenStore(ns.redis)
         if args.token_command == "add":
             expires = None if args.expires is None else parse_duration(args.expires)
-            issued = await tokens.add(args.agent, admin=args.admin, expires_in=expires,
-                                      scopes=args.scope or None)  # fmt: skip
+            issued = await tokens.add(
+                args.agent, admin=args.admin, expires_in=expires, scopes=args.scope or None
+            )
             print(issued.secret)
-            print(f"token {issued.token.id} for agent {issued.token.agent}"
-                  f"{' (admin)' if issued.token.admin else ''}; shown once, store it now",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"token {issued.token.id} for agent {issued.token.agent}"
+                f"{' (admin)' if issued.token.admin else ''}; shown once, store it now",
+                file=sys.stderr,
+            )
         elif args.token_command == "list":
             for token in await tokens.list():
-                print(f"{token.id}  {token.agent:<20} {'admin' if token.admin else 'agent':<5}  "
-                      f"scopes={','.join(token.scopes)}  created={token.created_at[:19]}  "
-                      f"expires={(token.expires_at or 'never')[:19]}  "
-                      f"last_used={(token.last_used_at or 'never')[:19]}")  # fmt: skip
+                print(
+                    f"{token.id}  {token.agent:<20} {'admin' if token.admin else 'agent':<5}  "
+                    f"scopes={','.join(token.scopes)}  created={token.created_at[:19]}  "
+                    f"expires={(token.expires_at or 'never')[:19]}  "
+                    f"last_used={(token.last_used_at or 'never')[:19]}"
+                )
         else:
             await tokens.revoke(args.id)
             print(f"token {args.id} revoked")
@@ -132,9 +143,12 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     counts = asyncio.run(_in_namespace(args.namespace, run))
     if counts is None:
-        print("baton: the namespace already holds data; nothing was written. Pass --replace to "
-              "delete it first, or --merge to write the dump over it (its records, sessions and "
-              "packets replace those with the same ids)", file=sys.stderr)  # fmt: skip
+        print(
+            "baton: the namespace already holds data; nothing was written. Pass --replace to "
+            "delete it first, or --merge to write the dump over it (its records, sessions and "
+            "packets replace those with the same ids)",
+            file=sys.stderr,
+        )
         return 2
     print("baton: imported " + ", ".join(f"{n} {kind}" for kind, n in counts.items()))
     return 0
@@ -146,7 +160,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         report: dict[str, Any] = {"redis": settings.redis_url, "embedded": False}
         try:
             report["reachable"] = asyncio.run(_ping(settings.redis_url))
-        except Exception as error:  # noqa: BLE001 - any failure to reach it is the answer
+        except Exception as error:
             report["reachable"], report["error"] = False, str(error)
     else:
         report = {"embedded": True, **embedded_server(settings).status()}
@@ -179,7 +193,9 @@ async def _in_namespace(namespace: str | None, action: Callable[[Namespace], Any
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    stats = asyncio.run(_in_namespace(args.namespace, lambda ns: ns.verifier.stats(scope=args.scope)))
+    stats = asyncio.run(
+        _in_namespace(args.namespace, lambda ns: ns.verifier.stats(scope=args.scope))
+    )
     print(msgspec.json.format(msgspec.json.encode(stats)).decode())
     return 0
 
@@ -197,8 +213,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     findings = 0
     if args.checkpoint:
-        findings = asyncio.run(_in_namespace(args.namespace, lambda ns: _verify_checkpoint(
-            ns, args.checkpoint)))  # fmt: skip
+        findings = asyncio.run(
+            _in_namespace(args.namespace, lambda ns: _verify_checkpoint(ns, args.checkpoint))
+        )
     stats = asyncio.run(_in_namespace(args.namespace, run))
     if sys.stderr.isatty():
         print(file=sys.stderr)
@@ -242,9 +259,11 @@ async def _verify_checkpoint(ns: Namespace, which: str) -> int:
         print(f"BROKEN {finding.ref} {finding.kind}: {finding.detail}")
     for ref in report.forgotten_since:
         print(f"forgotten since (audited): {ref}")
-    print(f"checkpoint {report.checkpoint}: {report.checked} records checked, "
-          f"{report.new_since} new since, "
-          + ("nothing missing, behind or changed" if not problems else f"{problems} problem(s)"))  # fmt: skip
+    print(
+        f"checkpoint {report.checkpoint}: {report.checked} records checked, "
+        f"{report.new_since} new since, "
+        + ("nothing missing, behind or changed" if not problems else f"{problems} problem(s)")
+    )
     return problems
 
 
@@ -267,8 +286,10 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
             return msgspec.json.encode(await checkpoints.export()).decode()
         taken = await checkpoints.take()
         assert taken is not None
-        return (f"checkpoint {taken.seq} of {taken.namespace}: {taken.records} records, "
-                f"root {taken.root[:16]}…, signed by key {taken.key_id}")  # fmt: skip
+        return (
+            f"checkpoint {taken.seq} of {taken.namespace}: {taken.records} records, "
+            f"root {taken.root[:16]}…, signed by key {taken.key_id}"
+        )
 
     print(asyncio.run(_in_namespace(args.namespace, run)))
     return 0
@@ -321,8 +342,7 @@ def cmd_agent_run(args: argparse.Namespace) -> int:
 def cmd_handoffs(args: argparse.Namespace) -> int:
 
     async def run(ns: Namespace) -> Any:
-        return await ns.handoffs.list(status=args.status, to_agent=args.to,
-                                              limit=args.limit)  # fmt: skip
+        return await ns.handoffs.list(status=args.status, to_agent=args.to, limit=args.limit)
 
     page = asyncio.run(_in_namespace(args.namespace, run))
     if not page.packets:
@@ -330,14 +350,24 @@ def cmd_handoffs(args: argparse.Namespace) -> int:
         return 0
     rows = [("ID", "STATE", "FROM", "TO", "PINS", "CREATED", "SUMMARY")]
     rows += [
-        (p.id, p.state, p.from_agent, p.to_agent, str(len(p.pins)), p.created_at[:19],
-         p.summary if len(p.summary) <= 50 else p.summary[:47] + "...")
+        (
+            p.id,
+            p.state,
+            p.from_agent,
+            p.to_agent,
+            str(len(p.pins)),
+            p.created_at[:19],
+            p.summary if len(p.summary) <= 50 else p.summary[:47] + "...",
+        )
         for p in page.packets
-    ]  # fmt: skip
+    ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
-              + "  " + row[-1])  # fmt: skip
+        print(
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
+            + "  "
+            + row[-1]
+        )
     return 0
 
 
@@ -351,9 +381,12 @@ def build_parser() -> argparse.ArgumentParser:
     defaults = Settings()
     serve.add_argument("--host", default=None, help=f"bind address (default {defaults.host})")
     serve.add_argument("--port", type=int, default=None, help=f"port (default {defaults.port})")
-    serve.add_argument("--insecure-open", action="store_true",
-                       help="serve a non-loopback address without tokens (anyone reaching the "
-                            "port can read and write everything)")  # fmt: skip
+    serve.add_argument(
+        "--insecure-open",
+        action="store_true",
+        help="serve a non-loopback address without tokens (anyone reaching the "
+        "port can read and write everything)",
+    )
     serve.set_defaults(handler=cmd_serve)
 
     commands.add_parser("status", help="what runs where").set_defaults(handler=cmd_status)
@@ -361,7 +394,9 @@ def build_parser() -> argparse.ArgumentParser:
         handler=cmd_down
     )
 
-    mcp = commands.add_parser("mcp", help="serve the MCP tools on stdio (for Claude Code, Cursor, ...)")
+    mcp = commands.add_parser(
+        "mcp", help="serve the MCP tools on stdio (for Claude Code, Cursor, ...)"
+    )
     mcp.add_argument("--agent", default=None, help="this agent's id (default: $AGENT_ID)")
     mcp.set_defaults(handler=cmd_mcp)
 
@@ -374,8 +409,12 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--agent", required=True, help="the agent the token acts as")
     add.add_argument("--admin", action="store_true", help="may act as any agent and requeue")
     add.add_argument("--expires", default=None, help="lifetime such as 30d, 12h (default never)")
-    add.add_argument("--scope", action="append", default=[],
-                     help="namespace the token may use; repeatable (default all)")  # fmt: skip
+    add.add_argument(
+        "--scope",
+        action="append",
+        default=[],
+        help="namespace the token may use; repeatable (default all)",
+    )
     token_commands.add_parser("list", help="tokens, without their secrets")
     revoke = token_commands.add_parser("revoke", help="revoke a token by id")
     revoke.add_argument("id")
@@ -389,17 +428,28 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("dump", help="the file written by baton export, or - for stdin")
     load.add_argument("--namespace", default=None)
     into = load.add_mutually_exclusive_group()
-    into.add_argument("--replace", action="store_true",
-                      help="delete everything in the namespace first")
-    into.add_argument("--merge", action="store_true",
-                      help="write over what the namespace holds (same ids are replaced)")
+    into.add_argument(
+        "--replace", action="store_true", help="delete everything in the namespace first"
+    )
+    into.add_argument(
+        "--merge",
+        action="store_true",
+        help="write over what the namespace holds (same ids are replaced)",
+    )
     load.set_defaults(handler=cmd_import)
 
     hook = commands.add_parser("hook", help="record a Claude Code hook event (JSON on stdin)")
-    hook.add_argument("event", nargs="?", default="",
-                      help="PostToolUse, UserPromptSubmit, ... or post_tool_use, ...")
-    hook.add_argument("--check", action="store_true",
-                      help="say whether Baton is reachable and accepts BATON_TOKEN, then exit")
+    hook.add_argument(
+        "event",
+        nargs="?",
+        default="",
+        help="PostToolUse, UserPromptSubmit, ... or post_tool_use, ...",
+    )
+    hook.add_argument(
+        "--check",
+        action="store_true",
+        help="say whether Baton is reachable and accepts BATON_TOKEN, then exit",
+    )
     hook.set_defaults(handler=cmd_hook)
 
     worker = commands.add_parser("worker", help="run the periodic sweeps (leases, expiry, repair)")
@@ -410,8 +460,13 @@ def build_parser() -> argparse.ArgumentParser:
     agent_commands = agent.add_subparsers(dest="agent_command", required=True)
     run = agent_commands.add_parser("run", help="start an RQ worker on NAME's queue")
     run.add_argument("name", help="the agent id whose packets to handle")
-    run.add_argument("--module", "-m", action="append", default=[],
-                     help="module that registers the handler with @agent(NAME); repeatable")
+    run.add_argument(
+        "--module",
+        "-m",
+        action="append",
+        default=[],
+        help="module that registers the handler with @agent(NAME); repeatable",
+    )
     run.add_argument("--burst", action="store_true", help="handle what is queued, then exit")
     run.add_argument("--namespace", default=None, help="default: BATON_NAMESPACE or 'default'")
     run.set_defaults(handler=cmd_agent_run)
@@ -432,13 +487,19 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--namespace", default=None, help="default: BATON_NAMESPACE or 'default'")
         sub.set_defaults(handler=handler)
         if name == "verify":
-            sub.add_argument("--checkpoint", default=None, metavar="FILE|latest",
-                             help="also compare with a checkpoint: records missing, cut short "
-                                  "or changed since")  # fmt: skip
+            sub.add_argument(
+                "--checkpoint",
+                default=None,
+                metavar="FILE|latest",
+                help="also compare with a checkpoint: records missing, cut short or changed since",
+            )
 
     checkpoint = commands.add_parser("checkpoint", help="take a signed checkpoint (or --export)")
-    checkpoint.add_argument("--export", action="store_true",
-                            help="print the latest checkpoint and its leaves as one JSON line")
+    checkpoint.add_argument(
+        "--export",
+        action="store_true",
+        help="print the latest checkpoint and its leaves as one JSON line",
+    )
     checkpoint.add_argument("--namespace", default=None)
     checkpoint.set_defaults(handler=cmd_checkpoint)
     return parser

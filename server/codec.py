@@ -8,6 +8,7 @@ from typing import Any
 
 import msgpack
 import msgspec
+
 from baton.server.clock import iso
 from baton.server.integrity import version_body
 from baton.server.models import Packet, Pin, RecordVersion, Tombstone, Transition

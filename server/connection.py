@@ -10,8 +10,6 @@ from typing import Any
 
 import hiredis
 import redis
-from baton.server.embedded import EmbeddedServer
-from baton.server.settings import Settings
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.client import Pipeline
 from redis.asyncio.cluster import RedisCluster
@@ -20,6 +18,9 @@ from redis.backoff import ExponentialBackoff
 from redis.commands.core import AsyncScript
 from redis.exceptions import DataError, NoScriptError
 from redis.retry import Retry
+
+from baton.server.embedded import EmbeddedServer
+from baton.server.settings import Settings
 
 
 def embedded_server(settings: Settings) -> EmbeddedServer:
@@ -91,7 +92,8 @@ class UnixConnection(HiredisPacking, UnixDomainSocketConnection):
 
 
 HIREDIS_PACKING: dict[type[Any], type[Any]] = {
-    Connection: TCPConnection, SSLConnection: TLSConnection,
+    Connection: TCPConnection,
+    SSLConnection: TLSConnection,
     UnixDomainSocketConnection: UnixConnection,
 }
 
@@ -151,9 +153,13 @@ def async_redis(url: str) -> Redis:
         )
         return cluster
     pool = BlockingConnectionPool.from_url(
-        url, max_connections=MAX_CONNECTIONS, timeout=5, socket_connect_timeout=2,
-        socket_timeout=30, retry=_retry(),
-    )  # fmt: skip
+        url,
+        max_connections=MAX_CONNECTIONS,
+        timeout=5,
+        socket_connect_timeout=2,
+        socket_timeout=30,
+        retry=_retry(),
+    )
     pool.connection_class = HIREDIS_PACKING.get(pool.connection_class, pool.connection_class)
     return BatonRedis(connection_pool=pool)
 

@@ -19,6 +19,7 @@ import os
 from xml.sax.saxutils import escape, quoteattr
 
 import msgspec
+
 from baton.server.errors import InvalidInput, NotFound
 from baton.server.memories import MemoryStore
 from baton.server.models import Observation, Session
@@ -90,8 +91,13 @@ class ContextBuilder:
         self.sessions = sessions
         self.memories: MemoryStore = sessions.memories
 
-    async def start(self, session_id: str | None, cwd: str | None, project: str | None,
-                    budget: int = START_BUDGET) -> Context:  # fmt: skip
+    async def start(
+        self,
+        session_id: str | None,
+        cwd: str | None,
+        project: str | None,
+        budget: int = START_BUDGET,
+    ) -> Context:
         """The previous session's "where were we" for ``cwd``."""
         return wrap(project, [await self._previous(session_id, cwd)], budget)
 
@@ -132,8 +138,9 @@ class ContextBuilder:
         lines += [_line(observation) for observation in reversed(recent)]
         return "\n".join(lines)
 
-    async def enrich(self, session_id: str, files: list[str], terms: list[str],
-                     project: str | None) -> Enriched:  # fmt: skip
+    async def enrich(
+        self, session_id: str, files: list[str], terms: list[str], project: str | None
+    ) -> Enriched:
         """What earlier sessions did to ``files``, related memories, and past bugs."""
         if not files or not all(isinstance(f, str) and f for f in files):
             raise InvalidInput("files", "sessionId (string) and files (string[]) are required")
@@ -143,27 +150,45 @@ class ContextBuilder:
         per_file = []
         for path in files[:5]:
             found = await self.memories.recall(path, limit=10, kinds=("observation",))
-            hits = [hit for hit in found.results
-                    if hit.session != session_id and (path in hit.files or path in hit.text)][:5]  # fmt: skip
+            hits = [
+                hit
+                for hit in found.results
+                if hit.session != session_id and (path in hit.files or path in hit.text)
+            ][:5]
             if hits:
-                per_file.append(f"## {escape(path)}\n" + "\n".join(
-                    f"- [{hit.type}] {escape(hit.title)}: {escape(hit.text)}" for hit in hits))  # fmt: skip
+                per_file.append(
+                    f"## {escape(path)}\n"
+                    + "\n".join(
+                        f"- [{hit.type}] {escape(hit.title)}: {escape(hit.text)}" for hit in hits
+                    )
+                )
         if per_file:
-            parts.append("<agentmemory-file-context>\n" + "\n".join(per_file)
-                         + "\n</agentmemory-file-context>")  # fmt: skip
+            parts.append(
+                "<agentmemory-file-context>\n"
+                + "\n".join(per_file)
+                + "\n</agentmemory-file-context>"
+            )
         query = " ".join([*(os.path.basename(path) for path in files), *terms]).strip()
         if query:
-            related = await self.memories.recall(query, limit=5, kinds=("memory",),
-                                                 project=project)  # fmt: skip
+            related = await self.memories.recall(query, limit=5, kinds=("memory",), project=project)
             if related.results:
-                parts.append("<agentmemory-relevant-context>\n" + "\n".join(
-                    escape(hit.text) for hit in related.results) + "\n</agentmemory-relevant-context>")  # fmt: skip
-            bugs = [hit for hit in related.results if hit.type == "bug"
-                    and any(path in known or known in path for path in files for known in hit.files)]  # fmt: skip
+                parts.append(
+                    "<agentmemory-relevant-context>\n"
+                    + "\n".join(escape(hit.text) for hit in related.results)
+                    + "\n</agentmemory-relevant-context>"
+                )
+            bugs = [
+                hit
+                for hit in related.results
+                if hit.type == "bug"
+                and any(path in known or known in path for path in files for known in hit.files)
+            ]
             if bugs:
-                parts.append("<agentmemory-past-errors>\n" + "\n".join(
-                    f"- {escape(hit.title)}: {escape(hit.text)}" for hit in bugs[:3])
-                    + "\n</agentmemory-past-errors>")  # fmt: skip
+                parts.append(
+                    "<agentmemory-past-errors>\n"
+                    + "\n".join(f"- {escape(hit.title)}: {escape(hit.text)}" for hit in bugs[:3])
+                    + "\n</agentmemory-past-errors>"
+                )
         text = "\n\n".join(parts)
         return Enriched(context=text[:ENRICH_LIMIT], truncated=len(text) > ENRICH_LIMIT)
 
@@ -175,8 +200,9 @@ class ContextBuilder:
         if not observations:
             raise NotFound("no_observations", session=session_id)
         asked = [o.narrative for o in observations if o.hook_type == "prompt_submit"]
-        modified = list(dict.fromkeys(
-            path for o in observations if o.type in WRITING_TYPES for path in o.files))  # fmt: skip
+        modified = list(
+            dict.fromkeys(path for o in observations if o.type in WRITING_TYPES for path in o.files)
+        )
         lines = [session.summary] if session.summary else []
         if modified:
             lines.append("Changed " + ", ".join(modified[:10]) + ".")
@@ -184,9 +210,13 @@ class ContextBuilder:
         if question:
             lines.append(f"Open question: {question}")
         return Summary(
-            session_id=session_id, project=session.project,
+            session_id=session_id,
+            project=session.project,
             created_at=session.ended_at or session.last_activity_at or session.started_at,
             title=session.title or (asked[0] if asked else observations[0].title)[:80],
-            narrative=" ".join(lines), key_decisions=asked[-5:], files_modified=modified,
-            concepts=session.concepts, observation_count=session.observation_count,
-        )  # fmt: skip
+            narrative=" ".join(lines),
+            key_decisions=asked[-5:],
+            files_modified=modified,
+            concepts=session.concepts,
+            observation_count=session.observation_count,
+        )

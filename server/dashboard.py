@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 import msgspec
+
 from baton.server.models import (
     AgentSummary,
     Event,
@@ -140,18 +141,23 @@ class Dashboard:
             pending = []
             for packet in sorted(by_agent[summary.agent], key=lambda p: p.created_at):
                 stale = [
-                    StalePin(ref=pin.ref, pinned_version=pin.version,
-                             current_version=current[pin.ref] or 0)  # fmt: skip
+                    StalePin(
+                        ref=pin.ref,
+                        pinned_version=pin.version,
+                        current_version=current[pin.ref] or 0,
+                    )
                     for pin in packet.pins
                     if current[pin.ref] != pin.version
                 ]
-                pending.append(PendingPacket(
-                    packet=packet,
-                    age_seconds=max(0.0, -(_seconds_until(packet.created_at, now) or 0.0)),
-                    stale=stale,
-                    lease_seconds_left=_seconds_until(packet.lease_until, now),
-                    expires_in_seconds=_seconds_until(packet.expires_at, now),
-                ))  # fmt: skip
+                pending.append(
+                    PendingPacket(
+                        packet=packet,
+                        age_seconds=max(0.0, -(_seconds_until(packet.created_at, now) or 0.0)),
+                        stale=stale,
+                        lease_seconds_left=_seconds_until(packet.lease_until, now),
+                        expires_in_seconds=_seconds_until(packet.expires_at, now),
+                    )
+                )
             queues.append(AgentQueue(summary=summary, packets=pending))
         return PendingView(
             namespace=self.namespace,
@@ -165,8 +171,12 @@ class Dashboard:
         packet = await self.handoffs.get(packet_id)
         current = await self._current_versions([pin.ref for pin in packet.pins])
         pins = [
-            PinView(ref=pin.ref, pinned_version=pin.version, current_version=current[pin.ref],
-                    stale=current[pin.ref] != pin.version)  # fmt: skip
+            PinView(
+                ref=pin.ref,
+                pinned_version=pin.version,
+                current_version=current[pin.ref],
+                stale=current[pin.ref] != pin.version,
+            )
             for pin in packet.pins
         ]
         return PacketView(namespace=self.namespace, packet=packet, pins=pins)
@@ -179,15 +189,26 @@ class Dashboard:
         for version in history.versions:
             moves = [entry for entry in outcomes if entry.version == version.version]
             start = moves[0].before if moves else version.confidence
-            points.append(ConfidencePoint(at=version.created_at, version=version.version,
-                                          confidence=start, cause=f"v{version.version} written"))  # fmt: skip
+            points.append(
+                ConfidencePoint(
+                    at=version.created_at,
+                    version=version.version,
+                    confidence=start,
+                    cause=f"v{version.version} written",
+                )
+            )
             points += [
-                ConfidencePoint(at=entry.created_at, version=entry.version, confidence=entry.after,
-                                cause=f"{entry.outcome} ({entry.outcome_ref})")  # fmt: skip
+                ConfidencePoint(
+                    at=entry.created_at,
+                    version=entry.version,
+                    confidence=entry.after,
+                    cause=f"{entry.outcome} ({entry.outcome_ref})",
+                )
                 for entry in moves
             ]
-        return RecordView(namespace=self.namespace, history=history, outcomes=outcomes,
-                          confidence=points)  # fmt: skip
+        return RecordView(
+            namespace=self.namespace, history=history, outcomes=outcomes, confidence=points
+        )
 
     async def failed(self) -> FailedView:
         """Dead letters: failed and expired packets, newest first."""

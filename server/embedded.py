@@ -81,8 +81,11 @@ class EmbeddedServer:
             return inside
         digest = hashlib.sha256(str(self.data_dir).encode()).hexdigest()[:16]
         runtime = os.environ.get("XDG_RUNTIME_DIR")
-        base = Path(runtime) / "baton" if runtime else \
-            Path(tempfile.gettempdir()) / f"baton-{os.getuid()}"  # fmt: skip
+        base = (
+            Path(runtime) / "baton"
+            if runtime
+            else Path(tempfile.gettempdir()) / f"baton-{os.getuid()}"
+        )
         return base / f"{digest}.sock"
 
     @property
@@ -236,17 +239,27 @@ class EmbeddedServer:
     def _start(self, timeout: float) -> None:
         command = [
             valkey_binary(),
-            "--daemonize", "yes",
-            "--port", "0",
-            "--unixsocket", str(self.socket_path),
-            "--unixsocketperm", "700",
-            "--dir", str(self.data_dir),
-            "--pidfile", str(self.pid_path),
-            "--logfile", str(self.log_path),
-            "--appendonly", "yes",
-            "--appendfsync", self.appendfsync,
-            "--save", "",
-        ]  # fmt: skip
+            "--daemonize",
+            "yes",
+            "--port",
+            "0",
+            "--unixsocket",
+            str(self.socket_path),
+            "--unixsocketperm",
+            "700",
+            "--dir",
+            str(self.data_dir),
+            "--pidfile",
+            str(self.pid_path),
+            "--logfile",
+            str(self.log_path),
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            self.appendfsync,
+            "--save",
+            "",
+        ]
         result = subprocess.run(command, capture_output=True, text=True, check=False)
         if result.returncode != 0:
             raise EmbeddedServerError(f"valkey-server failed to start: {result.stderr.strip()}")
@@ -305,8 +318,9 @@ def private_dir(path: Path) -> None:
         try:
             path.chmod(0o700)
         except OSError as error:
-            raise EmbeddedServerError(f"{path} is readable by others and cannot be made "
-                                      f"private ({error})") from None  # fmt: skip
+            raise EmbeddedServerError(
+                f"{path} is readable by others and cannot be made private ({error})"
+            ) from None
 
 
 def _wait_for_exit(pid: int, timeout: float) -> None:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack
 import structlog
+
 from baton.server import codec
 from baton.server.clock import iso, now
 from baton.server.errors import Forbidden, InvalidInput, NotFound, StateConflict
@@ -118,9 +119,10 @@ class HandoffStore:
         if note is not None and (not isinstance(note, str) or len(note) > MAX_NOTE):
             raise InvalidInput("note", f"must be text of at most {MAX_NOTE} characters")
         if expires_in is not None and (
-            isinstance(expires_in, bool) or not isinstance(expires_in, int | float)
+            isinstance(expires_in, bool)
+            or not isinstance(expires_in, int | float)
             or not 0 < expires_in <= MAX_SECONDS
-        ):  # fmt: skip
+        ):
             raise InvalidInput("expires_in", f"must be a number of seconds from 0 to {MAX_SECONDS}")
         resolved = await self._resolve_pins(pins, session)
 
@@ -145,19 +147,32 @@ class HandoffStore:
             "job_seq": 0,
         }
         stored, log = await self.scripts.create_packet(
-            keys=[self.keys.packet(to_agent, packet_id), self.keys.queued(to_agent),
-                  self.keys.expiring(to_agent), self.keys.inbox_all(to_agent)],
-            args=[packet_id, created_us, fields["expires_us"], created_at, from_agent,
-                  *[item for pair in fields.items() for item in pair]],
-        )  # fmt: skip
+            keys=[
+                self.keys.packet(to_agent, packet_id),
+                self.keys.queued(to_agent),
+                self.keys.expiring(to_agent),
+                self.keys.inbox_all(to_agent),
+            ],
+            args=[
+                packet_id,
+                created_us,
+                fields["expires_us"],
+                created_at,
+                from_agent,
+                *[item for pair in fields.items() for item in pair],
+            ],
+        )
         # If the process dies here, the packet is queued without an RQ job: pull still sees
         # it, and the periodic sweep enqueues the missing job (see sweep()).
         await asyncio.gather(
             self._dispatch(to_agent, packet_id, 0),
-            self.activity.emit("handoff", from_agent,
-                            f"{from_agent} handed {packet_id} to {to_agent}: {summary}",
-                            packet=packet_id),
-        )  # fmt: skip
+            self.activity.emit(
+                "handoff",
+                from_agent,
+                f"{from_agent} handed {packet_id} to {to_agent}: {summary}",
+                packet=packet_id,
+            ),
+        )
         packet = codec.packet(codec.pairs(stored))
         packet.log = codec.transitions(log)
         return packet
@@ -213,7 +228,8 @@ class HandoffStore:
                 raise InvalidInput(f"pins[{index}].ref", f"no record {ref}")
             if version is not None and version > int(current):
                 raise InvalidInput(
-                    f"pins[{index}].version", f"{ref} has no version {version} (current {int(current)})"
+                    f"pins[{index}].version",
+                    f"{ref} has no version {version} (current {int(current)})",
                 )
             resolved.append(Pin(ref=ref, version=int(current) if version is None else version))
         return resolved
@@ -226,7 +242,7 @@ class HandoffStore:
             return
         try:
             await dispatcher.enqueue(self.namespace, agent, packet_id, seq)
-        except Exception as error:  # noqa: BLE001 - repaired by the sweep
+        except Exception as error:
             log.warning("enqueue failed; the sweep will retry", packet=packet_id, error=repr(error))
 
     # -- claiming -----------------------------------------------------------------------------
@@ -250,7 +266,7 @@ class HandoffStore:
         renewed = await self.scripts.renew_lease(
             keys=[self.keys.packet(agent, packet_id), self.keys.claimed(agent)],
             args=[packet_id, agent, job, lease_us, iso(lease_us)],
-        )  # fmt: skip
+        )
         return bool(renewed)
 
     async def claim_for_job(self, agent: str, packet_id: str, job: str) -> Resumed:
@@ -259,29 +275,48 @@ class HandoffStore:
         return await self._claim(agent, packet_id, agent, None, "worker", job=job)
 
     async def _claim(
-        self, agent: str, packet_id: str, claimant: str, lease_seconds: float | None,
-        reason: str, *, job: str,
-    ) -> Resumed:  # fmt: skip
+        self,
+        agent: str,
+        packet_id: str,
+        claimant: str,
+        lease_seconds: float | None,
+        reason: str,
+        *,
+        job: str,
+    ) -> Resumed:
         """Claim a packet (the oldest with no ``packet_id``) and resolve its pins; a pull
         (``reason`` "resume") also drops the packet's RQ job."""
         lease = self.policy.lease_seconds if lease_seconds is None else lease_seconds
-        if isinstance(lease, bool) or not isinstance(lease, int | float) or not 0 < lease <= MAX_SECONDS:
-            raise InvalidInput("lease_seconds", f"must be a number of seconds from 0 to {MAX_SECONDS}")
+        if (
+            isinstance(lease, bool)
+            or not isinstance(lease, int | float)
+            or not 0 < lease <= MAX_SECONDS
+        ):
+            raise InvalidInput(
+                "lease_seconds", f"must be a number of seconds from 0 to {MAX_SECONDS}"
+            )
         now_us, now_iso = now()
         lease_us = now_us + int(lease * 1_000_000)
         reply = await self.scripts.claim_packet(
-            keys=[self.keys.queued(agent), self.keys.claimed(agent), self.keys.expiring(agent),
-                  self.keys.packet_prefix(agent), self.keys.expired(agent)],
+            keys=[
+                self.keys.queued(agent),
+                self.keys.claimed(agent),
+                self.keys.expiring(agent),
+                self.keys.packet_prefix(agent),
+                self.keys.expired(agent),
+            ],
             args=[packet_id, now_us, now_iso, lease_us, iso(lease_us), claimant, reason, job],
-        )  # fmt: skip
+        )
         if not reply or reply[0] == 0:
             state = reply[1].decode() if reply else None
             message = (
-                f"no packets waiting for {agent}" if not packet_id
+                f"no packets waiting for {agent}"
+                if not packet_id
                 else f"packet {packet_id} is {state or 'unknown'}, not queued"
-            )  # fmt: skip
-            return Resumed(agent=agent, packet=None, pins=[], stale=[], lease_until=None,
-                           message=message)  # fmt: skip
+            )
+            return Resumed(
+                agent=agent, packet=None, pins=[], stale=[], lease_until=None, message=message
+            )
         fields = codec.pairs(reply[2])
         packet = codec.packet(fields)
         dispatcher = self.ns.backend.dispatcher
@@ -348,18 +383,38 @@ class HandoffStore:
         return await self._settle(packet_id, agent, "claimed", "failed", "failed", error=error)
 
     async def _settle(
-        self, packet_id: str, agent: str, from_state: str, to_state: str, reason: str,
-        error: str = "", *, dispatch: bool = True,
-    ) -> Packet:  # fmt: skip
+        self,
+        packet_id: str,
+        agent: str,
+        from_state: str,
+        to_state: str,
+        reason: str,
+        error: str = "",
+        *,
+        dispatch: bool = True,
+    ) -> Packet:
         to_agent = await self._inbox_of(packet_id)
         now_us, now_iso = now()
         reply = await self.scripts.settle_packet(
-            keys=[self.keys.packet(to_agent, packet_id), self.keys.queued(to_agent),
-                  self.keys.claimed(to_agent), self.keys.failed(to_agent),
-                  self.keys.expiring(to_agent), self.keys.expired(to_agent)],
-            args=[packet_id, from_state, to_state, agent, reason[:MAX_NOTE], now_iso, now_us,
-                  error[:MAX_NOTE]],
-        )  # fmt: skip
+            keys=[
+                self.keys.packet(to_agent, packet_id),
+                self.keys.queued(to_agent),
+                self.keys.claimed(to_agent),
+                self.keys.failed(to_agent),
+                self.keys.expiring(to_agent),
+                self.keys.expired(to_agent),
+            ],
+            args=[
+                packet_id,
+                from_state,
+                to_state,
+                agent,
+                reason[:MAX_NOTE],
+                now_iso,
+                now_us,
+                error[:MAX_NOTE],
+            ],
+        )
         status = reply[0]
         if status == -1:
             raise NotFound(f"no packet {packet_id}", packet=packet_id)
@@ -372,12 +427,17 @@ class HandoffStore:
             state = reply[1].decode()
             raise StateConflict(
                 f"packet {packet_id} is {state}; only a {from_state} packet can become {to_state}",
-                packet=packet_id, state=state,
-            )  # fmt: skip
+                packet=packet_id,
+                state=state,
+            )
         if to_state == "queued" and dispatch:
             await self._dispatch(to_agent, packet_id, int(reply[2]))
-        await self.activity.emit(to_state, agent, f"{agent}: {packet_id} {from_state} -> "
-                              f"{to_state} ({error or reason})", packet=packet_id)  # fmt: skip
+        await self.activity.emit(
+            to_state,
+            agent,
+            f"{agent}: {packet_id} {from_state} -> {to_state} ({error or reason})",
+            packet=packet_id,
+        )
         return await self.get(packet_id)
 
     async def requeue_dead_letter(self, packet_id: str, job: str) -> bool:
@@ -388,8 +448,9 @@ class HandoffStore:
         fields = await self.redis.hmget(self.keys.packet(to_agent, packet_id), "state", "job_seq")
         if fields[0] != b"failed" or job != job_id(self.namespace, packet_id, int(fields[1] or 0)):
             return False
-        await self._settle(packet_id, "rq", "failed", "queued", "requeued with rq requeue",
-                           dispatch=False)  # fmt: skip
+        await self._settle(
+            packet_id, "rq", "failed", "queued", "requeued with rq requeue", dispatch=False
+        )
         return True
 
     async def requeue(self, packet_id: str, agent: str) -> Packet:
@@ -399,8 +460,10 @@ class HandoffStore:
         if packet.state not in ("failed", "expired"):
             raise StateConflict(
                 f"packet {packet_id} is {packet.state}; only failed or expired packets can be "
-                "requeued", packet=packet_id, state=packet.state,
-            )  # fmt: skip
+                "requeued",
+                packet=packet_id,
+                state=packet.state,
+            )
         return await self._settle(packet_id, agent, packet.state, "queued", f"requeued by {agent}")
 
     async def record_outcome(
@@ -422,15 +485,22 @@ class HandoffStore:
             if packet.state != "claimed":
                 raise StateConflict(
                     f"packet {handoff_id} is {packet.state}; only a claimed packet can be closed "
-                    "by an outcome", packet=handoff_id, state=packet.state,
-                )  # fmt: skip
+                    "by an outcome",
+                    packet=handoff_id,
+                    state=packet.state,
+                )
             if packet.claimed_by != agent:
                 raise Forbidden(
                     f"packet {handoff_id} is claimed by {packet.claimed_by}, not {agent}",
                     packet=handoff_id,
                 )
         report = await self.ns.records.record_outcome(
-            outcome, outcome_ref, agent=agent, refs=refs, session=session, note=note,
+            outcome,
+            outcome_ref,
+            agent=agent,
+            refs=refs,
+            session=session,
+            note=note,
             packet_id=handoff_id,
         )
         if handoff_id is not None:
@@ -468,7 +538,9 @@ class HandoffStore:
         if not packet_ids:
             return {}
         agents = await self.redis.hmget(self.keys.handoff_inbox, list(packet_ids))
-        known = [(pid, agent.decode()) for pid, agent in zip(packet_ids, agents, strict=True) if agent]
+        known = [
+            (pid, agent.decode()) for pid, agent in zip(packet_ids, agents, strict=True) if agent
+        ]
         pipe = self.redis.pipeline(transaction=False)
         for packet_id, agent in known:
             pipe.hgetall(self.keys.packet(agent, packet_id))
@@ -477,7 +549,6 @@ class HandoffStore:
             for (packet_id, _), fields in zip(known, await pipe.execute(), strict=True)
             if fields
         }
-
 
     async def list(
         self,
@@ -495,8 +566,10 @@ class HandoffStore:
             to_agent = check_agent(to_agent, field="to")
         if from_agent is not None:
             from_agent = check_agent(from_agent, field="from")
-        if isinstance(limit, bool) or not isinstance(limit, int) or not (
-            1 <= limit <= self.limits.max_page_size
+        if (
+            isinstance(limit, bool)
+            or not isinstance(limit, int)
+            or not (1 <= limit <= self.limits.max_page_size)
         ):
             raise InvalidInput("limit", f"must be from 1 to {self.limits.max_page_size}")
         index = self.keys.inbox_all(to_agent) if to_agent else self.keys.handoffs
@@ -516,16 +589,17 @@ class HandoffStore:
             entries = [(raw.decode(), int(score)) for raw, score in batch]
             if skip_until is not None:
                 entries = [
-                    (pid, score) for pid, score in entries
-                    if score != top or pid < skip_until
-                ]  # fmt: skip
+                    (pid, score) for pid, score in entries if score != top or pid < skip_until
+                ]
             if not entries:
                 return PacketPage(packets=packets, next_cursor=None)
             found = await self.get_many([packet_id for packet_id, _ in entries])
             for packet_id, score in entries:
                 packet = found.get(packet_id)
-                if packet is None or (status and packet.state != status) or (
-                    from_agent and packet.from_agent != from_agent
+                if (
+                    packet is None
+                    or (status and packet.state != status)
+                    or (from_agent and packet.from_agent != from_agent)
                 ):
                     continue
                 packets.append(packet)
@@ -538,8 +612,13 @@ class HandoffStore:
         receivers = sorted(raw.decode() for raw in await self.redis.smembers(self.keys.inboxes))
         pipe = self.redis.pipeline(transaction=False)
         for name in receivers:
-            for key in (self.keys.queued(name), self.keys.claimed(name), self.keys.failed(name),
-                        self.keys.expired(name), self.keys.inbox_all(name)):  # fmt: skip
+            for key in (
+                self.keys.queued(name),
+                self.keys.claimed(name),
+                self.keys.failed(name),
+                self.keys.expired(name),
+                self.keys.inbox_all(name),
+            ):
                 pipe.zcard(key)
         replies = await pipe.execute()
         counts = dict.fromkeys(("queued", "claimed", "done", "failed", "expired"), 0)
@@ -592,24 +671,36 @@ class HandoffStore:
             agent = raw.decode()
             now_us, now_iso = now()
             requeued, failed = await self.scripts.expire_leases(
-                keys=[self.keys.claimed(agent), self.keys.queued(agent), self.keys.failed(agent),
-                      self.keys.packet_prefix(agent), self.keys.expiring(agent)],
+                keys=[
+                    self.keys.claimed(agent),
+                    self.keys.queued(agent),
+                    self.keys.failed(agent),
+                    self.keys.packet_prefix(agent),
+                    self.keys.expiring(agent),
+                ],
                 args=[now_us, now_iso, self.policy.max_deliveries, BATCH],
-            )  # fmt: skip
+            )
             expired = await self.scripts.expire_packets(
-                keys=[self.keys.expiring(agent), self.keys.queued(agent),
-                      self.keys.packet_prefix(agent), self.keys.expired(agent)],
+                keys=[
+                    self.keys.expiring(agent),
+                    self.keys.queued(agent),
+                    self.keys.packet_prefix(agent),
+                    self.keys.expired(agent),
+                ],
                 args=[now_us, now_iso, BATCH],
-            )  # fmt: skip
+            )
             report.requeued += [item.decode() for item in requeued]
             report.failed += [item.decode() for item in failed]
             report.expired += [item.decode() for item in expired]
-            for kind, ids, text in (("queued", requeued, "lease ran out, queued again"),
-                                    ("failed", failed, "failed: max deliveries"),
-                                    ("expired", expired, "expired before anyone claimed it")):  # fmt: skip
+            for kind, ids, text in (
+                ("queued", requeued, "lease ran out, queued again"),
+                ("failed", failed, "failed: max deliveries"),
+                ("expired", expired, "expired before anyone claimed it"),
+            ):
                 for raw_id in ids:
-                    await self.activity.emit(kind, "baton", f"{raw_id.decode()}: {text}",
-                                          packet=raw_id.decode())  # fmt: skip
+                    await self.activity.emit(
+                        kind, "baton", f"{raw_id.decode()}: {text}", packet=raw_id.decode()
+                    )
             for packet_id in requeued:
                 seq = await self.redis.hget(self.keys.packet(agent, packet_id.decode()), "job_seq")
                 await self._dispatch(agent, packet_id.decode(), int(seq or 0))

@@ -25,10 +25,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from redis.asyncio import Redis
+
 from baton.server.errors import Ambiguous, Forbidden
 from baton.server.keys import Keys
 from baton.server.validation import check_agent, check_namespace, check_session_id
-from redis.asyncio import Redis
 
 AGENT_HEADER = "x-baton-agent"
 NAMESPACE_HEADER = "x-baton-namespace"

@@ -20,9 +20,20 @@ from typing import Any
 GENESIS_HASH = "0" * 64
 VERSION_FIELDS = ("author", "created_at", "prev_hash", "ref", "session", "tags", "value", "version")
 OUTCOME_FIELDS = (
-    "after", "agent", "before", "created_at", "handoff_id", "note", "outcome", "outcome_ref",
-    "prev_hash", "ref", "seq", "session", "version",
-)  # fmt: skip
+    "after",
+    "agent",
+    "before",
+    "created_at",
+    "handoff_id",
+    "note",
+    "outcome",
+    "outcome_ref",
+    "prev_hash",
+    "ref",
+    "seq",
+    "session",
+    "version",
+)
 
 
 def canonical_bytes(body: Mapping[str, Any]) -> bytes:
@@ -68,7 +79,7 @@ class ChainChecker:
     (``kind="link"``). Each problem names what was expected and what was found.
     """
 
-    __slots__ = ("fields", "expected_prev")
+    __slots__ = ("expected_prev", "fields")
 
     def __init__(self, fields: tuple[str, ...]) -> None:
         self.fields = fields

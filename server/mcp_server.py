@@ -10,7 +10,6 @@ request (token, headers; each MCP session is its own Baton session). Any mistake
 can make comes back as a tool result with ``isError: true`` and a message saying what to fix.
 """
 
-
 import functools
 import inspect
 import os
@@ -22,15 +21,16 @@ from typing import Annotated, Any, Literal, ParamSpec
 
 import msgspec
 import redis.exceptions
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field
+
 from baton.server.backend import Backend, Namespace, open_backend
 from baton.server.connection import write_refused
 from baton.server.errors import BatonError
 from baton.server.identity import CALLER, Caller, local
 from baton.server.memories import MAX_RECALL, split_list
 from baton.server.settings import Settings
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import Field
 
 INSTRUCTIONS = """\
 Baton is a memory shared by several agents. Facts are records addressed by a ref
@@ -113,7 +113,9 @@ def _as_tool_error(
         except BatonError as error:
             raise ToolError(f"{error.title}: {error.detail}") from None
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
-            raise ToolError("Baton cannot reach its Redis server right now; retry shortly") from None
+            raise ToolError(
+                "Baton cannot reach its Redis server right now; retry shortly"
+            ) from None
         except redis.exceptions.ResponseError as error:
             refused = write_refused(error)
             if refused is None:
@@ -134,11 +136,13 @@ def create_mcp_server(binding: Binding) -> MCPServer:
     """The MCP server with Baton's tools, bound to ``binding``."""
     mcp = MCPServer("baton", instructions=INSTRUCTIONS)
 
-    @mcp.tool(description=(
-        "Store a fact under a ref. Writing an existing ref adds a new version (old versions "
-        "stay readable). Give your confidence (0-1) in the fact. Set expected_version to "
-        "write only if nobody changed the record since you read that version."
-    ))  # fmt: skip
+    @mcp.tool(
+        description=(
+            "Store a fact under a ref. Writing an existing ref adds a new version (old versions "
+            "stay readable). Give your confidence (0-1) in the fact. Set expected_version to "
+            "write only if nobody changed the record since you read that version."
+        )
+    )
     @_as_tool_error
     async def remember(
         ref: Ref,
@@ -152,15 +156,22 @@ def create_mcp_server(binding: Binding) -> MCPServer:
     ) -> Any:
         call = _resolve(binding, ctx)
         return await call.ns.records.remember(
-            ref, value, agent=call.agent, session=call.session, tags=tags,
-            confidence=confidence, expected_version=expected_version,
-        )  # fmt: skip
+            ref,
+            value,
+            agent=call.agent,
+            session=call.session,
+            tags=tags,
+            confidence=confidence,
+            expected_version=expected_version,
+        )
 
-    @mcp.tool(description=(
-        "Read facts. With ref: that record's current version (or the given version). "
-        "Without ref: current versions filtered by scope, tags and minimum confidence, in ref "
-        "order; pass next_cursor back as cursor for more."
-    ))  # fmt: skip
+    @mcp.tool(
+        description=(
+            "Read facts. With ref: that record's current version (or the given version). "
+            "Without ref: current versions filtered by scope, tags and minimum confidence, in ref "
+            "order; pass next_cursor back as cursor for more."
+        )
+    )
     @_as_tool_error
     async def recall(
         ctx: Context,
@@ -168,10 +179,14 @@ def create_mcp_server(binding: Binding) -> MCPServer:
         version: Annotated[int | None, Field(ge=1, description="A past version of ref.")] = None,
         scope: Annotated[str | None, Field(description="Records in this scope and below.")] = None,
         tags: Annotated[list[str], Field(description="Records carrying these tags.")] = [],  # noqa: B006
-        tags_mode: Annotated[Literal["all", "any"], Field(description="Match all or any tag.")] = "all",
+        tags_mode: Annotated[
+            Literal["all", "any"], Field(description="Match all or any tag.")
+        ] = "all",
         min_confidence: Annotated[float | None, Field(ge=0, le=1)] = None,
         limit: Annotated[int, Field(ge=1, le=500)] = 50,
-        cursor: Annotated[str | None, Field(description="next_cursor of the previous page.")] = None,
+        cursor: Annotated[
+            str | None, Field(description="next_cursor of the previous page.")
+        ] = None,
         query: Annotated[str | None, Field(description="Free text to match in values.")] = None,
     ) -> Any:
         call = _resolve(binding, ctx)
@@ -180,68 +195,89 @@ def create_mcp_server(binding: Binding) -> MCPServer:
                 ref, version=version, agent=call.agent, session=call.session
             )
         return await call.ns.records.list_records(
-            scope=scope, tags=tags, tags_mode=tags_mode, min_confidence=min_confidence,
-            limit=limit, cursor=cursor, query=query,
-        )  # fmt: skip
+            scope=scope,
+            tags=tags,
+            tags_mode=tags_mode,
+            min_confidence=min_confidence,
+            limit=limit,
+            cursor=cursor,
+            query=query,
+        )
 
-    @mcp.tool(description=(
-        "Every version of a record, oldest first: value, author, time, confidence, and the "
-        "hash chain linking them (chain_ok says whether each link verifies)."
-    ))  # fmt: skip
+    @mcp.tool(
+        description=(
+            "Every version of a record, oldest first: value, author, time, confidence, and the "
+            "hash chain linking them (chain_ok says whether each link verifies)."
+        )
+    )
     @_as_tool_error
     async def history(ref: Ref, ctx: Context) -> Any:
         return await _resolve(binding, ctx).ns.records.history(ref)
 
-    @mcp.tool(description=(
-        "Hand work to another agent: a packet with a one-line summary, next steps and open "
-        "questions goes into its queue. Pins are the record versions your work is built on; "
-        "leave pins out to pin everything you read or wrote in this session. The receiver is "
-        "told if a pinned record changes before it picks the packet up."
-    ))  # fmt: skip
+    @mcp.tool(
+        description=(
+            "Hand work to another agent: a packet with a one-line summary, next steps and open "
+            "questions goes into its queue. Pins are the record versions your work is built on; "
+            "leave pins out to pin everything you read or wrote in this session. The receiver is "
+            "told if a pinned record changes before it picks the packet up."
+        )
+    )
     @_as_tool_error
     async def handoff(
         to: Agent,
         summary: Annotated[str, Field(description="What is being handed over, in one line.")],
         ctx: Context,
-        next: Annotated[list[str], Field(description="Concrete next steps.")] = [],  # noqa: A002, B006
-        open: Annotated[list[str], Field(description="Unanswered questions.")] = [],  # noqa: A002, B006
+        next: Annotated[list[str], Field(description="Concrete next steps.")] = [],  # noqa: B006
+        open: Annotated[list[str], Field(description="Unanswered questions.")] = [],  # noqa: B006
         pins: Annotated[
             list[dict[str, Any]] | None,
             Field(description="[{ref, version}] to pin; version omitted = current."),
         ] = None,
-        expires_in: Annotated[float | None, Field(gt=0, description="Seconds until unclaimed "
-                                                  "packet expires.")] = None,  # fmt: skip
+        expires_in: Annotated[
+            float | None, Field(gt=0, description="Seconds until unclaimed packet expires.")
+        ] = None,
         note: str | None = None,
     ) -> Any:
         call = _resolve(binding, ctx)
         return await call.ns.handoffs.handoff(
-            from_agent=call.agent, to_agent=to, summary=summary, next_steps=next,
-            open_questions=open, pins=pins, expires_in=expires_in, note=note,
+            from_agent=call.agent,
+            to_agent=to,
+            summary=summary,
+            next_steps=next,
+            open_questions=open,
+            pins=pins,
+            expires_in=expires_in,
+            note=note,
             session=call.session,
-        )  # fmt: skip
+        )
 
-    @mcp.tool(description=(
-        "Pick up the oldest packet handed to you. Returns the packet, its pinned records at "
-        "the pinned versions, and a 'stale' list of pins whose record has a newer version: "
-        "re-read those before acting. packet is null when nothing waits. Finish with "
-        "record_outcome(handoff_id=...) to close it."
-    ))  # fmt: skip
+    @mcp.tool(
+        description=(
+            "Pick up the oldest packet handed to you. Returns the packet, its pinned records at "
+            "the pinned versions, and a 'stale' list of pins whose record has a newer version: "
+            "re-read those before acting. packet is null when nothing waits. Finish with "
+            "record_outcome(handoff_id=...) to close it."
+        )
+    )
     @_as_tool_error
     async def resume(
         ctx: Context,
-        lease_seconds: Annotated[float | None, Field(gt=0, description="How long you hold "
-                                                     "the packet (default 15 min).")] = None,  # fmt: skip
+        lease_seconds: Annotated[
+            float | None, Field(gt=0, description="How long you hold the packet (default 15 min).")
+        ] = None,
     ) -> Any:
         call = _resolve(binding, ctx)
         return await call.ns.handoffs.resume(
             call.agent, lease_seconds=lease_seconds, session=call.session
         )
 
-    @mcp.tool(description=(
-        "Report whether acting on some facts worked. success raises their confidence, "
-        "failure lowers it; before and after are kept. refs defaults to every record you "
-        "touched in this session. Pass handoff_id to close the packet you resumed."
-    ))  # fmt: skip
+    @mcp.tool(
+        description=(
+            "Report whether acting on some facts worked. success raises their confidence, "
+            "failure lowers it; before and after are kept. refs defaults to every record you "
+            "touched in this session. Pass handoff_id to close the packet you resumed."
+        )
+    )
     @_as_tool_error
     async def record_outcome(
         outcome: Annotated[Literal["success", "failure"], Field(description="What happened.")],
@@ -253,14 +289,22 @@ def create_mcp_server(binding: Binding) -> MCPServer:
     ) -> Any:
         call = _resolve(binding, ctx)
         return await call.ns.handoffs.record_outcome(
-            outcome, outcome_ref, agent=call.agent, refs=refs, session=call.session,
-            note=note, handoff_id=handoff_id,
-        )  # fmt: skip
+            outcome,
+            outcome_ref,
+            agent=call.agent,
+            refs=refs,
+            session=call.session,
+            note=note,
+            handoff_id=handoff_id,
+        )
 
-    @mcp.tool(description=(
-        "Counts of records, versions, agents and outcomes, the average confidence and handoff "
-        "packets by state; with verify=true also recheck every hash chain and list broken links."
-    ))  # fmt: skip
+    @mcp.tool(
+        description=(
+            "Counts of records, versions, agents and outcomes, the average confidence and "
+            "handoff packets by state; with verify=true also recheck every hash chain and list "
+            "broken links."
+        )
+    )
     @_as_tool_error
     async def memory_stats(
         ctx: Context,
@@ -281,110 +325,141 @@ Csv = Annotated[str | list[str] | None, Field(description="A list, or a comma-se
 def _add_memory_tools(mcp: MCPServer, binding: Binding) -> None:
     """The coding-agent tools, with the parameter names of agentmemory's MCP server."""
 
-    @mcp.tool(description=(
-        "Save something worth remembering across sessions (a pattern, preference, "
-        "architecture decision, bug, workflow or fact). Near-duplicates of an existing memory "
-        "update it instead of adding a copy; similar ones are reported as similarTo."
-    ))  # fmt: skip
+    @mcp.tool(
+        description=(
+            "Save something worth remembering across sessions (a pattern, preference, "
+            "architecture decision, bug, workflow or fact). Near-duplicates of an existing memory "
+            "update it instead of adding a copy; similar ones are reported as similarTo."
+        )
+    )
     @_as_tool_error
     async def memory_save(
         content: Annotated[str, Field(description="What to remember.")],
         ctx: Context,
-        type: Annotated[str | None, Field(description="pattern, preference, architecture, "  # noqa: A002
-                                          "bug, workflow or fact.")] = None,  # fmt: skip
+        type: Annotated[
+            str | None,
+            Field(description="pattern, preference, architecture, bug, workflow or fact."),
+        ] = None,
         concepts: Csv = None,
         files: Csv = None,
         project: Annotated[str | None, Field(description="A stable project id.")] = None,
-        agentId: str | None = None,  # noqa: N803 - the reference's name
-        ttlDays: Annotated[float | None, Field(gt=0)] = None,  # noqa: N803
+        agentId: str | None = None,
+        ttlDays: Annotated[float | None, Field(gt=0)] = None,
     ) -> Any:
         call = _resolve(binding, ctx)
         saved = await call.ns.memories.save(
-            content, type=type, concepts=concepts, files=files, project=project,
-            agent_id=call.caller.acting_as(agentId).agent, ttl_days=ttlDays,
-        )  # fmt: skip
+            content,
+            type=type,
+            concepts=concepts,
+            files=files,
+            project=project,
+            agent_id=call.caller.acting_as(agentId).agent,
+            ttl_days=ttlDays,
+        )
         if not saved.success:
             raise ToolError(saved.error or "content is required")
         return saved
 
-    @mcp.tool(description=(
-        "Search saved memories and past observations (BM25). format: full, compact or "
-        "narrative; token_budget caps the answer's size."
-    ))  # fmt: skip
+    @mcp.tool(
+        description=(
+            "Search saved memories and past observations (BM25). format: full, compact or "
+            "narrative; token_budget caps the answer's size."
+        )
+    )
     @_as_tool_error
     async def memory_recall(
         query: str,
         ctx: Context,
         limit: Annotated[int, Field(ge=1, le=MAX_RECALL)] = 10,
-        format: Literal["full", "compact", "narrative"] = "full",  # noqa: A002
+        format: Literal["full", "compact", "narrative"] = "full",
         token_budget: Annotated[int | None, Field(ge=1)] = None,
         project: str | None = None,
-        agentId: Annotated[str | None, Field(description="Only this agent's memories and "  # noqa: N803
-                                             "shared ones (your own id, unless admin).")] = None,  # fmt: skip
+        agentId: Annotated[
+            str | None,
+            Field(
+                description="Only this agent's memories and "
+                "shared ones (your own id, unless admin)."
+            ),
+        ] = None,
     ) -> Any:
         call = _resolve(binding, ctx)
         agent = call.caller.acting_as(agentId).agent if agentId else None
         return await call.ns.memories.recall(
-            query, limit=limit, format=format, token_budget=token_budget, project=project,
+            query,
+            limit=limit,
+            format=format,
+            token_budget=token_budget,
+            project=project,
             agent_id=agent,
-        )  # fmt: skip
+        )
 
-    @mcp.tool(description=(
-        "Find memories and observations as compact hits, then expand the ids you want in "
-        "full by calling again with expandIds."
-    ))  # fmt: skip
+    @mcp.tool(
+        description=(
+            "Find memories and observations as compact hits, then expand the ids you want in "
+            "full by calling again with expandIds."
+        )
+    )
     @_as_tool_error
     async def memory_smart_search(
         ctx: Context,
         query: str | None = None,
-        expandIds: Csv = None,  # noqa: N803
+        expandIds: Csv = None,
         limit: Annotated[int, Field(ge=1, le=MAX_RECALL)] = 10,
         project: str | None = None,
     ) -> Any:
         if not query and not expandIds:
             raise ToolError("give a query, or expandIds to expand")
         return await _resolve(binding, ctx).ns.memories.smart_search(
-            query=query, expand_ids=split_list(expandIds, "expandIds"), limit=limit,
+            query=query,
+            expand_ids=split_list(expandIds, "expandIds"),
+            limit=limit,
             project=project,
-        )  # fmt: skip
+        )
 
     @mcp.tool(description="Recent sessions, newest first: where they ran and what they did.")
     @_as_tool_error
-    async def memory_sessions(
-        ctx: Context, limit: Annotated[int, Field(ge=1, le=500)] = 20
-    ) -> Any:
+    async def memory_sessions(ctx: Context, limit: Annotated[int, Field(ge=1, le=500)] = 20) -> Any:
         return {"sessions": await _resolve(binding, ctx).ns.sessions.recent(limit)}
 
-    @mcp.tool(description=(
-        "Forget a memory (memoryId), some observations of a session (sessionId + "
-        "observationIds) or a whole session (sessionId). Audited."
-    ))  # fmt: skip
+    @mcp.tool(
+        description=(
+            "Forget a memory (memoryId), some observations of a session (sessionId + "
+            "observationIds) or a whole session (sessionId). Audited."
+        )
+    )
     @_as_tool_error
     async def memory_forget(
         ctx: Context,
-        memoryId: str | None = None,  # noqa: N803
-        sessionId: str | None = None,  # noqa: N803
-        observationIds: Csv = None,  # noqa: N803
+        memoryId: str | None = None,
+        sessionId: str | None = None,
+        observationIds: Csv = None,
         reason: str = "forgotten on request",
     ) -> Any:
         call = _resolve(binding, ctx)
         return await call.ns.memories.forget(
-            caller=call.caller, memory_id=memoryId, session_id=sessionId,
-            observation_ids=split_list(observationIds, "observationIds") or None, reason=reason,
-        )  # fmt: skip
+            caller=call.caller,
+            memory_id=memoryId,
+            session_id=sessionId,
+            observation_ids=split_list(observationIds, "observationIds") or None,
+            reason=reason,
+        )
 
-    @mcp.tool(description=(
-        "Where were we? Finds the last session for this working directory and answers with "
-        "its open question first, what it touched, and one next step. Use when the user says "
-        "'resume', 'where were we' or 'pick up where I left off'."
-    ))  # fmt: skip
+    @mcp.tool(
+        description=(
+            "Where were we? Finds the last session for this working directory and answers with "
+            "its open question first, what it touched, and one next step. Use when the user says "
+            "'resume', 'where were we' or 'pick up where I left off'."
+        )
+    )
     @_as_tool_error
     async def memory_resume_here(
         ctx: Context,
-        cwd: Annotated[str | None, Field(description="Working directory (absolute); "
-                                         "default: this server's.")] = None,  # fmt: skip
-        override: Annotated[str | None, Field(description="Another project path, absolute "
-                                              "or relative to cwd.")] = None,  # fmt: skip
+        cwd: Annotated[
+            str | None, Field(description="Working directory (absolute); default: this server's.")
+        ] = None,
+        override: Annotated[
+            str | None, Field(description="Another project path, absolute or relative to cwd.")
+        ] = None,
     ) -> Any:
         call = _resolve(binding, ctx)
         return await call.ns.sessions.resume_here(
@@ -398,6 +473,10 @@ async def run_stdio(settings: Settings, agent: str) -> None:
     The session is created when the agent first reads or writes something, so a process
     that only starts and stops leaves no empty session behind."""
     async with open_backend(settings) as backend:
-        caller = Caller(agent=agent, namespace=settings.namespace, credential=local(agent),
-                        session=f"s_{secrets.token_hex(8)}")  # fmt: skip
+        caller = Caller(
+            agent=agent,
+            namespace=settings.namespace,
+            credential=local(agent),
+            session=f"s_{secrets.token_hex(8)}",
+        )
         await create_mcp_server(Binding(caller=caller, backend=backend)).run_stdio_async()

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgpack
 import msgspec
+
 from baton.server.clock import iso, utc_now
 from baton.server.errors import InvalidInput, NotFound, VersionConflict
 from baton.server.identity import Caller, check_session_owner, sweeper
@@ -35,11 +36,11 @@ CANDIDATES = 50
 MAX_CONTENT = 64 * 1024
 MAX_TTL_DAYS = 36_500
 WORD = re.compile(r"[^\W_]+(?:[._/-][^\W_]+)*")
-SCRUB_MIN_QUOTE = 8
+SCRUB_MIN_QUOTE = 8  # characters of a forgotten observation that count as a quote of it
 MAX_EXPAND = 100  # ids expanded in one smart search
 MAX_RECALL = 100  # results of one recall or search
 MAX_AUDIT = 1000  # audit entries in one read
-MAX_TAGS = 200  # concepts or files of one memory  # characters of a forgotten observation that count as a quote of it
+MAX_TAGS = 200  # concepts or files of one memory
 Format = Literal["full", "compact", "narrative"]
 
 
@@ -107,7 +108,11 @@ class AuditEntry(msgspec.Struct, kw_only=True):
 def words(text: str) -> set[str]:
     """The Jaccard token set: lower-cased words with punctuation stripped (``service.`` is
     ``service``), longer than 2 characters, or shorter when they carry a digit (``x4``)."""
-    return {word for word in WORD.findall(text.lower()) if len(word) > 2 or any(c.isdigit() for c in word)}
+    return {
+        word
+        for word in WORD.findall(text.lower())
+        if len(word) > 2 or any(c.isdigit() for c in word)
+    }
 
 
 def jaccard(left: str, right: str) -> float:
@@ -127,7 +132,9 @@ def split_list(value: str | Sequence[str] | None, field: str) -> list[str]:
         return []
     items = value.split(",") if isinstance(value, str) else value
     if not isinstance(items, list | tuple) or not all(isinstance(item, str) for item in items):
-        raise InvalidInput(field, f"{field} must be an array of strings or a comma-separated string")
+        raise InvalidInput(
+            field, f"{field} must be an array of strings or a comma-separated string"
+        )
     return [item.strip() for item in items if item.strip()]
 
 
@@ -151,7 +158,7 @@ class MemoryStore:
         self,
         content: object,
         *,
-        type: str | None = None,  # noqa: A002 - the reference's field name
+        type: str | None = None,
         concepts: str | Sequence[str] | None = None,
         files: str | Sequence[str] | None = None,
         project: str | None = None,
@@ -172,22 +179,33 @@ class MemoryStore:
         project = project.strip() or None if isinstance(project, str) else None
         agent = check_agent(agent_id, field="agent_id") if agent_id else None
         if ttl_days is not None and (
-            isinstance(ttl_days, bool) or not isinstance(ttl_days, int | float)
+            isinstance(ttl_days, bool)
+            or not isinstance(ttl_days, int | float)
             or not 0 < ttl_days <= MAX_TTL_DAYS
-        ):  # fmt: skip
+        ):
             raise InvalidInput("ttl_days", f"must be a number of days from 0 to {MAX_TTL_DAYS}")
 
         superseded, similar = await self._closest(content, project)
         memory_id = f"mem_{secrets.token_hex(6)}"
         title = content.strip().splitlines()[0][:80]
-        value = {"content": content, "type": kind, "title": title, "concepts": concept_list,
-                 "files": file_list, "project": project, "agent_id": agent,
-                 "version": superseded.version + 1 if superseded else 1,
-                 "supersedes": [superseded.id] if superseded else []}  # fmt: skip
+        value = {
+            "content": content,
+            "type": kind,
+            "title": title,
+            "concepts": concept_list,
+            "files": file_list,
+            "project": project,
+            "agent_id": agent,
+            "version": superseded.version + 1 if superseded else 1,
+            "supersedes": [superseded.id] if superseded else [],
+        }
         written = await self.records.remember(
-            memory_ref(memory_id), value, agent=agent or "anonymous", tags=["memory"],
+            memory_ref(memory_id),
+            value,
+            agent=agent or "anonymous",
+            tags=["memory"],
             expected_version=0,
-        )  # fmt: skip
+        )
         text = " ".join([content, title, *concept_list, *file_list])
         await self.index.index(f"m:{memory_id}", text, kind="memory", project=project, agent=agent)
         if superseded is not None:
@@ -201,11 +219,20 @@ class MemoryStore:
             await pipe.execute()
             expires_at = iso(expires_us)
         memory = Memory(
-            id=memory_id, version=value["version"], type=kind, title=title, content=content,
-            concepts=concept_list, files=file_list, project=project, agent_id=agent,
-            created_at=written.created_at, parent_id=superseded.id if superseded else None,
-            supersedes=value["supersedes"], expires_at=expires_at,
-        )  # fmt: skip
+            id=memory_id,
+            version=value["version"],
+            type=kind,
+            title=title,
+            content=content,
+            concepts=concept_list,
+            files=file_list,
+            project=project,
+            agent_id=agent,
+            created_at=written.created_at,
+            parent_id=superseded.id if superseded else None,
+            supersedes=value["supersedes"],
+            expires_at=expires_at,
+        )
         return MemorySaved(success=True, memory=memory, similar_to=None if superseded else similar)
 
     async def _supersede(self, old: Memory, new_id: str, agent: str | None) -> None:
@@ -216,8 +243,13 @@ class MemoryStore:
         record = await self.records.recall(memory_ref(old.id))
         value = {**record.value, "superseded_by": new_id}
         try:
-            await self.records.remember(memory_ref(old.id), value, agent=agent or "anonymous",
-                                      tags=["memory"], expected_version=record.version)  # fmt: skip
+            await self.records.remember(
+                memory_ref(old.id),
+                value,
+                agent=agent or "anonymous",
+                tags=["memory"],
+                expected_version=record.version,
+            )
         except VersionConflict:
             return
         await self.index.remove([f"m:{old.id}"])
@@ -268,9 +300,11 @@ class MemoryStore:
             return set()
         scores = await self.redis.zmscore(self.keys.memory_expiry, list(memory_ids))
         now_us = time.time_ns() // 1000
-        return {memory_id for memory_id, score in zip(memory_ids, scores, strict=True)
-                if score is not None and score <= now_us}  # fmt: skip
-
+        return {
+            memory_id
+            for memory_id, score in zip(memory_ids, scores, strict=True)
+            if score is not None and score <= now_us
+        }
 
     # -- searching ----------------------------------------------------------------------------
 
@@ -279,7 +313,7 @@ class MemoryStore:
         query: str,
         *,
         limit: int = 10,
-        format: Format = "full",  # noqa: A002 - the reference's field name
+        format: Format = "full",
         token_budget: int | None = None,
         project: str | None = None,
         agent_id: str | None = None,
@@ -298,8 +332,9 @@ class MemoryStore:
         ):
             raise InvalidInput("token_budget", "must be a positive whole number")
         project = project.strip() or None if isinstance(project, str) else None
-        found = await self.index.search(query, limit=limit, kinds=kinds, project=project,
-                                        agent=agent_id)  # fmt: skip
+        found = await self.index.search(
+            query, limit=limit, kinds=kinds, project=project, agent=agent_id
+        )
         hits = await self.hits([hit.doc for hit in found], {hit.doc: hit.score for hit in found})
         results, used, truncated = [], 0, False
         for hit in hits:
@@ -312,11 +347,20 @@ class MemoryStore:
             used += cost
         narrative = None
         if format == "narrative":
-            narrative = "\n".join(f"- [{hit.kind}] {hit.title}: {hit.text}" for hit in hits[: len(results)])
-        return Recall(results=results, count=len(results), tokens_used=used, truncated=truncated,
-                      narrative=narrative)  # fmt: skip
+            narrative = "\n".join(
+                f"- [{hit.kind}] {hit.title}: {hit.text}" for hit in hits[: len(results)]
+            )
+        return Recall(
+            results=results,
+            count=len(results),
+            tokens_used=used,
+            truncated=truncated,
+            narrative=narrative,
+        )
 
-    async def hits(self, docs: Sequence[str], scores: dict[str, float] | None = None) -> list[RecallHit]:
+    async def hits(
+        self, docs: Sequence[str], scores: dict[str, float] | None = None
+    ) -> list[RecallHit]:
         """Full hits for index doc ids (``m:<id>`` or ``o:<session>:<id>``), in order, in two
         round trips whatever their number."""
         scores = scores or {}
@@ -327,32 +371,54 @@ class MemoryStore:
             pipe.hgetall(self.keys.observation(session_id, observation_id))
         observations = {
             f"o:{session_id}:{observation_id}": fields
-            for (session_id, _, observation_id), fields in zip(observed, await pipe.execute(), strict=True)
+            for (session_id, _, observation_id), fields in zip(
+                observed, await pipe.execute(), strict=True
+            )
             if fields
-        }  # fmt: skip
+        }
         hits: list[RecallHit] = []
         for doc in docs:
             if (memory := memories.get(doc[2:])) is not None and doc.startswith("m:"):
-                hits.append(RecallHit(
-                    id=memory.id, kind="memory", score=scores.get(doc, 0.0), title=memory.title,
-                    text=memory.content, project=memory.project, type=memory.type,
-                    created_at=memory.created_at, version=memory.version,
-                    concepts=memory.concepts, files=memory.files,
-                ))  # fmt: skip
+                hits.append(
+                    RecallHit(
+                        id=memory.id,
+                        kind="memory",
+                        score=scores.get(doc, 0.0),
+                        title=memory.title,
+                        text=memory.content,
+                        project=memory.project,
+                        type=memory.type,
+                        created_at=memory.created_at,
+                        version=memory.version,
+                        concepts=memory.concepts,
+                        files=memory.files,
+                    )
+                )
             elif (fields := observations.get(doc)) is not None:
-                hits.append(RecallHit(
-                    id=fields[b"id"].decode(), kind="observation", score=scores.get(doc, 0.0),
-                    title=fields[b"title"].decode(), text=fields[b"narrative"].decode(),
-                    project=fields[b"project"].decode(), session=fields[b"session"].decode(),
-                    type=fields[b"type"].decode(), created_at=fields[b"created_at"].decode(),
-                    files=msgpack.unpackb(fields[b"files"]),
-                ))  # fmt: skip
+                hits.append(
+                    RecallHit(
+                        id=fields[b"id"].decode(),
+                        kind="observation",
+                        score=scores.get(doc, 0.0),
+                        title=fields[b"title"].decode(),
+                        text=fields[b"narrative"].decode(),
+                        project=fields[b"project"].decode(),
+                        session=fields[b"session"].decode(),
+                        type=fields[b"type"].decode(),
+                        created_at=fields[b"created_at"].decode(),
+                        files=msgpack.unpackb(fields[b"files"]),
+                    )
+                )
         return hits
 
     async def smart_search(
-        self, *, query: str | None = None, expand_ids: Sequence[str] | None = None,
-        limit: int = 10, project: str | None = None,
-    ) -> Recall:  # fmt: skip
+        self,
+        *,
+        query: str | None = None,
+        expand_ids: Sequence[str] | None = None,
+        limit: int = 10,
+        project: str | None = None,
+    ) -> Recall:
         """Compact hits for ``query``; or, with ``expand_ids``, those memories and
         observations in full."""
         check_size(expand_ids, "expandIds", MAX_EXPAND)
@@ -362,10 +428,14 @@ class MemoryStore:
                 if item.startswith("mem_"):
                     docs.append(f"m:{item}")
                 else:
-                    docs += [doc for doc in await self._observation_docs(item)]
+                    docs += await self._observation_docs(item)
             hits = await self.hits(docs)
-            return Recall(results=hits, count=len(hits), tokens_used=sum(tokens_of(h.text) for h in hits),
-                          truncated=False)  # fmt: skip
+            return Recall(
+                results=hits,
+                count=len(hits),
+                tokens_used=sum(tokens_of(h.text) for h in hits),
+                truncated=False,
+            )
         return await self.recall(query or "", limit=limit, format="compact", project=project)
 
     async def _observation_docs(self, observation_id: str) -> list[str]:
@@ -375,9 +445,14 @@ class MemoryStore:
     # -- forgetting ---------------------------------------------------------------------------
 
     async def forget(
-        self, *, caller: Caller, memory_id: str | None = None, session_id: str | None = None,
-        observation_ids: Sequence[str] | None = None, reason: str = "forgotten on request",
-    ) -> Forgotten:  # fmt: skip
+        self,
+        *,
+        caller: Caller,
+        memory_id: str | None = None,
+        session_id: str | None = None,
+        observation_ids: Sequence[str] | None = None,
+        reason: str = "forgotten on request",
+    ) -> Forgotten:
         """Forget a memory, some observations of a session, or a whole session. What is
         forgotten leaves the search index and the live views; each act is audited. Another
         agent's memory or session is refused (a memory saved without an agent is shared)."""
@@ -396,12 +471,17 @@ class MemoryStore:
             await self.index.remove([f"m:{memory_id}"])
             await self.redis.zrem(self.keys.memory_expiry, memory_id)
             result.memories.append(memory_id)
-            result.audit_ids.append(await self.audit(agent, "forget", f"memory/{memory_id}", reason))
+            result.audit_ids.append(
+                await self.audit(agent, "forget", f"memory/{memory_id}", reason)
+            )
         if session_id:
             ids = list(observation_ids or [])
             whole = not ids
             if whole:
-                ids = [raw.decode() for raw in await self.redis.lrange(self.keys.observations(session_id), 0, -1)]
+                ids = [
+                    raw.decode()
+                    for raw in await self.redis.lrange(self.keys.observations(session_id), 0, -1)
+                ]
             forgotten = [] if whole else await self._read_observations(session_id, ids)
             removed = await self.index.remove([f"o:{session_id}:{oid}" for oid in ids])
             pipe = self.redis.pipeline(transaction=False)
@@ -410,8 +490,12 @@ class MemoryStore:
                 pipe.lrem(self.keys.observations(session_id), 0, oid)
                 pipe.hdel(self.keys.observation_sessions, oid)
             if whole:
-                pipe.delete(self.keys.session(session_id), self.keys.session_touched(session_id),
-                            self.keys.observations(session_id), self.keys.session_files(session_id))  # fmt: skip
+                pipe.delete(
+                    self.keys.session(session_id),
+                    self.keys.session_touched(session_id),
+                    self.keys.observations(session_id),
+                    self.keys.session_files(session_id),
+                )
                 pipe.zrem(self.keys.sessions, session_id)
                 pipe.zrem(self.keys.active_sessions, session_id)
             else:
@@ -423,9 +507,15 @@ class MemoryStore:
             target = f"session/{session_id}" if whole else f"session/{session_id}/observations"
             if whole:
                 result.sessions.append(session_id)
-            result.audit_ids.append(await self.audit(
-                agent, "forget", target, reason, {"observations": ids},
-            ))  # fmt: skip
+            result.audit_ids.append(
+                await self.audit(
+                    agent,
+                    "forget",
+                    target,
+                    reason,
+                    {"observations": ids},
+                )
+            )
         return result
 
     async def _read_observations(self, session_id: str, ids: Sequence[str]) -> list[Observation]:
@@ -437,7 +527,10 @@ class MemoryStore:
     async def _scrub(self, session_id: str, forgotten: list[Observation]) -> None:
         """Remove what a session derived from forgotten observations: its title and summary
         when they quote one, its file list and concepts (recomputed from what is left)."""
-        ids = [raw.decode() for raw in await self.redis.lrange(self.keys.observations(session_id), 0, -1)]
+        ids = [
+            raw.decode()
+            for raw in await self.redis.lrange(self.keys.observations(session_id), 0, -1)
+        ]
         left = await self._read_observations(session_id, ids)
         meta = await self.redis.hmget(self.keys.session(session_id), "title", "summary")
         quoted = [o.narrative for o in forgotten if len(o.narrative) >= SCRUB_MIN_QUOTE]
@@ -457,33 +550,51 @@ class MemoryStore:
         await pipe.execute()
 
     async def audit(
-        self, agent: str, action: str, target: str, reason: str,
+        self,
+        agent: str,
+        action: str,
+        target: str,
+        reason: str,
         details: dict[str, Any] | None = None,
-    ) -> str:  # fmt: skip
+    ) -> str:
         """Append to the audit log (never trimmed)."""
-        fields = {"at": utc_now(), "agent": agent, "action": action, "target": target,
-                  "reason": reason, "details": msgpack.packb(details or {})}  # fmt: skip
+        fields = {
+            "at": utc_now(),
+            "agent": agent,
+            "action": action,
+            "target": target,
+            "reason": reason,
+            "details": msgpack.packb(details or {}),
+        }
         return (await self.redis.xadd(self.keys.audit, fields)).decode()  # type: ignore[arg-type]
 
     async def audit_log(self, limit: int = 50) -> list[AuditEntry]:
         raw = await self.redis.xrevrange(self.keys.audit, count=max(1, min(limit, MAX_AUDIT)))
         return [
             AuditEntry(
-                id=entry_id.decode(), at=f[b"at"].decode(), agent=f[b"agent"].decode(),
-                action=f[b"action"].decode(), target=f[b"target"].decode(),
-                reason=f[b"reason"].decode(), details=msgpack.unpackb(f[b"details"]),
-            )  # fmt: skip
+                id=entry_id.decode(),
+                at=f[b"at"].decode(),
+                agent=f[b"agent"].decode(),
+                action=f[b"action"].decode(),
+                target=f[b"target"].decode(),
+                reason=f[b"reason"].decode(),
+                details=msgpack.unpackb(f[b"details"]),
+            )
             for entry_id, f in raw
         ]
 
     async def expire(self) -> list[str]:
         """Forget memories whose ttl_days ran out, auditing each."""
         now_us = time.time_ns() // 1000
-        due = [raw.decode() for raw in await self.redis.zrangebyscore(self.keys.memory_expiry, "-inf", now_us)]
+        due = [
+            raw.decode()
+            for raw in await self.redis.zrangebyscore(self.keys.memory_expiry, "-inf", now_us)
+        ]
         for memory_id in due:
             try:
-                await self.forget(caller=sweeper(self.ns.name), memory_id=memory_id,
-                                  reason="ttl expired")  # fmt: skip
+                await self.forget(
+                    caller=sweeper(self.ns.name), memory_id=memory_id, reason="ttl expired"
+                )
             except NotFound:
                 await self.redis.zrem(self.keys.memory_expiry, memory_id)
         return due
@@ -496,15 +607,21 @@ def _memory(memory_id: str, record: RecordVersion) -> Memory | None:
     supersedes = value.get("supersedes")
     supersedes = supersedes if isinstance(supersedes, list) else []
     return Memory(
-        id=memory_id, version=value.get("version", record.version), type=value["type"],
-        title=value["title"], content=value["content"], concepts=value["concepts"],
-        files=value["files"], project=value["project"], agent_id=value["agent_id"],
-        created_at=record.created_at, parent_id=supersedes[0] if supersedes else None,
-        supersedes=supersedes, is_latest="superseded_by" not in value,
+        id=memory_id,
+        version=value.get("version", record.version),
+        type=value["type"],
+        title=value["title"],
+        content=value["content"],
+        concepts=value["concepts"],
+        files=value["files"],
+        project=value["project"],
+        agent_id=value["agent_id"],
+        created_at=record.created_at,
+        parent_id=supersedes[0] if supersedes else None,
+        supersedes=supersedes,
+        is_latest="superseded_by" not in value,
         superseded_by=value.get("superseded_by"),
-    )  # fmt: skip
-
-
+    )
 
 
 __all__ = ["MemoryStore", "text_of"]

@@ -9,13 +9,23 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgpack
+
 from baton.server.models import Observation, Session
 
 HOOK_TYPES = (
-    "session_start", "prompt_submit", "pre_tool_use", "post_tool_use", "post_tool_failure",
-    "pre_compact", "subagent_start", "subagent_stop", "notification", "task_completed", "stop",
+    "session_start",
+    "prompt_submit",
+    "pre_tool_use",
+    "post_tool_use",
+    "post_tool_failure",
+    "pre_compact",
+    "subagent_start",
+    "subagent_stop",
+    "notification",
+    "task_completed",
+    "stop",
     "session_end",
-)  # fmt: skip
+)
 # Tool name fragments -> observation type, checked in this order.
 TOOL_TYPES = (
     (("edit", "patch"), "file_edit"),
@@ -27,34 +37,89 @@ TOOL_TYPES = (
     (("task", "agent"), "subagent"),
 )
 HOOK_TYPE_NAMES = {
-    "prompt_submit": "conversation", "notification": "conversation", "stop": "conversation",
-    "session_start": "session", "session_end": "session", "pre_compact": "compact",
-    "subagent_start": "subagent", "subagent_stop": "subagent", "task_completed": "task",
-}  # fmt: skip
+    "prompt_submit": "conversation",
+    "notification": "conversation",
+    "stop": "conversation",
+    "session_start": "session",
+    "session_end": "session",
+    "pre_compact": "compact",
+    "subagent_start": "subagent",
+    "subagent_stop": "subagent",
+    "task_completed": "task",
+}
 FILE_KEYS = ("file_path", "filePath", "path", "notebook_path", "files", "paths")
 NARRATIVE_LIMIT = 600
 CONCEPT_COUNT = 5
 STOPWORDS = frozenset(
-    "the and for with that this from into then than have has was were are not you your "
-    "our its it's can will should would could what when where which who how why use used "
-    "file files run ran tool output input also just like make made need needs want wants "
-    "there their them they these those here some more most other only over such very been "
-    "being does done doing each about after before again against because between both "
-    "during under until while yes okay sure please thanks thank".split()
+    """
+    the and for with that this from into then than have has was were are not you your our
+    its it's can will should would could what when where which who how why use used file
+    files run ran tool output input also just like make made need needs want wants there
+    their them they these those here some more most other only over such very been being
+    does done doing each about after before again against because between both during under
+    until while yes okay sure please thanks thank
+    """.split()
 )
 # Words that name the machinery, not the work: hook names, Claude Code's tool names and the
 # keys of its hook payloads. They never become concepts.
 MACHINERY = frozenset(
     {part for hook in HOOK_TYPES for part in hook.split("_")}
-    | {"tool", "hook", "event", "name", "type", "response", "result", "stdout", "stderr",
-       "read", "write", "edit", "multiedit", "bash", "grep", "glob", "task", "todowrite",
-       "webfetch", "websearch", "notebookedit", "notebookread", "exitplanmode", "agent",
-       "session", "transcript", "path", "file_path", "tool_name", "tool_input",
-       "tool_response", "hook_event_name", "session_id", "transcript_path", "cwd",
-       "permission_mode", "old_string", "new_string", "replace_all", "command",
-       "description", "content", "pattern", "prompt", "message", "user", "assistant",
-       "true", "false", "null", "none", "interrupted", "isimage"}
-)  # fmt: skip
+    | {
+        "tool",
+        "hook",
+        "event",
+        "name",
+        "type",
+        "response",
+        "result",
+        "stdout",
+        "stderr",
+        "read",
+        "write",
+        "edit",
+        "multiedit",
+        "bash",
+        "grep",
+        "glob",
+        "task",
+        "todowrite",
+        "webfetch",
+        "websearch",
+        "notebookedit",
+        "notebookread",
+        "exitplanmode",
+        "agent",
+        "session",
+        "transcript",
+        "path",
+        "file_path",
+        "tool_name",
+        "tool_input",
+        "tool_response",
+        "hook_event_name",
+        "session_id",
+        "transcript_path",
+        "cwd",
+        "permission_mode",
+        "old_string",
+        "new_string",
+        "replace_all",
+        "command",
+        "description",
+        "content",
+        "pattern",
+        "prompt",
+        "message",
+        "user",
+        "assistant",
+        "true",
+        "false",
+        "null",
+        "none",
+        "interrupted",
+        "isimage",
+    }
+)
 PATH_LIKE = re.compile(r"\S*[/\\]\S*")
 CONCEPT_WORD = re.compile(r"[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*")
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -71,10 +136,13 @@ def concepts_of(observations: Sequence[Observation], count: int = CONCEPT_COUNT)
     for observation in observations:
         prose = PATH_LIKE.sub(" ", observation.narrative.lower())  # files are listed apart
         counts.update(
-            word for word in CONCEPT_WORD.findall(prose)
-            if len(word) > 3 and word not in STOPWORDS and word not in MACHINERY
+            word
+            for word in CONCEPT_WORD.findall(prose)
+            if len(word) > 3
+            and word not in STOPWORDS
+            and word not in MACHINERY
             and word not in tools
-        )  # fmt: skip
+        )
     return [word for word, _ in counts.most_common(count)]
 
 
@@ -94,8 +162,10 @@ def open_question(session: Session, observations: Sequence[Observation]) -> str 
     after the session ended), else the newest one the assistant asked with no prompt after it.
     The user's own prompts are answers or requests, never the open question."""
     asked = last_question(session.summary)
-    if asked and not any(o.hook_type == "prompt_submit" and session.ended_at
-                         and o.created_at > session.ended_at for o in observations):  # fmt: skip
+    if asked and not any(
+        o.hook_type == "prompt_submit" and session.ended_at and o.created_at > session.ended_at
+        for o in observations
+    ):
         return asked
     for observation in reversed(observations):
         if observation.hook_type == "prompt_submit":
@@ -127,8 +197,21 @@ def _text(value: Any, limit: int = 300) -> str:
     if value is None:
         return ""
     if isinstance(value, dict):
-        preferred = _first(value, "command", "description", "pattern", "query", "url",
-                           "file_path", "path", "prompt", "content", "stdout", "output", "error")  # fmt: skip
+        preferred = _first(
+            value,
+            "command",
+            "description",
+            "pattern",
+            "query",
+            "url",
+            "file_path",
+            "path",
+            "prompt",
+            "content",
+            "stdout",
+            "output",
+            "error",
+        )
         value = preferred if preferred is not None else value
     text = " ".join(_values(value).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -142,8 +225,9 @@ def compress(hook_type: str, data: Mapping[str, Any]) -> tuple[str, str, str, li
     prompt = _first(data, "prompt", "message", "last_assistant_message", "last_message", "summary")
     if isinstance(tool, str) and tool:
         lowered = tool.lower()
-        kind = next((name for parts, name in TOOL_TYPES if any(p in lowered for p in parts)),
-                    "tool")  # fmt: skip
+        kind = next(
+            (name for parts, name in TOOL_TYPES if any(p in lowered for p in parts)), "tool"
+        )
         title = tool
     else:
         kind = HOOK_TYPE_NAMES.get(hook_type, "event")
@@ -168,10 +252,16 @@ def compress(hook_type: str, data: Mapping[str, Any]) -> tuple[str, str, str, li
 
 def observation_from(fields: dict[bytes, bytes]) -> Observation:
     return Observation(
-        id=fields[b"id"].decode(), session=fields[b"session"].decode(),
-        agent=fields[b"agent"].decode(), project=fields[b"project"].decode(),
-        cwd=fields[b"cwd"].decode(), hook_type=fields[b"hook_type"].decode(),
-        type=fields[b"type"].decode(), title=fields[b"title"].decode(),
-        narrative=fields[b"narrative"].decode(), files=msgpack.unpackb(fields[b"files"]),
-        timestamp=fields[b"timestamp"].decode(), created_at=fields[b"created_at"].decode(),
-    )  # fmt: skip
+        id=fields[b"id"].decode(),
+        session=fields[b"session"].decode(),
+        agent=fields[b"agent"].decode(),
+        project=fields[b"project"].decode(),
+        cwd=fields[b"cwd"].decode(),
+        hook_type=fields[b"hook_type"].decode(),
+        type=fields[b"type"].decode(),
+        title=fields[b"title"].decode(),
+        narrative=fields[b"narrative"].decode(),
+        files=msgpack.unpackb(fields[b"files"]),
+        timestamp=fields[b"timestamp"].decode(),
+        created_at=fields[b"created_at"].decode(),
+    )

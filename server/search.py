@@ -23,11 +23,12 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import msgspec
+from redis.asyncio import Redis
+
 from baton.server.batch import Batch
 from baton.server.codec import pack
 from baton.server.keys import Keys
 from baton.server.scripts import Scripts
-from redis.asyncio import Redis
 
 K1 = 1.2
 B = 0.75
@@ -120,10 +121,14 @@ class SearchIndex:
         norm = K1 * (1 - B + B * length / average)
         # Each posting holds the term's BM25 part but for idf, normalised by the doc's length.
         postings = [
-            item for term, count in terms.items() for item in (term, count * (K1 + 1) / (count + norm))
+            item
+            for term, count in terms.items()
+            for item in (term, count * (K1 + 1) / (count + norm))
         ]
         meta = f"{kind}\t{project or ''}\t{agent or ''}"
-        batch.script(self.index_script, self.index_keys, [doc, pack(entry), meta, length, *postings])
+        batch.script(
+            self.index_script, self.index_keys, [doc, pack(entry), meta, length, *postings]
+        )
 
     async def refresh_average(self) -> None:
         """Re-read the average document length the length normalisation uses (cached for a
@@ -149,9 +154,14 @@ class SearchIndex:
         return sum(int(result) for result in await batch.execute())
 
     async def search(
-        self, query: str, *, limit: int = 10, kinds: Sequence[str] = (),
-        project: str | None = None, agent: str | None = None,
-    ) -> list[Hit]:  # fmt: skip
+        self,
+        query: str,
+        *,
+        limit: int = 10,
+        kinds: Sequence[str] = (),
+        project: str | None = None,
+        agent: str | None = None,
+    ) -> list[Hit]:
         """The best ``limit`` documents for ``query`` by BM25 (k1 1.2, b 0.75).
 
         With ``project``, only documents of that project or of none (unscoped memories are
@@ -160,14 +170,24 @@ class SearchIndex:
         terms = list(dict.fromkeys(tokenize(query)))
         if not terms:
             return []
-        keys = [self.stats_key, self.meta_key, self.scratch_key,
-                *(self.keys.search_term(term) for term in terms)]  # fmt: skip
+        keys = [
+            self.stats_key,
+            self.meta_key,
+            self.scratch_key,
+            *(self.keys.search_term(term) for term in terms),
+        ]
         filters = [",".join(kinds), project or "", agent or ""]
         reply = await self.script(keys=keys, args=[limit, *filters, self.prune_above])
         hits = []
         for index in range(0, len(reply), 3):
             kind, doc_project, doc_agent = reply[index + 2].decode().split("\t")
-            hits.append(Hit(doc=reply[index].decode(), kind=kind,
-                            score=round(float(reply[index + 1]), 4), project=doc_project or None,
-                            agent=doc_agent or None))  # fmt: skip
+            hits.append(
+                Hit(
+                    doc=reply[index].decode(),
+                    kind=kind,
+                    score=round(float(reply[index + 1]), 4),
+                    project=doc_project or None,
+                    agent=doc_agent or None,
+                )
+            )
         return hits

@@ -10,6 +10,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import msgpack
+
 from baton.server.clock import utc_now
 from baton.server.errors import InvalidInput, NotFound
 from baton.server.identity import Caller, check_session_owner
@@ -45,8 +46,10 @@ def normalise_cwd(cwd: object, field: str = "cwd") -> str:
 def within(cwd: str, project: str) -> bool:
     """Directory-boundary match: equal, below, or above — never a sibling with a shared
     prefix (``/repo-a`` does not match ``/repo-a-staging``)."""
-    return cwd == project or cwd.startswith(project.rstrip("/") + "/") or project.startswith(
-        cwd.rstrip("/") + "/"
+    return (
+        cwd == project
+        or cwd.startswith(project.rstrip("/") + "/")
+        or project.startswith(cwd.rstrip("/") + "/")
     )
 
 
@@ -68,14 +71,18 @@ class SessionStore:
     # -- life cycle ---------------------------------------------------------------------------
 
     async def start(
-        self, *, caller: Caller, session_id: str | None = None, project: str | None = None,
-        cwd: str | None = None, title: str | None = None,
-    ) -> Session:  # fmt: skip
+        self,
+        *,
+        caller: Caller,
+        session_id: str | None = None,
+        project: str | None = None,
+        cwd: str | None = None,
+        title: str | None = None,
+    ) -> Session:
         """Start (or restart) a session; a fresh id is made when none is given. Restarting
         another agent's session is refused."""
         agent = caller.agent
-        session_id = check_session_id(session_id or f"s_{secrets.token_hex(8)}",
-                                      field="sessionId")  # fmt: skip
+        session_id = check_session_id(session_id or f"s_{secrets.token_hex(8)}", field="sessionId")
         await check_session_owner(self.redis, self.keys, session_id, caller)
         fields: dict[str, Any] = {"status": "active", "agent": agent, "started_at": utc_now()}
         if project is not None:
@@ -94,16 +101,22 @@ class SessionStore:
         return await self.get(session_id)
 
     async def end(
-        self, session_id: str, *, caller: Caller, summary: str | None = None,
-        concepts: list[str] | None = None, title: str | None = None,
-    ) -> SessionEnded:  # fmt: skip
+        self,
+        session_id: str,
+        *,
+        caller: Caller,
+        summary: str | None = None,
+        concepts: list[str] | None = None,
+        title: str | None = None,
+    ) -> SessionEnded:
         """Mark a session completed (``ended: false`` for an unknown one); another agent's
         session is refused. Ending again updates the end time, summary, title and concepts:
         agentmemory's Stop hook ends the session after every turn."""
         session_id = check_session_id(session_id, field="sessionId")
         if summary is not None and len(summary) > self.limits.max_summary_length:
-            raise InvalidInput("summary", f"is longer than {self.limits.max_summary_length} "
-                               "characters")  # fmt: skip
+            raise InvalidInput(
+                "summary", f"is longer than {self.limits.max_summary_length} characters"
+            )
         check_size(concepts, "concepts", MAX_CONCEPTS)
         if concepts and any(not isinstance(c, str) or len(c) > MAX_CONCEPT for c in concepts):
             raise InvalidInput("concepts", f"must be words of at most {MAX_CONCEPT} characters")
@@ -115,7 +128,9 @@ class SessionStore:
             fields["summary"] = summary.strip()
         if title:
             fields["title"] = title.strip()[:200]
-        fields["concepts"] = msgpack.packb(concepts if concepts else await self._concepts(session_id))
+        fields["concepts"] = msgpack.packb(
+            concepts if concepts else await self._concepts(session_id)
+        )
         pipe = self.redis.pipeline(transaction=False)
         pipe.hset(self.keys.session(session_id), mapping=fields)
         pipe.zrem(self.keys.active_sessions, session_id)
@@ -183,7 +198,10 @@ class SessionStore:
         """Active sessions without activity for ``idle_seconds`` become abandoned; any new
         activity reopens them."""
         cutoff = time.time_ns() // 1000 - int(idle_seconds * 1_000_000)
-        due = [raw.decode() for raw in await self.redis.zrangebyscore(self.keys.active_sessions, "-inf", cutoff)]
+        due = [
+            raw.decode()
+            for raw in await self.redis.zrangebyscore(self.keys.active_sessions, "-inf", cutoff)
+        ]
         abandoned = []
         for session_id in due:
             status = await self.redis.hget(self.keys.session(session_id), "status")
@@ -196,9 +214,16 @@ class SessionStore:
     # -- observations -------------------------------------------------------------------------
 
     async def observe(
-        self, *, hook_type: str, session_id: str, project: str, cwd: str | None,
-        timestamp: str, data: Any, caller: Caller,
-    ) -> Observed:  # fmt: skip
+        self,
+        *,
+        hook_type: str,
+        session_id: str,
+        project: str,
+        cwd: str | None,
+        timestamp: str,
+        data: Any,
+        caller: Caller,
+    ) -> Observed:
         """Store one hook event, compressed; the same event within 5 minutes is stored once.
         Observing into another agent's session is refused; an empty or missing ``cwd`` is
         stored as unknown (``""``)."""
@@ -208,45 +233,70 @@ class SessionStore:
         agent = caller.agent
         if not isinstance(project, str) or not project.strip():
             raise InvalidInput("project", "is required: a stable project id")
-        cwd = "" if cwd is None or (isinstance(cwd, str) and not cwd.strip()) else normalise_cwd(cwd)
+        cwd = (
+            "" if cwd is None or (isinstance(cwd, str) and not cwd.strip()) else normalise_cwd(cwd)
+        )
         if not isinstance(timestamp, str) or not timestamp.strip():
             raise InvalidInput("timestamp", "is required")
         data = data if isinstance(data, dict) else {"value": data}
         check_depth(data, "data")
         await check_session_owner(self.redis, self.keys, session_id, caller)
         try:
-            fingerprint = hashlib.sha256(canonical_bytes(
-                {"session": session_id, "hook": hook_type, "data": data})).hexdigest()  # fmt: skip
+            fingerprint = hashlib.sha256(
+                canonical_bytes({"session": session_id, "hook": hook_type, "data": data})
+            ).hexdigest()
         except (TypeError, ValueError) as error:
             raise InvalidInput("data", f"must be JSON data ({error})") from None
         observation_id = f"o_{secrets.token_hex(6)}"
-        first = await self.redis.set(self.keys.observation_seen(fingerprint), observation_id,
-                                     nx=True, ex=DEDUPE_SECONDS)  # fmt: skip
+        first = await self.redis.set(
+            self.keys.observation_seen(fingerprint), observation_id, nx=True, ex=DEDUPE_SECONDS
+        )
         if not first:
             seen = (await self.redis.get(self.keys.observation_seen(fingerprint))) or b""
             try:
-                return Observed(observation=await self.observation(session_id, seen.decode()),
-                                deduplicated=True)  # fmt: skip
+                return Observed(
+                    observation=await self.observation(session_id, seen.decode()), deduplicated=True
+                )
             except NotFound:
                 pass  # forgotten since: store it again
         kind, title, narrative, files = compress(hook_type, data)
         observation = Observation(
-            id=observation_id, session=session_id, agent=agent, project=project.strip(), cwd=cwd,
-            hook_type=hook_type, type=kind, title=title, narrative=narrative, files=files,
-            timestamp=timestamp, created_at=utc_now(),
-        )  # fmt: skip
+            id=observation_id,
+            session=session_id,
+            agent=agent,
+            project=project.strip(),
+            cwd=cwd,
+            hook_type=hook_type,
+            type=kind,
+            title=title,
+            narrative=narrative,
+            files=files,
+            timestamp=timestamp,
+            created_at=utc_now(),
+        )
         await self.ns.search.refresh_average()
         session_key = self.keys.session(session_id)
         batch = self.ns.batch()
         self.activity.queue_touch(batch, session_id, agent, {}, listed=True)
         pipe = batch.pipe
-        pipe.hset(self.keys.observation(session_id, observation_id), mapping={
-            "id": observation_id, "session": session_id, "agent": agent,
-            "project": observation.project, "cwd": cwd, "hook_type": hook_type, "type": kind,
-            "title": title, "narrative": narrative, "files": msgpack.packb(files),
-            "timestamp": timestamp, "created_at": observation.created_at,
-            "data": msgpack.packb(data),
-        })  # fmt: skip
+        pipe.hset(
+            self.keys.observation(session_id, observation_id),
+            mapping={
+                "id": observation_id,
+                "session": session_id,
+                "agent": agent,
+                "project": observation.project,
+                "cwd": cwd,
+                "hook_type": hook_type,
+                "type": kind,
+                "title": title,
+                "narrative": narrative,
+                "files": msgpack.packb(files),
+                "timestamp": timestamp,
+                "created_at": observation.created_at,
+                "data": msgpack.packb(data),
+            },
+        )
         pipe.rpush(self.keys.observations(session_id), observation_id)
         pipe.hset(self.keys.observation_sessions, observation_id, session_id)
         pipe.hincrby(session_key, "observation_count", 1)
@@ -258,8 +308,12 @@ class SessionStore:
         if files:
             pipe.sadd(self.keys.session_files(session_id), *files)
         self.ns.search.queue_index(
-            batch, f"o:{session_id}:{observation_id}", f"{title} {narrative} {' '.join(files)}",
-            kind="observation", project=observation.project, agent=agent,
+            batch,
+            f"o:{session_id}:{observation_id}",
+            f"{title} {narrative} {' '.join(files)}",
+            kind="observation",
+            project=observation.project,
+            agent=agent,
         )
         self.activity.event(batch, "observe", agent, f"{agent}: {kind} {title}")
         await batch.execute()
@@ -292,32 +346,59 @@ class SessionStore:
         fallback = not matches
         pool = matches or candidates
         if not pool:
-            text = (f"No earlier session is recorded for {project_path}. Nothing to hand off. "
-                    "Want to start fresh from the current state?")  # fmt: skip
-            return ResumeHere(project_path=project_path, found=False, fallback=False, empty=True,
-                              session=None, question=None, files=[], recalled=[],
-                              next_step="Start fresh from the current state.", text=text)  # fmt: skip
+            text = (
+                f"No earlier session is recorded for {project_path}. Nothing to hand off. "
+                "Want to start fresh from the current state?"
+            )
+            return ResumeHere(
+                project_path=project_path,
+                found=False,
+                fallback=False,
+                empty=True,
+                session=None,
+                question=None,
+                files=[],
+                recalled=[],
+                next_step="Start fresh from the current state.",
+                text=text,
+            )
         # Most recent first (recent() is newest first); the stable sort keeps that order
         # within each status: completed before abandoned before still active.
         session = sorted(pool, key=lambda s: STATUS_PREFERENCE.get(s.status, 3))[0]
-        intro = (f"No session matched {project_path}; falling back to the most recent "
-                 "session overall.\n" if fallback else "")  # fmt: skip
+        intro = (
+            f"No session matched {project_path}; falling back to the most recent session overall.\n"
+            if fallback
+            else ""
+        )
         if session.observation_count == 0:
-            text = (f"{intro}The most recent session `{short(session.id)}` for this project has "
-                    "no recorded observations. Nothing to hand off. Want to start fresh from "
-                    "the current state?")  # fmt: skip
-            return ResumeHere(project_path=project_path, found=True, fallback=fallback,
-                              empty=True, session=session, question=None, files=[],
-                              recalled=[], next_step="Start fresh from the current state.",
-                              text=text)  # fmt: skip
+            text = (
+                f"{intro}The most recent session `{short(session.id)}` for this project has "
+                "no recorded observations. Nothing to hand off. Want to start fresh from "
+                "the current state?"
+            )
+            return ResumeHere(
+                project_path=project_path,
+                found=True,
+                fallback=fallback,
+                empty=True,
+                session=session,
+                question=None,
+                files=[],
+                recalled=[],
+                next_step="Start fresh from the current state.",
+                text=text,
+            )
 
         recent = await self.observations(session.id, last=20)
         question = open_question(session, recent)
-        files = list(dict.fromkeys([*session.files, *(f for o in reversed(recent) for f in o.files)]))[:10]
+        files = list(
+            dict.fromkeys([*session.files, *(f for o in reversed(recent) for f in o.files)])
+        )[:10]
         recalled = []
         if session.concepts:
-            found = await self.memories.recall(" ".join(session.concepts), limit=10,
-                                               project=session.project)  # fmt: skip
+            found = await self.memories.recall(
+                " ".join(session.concepts), limit=10, project=session.project
+            )
             recalled = found.results
         next_step = self._next_step(session, question, recent, files)
         title = session.title or (recent[0].narrative[:60] if recent else session.id)
@@ -332,13 +413,23 @@ class SessionStore:
         if decisions:
             lines.append("Decisions and errors: " + "; ".join(hit.title for hit in decisions[:5]))
         lines.append(f"Next step: {next_step}")
-        return ResumeHere(project_path=project_path, found=True, fallback=fallback, empty=False,
-                          session=session, question=question, files=files, recalled=recalled,
-                          next_step=next_step, text="\n".join(lines))  # fmt: skip
+        return ResumeHere(
+            project_path=project_path,
+            found=True,
+            fallback=fallback,
+            empty=False,
+            session=session,
+            question=question,
+            files=files,
+            recalled=recalled,
+            next_step=next_step,
+            text="\n".join(lines),
+        )
 
     @staticmethod
-    def _next_step(session: Session, question: str | None, recent: list[Observation],
-                   files: list[str]) -> str:  # fmt: skip
+    def _next_step(
+        session: Session, question: str | None, recent: list[Observation], files: list[str]
+    ) -> str:
         if question:
             return f"Get an answer to: {question}"
         failures = [o for o in recent if o.hook_type == "post_tool_failure"]

@@ -78,7 +78,8 @@ class Settings:
         ``BATON_HOST``, ``BATON_PORT``, ``BATON_URL``, ``BATON_QUEUE_URL``,
         ``BATON_MAX_VALUE_BYTES``, ``BATON_SESSION_IDLE_HOURS``, ``BATON_TOKEN``,
         ``BATON_ALLOWED_HOSTS``, ``BATON_RATE_LIMIT``, ``BATON_AUTH_FAILURES``,
-        ``BATON_SIGNING_KEY``, ``BATON_CHECKPOINT_INTERVAL``, ``BATON_MAX_STREAMS``, ``BATON_STOP_SECONDS``,
+        ``BATON_SIGNING_KEY``, ``BATON_CHECKPOINT_INTERVAL``, ``BATON_MAX_STREAMS``,
+        ``BATON_STOP_SECONDS``,
         ``AGENTMEMORY_SECRET``, ``AGENTMEMORY_AGENT`` and the handoff policy variables."""
         env = os.environ if environ is None else environ
         appendfsync = env.get("BATON_APPENDFSYNC", "everysec")
@@ -100,7 +101,8 @@ class Settings:
             agentmemory_agent=env.get("AGENTMEMORY_AGENT") or "agentmemory",
             token=env.get("BATON_TOKEN") or None,
             allowed_hosts=tuple(
-                host.strip().lower() for host in env.get("BATON_ALLOWED_HOSTS", "").split(",")
+                host.strip().lower()
+                for host in env.get("BATON_ALLOWED_HOSTS", "").split(",")
                 if host.strip()
             ),
             session_idle_seconds=float(env.get("BATON_SESSION_IDLE_HOURS", "24")) * 3600,
@@ -115,13 +117,15 @@ class Settings:
                 max_pins=int(env.get("BATON_MAX_PINS", Limits.max_pins)),
             ),
             rate_limit=_rate(env.get("BATON_RATE_LIMIT", "600/second"), "BATON_RATE_LIMIT"),
-            auth_failure_limit=_rate(env.get("BATON_AUTH_FAILURES", "20/minute"),
-                                     "BATON_AUTH_FAILURES"),
+            auth_failure_limit=_rate(
+                env.get("BATON_AUTH_FAILURES", "20/minute"), "BATON_AUTH_FAILURES"
+            ),
             signing_key=env.get("BATON_SIGNING_KEY") or None,
             max_streams=int(env.get("BATON_MAX_STREAMS", "16")),
             stop_seconds=float(env.get("BATON_STOP_SECONDS", "30")),
-            checkpoint_seconds=_seconds(env.get("BATON_CHECKPOINT_INTERVAL", "300"),
-                                        "BATON_CHECKPOINT_INTERVAL"),
+            checkpoint_seconds=_seconds(
+                env.get("BATON_CHECKPOINT_INTERVAL", "300"), "BATON_CHECKPOINT_INTERVAL"
+            ),
             handoffs=HandoffPolicy(
                 lease_seconds=float(env.get("BATON_LEASE_SECONDS", HandoffPolicy.lease_seconds)),
                 max_deliveries=int(env.get("BATON_MAX_DELIVERIES", HandoffPolicy.max_deliveries)),

@@ -16,11 +16,12 @@ import time
 from datetime import UTC, datetime
 
 import msgspec
+from redis.asyncio import Redis
+
 from baton.server.clock import iso, utc_now
 from baton.server.errors import InvalidInput, NotFound
 from baton.server.keys import TOKENS, login_key, token_key
 from baton.server.validation import check_agent
-from redis.asyncio import Redis
 
 LOGIN_SECONDS = 12 * 3600
 DURATION = re.compile(r"^(\d+)([smhd])$")
@@ -69,17 +70,24 @@ class TokenStore:
         self.redis = redis
 
     async def add(
-        self, agent: str, *, admin: bool = False, expires_in: int | None = None,
+        self,
+        agent: str,
+        *,
+        admin: bool = False,
+        expires_in: int | None = None,
         scopes: list[str] | None = None,
-    ) -> Issued:  # fmt: skip
+    ) -> Issued:
         """Create a token; the returned secret is shown once and never stored."""
         agent = check_agent(agent, field="agent")
         secret = "bt_" + secrets.token_urlsafe(32)
         token = Token(
-            id=f"tok_{secrets.token_hex(4)}", agent=agent, admin=admin, scopes=scopes or ["*"],
+            id=f"tok_{secrets.token_hex(4)}",
+            agent=agent,
+            admin=admin,
+            scopes=scopes or ["*"],
             created_at=utc_now(),
             expires_at=None if expires_in is None else iso((time.time() + expires_in) * 1e6),
-        )  # fmt: skip
+        )
         sha = digest(secret)
         pipe = self.redis.pipeline(transaction=True)
         pipe.hset(token_key(sha), mapping={"record": msgspec.json.encode(token)})

@@ -64,17 +64,13 @@ def check_agent(agent: object, field: str = "agent") -> str:
 
 def check_namespace(namespace: object, field: str = "namespace") -> str:
     if not isinstance(namespace, str) or not NAMESPACE_PATTERN.fullmatch(namespace):
-        raise InvalidInput(
-            field, "a namespace is 1-64 lower-case letters, digits, '_' or '-'"
-        )
+        raise InvalidInput(field, "a namespace is 1-64 lower-case letters, digits, '_' or '-'")
     return namespace
 
 
 def check_session_id(session_id: object, field: str = "session") -> str:
     if not isinstance(session_id, str) or not SESSION_PATTERN.fullmatch(session_id):
-        raise InvalidInput(
-            field, "a session id is 1-128 letters, digits, '.', '_', ':' or '-'"
-        )
+        raise InvalidInput(field, "a session id is 1-128 letters, digits, '.', '_', ':' or '-'")
     return session_id
 
 

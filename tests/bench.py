@@ -26,6 +26,9 @@ import httpx
 import msgpack
 import psutil
 import redis
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
 from baton.server.backend import Backend
 from baton.server.clock import utc_now
 from baton.server.connection import async_redis
@@ -33,9 +36,6 @@ from baton.server.embedded import EmbeddedServer
 from baton.server.integrity import GENESIS_HASH, digest, version_body
 from baton.server.keys import Keys
 from baton.server.settings import Limits
-from mcp import Client, StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
-
 from tests.bench_growth import growth
 from tests.benchkit import (
     Measure,
@@ -59,14 +59,31 @@ async def populate_versions(backend: Backend, refs: int, per_ref: int) -> None:
         pipe = backend.redis.pipeline(transaction=False)
         for number in range(1, per_ref + 1):
             created = utc_now()
-            body = version_body(ref=ref, version=number, value={"n": number}, author="bench",
-                                session=None, created_at=created, tags=[], prev_hash=prev)  # fmt: skip
+            body = version_body(
+                ref=ref,
+                version=number,
+                value={"n": number},
+                author="bench",
+                session=None,
+                created_at=created,
+                tags=[],
+                prev_hash=prev,
+            )
             new = digest(body)
-            pipe.hset(keys.version(ref, number), mapping={
-                "value": msgpack.packb({"n": number}), "author": "bench", "session": "",
-                "created_at": created, "tags": msgpack.packb([]), "version": number, "hash": new,
-                "prev_hash": prev, "confidence": "0.5",
-            })  # fmt: skip
+            pipe.hset(
+                keys.version(ref, number),
+                mapping={
+                    "value": msgpack.packb({"n": number}),
+                    "author": "bench",
+                    "session": "",
+                    "created_at": created,
+                    "tags": msgpack.packb([]),
+                    "version": number,
+                    "hash": new,
+                    "prev_hash": prev,
+                    "confidence": "0.5",
+                },
+            )
             prev = new
         pipe.hset(keys.head(ref), mapping={"version": per_ref, "hash": prev, "confidence": "0.5"})
         pipe.zadd(keys.refs, {ref: 0})
@@ -100,8 +117,13 @@ async def main(quick: bool, output: Path) -> None:
     url = embedded.ensure_running()
     # Checkpoints are measured explicitly (the growth table's column); a scheduled one taken
     # by the API's own sweep in the middle of a latency probe would measure both at once.
-    env = {**os.environ, "BATON_REDIS_URL": url, "BATON_RATE_LIMIT": "off",
-           "BATON_CHECKPOINT_INTERVAL": "off", "PYTHONPATH": str(REPO)}  # fmt: skip
+    env = {
+        **os.environ,
+        "BATON_REDIS_URL": url,
+        "BATON_RATE_LIMIT": "off",
+        "BATON_CHECKPOINT_INTERVAL": "off",
+        "PYTHONPATH": str(REPO),
+    }
     rows: list[Row] = []
     growth_table: list[str] = []
     processes: list[subprocess.Popen[bytes]] = []
@@ -109,22 +131,54 @@ async def main(quick: bool, output: Path) -> None:
     backend = Backend(client, Limits())
     raw = redis.Redis.from_url(url)
 
-    def row(scenario: str, mine: Measure, base: Measure, target: str,
-            ratio: float | None = None, met: bool | None = None) -> None:  # fmt: skip
+    def row(
+        scenario: str,
+        mine: Measure,
+        base: Measure,
+        target: str,
+        ratio: float | None = None,
+        met: bool | None = None,
+    ) -> None:
         ratio_text = "" if ratio is None else f"{ratio:.2f}"
-        rows.append(Row(scenario, fmt(mine), fmt(base) if base.latencies else base.name,
-                        ratio_text, target, met))  # fmt: skip
+        rows.append(
+            Row(
+                scenario,
+                fmt(mine),
+                fmt(base) if base.latencies else base.name,
+                ratio_text,
+                target,
+                met,
+            )
+        )
         baseline = fmt(base) if base.latencies else "(an absolute target)"
-        print(f"{scenario:<48} {fmt(mine)}\n{'':<48} vs {base.name}: {baseline}  ratio {ratio_text} "
-              f"target {target} -> {'met' if met else 'MISSED' if met is False else '-'}", flush=True)
+        print(
+            f"{scenario:<48} {fmt(mine)}\n{'':<48} vs {base.name}: {baseline}  ratio {ratio_text} "
+            f"target {target} -> {'met' if met else 'MISSED' if met is False else '-'}",
+            flush=True,
+        )
 
     try:
         api_port, base_port = free_port(), free_port()
-        api = start([sys.executable, "-m", "baton.server.cli", "serve", "--port", str(api_port)],
-                    work / "api.log", env)  # fmt: skip
-        baseline = start([sys.executable, "-m", "uvicorn", "tests.bench_baselines:http_app",
-                          "--port", str(base_port), "--no-access-log", "--log-level", "warning"],
-                         work / "baseline.log", env)  # fmt: skip
+        api = start(
+            [sys.executable, "-m", "baton.server.cli", "serve", "--port", str(api_port)],
+            work / "api.log",
+            env,
+        )
+        baseline = start(
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "tests.bench_baselines:http_app",
+                "--port",
+                str(base_port),
+                "--no-access-log",
+                "--log-level",
+                "warning",
+            ],
+            work / "baseline.log",
+            env,
+        )
         processes += [api, baseline]
         api_url, base_url = f"http://127.0.0.1:{api_port}", f"http://127.0.0.1:{base_port}"
         wait_for_http(api_url, api, work / "api.log")
@@ -140,21 +194,45 @@ async def main(quick: bool, output: Path) -> None:
 
         # -- B-redis --------------------------------------------------------------------------
         script = client.register_script("return redis.call('GET', KEYS[1])")
-        b_redis = await sequential(lambda i: script(keys=["bench:baseline"]), 2000 // scale * 5, "B-redis")
+        b_redis = await sequential(
+            lambda i: script(keys=["bench:baseline"]), 2000 // scale * 5, "B-redis"
+        )
         print(f"B-redis (one EVALSHA per call): {fmt(b_redis)}")
 
         # -- B-http and REST scenarios ---------------------------------------------------------
         b_http = await http_load(base_url, lambda c, i: c.get("/get"), seconds, name="B-http")
         headers = {"X-Baton-Agent": "bench"}
-        remember = await http_load(api_url, lambda c, i: c.post(
-            "/v1/records", json={"ref": f"bench/r{i // 1_000_000}", "value": {"i": i}},
-            headers=headers), seconds, name="remember")  # fmt: skip
+        remember = await http_load(
+            api_url,
+            lambda c, i: c.post(
+                "/v1/records",
+                json={"ref": f"bench/r{i // 1_000_000}", "value": {"i": i}},
+                headers=headers,
+            ),
+            seconds,
+            name="remember",
+        )
         ratio = remember.throughput / b_http.throughput
-        row("REST remember, 32 clients (throughput)", remember, b_http, "≥ 0.60", ratio, ratio >= 0.6)
-        recall = await http_load(api_url, lambda c, i: c.get("/v1/records/bench/r0"), seconds,
-                                 name="recall")  # fmt: skip
+        row(
+            "REST remember, 32 clients (throughput)",
+            remember,
+            b_http,
+            "≥ 0.60",
+            ratio,
+            ratio >= 0.6,
+        )
+        recall = await http_load(
+            api_url, lambda c, i: c.get("/v1/records/bench/r0"), seconds, name="recall"
+        )
         ratio = recall.throughput / b_http.throughput
-        row("REST recall of one ref, 32 clients (throughput)", recall, b_http, "≥ 0.80", ratio, ratio >= 0.8)
+        row(
+            "REST recall of one ref, 32 clients (throughput)",
+            recall,
+            b_http,
+            "≥ 0.80",
+            ratio,
+            ratio >= 0.8,
+        )
 
         # -- resume with 4 pins, one stale (sequential) ----------------------------------------
         async with httpx.AsyncClient(base_url=api_url, headers=headers) as http:
@@ -162,32 +240,89 @@ async def main(quick: bool, output: Path) -> None:
                 await http.post("/v1/records", json={"ref": f"pin/{n}", "value": n})
             packets = 600 // scale * 2
             for _ in range(packets):
-                await http.post("/v1/handoffs", json={"to": "puller", "summary": "s",
-                                                      "pins": [{"ref": f"pin/{n}"} for n in range(4)]})  # fmt: skip
+                await http.post(
+                    "/v1/handoffs",
+                    json={
+                        "to": "puller",
+                        "summary": "s",
+                        "pins": [{"ref": f"pin/{n}"} for n in range(4)],
+                    },
+                )
             await http.post("/v1/records", json={"ref": "pin/0", "value": "moved"})
             puller = {"X-Baton-Agent": "puller"}
-            measured = await interleaved({
-                "resume": lambda i: http.post("/v1/agents/puller/resume", headers=puller),
-                "B-http (sequential)": lambda i: http.get(f"{base_url}/get"),
-            }, packets - packets // 10 - 1)  # fmt: skip
+            measured = await interleaved(
+                {
+                    "resume": lambda i: http.post("/v1/agents/puller/resume", headers=puller),
+                    "B-http (sequential)": lambda i: http.get(f"{base_url}/get"),
+                },
+                packets - packets // 10 - 1,
+            )
             resume, base_seq = measured["resume"], measured["B-http (sequential)"]
             ratio = resume.pct(0.5) / base_seq.pct(0.5)
-            row("resume, 4 pins, one stale (p50, sequential)", resume, base_seq, "≤ 2.0 × p50", ratio, ratio <= 2.0)
+            row(
+                "resume, 4 pins, one stale (p50, sequential)",
+                resume,
+                base_seq,
+                "≤ 2.0 × p50",
+                ratio,
+                ratio <= 2.0,
+            )
 
-            observe = await sequential(lambda i: http.post("/v1/observations", json={
-                "hook_type": "post_tool_use", "session_id": "bench-s", "project": "bench",
-                "cwd": "/bench", "timestamp": "t",
-                "data": {"tool_name": "Bash", "tool_input": {"command": f"make {i}"}}}),
-                1000 // scale * 2, "observe")  # fmt: skip
-            row("observe (p50, sequential)", observe, Measure("5 ms absolute"), "p50 ≤ 5 ms",
-                None, observe.pct(0.5) <= 5.0)
+            observe = await sequential(
+                lambda i: http.post(
+                    "/v1/observations",
+                    json={
+                        "hook_type": "post_tool_use",
+                        "session_id": "bench-s",
+                        "project": "bench",
+                        "cwd": "/bench",
+                        "timestamp": "t",
+                        "data": {"tool_name": "Bash", "tool_input": {"command": f"make {i}"}},
+                    },
+                ),
+                1000 // scale * 2,
+                "observe",
+            )
+            row(
+                "observe (p50, sequential)",
+                observe,
+                Measure("5 ms absolute"),
+                "p50 ≤ 5 ms",
+                None,
+                observe.pct(0.5) <= 5.0,
+            )
 
         # -- push handoff vs B-rq --------------------------------------------------------------
         worker_env = {**env, "BATON_URL": api_url, "BATON_BENCH_AGENT": "1"}
-        agent = start([sys.executable, "-m", "baton.server.cli", "agent", "run", "bench", "--module",
-                       "tests.bench_baselines"], work / "agent.log", worker_env)  # fmt: skip
-        rq_worker = start([sys.executable, "-m", "rq.cli", "worker", "--url", url, "--worker-class",
-                           "rq.worker.SimpleWorker", "bench-rq"], work / "rq.log", env)  # fmt: skip
+        agent = start(
+            [
+                sys.executable,
+                "-m",
+                "baton.server.cli",
+                "agent",
+                "run",
+                "bench",
+                "--module",
+                "tests.bench_baselines",
+            ],
+            work / "agent.log",
+            worker_env,
+        )
+        rq_worker = start(
+            [
+                sys.executable,
+                "-m",
+                "rq.cli",
+                "worker",
+                "--url",
+                url,
+                "--worker-class",
+                "rq.worker.SimpleWorker",
+                "bench-rq",
+            ],
+            work / "rq.log",
+            env,
+        )
         processes += [agent, rq_worker]
         time.sleep(3)
         from rq import Queue
@@ -216,7 +351,14 @@ async def main(quick: bool, output: Path) -> None:
         push = Measure("push", latencies["push"][-pushes:])
         await pusher.aclose()
         ratio = push.pct(0.5) / b_rq.pct(0.5)
-        row("push: handoff call -> handler starts (p50)", push, b_rq, "≤ 2.0 × p50", ratio, ratio <= 2.0)
+        row(
+            "push: handoff call -> handler starts (p50)",
+            push,
+            b_rq,
+            "≤ 2.0 × p50",
+            ratio,
+            ratio <= 2.0,
+        )
         for process in (agent, rq_worker):  # done with them: what follows measures the API alone
             process.terminate()
             process.wait(10)
@@ -225,35 +367,76 @@ async def main(quick: bool, output: Path) -> None:
         def tool_call(mcp: Client, tool: str) -> Callable[[int], Awaitable[object]]:
             return lambda i: mcp.call_tool(tool, {"ref": f"m/{i % 50}", "value": i})
 
-        baton_stdio = StdioServerParameters(command=sys.executable, args=["-m", "baton.server.cli", "mcp"],
-                                            env={**env, "AGENT_ID": "bench"}, cwd=str(REPO))  # fmt: skip
-        noop_stdio = StdioServerParameters(command=sys.executable, args=["-m", "tests.bench_baselines", "mcp"],
-                                           env=env, cwd=str(REPO))  # fmt: skip
+        baton_stdio = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "baton.server.cli", "mcp"],
+            env={**env, "AGENT_ID": "bench"},
+            cwd=str(REPO),
+        )
+        noop_stdio = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "tests.bench_baselines", "mcp"],
+            env=env,
+            cwd=str(REPO),
+        )
         async with Client(noop_stdio) as noop, Client(baton_stdio) as baton:
-            measured = await interleaved({"B-mcp (stdio)": tool_call(noop, "noop"),
-                                          "MCP remember": tool_call(baton, "remember")},
-                                         500 // scale * 2)  # fmt: skip
+            measured = await interleaved(
+                {
+                    "B-mcp (stdio)": tool_call(noop, "noop"),
+                    "MCP remember": tool_call(baton, "remember"),
+                },
+                500 // scale * 2,
+            )
         b_mcp, mcp_remember = measured["B-mcp (stdio)"], measured["MCP remember"]
         ratio = mcp_remember.pct(0.5) / b_mcp.pct(0.5)
-        row("MCP remember over stdio (p50)", mcp_remember, b_mcp, "≤ 2.0 × p50", ratio, ratio <= 2.0)
+        row(
+            "MCP remember over stdio (p50)", mcp_remember, b_mcp, "≤ 2.0 × p50", ratio, ratio <= 2.0
+        )
 
         mcp_port = free_port()
-        processes.append(start([sys.executable, "-m", "uvicorn", "--factory",
-                                "tests.bench_baselines:mcp_http_app", "--port", str(mcp_port),
-                                "--log-level", "warning"], work / "mcp-http.log", env))  # fmt: skip
+        processes.append(
+            start(
+                [
+                    sys.executable,
+                    "-m",
+                    "uvicorn",
+                    "--factory",
+                    "tests.bench_baselines:mcp_http_app",
+                    "--port",
+                    str(mcp_port),
+                    "--log-level",
+                    "warning",
+                ],
+                work / "mcp-http.log",
+                env,
+            )
+        )
         time.sleep(3)
         async with (
-            httpx.AsyncClient(headers=headers) as noop_http, httpx.AsyncClient(headers=headers) as baton_http,
-            Client(streamable_http_client(f"http://127.0.0.1:{mcp_port}/mcp", http_client=noop_http)) as noop,
+            httpx.AsyncClient(headers=headers) as noop_http,
+            httpx.AsyncClient(headers=headers) as baton_http,
+            Client(
+                streamable_http_client(f"http://127.0.0.1:{mcp_port}/mcp", http_client=noop_http)
+            ) as noop,
             Client(streamable_http_client(f"{api_url}/mcp", http_client=baton_http)) as baton,
-        ):  # fmt: skip
-            measured = await interleaved({"B-mcp (HTTP)": tool_call(noop, "noop"),
-                                          "MCP remember (HTTP)": tool_call(baton, "remember")},
-                                         500 // scale * 2)  # fmt: skip
+        ):
+            measured = await interleaved(
+                {
+                    "B-mcp (HTTP)": tool_call(noop, "noop"),
+                    "MCP remember (HTTP)": tool_call(baton, "remember"),
+                },
+                500 // scale * 2,
+            )
         b_mcp_http, mcp_http = measured["B-mcp (HTTP)"], measured["MCP remember (HTTP)"]
         ratio = mcp_http.pct(0.5) / b_mcp_http.pct(0.5)
-        row("MCP remember over streamable HTTP (p50)", mcp_http, b_mcp_http, "≤ 2.0 × p50", ratio,
-            ratio <= 2.0)  # fmt: skip
+        row(
+            "MCP remember over streamable HTTP (p50)",
+            mcp_http,
+            b_mcp_http,
+            "≤ 2.0 × p50",
+            ratio,
+            ratio <= 2.0,
+        )
 
         # -- verify vs B-hash ------------------------------------------------------------------
         refs, per_ref = 1000 // scale, 1000 if not quick else 100
@@ -267,12 +450,20 @@ async def main(quick: bool, output: Path) -> None:
         grown = (psutil.Process().memory_info().rss - before_rss) / 2**20
         verify = Measure("verify", [0.0] * (stats.checked_versions or 0), elapsed)
         ratio = verify.throughput / b_hash.throughput
-        rows.append(Row(f"verify of {refs * per_ref:,} versions (versions/s)",
-                        f"{verify.throughput:,.0f}/s, RSS +{grown:.1f} MiB",
-                        f"{b_hash.throughput:,.0f}/s", f"{ratio:.2f}", "≥ 0.50, memory flat",
-                        ratio >= 0.5))  # fmt: skip
-        print(f"verify {verify.throughput:,.0f}/s vs B-hash {b_hash.throughput:,.0f}/s ratio {ratio:.2f}; "
-              f"RSS grew {grown:.1f} MiB (ru_maxrss {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB)")
+        rows.append(
+            Row(
+                f"verify of {refs * per_ref:,} versions (versions/s)",
+                f"{verify.throughput:,.0f}/s, RSS +{grown:.1f} MiB",
+                f"{b_hash.throughput:,.0f}/s",
+                f"{ratio:.2f}",
+                "≥ 0.50, memory flat",
+                ratio >= 0.5,
+            )
+        )
+        print(
+            f"verify {verify.throughput:,.0f}/s vs B-hash {b_hash.throughput:,.0f}/s ratio {ratio:.2f}; "
+            f"RSS grew {grown:.1f} MiB (ru_maxrss {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB)"
+        )
 
         # -- search over many memories ---------------------------------------------------------
 
@@ -288,28 +479,55 @@ async def main(quick: bool, output: Path) -> None:
 
         async def seed(i: int) -> None:
             content = text(i)
-            await store.remember(f"memory/mem_{i:012x}", {
-                "content": content, "type": "fact", "title": content[:40], "concepts": [],
-                "files": [], "project": None, "agent_id": None}, agent="bench")  # fmt: skip
+            await store.remember(
+                f"memory/mem_{i:012x}",
+                {
+                    "content": content,
+                    "type": "fact",
+                    "title": content[:40],
+                    "concepts": [],
+                    "files": [],
+                    "project": None,
+                    "agent_id": None,
+                },
+                agent="bench",
+            )
             await memories.index.index(f"m:mem_{i:012x}", content, kind="memory")
 
         for start_at in range(0, count, 64):
             await asyncio.gather(*(seed(i) for i in range(start_at, min(count, start_at + 64))))
         queries = [" ".join(rng.choices(vocabulary, weights, k=2)) for _ in range(400)]
-        search = await sequential(lambda i: memories.recall(queries[i % len(queries)]), 200,
-                                  "memory_recall")  # fmt: skip
+        search = await sequential(
+            lambda i: memories.recall(queries[i % len(queries)]), 200, "memory_recall"
+        )
         met = search.pct(0.5) <= 10 and search.pct(0.95) <= 25
-        row(f"memory_recall over {count:,} memories", search, Measure("10 ms / 25 ms absolute"),
-            "p50 ≤ 10 ms, p95 ≤ 25 ms", None, met)  # fmt: skip
+        row(
+            f"memory_recall over {count:,} memories",
+            search,
+            Measure("10 ms / 25 ms absolute"),
+            "p50 ≤ 10 ms, p95 ≤ 25 ms",
+            None,
+            met,
+        )
 
         # -- how cost grows, then the server's memory with all that data ------------------------
         growth_table = await growth(api_url, store, api.pid, quick)
         api_rss = psutil.Process(api.pid).memory_info().rss / 2**20
         redis_memory = raw.info()["used_memory"] / 2**20
-        records, packets = (await store.ns.verifier.stats()).refs, raw.hlen(Keys("default").handoff_inbox)
-        rows.append(Row(f"API server RSS with {records:,} records and {packets:,} packets",
-                        f"{api_rss:.0f} MiB (Redis holds {redis_memory:,.0f} MiB)",
-                        "-", "", "≤ 250 MiB", api_rss <= 250))  # fmt: skip
+        records, packets = (
+            (await store.ns.verifier.stats()).refs,
+            raw.hlen(Keys("default").handoff_inbox),
+        )
+        rows.append(
+            Row(
+                f"API server RSS with {records:,} records and {packets:,} packets",
+                f"{api_rss:.0f} MiB (Redis holds {redis_memory:,.0f} MiB)",
+                "-",
+                "",
+                "≤ 250 MiB",
+                api_rss <= 250,
+            )
+        )
         print(f"API RSS {api_rss:.0f} MiB; Redis used_memory {redis_memory:.0f} MiB")
     finally:
         for process in processes:

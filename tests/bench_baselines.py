@@ -27,7 +27,7 @@ _client: Redis | None = None
 
 @get("/get")
 async def one_get() -> dict[str, object]:
-    global _client  # noqa: PLW0603 - one client per process, created on the server's loop
+    global _client
     if _client is None:
         _client = Redis.from_url(_redis_url())
     value = await _client.get("bench:baseline")

@@ -14,10 +14,10 @@ from typing import Any
 
 import httpx
 import psutil
+
 from baton.server.backup import export, import_dump
 from baton.server.integrity import GENESIS_HASH, digest, version_body
 from baton.server.records import RecordStore
-
 from tests.benchkit import Measure, sequential
 
 SEED_BATCH = 2_000
@@ -43,14 +43,19 @@ class Seeder:
         for ref in ("growth/pin0", "growth/pin1", "growth/pin2", "growth/pin3"):
             await store.remember(ref, {"note": "pinned"}, agent="bench")
         await store.ns.handoffs.handoff(
-            from_agent="bench", to_agent="growth-template", summary="template",
+            from_agent="bench",
+            to_agent="growth-template",
+            summary="template",
             pins=[{"ref": f"growth/pin{n}"} for n in range(4)],
-        )  # fmt: skip
+        )
         await store.remember("growth/pin0", {"note": "moved on"}, agent="bench")  # one stale pin
         lines = [line async for line in export(store)]
         record = next(line for line in lines if line.get("ref") == "growth-template/r")
-        packet = next(line for line in lines
-                      if line["type"] == "packet" and line["fields"]["to"] == "growth-template")  # fmt: skip
+        packet = next(
+            line
+            for line in lines
+            if line["type"] == "packet" and line["fields"]["to"] == "growth-template"
+        )
         return cls(store, record, packet)
 
     def text(self) -> str:
@@ -61,9 +66,15 @@ class Seeder:
         version = line["versions"][0]
         version["value"] = {"note": self.text()}
         body = version_body(
-            ref=ref, version=1, value=version["value"], author=version["author"], session=None,
-            created_at=version["created_at"], tags=version["tags"], prev_hash=GENESIS_HASH,
-        )  # fmt: skip
+            ref=ref,
+            version=1,
+            value=version["value"],
+            author=version["author"],
+            session=None,
+            created_at=version["created_at"],
+            tags=version["tags"],
+            prev_hash=GENESIS_HASH,
+        )
         version["hash"] = line["head"]["hash"] = digest(body)
         line["ref"] = ref
         return line
@@ -115,7 +126,9 @@ async def growth(api_url: str, store: RecordStore, api_pid: int, quick: bool) ->
 
         async def remember(i: int) -> None:
             ref = f"growth/r{rng.randrange(seeder.records):07d}"
-            response = await http.post("/v1/records", json={"ref": ref, "value": {"note": seeder.text()}})
+            response = await http.post(
+                "/v1/records", json={"ref": ref, "value": {"note": seeder.text()}}
+            )
             assert response.status_code == 201, response.text
 
         async def recall(i: int) -> None:
@@ -130,7 +143,10 @@ async def growth(api_url: str, store: RecordStore, api_pid: int, quick: bool) ->
         for size in sizes:
             started = time.perf_counter()
             await seeder.grow_records(size)
-            print(f"growth: {size:,} records ({time.perf_counter() - started:.0f} s to seed)", flush=True)
+            print(
+                f"growth: {size:,} records ({time.perf_counter() - started:.0f} s to seed)",
+                flush=True,
+            )
             writes = await sequential(remember, CALLS, "remember")
             reads = await sequential(recall, CALLS, "recall")
             searches = await sequential(search, CALLS, "search")
@@ -144,17 +160,22 @@ async def growth(api_url: str, store: RecordStore, api_pid: int, quick: bool) ->
             checkpoint_seconds = time.perf_counter() - started
             assert taken.status_code == 201, taken.text
             rss = api.memory_info().rss / 2**20
-            row = (f"| {size:,} | {writes.pct(0.5):.2f} ms | {reads.pct(0.5):.2f} ms | "
-                   f"{searches.pct(0.5):.2f} / {searches.pct(0.95):.2f} ms | "
-                   f"{stats.checked_versions:,} versions in {seconds:.1f} s "
-                   f"({(stats.checked_versions or 0) / seconds:,.0f}/s) | "
-                   f"{taken.json()['records']:,} records in {checkpoint_seconds:.1f} s | "
-                   f"{before_rss:.0f} → {rss:.0f} MiB |")  # fmt: skip
+            row = (
+                f"| {size:,} | {writes.pct(0.5):.2f} ms | {reads.pct(0.5):.2f} ms | "
+                f"{searches.pct(0.5):.2f} / {searches.pct(0.95):.2f} ms | "
+                f"{stats.checked_versions:,} versions in {seconds:.1f} s "
+                f"({(stats.checked_versions or 0) / seconds:,.0f}/s) | "
+                f"{taken.json()['records']:,} records in {checkpoint_seconds:.1f} s | "
+                f"{before_rss:.0f} → {rss:.0f} MiB |"
+            )
             print(row, flush=True)
             lines.append(row)
 
-        lines += ["", "| packets queued for the agent | resume p50 / p95 (4 pins, one stale) |",
-                  "|---|---|"]  # fmt: skip
+        lines += [
+            "",
+            "| packets queued for the agent | resume p50 / p95 (4 pins, one stale) |",
+            "|---|---|",
+        ]
         for depth in depths:
             agent = f"deep-{depth}"
             await seeder.queue_packets(agent, depth)
@@ -162,7 +183,9 @@ async def growth(api_url: str, store: RecordStore, api_pid: int, quick: bool) ->
             async def resume(i: int, agent: str = agent) -> None:
                 await seeder.queue_packets(agent, 1)  # keep the depth (its time is not counted)
                 before = time.perf_counter()
-                response = await http.post(f"/v1/agents/{agent}/resume", headers={"X-Baton-Agent": agent})
+                response = await http.post(
+                    f"/v1/agents/{agent}/resume", headers={"X-Baton-Agent": agent}
+                )
                 took.latencies.append(time.perf_counter() - before)
                 assert response.status_code == 200 and response.json()["stale"], response.text
 

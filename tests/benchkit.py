@@ -49,14 +49,20 @@ class Row:
 def fmt(measure: Measure) -> str:
     """Percentiles, and throughput where the scenario measured one (not for one-at-a-time
     latency probes)."""
-    text = f"p50 {measure.pct(0.5):.2f} ms, p95 {measure.pct(0.95):.2f}, p99 {measure.pct(0.99):.2f}"
+    text = (
+        f"p50 {measure.pct(0.5):.2f} ms, p95 {measure.pct(0.95):.2f}, p99 {measure.pct(0.99):.2f}"
+    )
     return text + (f", {measure.throughput:,.0f}/s" if measure.seconds else "")
 
 
 async def http_load(
-    url: str, request: Callable[[httpx.AsyncClient, int], Awaitable[httpx.Response]],
-    seconds: float, concurrency: int = CONCURRENCY, warmup: float = 1.0, name: str = "",
-) -> Measure:  # fmt: skip
+    url: str,
+    request: Callable[[httpx.AsyncClient, int], Awaitable[httpx.Response]],
+    seconds: float,
+    concurrency: int = CONCURRENCY,
+    warmup: float = 1.0,
+    name: str = "",
+) -> Measure:
     """``concurrency`` clients calling ``request`` back to back for ``seconds`` (after a
     warm-up that is not counted)."""
     measure = Measure(name)
@@ -139,7 +145,9 @@ def write_report(output: Path, rows: list[Row], growth: list[str], quick: bool) 
     ]
     for r in rows:
         met = "yes" if r.met else "**no**" if r.met is False else "-"
-        lines.append(f"| {r.scenario} | {r.baton} | {r.baseline} | {r.ratio} | {r.target} | {met} |")
+        lines.append(
+            f"| {r.scenario} | {r.baton} | {r.baseline} | {r.ratio} | {r.target} | {met} |"
+        )
     if growth:
         lines += ["", *growth]
     existing = output.read_text() if output.exists() else ""

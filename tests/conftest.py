@@ -17,15 +17,16 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.cluster import RedisCluster
+from redis.retry import Retry
+
 from baton.server.backend import Backend, Namespace, open_backend
 from baton.server.connection import is_cluster
 from baton.server.embedded import EmbeddedServer, valkey_binary
 from baton.server.identity import Caller, Credential
 from baton.server.records import RecordStore
 from baton.server.settings import Settings
-from redis.backoff import NoBackoff
-from redis.cluster import RedisCluster
-from redis.retry import Retry
 
 if TYPE_CHECKING:
     from baton.agents import BatonClient
@@ -79,18 +80,46 @@ def cluster_ports(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[int
     nodes = []
     for port in ports:
         (base / str(port)).mkdir()
-        nodes.append(subprocess.Popen(
-            [server_binary, "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-             "--cluster-config-file", str(base / str(port) / "nodes.conf"),
-             "--dir", str(base / str(port)), "--save", "", "--appendonly", "no"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        ))  # fmt: skip
+        nodes.append(
+            subprocess.Popen(
+                [
+                    server_binary,
+                    "--port",
+                    str(port),
+                    "--bind",
+                    "127.0.0.1",
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    str(base / str(port) / "nodes.conf"),
+                    "--dir",
+                    str(base / str(port)),
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
     try:
         for port in ports:
             wait_for_redis(redis.Redis(port=port, retry=Retry(NoBackoff(), 0)))
-        subprocess.run([cli, "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports),
-                        "--cluster-replicas", "0", "--cluster-yes"],
-                       check=True, capture_output=True, timeout=60)  # fmt: skip
+        subprocess.run(
+            [
+                cli,
+                "--cluster",
+                "create",
+                *(f"127.0.0.1:{p}" for p in ports),
+                "--cluster-replicas",
+                "0",
+                "--cluster-yes",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
         deadline = time.monotonic() + 30
         while any(cluster_state(p) != "ok" for p in ports):
             assert time.monotonic() < deadline, "the cluster did not become ready"
@@ -149,9 +178,10 @@ def data_url(request: pytest.FixtureRequest, redis_url: str) -> str:
 def data_redis(data_url: str) -> Iterator[redis.Redis]:
     """A blocking client on the store's own Redis (cluster-aware), for tampering in tests."""
     client: redis.Redis = (
-        RedisCluster.from_url(data_url.replace("+cluster", "")) if is_cluster(data_url)  # type: ignore[assignment]
+        RedisCluster.from_url(data_url.replace("+cluster", ""))
+        if is_cluster(data_url)  # type: ignore[assignment]
         else redis.Redis.from_url(data_url)
-    )  # fmt: skip
+    )
     yield client
     client.close()
 
@@ -173,11 +203,16 @@ def store(ns: Namespace) -> RecordStore:
     return ns.records
 
 
-def as_agent(agent: str, *, admin: bool = False, session: str | None = None,
-             namespace: str = "default") -> Caller:  # fmt: skip
+def as_agent(
+    agent: str, *, admin: bool = False, session: str | None = None, namespace: str = "default"
+) -> Caller:
     """A caller holding ``agent``'s token (an admin token with ``admin``)."""
-    return Caller(agent=agent, namespace=namespace, session=session,
-                  credential=Credential("token", agent=agent, admin=admin))  # fmt: skip
+    return Caller(
+        agent=agent,
+        namespace=namespace,
+        session=session,
+        credential=Credential("token", agent=agent, admin=admin),
+    )
 
 
 def free_port() -> int:
@@ -205,13 +240,20 @@ def running_server(redis_url: str, log: Path, **env: str) -> Iterator[str]:
     port = free_port()
     # The server sweeps by itself; tests that compare the store before and after a request
     # must not see a scheduled checkpoint land in between (tests take theirs explicitly).
-    environment = {**os.environ, "BATON_REDIS_URL": redis_url,
-                   "BATON_CHECKPOINT_INTERVAL": "off", **env}  # fmt: skip
+    environment = {
+        **os.environ,
+        "BATON_REDIS_URL": redis_url,
+        "BATON_CHECKPOINT_INTERVAL": "off",
+        **env,
+    }
     with open(log, "wb") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "baton.server.cli", "serve", "--port", str(port)],
-            env=environment, stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
-        )  # fmt: skip
+            env=environment,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_for_http(url, process, log)
@@ -242,14 +284,15 @@ async def dispatching_backend(data_url: str, redis_url: str) -> AsyncIterator[Ba
     sharing the data client when the data is there too."""
     from baton.server.settings import HandoffPolicy
 
-    settings = Settings(redis_url=data_url, queue_url=redis_url,
-                        handoffs=HandoffPolicy(retry_intervals=(0,)))  # fmt: skip
+    settings = Settings(
+        redis_url=data_url, queue_url=redis_url, handoffs=HandoffPolicy(retry_intervals=(0,))
+    )
     async with open_backend(settings) as opened:
         yield opened
 
 
 @pytest.fixture
-def handoffs(dispatching_backend: Backend) -> "HandoffStore":
+def handoffs(dispatching_backend: Backend) -> HandoffStore:
     return dispatching_backend.namespace("default").handoffs
 
 
@@ -257,16 +300,25 @@ def baton_process(
     *args: str, redis_url: str, api_url: str | None = None, **env: str
 ) -> subprocess.Popen[str]:
     """Start ``baton ARGS`` as its own process against the test server."""
-    environment = {**os.environ, "BATON_REDIS_URL": redis_url, "BATON_RETRY_INTERVALS": "0",
-                   **({"BATON_URL": api_url} if api_url else {}), **env}  # fmt: skip
+    environment = {
+        **os.environ,
+        "BATON_REDIS_URL": redis_url,
+        "BATON_RETRY_INTERVALS": "0",
+        **({"BATON_URL": api_url} if api_url else {}),
+        **env,
+    }
     return subprocess.Popen(
-        [sys.executable, "-m", "baton.server.cli", *args], env=environment, cwd=REPO,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        [sys.executable, "-m", "baton.server.cli", *args],
+        env=environment,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 @pytest.fixture
-def scout(api_url: str, redis_url: str) -> Iterator["BatonClient"]:
+def scout(api_url: str, redis_url: str) -> Iterator[BatonClient]:
     """The Python client acting as agent 'scout' against the running API."""
     from baton.agents import BatonClient
 
@@ -275,7 +327,7 @@ def scout(api_url: str, redis_url: str) -> Iterator["BatonClient"]:
 
 
 @pytest.fixture
-def executor(api_url: str, redis_url: str) -> Iterator["BatonClient"]:
+def executor(api_url: str, redis_url: str) -> Iterator[BatonClient]:
     """The Python client acting as agent 'executor' against the running API."""
     from baton.agents import BatonClient
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import httpx
 import pytest
-from baton.server.api.app import create_app
-from baton.server.settings import Settings
 from litestar.testing import TestClient
 
+from baton.server.api.app import create_app
+from baton.server.settings import Settings
 from tests.conftest import REPO, free_port, running_server
 
 SECRET = "s3cret-for-tests"
@@ -39,28 +39,39 @@ def secured_url(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
 
 def test_session_observe_search_and_end(am: httpx.Client) -> None:
     """The hook scripts' calls: session/start, observe (201), search, sessions, session/end."""
-    started = am.post("/session/start", json={"sessionId": "cc-1", "project": "app",
-                                               "cwd": "/home/dev/app", "title": "Fix login"})  # fmt: skip
+    started = am.post(
+        "/session/start",
+        json={"sessionId": "cc-1", "project": "app", "cwd": "/home/dev/app", "title": "Fix login"},
+    )
     assert started.status_code == 200
     session = started.json()["session"]
     assert (session["id"], session["status"], session["observationCount"]) == ("cc-1", "active", 0)
     assert "context" in started.json()
 
-    observed = am.post("/observe", json={
-        "hookType": "post_tool_use", "sessionId": "cc-1", "project": "app",
-        "cwd": "/home/dev/app", "timestamp": "2026-11-30T10:00:00Z",
-        "data": {"tool_name": "Edit", "tool_input": {"file_path": "src/login.ts"}},
-    })  # fmt: skip
+    observed = am.post(
+        "/observe",
+        json={
+            "hookType": "post_tool_use",
+            "sessionId": "cc-1",
+            "project": "app",
+            "cwd": "/home/dev/app",
+            "timestamp": "2026-11-30T10:00:00Z",
+            "data": {"tool_name": "Edit", "tool_input": {"file_path": "src/login.ts"}},
+        },
+    )
     assert observed.status_code == 201
     assert observed.json()["observation"]["type"] == "file_edit"
 
     found = am.post("/search", json={"query": "login.ts edit", "format": "compact"}).json()
     assert [(hit["obsId"], hit["sessionId"]) for hit in found["results"]] == [
-        (observed.json()["observationId"], "cc-1")]  # fmt: skip
+        (observed.json()["observationId"], "cc-1")
+    ]
     listed = am.get("/sessions", params={"limit": 5}).json()["sessions"]
     assert [s["id"] for s in listed] == ["cc-1"] and listed[0]["observationCount"] == 1
-    assert am.post("/session/end", json={"sessionId": "cc-1"}).json() == {"success": True,
-                                                                           "ended": True}  # fmt: skip
+    assert am.post("/session/end", json={"sessionId": "cc-1"}).json() == {
+        "success": True,
+        "ended": True,
+    }
     assert am.post("/session/end", json={"sessionId": "cc-1"}).json()["ended"] is True  # per turn
     assert am.post("/session/end", json={"sessionId": "cc-nope"}).json()["ended"] is False
 
@@ -69,14 +80,19 @@ def test_remember_dedupe_forget_export_and_audit(am: httpx.Client) -> None:
     """remember (201, success, memory, similarTo), a near-duplicate as a new memory naming
     its parent, forget, export, audit, governance delete."""
     text = "always run the migrations before the integration tests in this repo"
-    first = am.post("/remember", json={"content": text, "type": "workflow", "project": "app",
-                                        "concepts": ["migrations"]})  # fmt: skip
+    first = am.post(
+        "/remember",
+        json={"content": text, "type": "workflow", "project": "app", "concepts": ["migrations"]},
+    )
     assert first.status_code == 201
     memory = first.json()["memory"]
     assert first.json()["success"] is True and memory["type"] == "workflow"
     same = am.post("/remember", json={"content": text + " please", "project": "app"}).json()
-    assert (same["memory"]["version"], same["memory"]["parentId"], same["memory"]["supersedes"]) \
-        == (2, memory["id"], [memory["id"]])  # fmt: skip
+    assert (
+        same["memory"]["version"],
+        same["memory"]["parentId"],
+        same["memory"]["supersedes"],
+    ) == (2, memory["id"], [memory["id"]])
     assert am.post("/remember", json={"content": "  "}).json() == {"error": "content is required"}
 
     other = am.post("/remember", json={"content": "the staging deploy needs a vpn"}).json()
@@ -86,8 +102,9 @@ def test_remember_dedupe_forget_export_and_audit(am: httpx.Client) -> None:
     forgotten = am.post("/forget", json={"memoryId": same["memory"]["id"]}).json()
     assert forgotten == {"success": True, "deleted": 1}
     assert am.post("/search", json={"query": "migrations integration"}).json()["results"] == []
-    deleted = am.request("DELETE", "/governance/memories",
-                         json={"memoryIds": [other["memory"]["id"]]}).json()  # fmt: skip
+    deleted = am.request(
+        "DELETE", "/governance/memories", json={"memoryIds": [other["memory"]["id"]]}
+    ).json()
     assert (deleted["deleted"], deleted["total"]) == (1, 1)
     entries = am.get("/audit", params={"limit": 10}).json()["entries"]
     assert [e["targetIds"] for e in entries] == [[other["memory"]["id"]], [same["memory"]["id"]]]
@@ -96,44 +113,127 @@ def test_remember_dedupe_forget_export_and_audit(am: httpx.Client) -> None:
 # The answers of agentmemory 0.9.29's REST routes, field by field (its dist/index.mjs:
 # registerApiTriggers and the mem::* functions they call). Optional fields are listed apart.
 GOLDEN: dict[str, tuple[dict[str, type | tuple[type, ...]], set[str]]] = {
-    "remember.memory": ({"id": str, "createdAt": str, "updatedAt": str, "type": str,
-                         "title": str, "content": str, "concepts": list, "files": list,
-                         "sessionIds": list, "strength": int, "version": int,
-                         "supersedes": list, "sourceObservationIds": list, "isLatest": bool,
-                         "origin": dict}, {"parentId", "agentId", "project", "forgetAfter"}),
-    "search": ({"format": str, "results": list, "tokens_used": int, "truncated": bool},
-               {"tokens_budget", "text"}),
+    "remember.memory": (
+        {
+            "id": str,
+            "createdAt": str,
+            "updatedAt": str,
+            "type": str,
+            "title": str,
+            "content": str,
+            "concepts": list,
+            "files": list,
+            "sessionIds": list,
+            "strength": int,
+            "version": int,
+            "supersedes": list,
+            "sourceObservationIds": list,
+            "isLatest": bool,
+            "origin": dict,
+        },
+        {"parentId", "agentId", "project", "forgetAfter"},
+    ),
+    "search": (
+        {"format": str, "results": list, "tokens_used": int, "truncated": bool},
+        {"tokens_budget", "text"},
+    ),
     "search.full": ({"observation": dict, "score": (int, float), "sessionId": str}, set()),
-    "search.compact": ({"obsId": str, "sessionId": str, "title": str, "type": str,
-                        "score": (int, float), "timestamp": str}, set()),
-    "search.narrative": ({"obsId": str, "sessionId": str, "title": str, "narrative": str,
-                          "score": (int, float), "timestamp": str}, set()),
-    "observation": ({"id": str, "sessionId": str, "timestamp": str, "type": str, "title": str,
-                     "facts": list, "narrative": str, "concepts": list, "files": list,
-                     "importance": int}, {"confidence", "agentId", "subtitle"}),
+    "search.compact": (
+        {
+            "obsId": str,
+            "sessionId": str,
+            "title": str,
+            "type": str,
+            "score": (int, float),
+            "timestamp": str,
+        },
+        set(),
+    ),
+    "search.narrative": (
+        {
+            "obsId": str,
+            "sessionId": str,
+            "title": str,
+            "narrative": str,
+            "score": (int, float),
+            "timestamp": str,
+        },
+        set(),
+    ),
+    "observation": (
+        {
+            "id": str,
+            "sessionId": str,
+            "timestamp": str,
+            "type": str,
+            "title": str,
+            "facts": list,
+            "narrative": str,
+            "concepts": list,
+            "files": list,
+            "importance": int,
+        },
+        {"confidence", "agentId", "subtitle"},
+    ),
     "smart-search": ({"mode": str, "results": list}, {"lessons"}),
     "smart-search.expanded": ({"mode": str, "results": list, "truncated": bool}, set()),
-    "session": ({"id": str, "project": str, "cwd": str, "startedAt": str, "status": str,
-                 "observationCount": int}, {"summary", "firstPrompt", "agentId", "updatedAt",
-                                            "endedAt", "title", "concepts", "files"}),
+    "session": (
+        {
+            "id": str,
+            "project": str,
+            "cwd": str,
+            "startedAt": str,
+            "status": str,
+            "observationCount": int,
+        },
+        {"summary", "firstPrompt", "agentId", "updatedAt", "endedAt", "title", "concepts", "files"},
+    ),
     "audit": ({"entries": list, "success": bool}, set()),
-    "audit.entry": ({"id": str, "timestamp": str, "operation": str, "functionId": str,
-                     "targetIds": list, "details": dict}, set()),
+    "audit.entry": (
+        {
+            "id": str,
+            "timestamp": str,
+            "operation": str,
+            "functionId": str,
+            "targetIds": list,
+            "details": dict,
+        },
+        set(),
+    ),
     "livez": ({"status": str, "service": str}, {"viewerPort", "viewerSkipped", "streamsPort"}),
-    "health": ({"status": str, "service": str, "version": str},
-               {"health", "functionMetrics", "circuitBreaker", "viewerPort", "viewerSkipped",
-                "streamsPort"}),
-    "export": ({"version": str, "exportedAt": str, "sessions": list, "observations": dict,
-                "memories": list}, {"summaries"}),
+    "health": (
+        {"status": str, "service": str, "version": str},
+        {
+            "health",
+            "functionMetrics",
+            "circuitBreaker",
+            "viewerPort",
+            "viewerSkipped",
+            "streamsPort",
+        },
+    ),
+    "export": (
+        {
+            "version": str,
+            "exportedAt": str,
+            "sessions": list,
+            "observations": dict,
+            "memories": list,
+        },
+        {"summaries"},
+    ),
     "forget": ({"success": bool, "deleted": int}, set()),
     "context": ({"context": str, "blocks": int, "tokens": int}, set()),
-}  # fmt: skip
+}
 
 
 def assert_shape(name: str, value: dict[str, Any]) -> None:
     required, optional = GOLDEN[name]
     assert required.keys() <= value.keys(), (name, sorted(required.keys() - value.keys()))
-    assert value.keys() <= required.keys() | optional, (name, sorted(value.keys() - required.keys() - optional))
+    assert value.keys() <= required.keys() | optional, (
+        name,
+        sorted(value.keys() - required.keys() - optional),
+    )
     for field, kind in required.items():
         assert isinstance(value[field], kind), (name, field, value[field])
 
@@ -141,13 +241,23 @@ def assert_shape(name: str, value: dict[str, Any]) -> None:
 def test_answers_have_agentmemorys_fields_and_types(am: httpx.Client) -> None:
     """Every route the shim and hooks read answers agentmemory's field names and types."""
     am.post("/session/start", json={"sessionId": "cc-g", "project": "app", "cwd": "/srv/app"})
-    am.post("/observe", json={"hookType": "post_tool_use", "sessionId": "cc-g", "project": "app",
-                              "cwd": "/srv/app", "timestamp": "2026-11-30T10:00:00Z",
-                              "data": {"tool_name": "Bash", "tool_input": {"command": "make deploy"}}})  # fmt: skip
+    am.post(
+        "/observe",
+        json={
+            "hookType": "post_tool_use",
+            "sessionId": "cc-g",
+            "project": "app",
+            "cwd": "/srv/app",
+            "timestamp": "2026-11-30T10:00:00Z",
+            "data": {"tool_name": "Bash", "tool_input": {"command": "make deploy"}},
+        },
+    )
     saved = am.post("/remember", json={"content": "deploy with make deploy", "ttlDays": 3}).json()
     assert_shape("remember.memory", saved["memory"])
     for form in ("full", "compact", "narrative"):
-        found = am.post("/search", json={"query": "deploy", "format": form, "token_budget": 500}).json()
+        found = am.post(
+            "/search", json={"query": "deploy", "format": form, "token_budget": 500}
+        ).json()
         assert_shape("search", found)
         assert len(found["results"]) == 2
         for item in found["results"]:
@@ -166,7 +276,9 @@ def test_answers_have_agentmemorys_fields_and_types(am: httpx.Client) -> None:
     assert_shape("livez", am.get("/livez").json())
     assert_shape("health", am.get("/health").json())
     assert_shape("export", am.get("/export").json())
-    assert_shape("context", am.post("/context", json={"sessionId": "cc-g", "project": "app"}).json())
+    assert_shape(
+        "context", am.post("/context", json={"sessionId": "cc-g", "project": "app"}).json()
+    )
     assert_shape("forget", am.post("/forget", json={"memoryId": saved["memory"]["id"]}).json())
     audit = am.get("/audit").json()
     assert_shape("audit", audit)
@@ -176,17 +288,26 @@ def test_answers_have_agentmemorys_fields_and_types(am: httpx.Client) -> None:
 def test_wrong_types_are_400_errors_never_500(am: httpx.Client) -> None:
     """Wrong types are agentmemory-style 400 {"error"} answers; arrays and comma strings are
     both accepted; numbers are not taken for strings."""
-    for body in ({"content": "x", "concepts": 5}, {"content": "x", "files": 5},
-                 {"content": "x", "files": {"a": 1}}, {"content": "x", "project": 5},
-                 {"content": "x", "agentId": 5}, {"content": "x", "ttlDays": "soon"}):  # fmt: skip
+    for body in (
+        {"content": "x", "concepts": 5},
+        {"content": "x", "files": 5},
+        {"content": "x", "files": {"a": 1}},
+        {"content": "x", "project": 5},
+        {"content": "x", "agentId": 5},
+        {"content": "x", "ttlDays": "soon"},
+    ):
         answer = am.post("/remember", json=body)
         assert answer.status_code == 400 and set(answer.json()) == {"error"}, (body, answer.text)
     assert am.post("/forget", json={"sessionId": "s", "observationIds": 5}).status_code == 400
     assert am.post("/search", json={"query": "x", "limit": "many"}).json() == {
-        "error": "limit must be a positive integer up to 100"}  # fmt: skip
-    both = [am.post("/remember", json={"content": f"note {n} on kestrel keys x{n}",
-                                       "concepts": concepts}).json()
-            for n, concepts in ((1, ["a", "b"]), (2, "a, b"))]  # fmt: skip
+        "error": "limit must be a positive integer up to 100"
+    }
+    both = [
+        am.post(
+            "/remember", json={"content": f"note {n} on kestrel keys x{n}", "concepts": concepts}
+        ).json()
+        for n, concepts in ((1, ["a", "b"]), (2, "a, b"))
+    ]
     assert [saved["memory"]["concepts"] for saved in both] == [["a", "b"], ["a", "b"]]
     assert both[1]["memory"]["supersedes"] == []  # x1 and x2 are different memories
 
@@ -209,8 +330,17 @@ def test_mcp_shim_lists_and_calls_tools(am: httpx.Client) -> None:
     tools = {tool["name"]: tool for tool in am.get("/mcp/tools").json()["tools"]}
     assert {"memory_save", "memory_recall", "memory_resume_here", "remember"} <= set(tools)
     assert tools["memory_save"]["inputSchema"]["required"] == ["content"]
-    saved = am.post("/mcp/call", json={"name": "memory_save", "arguments": {
-        "content": "prefer small commits", "concepts": "git, commits", "agentId": "codex"}})  # fmt: skip
+    saved = am.post(
+        "/mcp/call",
+        json={
+            "name": "memory_save",
+            "arguments": {
+                "content": "prefer small commits",
+                "concepts": "git, commits",
+                "agentId": "codex",
+            },
+        },
+    )
     payload = json.loads(saved.json()["content"][0]["text"])
     assert payload["memory"]["concepts"] == ["git", "commits"]
     assert payload["memory"]["agent_id"] == "codex"
@@ -218,13 +348,23 @@ def test_mcp_shim_lists_and_calls_tools(am: httpx.Client) -> None:
     assert failed.status_code == 200 and failed.json()["isError"] is True  # the shim keeps 200s
     assert "content is required" in failed.json()["content"][0]["text"]
     assert am.post("/mcp/call", json={"name": "nope", "arguments": {}}).json() == {
-        "error": "Unknown tool: nope"}  # fmt: skip
-    assert "baton_memory_recall" in tools and tools["baton_memory_recall"]["inputSchema"] == \
-        tools["memory_recall"]["inputSchema"]  # fmt: skip
-    aliased = am.post("/mcp/call", json={"name": "baton_memory_smart_search",
-                                         "arguments": {"expandIds": [payload["memory"]["id"]]}})  # fmt: skip
-    assert json.loads(aliased.json()["content"][0]["text"])["results"][0]["title"] == \
-        "prefer small commits"  # fmt: skip
+        "error": "Unknown tool: nope"
+    }
+    assert (
+        "baton_memory_recall" in tools
+        and tools["baton_memory_recall"]["inputSchema"] == tools["memory_recall"]["inputSchema"]
+    )
+    aliased = am.post(
+        "/mcp/call",
+        json={
+            "name": "baton_memory_smart_search",
+            "arguments": {"expandIds": [payload["memory"]["id"]]},
+        },
+    )
+    assert (
+        json.loads(aliased.json()["content"][0]["text"])["results"][0]["title"]
+        == "prefer small commits"
+    )
 
 
 def test_secret_is_required_when_configured(secured_url: str) -> None:
@@ -251,8 +391,12 @@ def test_without_a_secret_only_loopback_is_open(redis_url: str) -> None:
 
 def test_free_text_recall_of_facts(http: httpx.Client) -> None:
     """GET /v1/records?query= finds facts by the text of their values, best match first."""
-    http.post("/v1/records", json={"ref": "svc/payments", "value": {"owner": "ana", "stack": "go grpc"}})
-    http.post("/v1/records", json={"ref": "svc/search", "value": {"owner": "li", "stack": "python"}})
+    http.post(
+        "/v1/records", json={"ref": "svc/payments", "value": {"owner": "ana", "stack": "go grpc"}}
+    )
+    http.post(
+        "/v1/records", json={"ref": "svc/search", "value": {"owner": "li", "stack": "python"}}
+    )
     page = http.get("/v1/records", params={"query": "grpc"}).json()
     assert [r["ref"] for r in page["records"]] == ["svc/payments"]
 
@@ -266,25 +410,48 @@ def test_resume_here_over_rest(http: httpx.Client) -> None:
     assert http.get("/v1/sessions/resume", params={"cwd": "relative"}).status_code == 422
 
 
-def test_baton_hook_posts_claude_code_events(api_url: str, http: httpx.Client, tmp_path: Path) -> None:
+def test_baton_hook_posts_claude_code_events(
+    api_url: str, http: httpx.Client, tmp_path: Path
+) -> None:
     """`baton hook PostToolUse` turns a Claude Code payload on stdin into an observation;
     with Baton unreachable it still exits 0 and says why on stderr."""
-    payload = {"session_id": "claude-9", "cwd": str(tmp_path), "hook_event_name": "PostToolUse",
-               "tool_name": "Bash", "tool_input": {"command": "pytest -q"}, "tool_response": "ok"}  # fmt: skip
+    payload = {
+        "session_id": "claude-9",
+        "cwd": str(tmp_path),
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": "pytest -q"},
+        "tool_response": "ok",
+    }
     env = {**os.environ, "BATON_URL": api_url, "AGENT_ID": "claude"}
     for event in ("SessionStart", "PostToolUse"):
-        done = subprocess.run([sys.executable, "-m", "baton.server.cli", "hook", event],
-                              input=json.dumps(payload), env=env, cwd=REPO, text=True,
-                              capture_output=True, timeout=60, check=False)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "baton.server.cli", "hook", event],
+            input=json.dumps(payload),
+            env=env,
+            cwd=REPO,
+            text=True,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
         assert done.returncode == 0, done.stderr
     session = http.get("/v1/sessions/claude-9").json()
     assert (session["project"], session["agent"], session["observation_count"]) == (
-        tmp_path.name, "claude", 2,
-    )  # fmt: skip
-    offline = subprocess.run([sys.executable, "-m", "baton.server.cli", "hook", "Stop"],
-                             input=json.dumps(payload), cwd=REPO, text=True, capture_output=True,
-                             env={**env, "BATON_URL": f"http://127.0.0.1:{free_port()}"},
-                             timeout=60, check=False)  # fmt: skip
+        tmp_path.name,
+        "claude",
+        2,
+    )
+    offline = subprocess.run(
+        [sys.executable, "-m", "baton.server.cli", "hook", "Stop"],
+        input=json.dumps(payload),
+        cwd=REPO,
+        text=True,
+        capture_output=True,
+        env={**env, "BATON_URL": f"http://127.0.0.1:{free_port()}"},
+        timeout=60,
+        check=False,
+    )
     assert offline.returncode == 0 and "not reachable" in offline.stderr
 
 
@@ -310,25 +477,47 @@ def test_verify_script_accepts_a_forgotten_memorys_tombstones(
 def test_routes_the_hooks_call_answer_in_agentmemorys_shapes(am: httpx.Client) -> None:
     """summarize, claude-bridge/sync, context and enrich answer agentmemory's shapes; an
     observation with cwd "" is kept; an unknown path is agentmemory's {"error"} 404."""
-    assert am.post("/session/start", json={"sessionId": "cc-2", "project": "app",
-                                           "cwd": "/srv/app"}).json()["context"] == ""  # fmt: skip
-    observed = am.post("/observe", json={
-        "hookType": "prompt_submit", "sessionId": "cc-2", "project": "app", "cwd": "",
-        "timestamp": "2026-11-30T10:00:00Z", "data": {"prompt": "migrate the billing tables"},
-    })  # fmt: skip
+    assert (
+        am.post(
+            "/session/start", json={"sessionId": "cc-2", "project": "app", "cwd": "/srv/app"}
+        ).json()["context"]
+        == ""
+    )
+    observed = am.post(
+        "/observe",
+        json={
+            "hookType": "prompt_submit",
+            "sessionId": "cc-2",
+            "project": "app",
+            "cwd": "",
+            "timestamp": "2026-11-30T10:00:00Z",
+            "data": {"prompt": "migrate the billing tables"},
+        },
+    )
     assert observed.status_code == 201
     summary = am.post("/summarize", json={"sessionId": "cc-2"}).json()
     assert summary["success"] is True
-    assert set(summary["summary"]) == {"sessionId", "project", "createdAt", "title", "narrative",
-                                       "keyDecisions", "filesModified", "concepts",
-                                       "observationCount"}  # fmt: skip
+    assert set(summary["summary"]) == {
+        "sessionId",
+        "project",
+        "createdAt",
+        "title",
+        "narrative",
+        "keyDecisions",
+        "filesModified",
+        "concepts",
+        "observationCount",
+    }
     assert am.post("/summarize", json={"sessionId": "nope"}).json() == {
-        "success": False, "error": "session_not_found"}  # fmt: skip
+        "success": False,
+        "error": "session_not_found",
+    }
     assert am.post("/claude-bridge/sync", json={}).json()["success"] is False
     context = am.post("/context", json={"sessionId": "cc-2", "project": "app", "budget": 500})
     assert set(context.json()) == {"context", "blocks", "tokens"} and context.json()["blocks"] == 1
-    assert am.post("/context", json={"sessionId": "cc-2", "project": "app",
-                                     "budget": 0}).json() == {"error": "budget must be a positive integer"}  # fmt: skip
+    assert am.post(
+        "/context", json={"sessionId": "cc-2", "project": "app", "budget": 0}
+    ).json() == {"error": "budget must be a positive integer"}
     enriched = am.post("/enrich", json={"sessionId": "cc-2", "files": ["/srv/app/x.py"]}).json()
     assert set(enriched) == {"context", "truncated"}
     assert am.post("/enrich", json={"sessionId": "cc-2"}).status_code == 400

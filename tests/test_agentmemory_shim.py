@@ -15,10 +15,10 @@ from typing import Any
 import httpx
 import pytest
 import redis
-from baton.server.connection import async_redis
-from baton.server.tokens import TokenStore
 from mcp import Client, StdioServerParameters
 
+from baton.server.connection import async_redis
+from baton.server.tokens import TokenStore
 from tests.conftest import REPO, running_server
 
 pytestmark = pytest.mark.anyio
@@ -51,9 +51,14 @@ def secured(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 async def shim(secured: dict[str, str], agent: str, home: Path) -> AsyncIterator[Client]:
     """The real shim as ``agent``, in proxy mode, its local fallback file kept in ``home``."""
     assert SHIM.exists(), f"{SHIM} is missing: run `make npm-clients` (make test does)"
-    env = {**os.environ, "AGENTMEMORY_URL": secured["url"], "AGENTMEMORY_SECRET": secured[agent],
-           "AGENTMEMORY_FORCE_PROXY": "1", "HOME": str(home),
-           "STANDALONE_PERSIST_PATH": str(home / "standalone.json")}  # fmt: skip
+    env = {
+        **os.environ,
+        "AGENTMEMORY_URL": secured["url"],
+        "AGENTMEMORY_SECRET": secured[agent],
+        "AGENTMEMORY_FORCE_PROXY": "1",
+        "HOME": str(home),
+        "STANDALONE_PERSIST_PATH": str(home / "standalone.json"),
+    }
     async with Client(StdioServerParameters(command="node", args=[str(SHIM)], env=env)) as client:
         yield client
 
@@ -98,8 +103,13 @@ async def test_two_agents_save_recall_expand_forget_and_hand_off(
     """Save -> recall -> smart search with expandIds -> forget, as alice; bob cannot forget
     alice's memory; alice hands off to bob through the shim and bob resumes it."""
     async with shim(secured, "alice", tmp_path / "a") as alice:
-        saved = await call(alice, "memory_save", content="rotate the kestrel keys every 90 days",
-                           concepts="keys, rotation", project="infra")  # fmt: skip
+        saved = await call(
+            alice,
+            "memory_save",
+            content="rotate the kestrel keys every 90 days",
+            concepts="keys, rotation",
+            project="infra",
+        )
         memory = saved["memory"]
         assert (memory["agentId"], memory["project"]) == ("alice", "infra")
         found = await call(alice, "memory_recall", query="kestrel keys")

@@ -10,9 +10,9 @@ from typing import Any
 
 import httpx
 import pytest
-from baton.server.api.app import create_app
 from litestar.exceptions import LitestarDeprecationWarning
 
+from baton.server.api.app import create_app
 from tests.conftest import REPO
 
 PROBLEM = "application/problem+json"
@@ -45,12 +45,16 @@ def test_remember_then_recall_over_http(http: httpx.Client) -> None:
 
     current = http.get("/v1/records/listing/553/assessment").json()
     assert (current["version"], current["value"], current["author"]) == (
-        2, {"verdict": "maybe"}, "tester",
-    )  # fmt: skip
+        2,
+        {"verdict": "maybe"},
+        "tester",
+    )
     first = http.get("/v1/records/listing/553/assessment", params={"version": 1}).json()
     assert (first["value"], first["superseded_by"], first["confidence"]) == (
-        {"verdict": "apply"}, 2, 0.8,
-    )  # fmt: skip
+        {"verdict": "apply"},
+        2,
+        0.8,
+    )
 
 
 def test_listing_history_outcomes_and_stats(http: httpx.Client) -> None:
@@ -190,9 +194,7 @@ def test_invalid_outcomes_and_queries_are_422(http: httpx.Client) -> None:
 def test_outcome_on_unknown_ref_is_404(http: httpx.Client) -> None:
     """An outcome naming an unknown ref is refused as a whole."""
     body = assert_problem(
-        http.post(
-            "/v1/outcomes", json={"outcome": "success", "outcome_ref": "R", "refs": ["x/y"]}
-        ),
+        http.post("/v1/outcomes", json={"outcome": "success", "outcome_ref": "R", "refs": ["x/y"]}),
         404,
     )
     assert body["refs"] == ["x/y"]
@@ -221,11 +223,12 @@ def test_error_responses_match_their_openapi_entry(http: httpx.Client) -> None:
     schema = http.get("/schema/openapi.json").json()
     http.post("/v1/records", json={"ref": "doc/a", "value": 1})
     answers = {
-        ("/v1/records", "post"): http.post("/v1/records", json={"ref": "doc/a", "value": 2,
-                                                                "expected_version": 0}),
+        ("/v1/records", "post"): http.post(
+            "/v1/records", json={"ref": "doc/a", "value": 2, "expected_version": 0}
+        ),
         ("/v1/records/{ref}", "get"): http.get("/v1/records/doc/missing"),
         ("/v1/handoffs", "post"): http.post("/v1/handoffs", json={"to": "", "summary": "s"}),
-    }  # fmt: skip
+    }
     assert [response.status_code for response in answers.values()] == [409, 404, 422]
     for (path, method), response in answers.items():
         declared = schema["paths"][path][method]["responses"][str(response.status_code)]
@@ -258,16 +261,24 @@ def test_deeply_nested_json_is_refused_before_anything_is_written(
     deep (1,000 levels included) and with or without expected_version; nothing is written."""
     for depth in (65, 400, 1000):
         body = f'{{"ref": "deep/x", "value": {nested(depth)}, "expected_version": 0}}'
-        answer = http.post("/v1/records", content=body, headers={"Content-Type": "application/json"})
+        answer = http.post(
+            "/v1/records", content=body, headers={"Content-Type": "application/json"}
+        )
         assert answer.status_code == 422, (depth, answer.text)
         assert answer.json()["field"] in ("value", "body")
-        observed = http.post("/v1/observations", headers={"Content-Type": "application/json"},
-                             content=f'{{"hook_type": "stop", "session_id": "s-deep", "project": "p",'
-                                     f' "timestamp": "t", "data": {{"x": {nested(depth)}}}}}')  # fmt: skip
+        observed = http.post(
+            "/v1/observations",
+            headers={"Content-Type": "application/json"},
+            content=f'{{"hook_type": "stop", "session_id": "s-deep", "project": "p",'
+            f' "timestamp": "t", "data": {{"x": {nested(depth)}}}}}',
+        )
         assert observed.status_code == 422, (depth, observed.text)
     assert sync_redis.keys("*deep*") == []
-    ok = http.post("/v1/records", content=f'{{"ref": "deep/x", "value": {nested(63)}}}',
-                   headers={"Content-Type": "application/json"})  # fmt: skip
+    ok = http.post(
+        "/v1/records",
+        content=f'{{"ref": "deep/x", "value": {nested(63)}}}',
+        headers={"Content-Type": "application/json"},
+    )
     assert ok.status_code == 201
 
 
@@ -290,7 +301,9 @@ def test_a_namespace_header_that_is_not_text_is_a_422(api_url: str, redis_url: s
 
     host, port = api_url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port))) as raw:
-        raw.sendall(b"GET /v1/stats HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Baton-Namespace: \xff\xfe\r\n"
-                    b"Connection: close\r\n\r\n")  # fmt: skip
+        raw.sendall(
+            b"GET /v1/stats HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Baton-Namespace: \xff\xfe\r\n"
+            b"Connection: close\r\n\r\n"
+        )
         answer = b"".join(iter(lambda: raw.recv(4096), b"")).decode("latin-1")
     assert answer.startswith("HTTP/1.1 422") and '"field": "x-baton-namespace"' in answer

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import httpx
 import pytest
+
 from baton.agents import AsyncBatonClient, BatonClient
 from baton.agents.client import ConflictError, ForbiddenError, NotFoundError
-
 from tests.test_api import assert_problem
 
 
@@ -16,11 +16,16 @@ def test_scout_to_executor_round_trip(scout: BatonClient, executor: BatonClient)
     scout.start_session()
     scout.remember("listing/482/assessment", {"verdict": "apply"}, confidence=0.8)
     scout.remember("listing/553/assessment", {"verdict": "apply"}, confidence=0.7)
-    packet = scout.handoff("executor", "Two listings worth an application",
-                           next=["Draft 482", "Draft 553"], open=["Backoff long enough?"])  # fmt: skip
+    packet = scout.handoff(
+        "executor",
+        "Two listings worth an application",
+        next=["Draft 482", "Draft 553"],
+        open=["Backoff long enough?"],
+    )
     assert [(pin.ref, pin.version) for pin in packet.pins] == [
-        ("listing/482/assessment", 1), ("listing/553/assessment", 1),
-    ]  # fmt: skip
+        ("listing/482/assessment", 1),
+        ("listing/553/assessment", 1),
+    ]
     scout.remember("listing/553/assessment", {"verdict": "maybe"})
 
     resumed = executor.resume()
@@ -28,15 +33,18 @@ def test_scout_to_executor_round_trip(scout: BatonClient, executor: BatonClient)
     assert [(s.ref, s.pinned_version, s.current_version) for s in resumed.stale] == [
         ("listing/553/assessment", 1, 2)
     ]
-    report = executor.record_outcome("success", "RUN-42", refs=["listing/482/assessment"],
-                                     handoff_id=packet.id)  # fmt: skip
+    report = executor.record_outcome(
+        "success", "RUN-42", refs=["listing/482/assessment"], handoff_id=packet.id
+    )
     assert report.handoff is not None and report.handoff.state == "done"
     assert report.moves[0].after == pytest.approx(0.84)
     log = executor.get_handoff(packet.id).log
     assert log is not None
     assert [(t.from_state, t.to_state) for t in log] == [
-        ("new", "queued"), ("queued", "claimed"), ("claimed", "done"),
-    ]  # fmt: skip
+        ("new", "queued"),
+        ("queued", "claimed"),
+        ("claimed", "done"),
+    ]
     assert executor.resume().packet is None
 
 
@@ -60,8 +68,9 @@ def test_settling_checks_claimant_and_state(
         executor.complete("h_deadbeef")
     assert_problem(
         http.post(f"/v1/handoffs/{packet.id}/fail", json={}, headers={"X-Baton-Agent": "executor"}),
-        422, "error",
-    )  # fmt: skip
+        422,
+        "error",
+    )
     released = executor.release(packet.id, reason="later")
     assert released.state == "queued"
     executor.resume()
@@ -75,14 +84,17 @@ def test_handoff_errors_are_problems(http: httpx.Client) -> None:
     assert_problem(http.post("/v1/handoffs", json={"to": "x"}), 422, "summary")
     assert_problem(http.post("/v1/handoffs", json={"to": "bad name", "summary": "s"}), 422, "to")
     assert_problem(
-        http.post("/v1/handoffs", json={"to": "x", "summary": "s", "pins": [{"ref": "a/b",
-                                                                             "version": 9}]}),
-        422, "pins[0].version",
-    )  # fmt: skip
+        http.post(
+            "/v1/handoffs", json={"to": "x", "summary": "s", "pins": [{"ref": "a/b", "version": 9}]}
+        ),
+        422,
+        "pins[0].version",
+    )
     assert_problem(
         http.post("/v1/handoffs", json={"to": "x", "summary": "s", "expires_in": 0}),
-        422, "expires_in",
-    )  # fmt: skip
+        422,
+        "expires_in",
+    )
     assert_problem(http.get("/v1/handoffs/h_12345678"), 404)
     assert_problem(http.get("/v1/handoffs", params={"status": "lost"}), 422, "status")
 

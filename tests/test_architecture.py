@@ -13,8 +13,12 @@ from baton.server import keys as key_module
 from baton.server.keys import Keys
 
 ROOT = Path(__file__).resolve().parent.parent
-FOLDERS = {"server": "baton.server", "queue": "baton.queue", "agents": "baton.agents",
-           "demo": "baton.demo"}  # fmt: skip
+FOLDERS = {
+    "server": "baton.server",
+    "queue": "baton.queue",
+    "agents": "baton.agents",
+    "demo": "baton.demo",
+}
 
 
 def modules() -> dict[str, Path]:
@@ -104,17 +108,29 @@ def test_no_two_modules_share_a_name() -> None:
     for dotted in modules():
         if not dotted.endswith(tuple(FOLDERS.values())):
             by_name[dotted.rsplit(".", 1)[-1]].append(dotted)
-    shared = {name: paths for name, paths in by_name.items() if len(paths) > 1
-              and name not in {"__main__"}}  # fmt: skip
+    shared = {
+        name: paths
+        for name, paths in by_name.items()
+        if len(paths) > 1 and name not in {"__main__"}
+    }
     assert shared == {}
 
 
 PLACEHOLDERS = {
-    "namespace": "<ns>", "ref": "<ref>", "version": "<n>", "tag": "<tag>",
-    "session_id": "<sid>", "agent": "<agent>", "packet_id": "<id>", "observation_id": "<oid>",
-    "digest": "<sha256>", "seq": "<seq>", "sha": "<sha256>", "address": "<address>",
+    "namespace": "<ns>",
+    "ref": "<ref>",
+    "version": "<n>",
+    "tag": "<tag>",
+    "session_id": "<sid>",
+    "agent": "<agent>",
+    "packet_id": "<id>",
+    "observation_id": "<oid>",
+    "digest": "<sha256>",
+    "seq": "<seq>",
+    "sha": "<sha256>",
+    "address": "<address>",
     "term": "<term>",
-}  # fmt: skip
+}
 
 
 def key_shapes() -> set[str]:
@@ -133,10 +149,13 @@ def key_shapes() -> set[str]:
     for name, value in vars(key_module).items():
         if name.isupper() and isinstance(value, str) and value.startswith(key_module.PREFIX + ":"):
             shapes.add(value)
-        elif callable(value) and getattr(value, "__module__", "") == key_module.__name__:
-            if name.endswith("_key"):
-                params = value.__code__.co_varnames[: value.__code__.co_argcount]
-                shapes.add(value(*(PLACEHOLDERS[param] for param in params)))
+        elif (
+            callable(value)
+            and getattr(value, "__module__", "") == key_module.__name__
+            and name.endswith("_key")
+        ):
+            params = value.__code__.co_varnames[: value.__code__.co_argcount]
+            shapes.add(value(*(PLACEHOLDERS[param] for param in params)))
     return shapes
 
 
@@ -165,8 +184,10 @@ def test_every_key_is_built_in_keys_py() -> None:
         if dotted == key_module.__name__:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and re.match(
-                r"baton:[a-z{<]", node.value
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and re.match(r"baton:[a-z{<]", node.value)
             ):
                 offenders.append(f"{dotted}:{node.lineno}: {node.value!r}")
             elif isinstance(node, ast.JoinedStr) and KEY_FSTRING.search(ast.unparse(node)):
@@ -176,8 +197,11 @@ def test_every_key_is_built_in_keys_py() -> None:
 
 def test_every_lua_script_is_a_file_with_its_keys_and_arguments_described() -> None:
     """Lua lives in server/lua/*.lua, each file opening with the KEYS and ARGV it takes."""
-    scripts = [entry for entry in resources.files(baton.server).joinpath("lua").iterdir()
-               if entry.name.endswith(".lua")]  # fmt: skip
+    scripts = [
+        entry
+        for entry in resources.files(baton.server).joinpath("lua").iterdir()
+        if entry.name.endswith(".lua")
+    ]
     assert scripts
     for script in scripts:
         header = script.read_text().split("\n\n", 1)[0]

@@ -16,25 +16,49 @@ from tests.conftest import REPO
 
 def baton(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "baton.server.cli", *args], cwd=REPO, capture_output=True,
-        text=True, timeout=120, check=False, env={**os.environ, "BATON_REDIS_URL": redis_url},
-    )  # fmt: skip
+        [sys.executable, "-m", "baton.server.cli", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "BATON_REDIS_URL": redis_url},
+    )
 
 
 def populate(http: httpx.Client) -> None:
     for n in range(3):
-        http.post("/v1/records", json={"ref": "listing/553/assessment", "value": {"n": n, "é": 1.5},
-                                       "tags": ["job"], "confidence": 0.7})  # fmt: skip
+        http.post(
+            "/v1/records",
+            json={
+                "ref": "listing/553/assessment",
+                "value": {"n": n, "é": 1.5},
+                "tags": ["job"],
+                "confidence": 0.7,
+            },
+        )
     http.post("/v1/records", json={"ref": "source/rate", "value": "60s", "confidence": 0.6})
-    http.post("/v1/outcomes", json={"outcome": "failure", "outcome_ref": "RUN-1", "refs": ["source/rate"]})
+    http.post(
+        "/v1/outcomes", json={"outcome": "failure", "outcome_ref": "RUN-1", "refs": ["source/rate"]}
+    )
     saved = http.post("/v1/memories", json={"content": "rotate keys every 90 days"}).json()
     gone = http.post("/v1/memories", json={"content": "a secret we must not keep"}).json()
     http.post("/v1/forget", json={"memory_id": gone["memory"]["id"]})
-    http.post("/v1/handoffs", json={"to": "executor", "summary": "s", "pins": [{"ref": "source/rate"}]})
+    http.post(
+        "/v1/handoffs", json={"to": "executor", "summary": "s", "pins": [{"ref": "source/rate"}]}
+    )
     http.post("/v1/sessions", json={"id": "sess-1", "project": "app", "cwd": "/srv/app"})
-    http.post("/v1/observations", json={"hook_type": "post_tool_use", "session_id": "sess-1",
-                                        "project": "app", "cwd": "/srv/app", "timestamp": "t",
-                                        "data": {"tool_name": "Bash", "tool_input": {"command": "ls"}}})  # fmt: skip
+    http.post(
+        "/v1/observations",
+        json={
+            "hook_type": "post_tool_use",
+            "session_id": "sess-1",
+            "project": "app",
+            "cwd": "/srv/app",
+            "timestamp": "t",
+            "data": {"tool_name": "Bash", "tool_input": {"command": "ls"}},
+        },
+    )
     assert saved["success"]
 
 
@@ -109,12 +133,22 @@ def test_a_corrupt_dump_changes_nothing_and_names_its_line(
     dump.write_text(baton(redis_url, "export").stdout)
     lines = dump.read_text().splitlines()
     sync_redis.flushdb()
-    for number, broken in ((501, {"type": "record", "ref": "bulk/x", "head": {}, "versions": 5,
-                                  "outcomes": []}),
-                           (2, {"type": "packet", "fields": {"id": "h_1"}, "log": []}),
-                           (600, {"type": "session", "id": "s", "meta": {}, "touched": {},
-                                  "files": [], "observations": [7]}),
-                           (10, "not json")):  # fmt: skip
+    for number, broken in (
+        (501, {"type": "record", "ref": "bulk/x", "head": {}, "versions": 5, "outcomes": []}),
+        (2, {"type": "packet", "fields": {"id": "h_1"}, "log": []}),
+        (
+            600,
+            {
+                "type": "session",
+                "id": "s",
+                "meta": {},
+                "touched": {},
+                "files": [],
+                "observations": [7],
+            },
+        ),
+        (10, "not json"),
+    ):
         corrupt = list(lines)
         corrupt[number - 1] = broken if isinstance(broken, str) else json.dumps(broken)
         dump.write_text("\n".join(corrupt) + "\n")

@@ -15,6 +15,7 @@ import msgpack
 import msgspec
 import pytest
 import redis
+
 from baton.server.checkpoints import (
     CheckpointStore,
     MerkleRoot,
@@ -25,7 +26,6 @@ from baton.server.checkpoints import (
     take_checkpoint_if_due,
 )
 from baton.server.records import RecordStore
-
 from tests.conftest import REPO, as_agent
 
 pytestmark = pytest.mark.anyio
@@ -76,8 +76,10 @@ async def test_truncation_and_deletion_are_named(
 
     keys = store.keys
     data_redis.delete(keys.version("t/doc", 3))
-    data_redis.hset(keys.head("t/doc"), mapping={
-        "version": 2, "hash": data_redis.hget(keys.version("t/doc", 2), "hash")})  # fmt: skip
+    data_redis.hset(
+        keys.head("t/doc"),
+        mapping={"version": 2, "hash": data_redis.hget(keys.version("t/doc", 2), "hash")},
+    )
     data_redis.delete(keys.head("t/other"), keys.version("t/other", 1))
     data_redis.zrem(keys.refs, "t/other")
     assert (await store.ns.verifier.stats(verify=True)).broken == []  # the chains alone see nothing
@@ -156,10 +158,14 @@ async def test_checkpoints_chain_and_the_sweep_takes_them_only_after_changes(
 
 def baton(url: str, *args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "baton.server.cli", *args], cwd=REPO, capture_output=True,
-        text=True, timeout=120, check=False,
+        [sys.executable, "-m", "baton.server.cli", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
         env={"PATH": "/usr/bin:/bin", "BATON_REDIS_URL": url, "BATON_DATA_DIR": str(data_dir)},
-    )  # fmt: skip
+    )
 
 
 def test_cli_and_offline_verifier_catch_a_truncation(
@@ -174,23 +180,45 @@ def test_cli_and_offline_verifier_catch_a_truncation(
     export.write_text(baton(redis_url, "checkpoint", "--export", data_dir=tmp_path).stdout)
 
     sync_redis.delete("baton:default:rec:{t/doc}:v:3")
-    sync_redis.hset("baton:default:rec:{t/doc}:head", mapping={
-        "version": 2, "hash": sync_redis.hget("baton:default:rec:{t/doc}:v:2", "hash")})  # fmt: skip
+    sync_redis.hset(
+        "baton:default:rec:{t/doc}:head",
+        mapping={"version": 2, "hash": sync_redis.hget("baton:default:rec:{t/doc}:v:2", "hash")},
+    )
     verified = baton(redis_url, "verify", "--checkpoint", str(export), data_dir=tmp_path)
     assert verified.returncode == 1
     assert "BROKEN t/doc behind: was at v3 at the checkpoint, now at v2" in verified.stdout
 
     dump = tmp_path / "dump.jsonl"
     dump.write_text(baton(redis_url, "export", data_dir=tmp_path).stdout)
-    offline = subprocess.run([sys.executable, str(REPO / "docs/verify_chain.py"), "--checkpoint",
-                              str(export), str(dump)], capture_output=True, text=True, check=False)  # fmt: skip
+    offline = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "docs/verify_chain.py"),
+            "--checkpoint",
+            str(export),
+            str(dump),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert offline.returncode == 1, offline.stdout + offline.stderr
     assert "BROKEN t/doc behind: v3 at the checkpoint, now v2" in offline.stdout
     tampered = json.loads(export.read_text())
     tampered["leaves"][0][1] = 2  # make the kept export agree with the cut chain
     export.write_text(json.dumps(tampered))
-    forged = subprocess.run([sys.executable, str(REPO / "docs/verify_chain.py"), "--checkpoint",
-                             str(export), str(dump)], capture_output=True, text=True, check=False)  # fmt: skip
+    forged = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "docs/verify_chain.py"),
+            "--checkpoint",
+            str(export),
+            str(dump),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert forged.returncode == 1 and "leaves do not add up to the root" in forged.stdout
 
 

@@ -39,8 +39,14 @@ def claude_code(
     event: str, session: str, cwd: Path, transcript: Path, **fields: Any
 ) -> dict[str, Any]:
     """A hook payload as Claude Code sends it."""
-    return {"session_id": session, "transcript_path": str(transcript), "cwd": str(cwd),
-            "permission_mode": "default", "hook_event_name": event, **fields}  # fmt: skip
+    return {
+        "session_id": session,
+        "transcript_path": str(transcript),
+        "cwd": str(cwd),
+        "permission_mode": "default",
+        "hook_event_name": event,
+        **fields,
+    }
 
 
 def write_transcript(path: Path, *assistant_texts: str) -> None:
@@ -48,8 +54,12 @@ def write_transcript(path: Path, *assistant_texts: str) -> None:
     lines = []
     for text in assistant_texts:
         lines.append({"type": "user", "message": {"role": "user", "content": "go on"}})
-        lines.append({"type": "assistant", "message": {
-            "role": "assistant", "content": [{"type": "text", "text": text}]}})  # fmt: skip
+        lines.append(
+            {
+                "type": "assistant",
+                "message": {"role": "assistant", "content": [{"type": "text", "text": text}]},
+            }
+        )
     path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
 
 
@@ -68,7 +78,7 @@ def story(project: Path, transcript: Path) -> list[tuple[str, dict[str, Any]]]:
             tool_name="Edit",
             tool_input={"file_path": auth, "old_string": "rotate()", "new_string": "rotateAll()"},
             tool_response={"filePath": auth, "success": True},
-        ),  # fmt: skip
+        ),
         one("Stop", stop_hook_active=False),
         one("UserPromptSubmit", prompt="Also rotate the refresh token when the password changes"),
         one(
@@ -76,7 +86,7 @@ def story(project: Path, transcript: Path) -> list[tuple[str, dict[str, Any]]]:
             tool_name="Edit",
             tool_input={"file_path": auth, "old_string": "onPassword()", "new_string": "rotate()"},
             tool_response={"filePath": auth, "success": True},
-        ),  # fmt: skip
+        ),
         one(
             "SubagentStop",
             agent_id="reviewer",
@@ -94,17 +104,27 @@ def run_script(
     script = SCRIPTS / f"{name}.mjs"
     assert script.exists(), f"{script} is missing: run `make npm-clients` (make test does)"
     return subprocess.run(
-        ["node", str(script)], input=json.dumps(payload), capture_output=True, text=True,
-        timeout=60, check=False, cwd=payload["cwd"],
+        ["node", str(script)],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=payload["cwd"],
         env={**os.environ, "AGENTMEMORY_URL": url, "AGENTMEMORY_PROJECT_NAME": "app", **env},
-    )  # fmt: skip
+    )
 
 
 SCRIPT_OF = {
-    "SessionStart": "session-start", "UserPromptSubmit": "prompt-submit",
-    "PostToolUse": "post-tool-use", "Stop": "stop", "SubagentStop": "subagent-stop",
-    "SessionEnd": "session-end", "PreCompact": "pre-compact", "PreToolUse": "pre-tool-use",
-}  # fmt: skip
+    "SessionStart": "session-start",
+    "UserPromptSubmit": "prompt-submit",
+    "PostToolUse": "post-tool-use",
+    "Stop": "stop",
+    "SubagentStop": "subagent-stop",
+    "SessionEnd": "session-end",
+    "PreCompact": "pre-compact",
+    "PreToolUse": "pre-tool-use",
+}
 
 
 def assert_context_leads_with_session_one(context: str) -> None:
@@ -135,20 +155,33 @@ def test_agentmemorys_own_hooks_get_the_previous_session_back(
     assert "refresh" in session["concepts"] and "rotation" in session["concepts"]
     assert not {"session", "start", "prompt", "submit", "edit", "stop"} & set(session["concepts"])
 
-    two = claude_code("SessionStart", SESSION_TWO, project / "src", tmp_path / "two.jsonl",
-                      source="startup")  # fmt: skip
+    two = claude_code(
+        "SessionStart", SESSION_TWO, project / "src", tmp_path / "two.jsonl", source="startup"
+    )
     started = run_script("session-start", two, api_url, **inject)
     assert started.returncode == 0
     assert started.stdout.startswith('<agentmemory-context project="app">')
     assert_context_leads_with_session_one(started.stdout)
 
-    compacting = claude_code("PreCompact", SESSION_TWO, project / "src", tmp_path / "two.jsonl",
-                             trigger="auto", custom_instructions="")  # fmt: skip
+    compacting = claude_code(
+        "PreCompact",
+        SESSION_TWO,
+        project / "src",
+        tmp_path / "two.jsonl",
+        trigger="auto",
+        custom_instructions="",
+    )
     compacted = run_script("pre-compact", compacting, api_url)
     assert compacted.returncode == 0 and QUESTION in compacted.stdout
 
-    reading = claude_code("PreToolUse", SESSION_TWO, project / "src", tmp_path / "two.jsonl",
-                          tool_name="Read", tool_input={"file_path": str(project / "src/auth.ts")})  # fmt: skip
+    reading = claude_code(
+        "PreToolUse",
+        SESSION_TWO,
+        project / "src",
+        tmp_path / "two.jsonl",
+        tool_name="Read",
+        tool_input={"file_path": str(project / "src/auth.ts")},
+    )
     enriched = run_script("pre-tool-use", reading, api_url, **inject)
     assert enriched.returncode == 0
     assert "<agentmemory-file-context>" in enriched.stdout and "auth.ts" in enriched.stdout
@@ -160,10 +193,15 @@ def baton_hook(
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         # the installed `baton` command, as Claude Code runs it (its fast path for hooks)
-        [str(Path(sys.executable).with_name("baton")), "hook", event], input=json.dumps(payload),
-        capture_output=True, text=True, timeout=60, check=False, cwd=payload["cwd"],
+        [str(Path(sys.executable).with_name("baton")), "hook", event],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=payload["cwd"],
         env={**os.environ, "BATON_URL": api_url, "BATON_PROJECT": "app"},
-    )  # fmt: skip
+    )
 
 
 def test_baton_hook_gets_the_previous_session_back(
@@ -184,25 +222,47 @@ def test_baton_hook_gets_the_previous_session_back(
         done = baton_hook(event, payload, api_url)
         assert (done.returncode, done.stderr) == (0, ""), (event, done)
 
-    two = claude_code("SessionStart", SESSION_TWO, project / "src", tmp_path / "two.jsonl",
-                      source="startup")  # fmt: skip
+    two = claude_code(
+        "SessionStart", SESSION_TWO, project / "src", tmp_path / "two.jsonl", source="startup"
+    )
     started = baton_hook("SessionStart", two, api_url)
     output = json.loads(started.stdout)["hookSpecificOutput"]
     assert output["hookEventName"] == "SessionStart"
     assert_context_leads_with_session_one(output["additionalContext"])
 
-    compacting = claude_code("PreCompact", SESSION_TWO, project / "src", tmp_path / "two.jsonl",
-                             trigger="manual", custom_instructions="")  # fmt: skip
+    compacting = claude_code(
+        "PreCompact",
+        SESSION_TWO,
+        project / "src",
+        tmp_path / "two.jsonl",
+        trigger="manual",
+        custom_instructions="",
+    )
     assert QUESTION in baton_hook("PreCompact", compacting, api_url).stdout
-    reading = claude_code("PreToolUse", SESSION_TWO, project / "src", tmp_path / "two.jsonl",
-                          tool_name="Read", tool_input={"file_path": str(project / "src/auth.ts")})  # fmt: skip
+    reading = claude_code(
+        "PreToolUse",
+        SESSION_TWO,
+        project / "src",
+        tmp_path / "two.jsonl",
+        tool_name="Read",
+        tool_input={"file_path": str(project / "src/auth.ts")},
+    )
     assert "auth.ts" in baton_hook("PreToolUse", reading, api_url).stdout
 
-    unknown = baton_hook("PermissionRequest", claude_code("PermissionRequest", SESSION_TWO, project,
-                                                          transcript), api_url)  # fmt: skip
+    unknown = baton_hook(
+        "PermissionRequest",
+        claude_code("PermissionRequest", SESSION_TWO, project, transcript),
+        api_url,
+    )
     assert (unknown.returncode, unknown.stdout, unknown.stderr) == (0, "", "")
-    garbled = subprocess.run([sys.executable, "-m", "baton.server.cli", "hook", "PostToolUse"],
-                             input="{not json", capture_output=True, text=True, timeout=60,
-                             check=False, env={**os.environ, "BATON_URL": api_url})  # fmt: skip
+    garbled = subprocess.run(
+        [sys.executable, "-m", "baton.server.cli", "hook", "PostToolUse"],
+        input="{not json",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "BATON_URL": api_url},
+    )
     assert garbled.returncode == 0 and len(garbled.stderr.splitlines()) == 1
     assert_no_empty_session(api_url)

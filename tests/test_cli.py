@@ -11,9 +11,9 @@ from pathlib import Path
 import msgpack
 import pytest
 import redis
+
 from baton.server.keys import Keys
 from baton.server.records import RecordStore
-
 from tests.conftest import REPO
 
 
@@ -21,8 +21,12 @@ def baton(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "baton.server.cli", *args],
         env={**os.environ, "BATON_REDIS_URL": redis_url},
-        capture_output=True, text=True, timeout=60, cwd=REPO, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        check=False,
+    )
 
 
 @pytest.mark.anyio
@@ -80,8 +84,19 @@ def test_queue_folder_never_shadows_the_standard_library() -> None:
 
 def test_every_folder_of_the_design_card_exists() -> None:
     """The top-level layout users and CI rely on is present."""
-    for name in ("pyproject.toml", "server", "queue", "agents", "demo", "tests", "compose.yaml",
-                 "README.md", "Makefile", "docs", ".ci/run"):  # fmt: skip
+    for name in (
+        "pyproject.toml",
+        "server",
+        "queue",
+        "agents",
+        "demo",
+        "tests",
+        "compose.yaml",
+        "README.md",
+        "Makefile",
+        "docs",
+        ".ci/run",
+    ):
         assert (REPO / name).exists(), name
     assert Path(REPO / ".ci" / "run").stat().st_mode & 0o111
 

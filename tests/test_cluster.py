@@ -26,11 +26,16 @@ def test_api_on_a_cluster_with_queues_on_plain_redis(
     with running_server(cluster, tmp_path / "api.log", BATON_QUEUE_URL=redis_url) as url:
         with httpx.Client(base_url=url, headers={"X-Baton-Agent": "scout"}) as http:
             for value in ("v1", "v2"):
-                assert http.post("/v1/records", json={"ref": "c/x", "value": value}).status_code == 201
-            packet = http.post("/v1/handoffs", json={
-                "to": "executor", "summary": "s", "pins": [{"ref": "c/x", "version": 1}]}).json()  # fmt: skip
-            resumed = http.post("/v1/agents/executor/resume",
-                                headers={"X-Baton-Agent": "executor"}).json()  # fmt: skip
+                assert (
+                    http.post("/v1/records", json={"ref": "c/x", "value": value}).status_code == 201
+                )
+            packet = http.post(
+                "/v1/handoffs",
+                json={"to": "executor", "summary": "s", "pins": [{"ref": "c/x", "version": 1}]},
+            ).json()
+            resumed = http.post(
+                "/v1/agents/executor/resume", headers={"X-Baton-Agent": "executor"}
+            ).json()
             assert resumed["packet"]["id"] == packet["id"]
             assert resumed["stale"] == [{"ref": "c/x", "pinned_version": 1, "current_version": 2}]
             saved = http.post("/v1/memories", json={"content": "cluster memories are found"})
@@ -45,8 +50,14 @@ def test_a_cluster_without_a_queue_url_is_refused(cluster_ports: list[int]) -> N
     """RQ cannot run on a cluster: without BATON_QUEUE_URL the server says so and stops."""
     env = {**os.environ, "BATON_REDIS_URL": f"redis+cluster://127.0.0.1:{cluster_ports[0]}"}
     env.pop("BATON_QUEUE_URL", None)
-    result = subprocess.run([sys.executable, "-m", "baton.server.cli", "serve", "--port", "1"],
-                            env=env, cwd=REPO, capture_output=True, text=True, timeout=60,
-                            check=False)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "baton.server.cli", "serve", "--port", "1"],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode != 0
     assert "set BATON_QUEUE_URL to a plain Redis" in result.stderr

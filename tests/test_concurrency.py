@@ -8,6 +8,7 @@ import sys
 from collections import Counter
 
 import pytest
+
 from baton.server.backend import Backend
 from baton.server.connection import async_redis
 from baton.server.settings import Limits

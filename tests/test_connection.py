@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import pytest
-from baton.server.connection import TCPConnection
 from hypothesis import given
 from hypothesis import strategies as st
 from redis.asyncio.connection import Connection
 from redis.exceptions import DataError
 
+from baton.server.connection import TCPConnection
+
 ARGUMENT = st.one_of(
-    st.text(), st.binary(), st.integers(), st.floats(allow_nan=False), st.floats(),
+    st.text(),
+    st.binary(),
+    st.integers(),
+    st.floats(allow_nan=False),
+    st.floats(),
 )
 
 
-@given(name=st.sampled_from(["SET", "EVALSHA", "SCRIPT LOAD", b"HSET", b"CONFIG GET"]),
-       args=st.lists(ARGUMENT, max_size=12))  # fmt: skip
+@given(
+    name=st.sampled_from(["SET", "EVALSHA", "SCRIPT LOAD", b"HSET", b"CONFIG GET"]),
+    args=st.lists(ARGUMENT, max_size=12),
+)
 def test_hiredis_packing_sends_the_same_bytes_as_redis_py(
     name: str | bytes, args: list[object]
 ) -> None:

@@ -9,11 +9,19 @@ from pathlib import Path
 
 import httpx
 import pytest
+
 from baton.agents import BatonClient
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def scenario(scout: BatonClient, executor: BatonClient, api_url: str) -> dict[str, str]:
@@ -21,8 +29,11 @@ def scenario(scout: BatonClient, executor: BatonClient, api_url: str) -> dict[st
     scout.remember("listing/553/assessment", {"verdict": "apply"}, confidence=0.7)
     scout.remember("listing/482/assessment", {"verdict": "apply"}, confidence=0.8)
     claimed = scout.handoff("executor", "claimed one", pins=[{"ref": "listing/482/assessment"}])
-    stale = scout.handoff("executor", "stale one", pins=[{"ref": "listing/553/assessment"},
-                                                         {"ref": "listing/482/assessment"}])  # fmt: skip
+    stale = scout.handoff(
+        "executor",
+        "stale one",
+        pins=[{"ref": "listing/553/assessment"}, {"ref": "listing/482/assessment"}],
+    )
     doomed = scout.handoff("reviewer", "will fail")
     scout.remember("listing/553/assessment", {"verdict": "maybe"})
     assert executor.resume().packet.id == claimed.id  # type: ignore[union-attr]
@@ -62,9 +73,9 @@ def test_packet_record_failed_and_activity_views(
     dead letters with their reason, and the activity feed."""
     ids = scenario(scout, executor, api_url)
     packet = http.get(f"/v1/dashboard/handoffs/{ids['stale']}").json()
-    assert [(p["ref"], p["pinned_version"], p["current_version"], p["stale"]) for p in
-            packet["pins"]] == [("listing/553/assessment", 1, 2, True),
-                                ("listing/482/assessment", 1, 1, False)]  # fmt: skip
+    assert [
+        (p["ref"], p["pinned_version"], p["current_version"], p["stale"]) for p in packet["pins"]
+    ] == [("listing/553/assessment", 1, 2, True), ("listing/482/assessment", 1, 1, False)]
     assert [t["to"] for t in packet["packet"]["log"]] == ["queued"]
 
     executor.record_outcome("success", "RUN-1", refs=["listing/482/assessment"])
@@ -132,8 +143,10 @@ def test_browser_sees_the_pending_page_update_without_reloading(
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1280, "height": 800})
         errors: list[str] = []
-        page.on("console", lambda message: errors.append(message.text)
-                if message.type == "error" else None)  # fmt: skip
+        page.on(
+            "console",
+            lambda message: errors.append(message.text) if message.type == "error" else None,
+        )
         page.goto(f"{api_url}/")
         stale_row = page.locator(f"tr[data-packet='{ids['stale']}']")
         assert "1 stale" in stale_row.inner_text()
@@ -174,8 +187,11 @@ async def test_a_thousand_open_streams_do_not_starve_requests(
             opened: list[tuple[object, object]] = []
             try:
                 for number in range(1000):
-                    context = client.stream("GET", "/v1/dashboard/events",
-                                            headers={"X-Baton-Agent": f"watcher-{number}"})  # fmt: skip
+                    context = client.stream(
+                        "GET",
+                        "/v1/dashboard/events",
+                        headers={"X-Baton-Agent": f"watcher-{number}"},
+                    )
                     response = await context.__aenter__()
                     assert response.status_code == 200
                     opened.append((context, response.aiter_lines()))
@@ -192,10 +208,15 @@ async def test_a_thousand_open_streams_do_not_starve_requests(
                     return ""
 
                 seen = await asyncio.wait_for(
-                    asyncio.gather(*(next_event(lines) for _, lines in opened)), 30)  # fmt: skip
+                    asyncio.gather(*(next_event(lines) for _, lines in opened)), 30
+                )
                 assert set(seen) == {"event: remember"}
-                capped = [client.stream("GET", "/v1/dashboard/events",
-                                        headers={"X-Baton-Agent": "greedy"}) for _ in range(5)]  # fmt: skip
+                capped = [
+                    client.stream(
+                        "GET", "/v1/dashboard/events", headers={"X-Baton-Agent": "greedy"}
+                    )
+                    for _ in range(5)
+                ]
                 statuses = []
                 for context in capped:
                     response = await context.__aenter__()

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from baton.demo.scout import build_parser as scout_parser
 from baton.server.cli import build_parser
 from baton.server.embedded import EmbeddedServer
-
 from tests.conftest import REPO
 
 KEY_LINES = [
@@ -34,9 +34,14 @@ def run_demo(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "BATON_DATA_DIR": str(data_dir)}
     env.pop("BATON_REDIS_URL", None)
     return subprocess.run(
-        [sys.executable, "-m", "baton.server.cli", "demo", *args], env=env, cwd=REPO,
-        capture_output=True, text=True, timeout=180, check=False,
-    )  # fmt: skip
+        [sys.executable, "-m", "baton.server.cli", "demo", *args],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
 
 
 def port_of(output: str) -> int:
@@ -81,8 +86,10 @@ def test_demo_reuses_a_running_server_and_runs_again(tmp_path: Path) -> None:
         first, second = run_demo(tmp_path / "data"), run_demo(tmp_path / "data")
         assert first.returncode == 0, first.stdout + first.stderr
         assert second.returncode == 0, second.stdout + second.stderr
-        namespaces = {re.search(r"namespace (demo-[\w-]+)", r.stdout).group(1)  # type: ignore[union-attr]
-                      for r in (first, second)}  # fmt: skip
+        namespaces = {
+            re.search(r"namespace (demo-[\w-]+)", r.stdout).group(1)  # type: ignore[union-attr]
+            for r in (first, second)
+        }
         assert len(namespaces) == 2
         assert server.ping()
     finally:

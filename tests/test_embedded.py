@@ -13,8 +13,8 @@ from pathlib import Path
 import psutil
 import pytest
 import redis
-from baton.server.embedded import EmbeddedServer
 
+from baton.server.embedded import EmbeddedServer
 from tests.conftest import REPO
 
 START_AND_REPORT = """
@@ -41,8 +41,13 @@ def baton(*args: str, data_dir: Path, **env: str) -> subprocess.CompletedProcess
     environment.update(env)
     return subprocess.run(
         [sys.executable, "-m", "baton.server.cli", *args],
-        env=environment, capture_output=True, text=True, timeout=60, cwd=REPO, check=False,
-    )  # fmt: skip
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        check=False,
+    )
 
 
 def servers_for(data_dir: Path) -> list[psutil.Process]:
@@ -64,8 +69,11 @@ def write_numbers(server: EmbeddedServer, count: int) -> None:
 def test_concurrent_processes_start_exactly_one_server(data_dir: Path) -> None:
     """Four processes racing to start the server all end up on the same one."""
     racers = [
-        subprocess.Popen([sys.executable, "-c", START_AND_REPORT, str(data_dir)],
-                         stdout=subprocess.PIPE, text=True)  # fmt: skip
+        subprocess.Popen(
+            [sys.executable, "-c", START_AND_REPORT, str(data_dir)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(4)
     ]
     pids = {racer.communicate(timeout=60)[0].strip() for racer in racers}

@@ -16,11 +16,11 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
+
 from baton.server.backend import Backend
 from baton.server.connection import async_redis
 from baton.server.embedded import EmbeddedServer
 from baton.server.settings import Limits
-
 from tests.conftest import REPO, free_port, wait_for_http
 
 
@@ -29,8 +29,11 @@ def start_api(log: Path, **env: str) -> tuple[subprocess.Popen[bytes], str]:
     with open(log, "wb") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "baton.server.cli", "serve", "--port", str(port)],
-            env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
-        )  # fmt: skip
+            env={**os.environ, **env},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+        )
     url = f"http://127.0.0.1:{port}"
     wait_for_http(url, process, log)
     return process, url
@@ -51,7 +54,9 @@ def test_api_killed_during_a_burst_loses_no_acknowledged_write(
         with httpx.Client(base_url=url, timeout=5) as http:
             for i in range(10_000):
                 try:
-                    response = http.post("/v1/records", json={"ref": "burst/ref", "value": [number, i]})
+                    response = http.post(
+                        "/v1/records", json={"ref": "burst/ref", "value": [number, i]}
+                    )
                 except httpx.HTTPError:
                     return
                 if response.status_code == 201:
@@ -96,10 +101,15 @@ def test_redis_killed_under_a_running_api_is_restarted_by_it(tmp_path: Path) -> 
     try:
         with httpx.Client(base_url=url, timeout=10, headers={"X-Baton-Agent": "scout"}) as http:
             for n in range(100):
-                assert http.post("/v1/records", json={"ref": f"k/{n}", "value": n}).status_code == 201
+                assert (
+                    http.post("/v1/records", json={"ref": f"k/{n}", "value": n}).status_code == 201
+                )
             packet = http.post("/v1/handoffs", json={"to": "executor", "summary": "s"}).json()
-            claimed = http.post("/v1/agents/executor/resume", headers={"X-Baton-Agent": "executor"},
-                                json={"lease_seconds": 600}).json()  # fmt: skip
+            claimed = http.post(
+                "/v1/agents/executor/resume",
+                headers={"X-Baton-Agent": "executor"},
+                json={"lease_seconds": 600},
+            ).json()
             assert claimed["packet"]["id"] == packet["id"]
 
             pid = server.pid()
@@ -119,10 +129,14 @@ def test_redis_killed_under_a_running_api_is_restarted_by_it(tmp_path: Path) -> 
                 time.sleep(0.2)
             assert http.get("/readyz").status_code == 200
             assert server.pid() not in (None, pid)  # restarted, by the API alone
-            assert [http.get(f"/v1/records/k/{n}").json()["value"] for n in range(100)] == list(range(100))
+            assert [http.get(f"/v1/records/k/{n}").json()["value"] for n in range(100)] == list(
+                range(100)
+            )
             held = http.get(f"/v1/handoffs/{packet['id']}").json()
             assert (held["state"], held["claimed_by"]) == ("claimed", "executor")
-            done = http.post(f"/v1/handoffs/{packet['id']}/complete", headers={"X-Baton-Agent": "executor"})
+            done = http.post(
+                f"/v1/handoffs/{packet['id']}/complete", headers={"X-Baton-Agent": "executor"}
+            )
             assert done.json()["state"] == "done"
     finally:
         process.terminate()
@@ -130,9 +144,7 @@ def test_redis_killed_under_a_running_api_is_restarted_by_it(tmp_path: Path) -> 
         server.stop()
 
 
-def test_serve_alone_keeps_the_ttl_lease_and_idle_promises(
-    redis_url: str, tmp_path: Path
-) -> None:
+def test_serve_alone_keeps_the_ttl_lease_and_idle_promises(redis_url: str, tmp_path: Path) -> None:
     """With only `baton serve` running (no `baton worker`): an expired memory is never
     recalled and is then forgotten with an audit entry, a lease that ran out puts the packet
     back in its queue, and an idle session becomes abandoned."""
@@ -140,16 +152,26 @@ def test_serve_alone_keeps_the_ttl_lease_and_idle_promises(
     import redis as redis_client
 
     redis_client.Redis.from_url(url_db).flushdb()
-    process, url = start_api(tmp_path / "api.log", BATON_REDIS_URL=url_db, BATON_SWEEP_SECONDS="1",
-                             BATON_SESSION_IDLE_HOURS="0.0003", BATON_DATA_DIR=str(tmp_path))  # fmt: skip
+    process, url = start_api(
+        tmp_path / "api.log",
+        BATON_REDIS_URL=url_db,
+        BATON_SWEEP_SECONDS="1",
+        BATON_SESSION_IDLE_HOURS="0.0003",
+        BATON_DATA_DIR=str(tmp_path),
+    )
     try:
         with httpx.Client(base_url=url, timeout=10, headers={"X-Baton-Agent": "scout"}) as http:
-            saved = http.post("/v1/memories", json={"content": "the canary token expires soon",
-                                                    "ttl_days": 0.00002}).json()  # fmt: skip
+            saved = http.post(
+                "/v1/memories",
+                json={"content": "the canary token expires soon", "ttl_days": 0.00002},
+            ).json()
             http.post("/v1/sessions", json={"id": "s-idle", "cwd": "/r"})
             packet = http.post("/v1/handoffs", json={"to": "executor", "summary": "s"}).json()
-            http.post("/v1/agents/executor/resume", headers={"X-Baton-Agent": "executor"},
-                      json={"lease_seconds": 1})  # fmt: skip
+            http.post(
+                "/v1/agents/executor/resume",
+                headers={"X-Baton-Agent": "executor"},
+                json={"lease_seconds": 1},
+            )
             time.sleep(2)
             recalled = http.post("/v1/memories/recall", json={"query": "canary token"}).json()
             assert recalled["results"] == []  # expired: never returned, swept or not
@@ -174,8 +196,12 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 4 MiB tmpfs as the data dir, so the disk can really fill up (needs root)."""
     mount = tmp_path / "disk"
     mount.mkdir(mode=0o700)
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,mode=700", "tmpfs", str(mount)],
-                             capture_output=True, text=True, check=False)  # fmt: skip
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m,mode=700", "tmpfs", str(mount)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert mounted.returncode == 0, f"this test mounts a tmpfs (as root): {mounted.stderr}"
     try:
         yield mount
@@ -193,14 +219,14 @@ def test_a_full_disk_is_a_clear_507_and_not_ready_until_space_returns(small_disk
     try:
         with httpx.Client(base_url=url, timeout=10, headers={"X-Baton-Agent": "scout"}) as http:
             assert http.post("/v1/records", json={"ref": "disk/a", "value": 1}).status_code == 201
-            with open(filler, "wb") as out:
-                with contextlib.suppress(OSError):
-                    out.write(b"\0" * 8 * 2**20)  # more than the disk has left
+            with open(filler, "wb") as out, contextlib.suppress(OSError):
+                out.write(b"\0" * 8 * 2**20)  # more than the disk has left
             statuses: list[int] = []
             deadline = time.monotonic() + 15
             while 507 not in statuses and time.monotonic() < deadline:
-                answer = http.post("/v1/records", json={"ref": f"disk/{len(statuses)}",
-                                                         "value": "x" * 4000})  # fmt: skip
+                answer = http.post(
+                    "/v1/records", json={"ref": f"disk/{len(statuses)}", "value": "x" * 4000}
+                )
                 statuses.append(answer.status_code)
                 time.sleep(0.2)
             assert statuses[-1] == 507 and set(statuses) <= {201, 507}, statuses
@@ -215,7 +241,9 @@ def test_a_full_disk_is_a_clear_507_and_not_ready_until_space_returns(small_disk
             while http.get("/readyz").status_code != 200 and time.monotonic() < deadline:
                 time.sleep(0.3)
             assert http.get("/readyz").status_code == 200
-            assert http.post("/v1/records", json={"ref": "disk/after", "value": 2}).status_code == 201
+            assert (
+                http.post("/v1/records", json={"ref": "disk/after", "value": 2}).status_code == 201
+            )
             for ref in acknowledged:
                 assert http.get(f"/v1/records/{ref}").status_code == 200
     finally:

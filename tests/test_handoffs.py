@@ -6,13 +6,13 @@ import asyncio
 
 import pytest
 import redis
+from rq import Queue
+from rq.job import Job
+
 from baton.queue.dispatch import DELIVER, FAILURE_TTL, queue_name
 from baton.server.errors import Forbidden, InvalidInput, NotFound, StateConflict
 from baton.server.handoffs import HandoffStore, job_id
 from baton.server.records import RecordStore
-from rq import Queue
-from rq.job import Job
-
 from tests.conftest import as_agent
 
 pytestmark = pytest.mark.anyio
@@ -26,30 +26,37 @@ async def hand(handoffs: HandoffStore, to: str = "executor", **options: object) 
 async def test_packet_ids_and_fields(handoffs: HandoffStore) -> None:
     """A packet gets an id h_ + 8 hex digits and keeps what the sender wrote."""
     packet = await handoffs.handoff(
-        from_agent="scout", to_agent="executor", summary="Two listings worth an application",
-        next_steps=["Draft 482", "Draft 553"], open_questions=["Is 60s enough?"], note="n",
-    )  # fmt: skip
+        from_agent="scout",
+        to_agent="executor",
+        summary="Two listings worth an application",
+        next_steps=["Draft 482", "Draft 553"],
+        open_questions=["Is 60s enough?"],
+        note="n",
+    )
     assert len(packet.id) == 10 and packet.id.startswith("h_")
     int(packet.id[2:], 16)
     assert (packet.from_agent, packet.to_agent, packet.state) == ("scout", "executor", "queued")
     assert (packet.next, packet.open, packet.note) == (
-        ["Draft 482", "Draft 553"], ["Is 60s enough?"], "n",
-    )  # fmt: skip
+        ["Draft 482", "Draft 553"],
+        ["Is 60s enough?"],
+        "n",
+    )
     assert packet.log is not None
-    assert [(t.from_state, t.to_state, t.agent) for t in packet.log] == [
-        ("new", "queued", "scout")
-    ]
+    assert [(t.from_state, t.to_state, t.agent) for t in packet.log] == [("new", "queued", "scout")]
 
 
 async def test_stale_pin_is_flagged_and_serves_the_pinned_value(
     handoffs: HandoffStore, store: RecordStore
 ) -> None:
     """Pin v1, write v2, resume: the stale entry says {ref, 1, 2} and the value is v1's."""
-    await store.remember("listing/553/assessment", {"verdict": "apply"}, agent="scout",
-                         confidence=0.7)  # fmt: skip
+    await store.remember(
+        "listing/553/assessment", {"verdict": "apply"}, agent="scout", confidence=0.7
+    )
     await store.remember("listing/482/assessment", {"verdict": "apply"}, agent="scout")
-    await hand(handoffs, pins=[{"ref": "listing/553/assessment", "version": 1},
-                               {"ref": "listing/482/assessment"}])  # fmt: skip
+    await hand(
+        handoffs,
+        pins=[{"ref": "listing/553/assessment", "version": 1}, {"ref": "listing/482/assessment"}],
+    )
     await store.remember("listing/553/assessment", {"verdict": "maybe"}, agent="scout")
 
     resumed = await handoffs.resume("executor")
@@ -59,7 +66,10 @@ async def test_stale_pin_is_flagged_and_serves_the_pinned_value(
     pins = {pin.ref: pin for pin in resumed.pins}
     assert pins["listing/553/assessment"].value == {"verdict": "apply"}
     assert pins["listing/553/assessment"].confidence == 0.7
-    assert (pins["listing/482/assessment"].version, pins["listing/482/assessment"].stale) == (1, False)
+    assert (pins["listing/482/assessment"].version, pins["listing/482/assessment"].stale) == (
+        1,
+        False,
+    )
 
 
 async def test_default_pins_are_the_senders_touched_set(
@@ -74,8 +84,9 @@ async def test_default_pins_are_the_senders_touched_set(
     await store.remember("a/two", 2, agent="other")
     await store.remember("a/untouched", 1, agent="scout")
 
-    packet = await handoffs.handoff(from_agent="scout", to_agent="executor", summary="s",
-                                    session=session)  # fmt: skip
+    packet = await handoffs.handoff(
+        from_agent="scout", to_agent="executor", summary="s", session=session
+    )
     assert [(pin.ref, pin.version) for pin in packet.pins] == [("a/one", 1), ("a/two", 1)]
 
 
@@ -116,8 +127,10 @@ async def test_handoff_enqueues_one_rq_job_with_the_policy(
     policy = handoffs.policy
     assert job.func_name == DELIVER and job.args == ("default", "executor", packet_id)
     assert (job.timeout, job.retries_left, job.failure_ttl) == (
-        int(policy.lease_seconds), policy.handler_tries - 1, FAILURE_TTL,
-    )  # fmt: skip
+        int(policy.lease_seconds),
+        policy.handler_tries - 1,
+        FAILURE_TTL,
+    )
     assert Queue(queue_name("default", "executor"), connection=sync_redis).job_ids == [job.id]
 
 
@@ -183,8 +196,10 @@ async def test_max_deliveries_fails_the_packet(handoffs: HandoffStore) -> None:
         await handoffs.sweep()
     packet = await handoffs.get(packet_id)
     assert (packet.state, packet.error, packet.deliveries) == (
-        "failed", "max deliveries", handoffs.policy.max_deliveries,
-    )  # fmt: skip
+        "failed",
+        "max deliveries",
+        handoffs.policy.max_deliveries,
+    )
 
 
 async def test_unclaimed_packets_expire(handoffs: HandoffStore) -> None:
@@ -230,15 +245,23 @@ async def test_outcome_with_handoff_id_completes_the_packet(
     await store.remember("listing/482/assessment", "apply", agent="scout", confidence=0.8)
     packet_id = await hand(handoffs, pins=[{"ref": "listing/482/assessment"}])
     with pytest.raises(StateConflict):
-        await handoffs.record_outcome("success", "RUN-1", agent="executor",
-                                      refs=["listing/482/assessment"], handoff_id=packet_id)  # fmt: skip
+        await handoffs.record_outcome(
+            "success",
+            "RUN-1",
+            agent="executor",
+            refs=["listing/482/assessment"],
+            handoff_id=packet_id,
+        )
     assert (await store.recall("listing/482/assessment")).confidence == 0.8
 
     await handoffs.resume("executor")
     report = await handoffs.record_outcome(
-        "success", "RUN-1", agent="executor", refs=["listing/482/assessment"],
+        "success",
+        "RUN-1",
+        agent="executor",
+        refs=["listing/482/assessment"],
         handoff_id=packet_id,
-    )  # fmt: skip
+    )
     assert report.handoff is not None and report.handoff.state == "done"
     assert report.moves[0].handoff_id == packet_id
     assert report.moves[0].after == pytest.approx(0.84)

@@ -20,13 +20,13 @@ from typing import Any
 import httpx
 import pytest
 import redis
+from litestar.routes import ASGIRoute, HTTPRoute
+
 from baton.server.api.app import create_app
 from baton.server.connection import async_redis
 from baton.server.mcp_server import Binding, create_mcp_server
 from baton.server.settings import Settings
 from baton.server.tokens import TokenStore
-from litestar.routes import ASGIRoute, HTTPRoute
-
 from tests.conftest import running_server
 
 ALWAYS_OPEN = ("/healthz", "/readyz", "/agentmemory/livez", "/login", "/static", "/schema")
@@ -115,8 +115,11 @@ TOOL_EXAMPLES: dict[str, dict[str, Any]] = {
     "memory_forget": {"sessionId": "s-bob", "observationIds": "o_none"},
     "memory_resume_here": {"cwd": "/r"},
 }
-ADMIN_ONLY = {"/v1/handoffs/{packet_id:str}/requeue", "/handoffs/{packet_id:str}/requeue",
-              "/v1/checkpoints"}  # fmt: skip
+ADMIN_ONLY = {
+    "/v1/handoffs/{packet_id:str}/requeue",
+    "/handoffs/{packet_id:str}/requeue",
+    "/v1/checkpoints",
+}
 
 
 @dataclass(frozen=True)
@@ -210,8 +213,13 @@ class World:
             packet = self.packets["failed"]
         elif "{packet_id" in endpoint.path and not endpoint.unsafe:
             packet = self.packets["queued"]
-        values = {"ref": "m/x", "packet_id": packet, "agent": "bob", "session_id": "s-bob",
-                  "seq": "1"}  # fmt: skip
+        values = {
+            "ref": "m/x",
+            "packet_id": packet,
+            "agent": "bob",
+            "session_id": "s-bob",
+            "seq": "1",
+        }
         return re.sub(r"\{(\w+)(?::\w+)?\}", lambda m: values[m.group(1)], endpoint.path)
 
     def body(self, endpoint: Endpoint) -> Any:

@@ -10,11 +10,11 @@ from typing import Any
 
 import httpx
 import pytest
-from baton.server.backend import Backend
-from baton.server.mcp_server import Binding, create_mcp_server
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from baton.server.backend import Backend
+from baton.server.mcp_server import Binding, create_mcp_server
 from tests.conftest import REPO, as_agent
 
 pytestmark = pytest.mark.anyio
@@ -89,14 +89,22 @@ async def test_tool_list_and_required_parameters(scout: Client) -> None:
 async def test_every_tool_in_the_reference_story(scout: Client, executor: Client) -> None:
     """remember, recall, history, handoff (touched set pinned), resume (stale flagged),
     record_outcome (closing the packet) and memory_stats, end to end."""
-    await call(scout, "remember", ref="listing/482/assessment", value={"verdict": "apply"},
-               confidence=0.8)  # fmt: skip
+    await call(
+        scout, "remember", ref="listing/482/assessment", value={"verdict": "apply"}, confidence=0.8
+    )
     await call(scout, "remember", ref="listing/553/assessment", value={"verdict": "apply"})
-    packet = await call(scout, "handoff", to="executor", summary="Two listings",
-                        next=["Draft 482"], open=["Backoff?"])  # fmt: skip
+    packet = await call(
+        scout,
+        "handoff",
+        to="executor",
+        summary="Two listings",
+        next=["Draft 482"],
+        open=["Backoff?"],
+    )
     assert [(p["ref"], p["version"]) for p in packet["pins"]] == [
-        ("listing/482/assessment", 1), ("listing/553/assessment", 1),
-    ]  # fmt: skip
+        ("listing/482/assessment", 1),
+        ("listing/553/assessment", 1),
+    ]
     second = await call(scout, "remember", ref="listing/553/assessment", value={"verdict": "maybe"})
     assert second["version"] == 2
 
@@ -112,8 +120,14 @@ async def test_every_tool_in_the_reference_story(scout: Client, executor: Client
     history = await call(executor, "history", ref="listing/553/assessment")
     assert [v["chain_ok"] for v in history["versions"]] == [True, True]
 
-    report = await call(executor, "record_outcome", outcome="success", outcome_ref="RUN-42",
-                        refs=["listing/482/assessment"], handoff_id=packet["id"])  # fmt: skip
+    report = await call(
+        executor,
+        "record_outcome",
+        outcome="success",
+        outcome_ref="RUN-42",
+        refs=["listing/482/assessment"],
+        handoff_id=packet["id"],
+    )
     assert report["moves"][0]["after"] == 0.84  # shown rounded (stored 0.8400000000000001)
     assert report["handoff"]["state"] == "done"
     stats = await call(executor, "memory_stats", verify=True)
@@ -130,7 +144,9 @@ async def test_record_outcome_defaults_to_the_session_touched_set(
     await call(scout, "remember", ref="a/other", value=1, confidence=0.6)
     await call(executor, "recall", ref="a/read")
     report = await call(executor, "record_outcome", outcome="failure", outcome_ref="RUN-1")
-    assert [(move["ref"], round(move["after"], 2)) for move in report["moves"]] == [("a/read", 0.39)]
+    assert [(move["ref"], round(move["after"], 2)) for move in report["moves"]] == [
+        ("a/read", 0.39)
+    ]
 
 
 async def test_an_outcome_on_a_record_read_at_an_older_version_says_so(
@@ -144,8 +160,9 @@ async def test_an_outcome_on_a_record_read_at_an_older_version_says_so(
     report = await call(executor, "record_outcome", outcome="success", outcome_ref="RUN-7")
     assert report["stale"] == [{"ref": "b/fact", "seen_version": 1, "moved_version": 2}]
     assert report["moves"][0]["version"] == 2
-    bad_pin = await error_text(scout, "handoff", to="x", summary="s",
-                               pins=[{"ref": "b/fact", "version": 9}])  # fmt: skip
+    bad_pin = await error_text(
+        scout, "handoff", to="x", summary="s", pins=[{"ref": "b/fact", "version": 9}]
+    )
     assert "(current 2)" in bad_pin and "b'" not in bad_pin
 
 
@@ -161,19 +178,25 @@ async def test_mistakes_are_error_results_not_crashes(scout: Client) -> None:
     assert "confidence" in await error_text(scout, "remember", ref="a/b", value=1, confidence=3)
     assert "value" in await error_text(scout, "remember", ref="a/b")
     assert "summary" in await error_text(scout, "handoff", to="executor", summary=" ")
-    assert "pins[0].ref" in await error_text(scout, "handoff", to="x", summary="s",
-                                             pins=[{"ref": "no/such"}])  # fmt: skip
+    assert "pins[0].ref" in await error_text(
+        scout, "handoff", to="x", summary="s", pins=[{"ref": "no/such"}]
+    )
     assert "no packet h_00000000" in await error_text(
-        scout, "record_outcome", outcome="success", outcome_ref="R", refs=["a/b"],
+        scout,
+        "record_outcome",
+        outcome="success",
+        outcome_ref="R",
+        refs=["a/b"],
         handoff_id="h_00000000",
-    )  # fmt: skip
+    )
     assert (await call(scout, "recall", ref="a/b"))["version"] == 1
 
 
 def stdio_server(agent: str, redis_url: str) -> StdioServerParameters:
     env = {**os.environ, "BATON_REDIS_URL": redis_url, "AGENT_ID": agent}
-    return StdioServerParameters(command=sys.executable, args=["-m", "baton.server.cli", "mcp"],
-                                 env=env, cwd=str(REPO))  # fmt: skip
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "baton.server.cli", "mcp"], env=env, cwd=str(REPO)
+    )
 
 
 @pytest.mark.slow
@@ -190,8 +213,13 @@ async def test_two_stdio_processes_hand_work_over(redis_url: str) -> None:
         resumed = await call(executor, "resume")
         assert resumed["packet"]["id"] == packet["id"]
         assert resumed["pins"][0]["value"] == "apply"
-        report = await call(executor, "record_outcome", outcome="success", outcome_ref="RUN-1",
-                            handoff_id=packet["id"])  # fmt: skip
+        report = await call(
+            executor,
+            "record_outcome",
+            outcome="success",
+            outcome_ref="RUN-1",
+            handoff_id=packet["id"],
+        )
     assert [move["ref"] for move in report["moves"]] == ["listing/482/assessment"]
     assert report["handoff"]["state"] == "done"
 
@@ -231,7 +259,9 @@ async def test_sessionless_http_clients_name_their_session_in_a_header(
     assert (refused.status_code, refused.json()["field"]) == (422, "x-baton-agent")
 
 
-async def test_connections_that_record_nothing_leave_no_session(api_url: str, redis_url: str) -> None:
+async def test_connections_that_record_nothing_leave_no_session(
+    api_url: str, redis_url: str
+) -> None:
     """An MCP connection (HTTP) or a `baton mcp` process (stdio) that only looks around
     creates no session: sessions appear once something is recorded in them."""
     async with http_client(api_url, "looker") as looker:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import redis
+
 from baton.server.backend import Backend
 from baton.server.connection import async_redis
 from baton.server.errors import InvalidInput, NotFound
@@ -18,7 +19,6 @@ from baton.server.records import RecordStore
 from baton.server.search import SearchIndex, tokenize
 from baton.server.sessions import SessionStore, within
 from baton.server.settings import Limits
-
 from tests.conftest import as_agent
 
 pytestmark = pytest.mark.anyio
@@ -36,11 +36,18 @@ def sessions(store: RecordStore) -> SessionStore:
     return store.ns.sessions
 
 
-async def observe(sessions: SessionStore, session_id: str, cwd: str, hook: str = "post_tool_use",
-                  **data: object) -> str:  # fmt: skip
-    observed = await sessions.observe(hook_type=hook, session_id=session_id, project="app",
-                                      cwd=cwd, timestamp="2026-11-30T10:00:00Z", data=data,
-                                      caller=as_agent("claude"))  # fmt: skip
+async def observe(
+    sessions: SessionStore, session_id: str, cwd: str, hook: str = "post_tool_use", **data: object
+) -> str:
+    observed = await sessions.observe(
+        hook_type=hook,
+        session_id=session_id,
+        project="app",
+        cwd=cwd,
+        timestamp="2026-11-30T10:00:00Z",
+        data=data,
+        caller=as_agent("claude"),
+    )
     return observed.observation.id
 
 
@@ -50,8 +57,11 @@ async def observe(sessions: SessionStore, session_id: str, cwd: str, hook: str =
 def test_tokeniser_keeps_paths_and_stems_lightly() -> None:
     """Lower-case, path characters kept inside tokens, short tokens dropped, plurals folded."""
     assert tokenize("Fixed src/auth/refresh.py: Tokens expire; a I") == [
-        "fix", "src/auth/refresh.py", "token", "expire",
-    ]  # fmt: skip
+        "fix",
+        "src/auth/refresh.py",
+        "token",
+        "expire",
+    ]
 
 
 async def test_saved_memory_is_found_immediately(memories: MemoryStore) -> None:
@@ -76,8 +86,12 @@ async def zipf_corpus(index: SearchIndex, count: int) -> list[str]:
     # the family of redis/redis-py#3546 and #4287.
     for n in range(count):
         words = rng.choices(vocabulary, weights, k=rng.randint(4, 20))
-        await index.index(f"m:{n}", " ".join(words), kind=("memory", "observation")[n % 2],
-                          project=(None, "p1", "p2")[n % 3])  # fmt: skip
+        await index.index(
+            f"m:{n}",
+            " ".join(words),
+            kind=("memory", "observation")[n % 2],
+            project=(None, "p1", "p2")[n % 3],
+        )
     return [" ".join(rng.choices(vocabulary, weights, k=rng.randint(1, 3))) for _ in range(60)]
 
 
@@ -100,7 +114,9 @@ async def test_pruned_search_ranks_exactly_like_the_full_union(
         if not full:
             continue
         floor = full[-1].score + 2e-4
-        assert {h.doc for h in pruned if h.score > floor} == {h.doc for h in full if h.score > floor}
+        assert {h.doc for h in pruned if h.score > floor} == {
+            h.doc for h in full if h.score > floor
+        }
         assert all(filters.get("project") in (None, h.project) or h.project is None for h in pruned)
         assert all(h.kind in filters.get("kinds", [h.kind]) for h in pruned)
 
@@ -139,12 +155,16 @@ async def test_near_duplicate_supersedes_with_a_new_id(
     assert jaccard(first.memory.content, second.memory.content) > 0.7
     assert second.memory.id != first.memory.id
     assert (second.memory.version, second.memory.parent_id, second.memory.supersedes) == (
-        2, first.memory.id, [first.memory.id],
-    )  # fmt: skip
+        2,
+        first.memory.id,
+        [first.memory.id],
+    )
     old = await memories.get(first.memory.id)
     assert (old.is_latest, old.superseded_by, old.content) == (
-        False, second.memory.id, first.memory.content,
-    )  # fmt: skip
+        False,
+        second.memory.id,
+        first.memory.content,
+    )
     history = await store.history(f"memory/{first.memory.id}")
     assert all(v.chain_ok for v in history.versions) and len(history.versions) == 2
     assert [hit.text for hit in (await memories.recall("sliding expiry")).results] == [
@@ -169,8 +189,9 @@ async def test_similar_memory_is_hinted_not_superseded(memories: MemoryStore) ->
     similarity = jaccard(first.memory.content, second.memory.content)
     assert 0.4 < similarity <= 0.7
     assert (second.similar_to.id, second.similar_to.similarity) == (
-        first.memory.id, round(similarity, 2),
-    )  # fmt: skip
+        first.memory.id,
+        round(similarity, 2),
+    )
 
 
 async def test_different_explicit_projects_never_supersede(memories: MemoryStore) -> None:
@@ -195,7 +216,9 @@ async def test_agent_filtered_recall_sees_shared_memories(memories: MemoryStore)
     await memories.save("deploy only on weekdays")
     found = await memories.recall("deploy", agent_id="alice")
     assert sorted(hit.text for hit in found.results) == [
-        "deploy only on weekdays", "deploy with blue green switch"]  # fmt: skip
+        "deploy only on weekdays",
+        "deploy with blue green switch",
+    ]
 
 
 async def test_project_filter_never_leaks_another_projects_memories(
@@ -213,8 +236,10 @@ async def test_formats_and_token_budget(memories: MemoryStore) -> None:
     """compact shows titles, narrative adds a text block, a token budget truncates."""
     topics = ["redis keys", "http etags", "cdn purges", "browser storage", "orm sessions"]
     for topic in topics:
-        await memories.save(f"cache invalidation for {topic}: " + " ".join(
-            f"{topic.split()[0]}{n}" for n in range(60)))  # fmt: skip
+        await memories.save(
+            f"cache invalidation for {topic}: "
+            + " ".join(f"{topic.split()[0]}{n}" for n in range(60))
+        )
     compact = await memories.recall("cache invalidation", format="compact")
     assert all(hit.text == hit.title for hit in compact.results)
     narrative = await memories.recall("cache invalidation", format="narrative")
@@ -230,7 +255,9 @@ async def test_forgotten_memory_is_never_found_and_chain_still_verifies(
     tombstone whose hash covers the original: verify stays clean."""
     saved = await memories.save("temporary credentials live in the vault under ops/tmp")
     assert saved.memory
-    result = await memories.forget(caller=as_agent("claude"), memory_id=saved.memory.id, reason="leaked")
+    result = await memories.forget(
+        caller=as_agent("claude"), memory_id=saved.memory.id, reason="leaked"
+    )
     assert result.memories == [saved.memory.id]
     assert (await memories.recall("temporary credentials vault")).results == []
     with pytest.raises(NotFound, match="forgotten"):
@@ -241,8 +268,11 @@ async def test_forgotten_memory_is_never_found_and_chain_still_verifies(
     assert (await store.ns.verifier.stats(verify=True)).broken == []
     [entry] = await memories.audit_log()
     assert (entry.action, entry.target, entry.reason, entry.agent) == (
-        "forget", f"memory/{saved.memory.id}", "leaked", "claude",
-    )  # fmt: skip
+        "forget",
+        f"memory/{saved.memory.id}",
+        "leaked",
+        "claude",
+    )
 
 
 async def test_ttl_expiry_forgets_and_audits(memories: MemoryStore) -> None:
@@ -263,22 +293,37 @@ async def test_ttl_expiry_forgets_and_audits(memories: MemoryStore) -> None:
 
 def test_observations_are_compressed_without_an_llm() -> None:
     """Type from the tool name, title, narrative from input and output, files from input."""
-    kind, title, narrative, files = compress("post_tool_use", {
-        "tool_name": "Edit", "tool_input": {"file_path": "src/auth.py", "old_string": "a"},
-        "tool_response": "ok",
-    })  # fmt: skip
+    kind, title, narrative, files = compress(
+        "post_tool_use",
+        {
+            "tool_name": "Edit",
+            "tool_input": {"file_path": "src/auth.py", "old_string": "a"},
+            "tool_response": "ok",
+        },
+    )
     assert (kind, title, files) == ("file_edit", "Edit", ["src/auth.py"])
     assert "src/auth.py" in narrative
-    assert compress("post_tool_use", {"tool_name": "Bash", "tool_input": {"command": "pytest"}})[0] == "command_run"
-    assert compress("prompt_submit", {"prompt": "why?"})[:3] == ("conversation", "prompt submit", "why?")
+    assert (
+        compress("post_tool_use", {"tool_name": "Bash", "tool_input": {"command": "pytest"}})[0]
+        == "command_run"
+    )
+    assert compress("prompt_submit", {"prompt": "why?"})[:3] == (
+        "conversation",
+        "prompt submit",
+        "why?",
+    )
 
 
 async def test_identical_observations_within_five_minutes_are_stored_once(
     sessions: SessionStore,
 ) -> None:
     """The same event twice is deduplicated; observations are searchable at once."""
-    first = await observe(sessions, "s1", "/repo", tool_name="Bash", tool_input={"command": "make lint"})
-    again = await observe(sessions, "s1", "/repo", tool_name="Bash", tool_input={"command": "make lint"})
+    first = await observe(
+        sessions, "s1", "/repo", tool_name="Bash", tool_input={"command": "make lint"}
+    )
+    again = await observe(
+        sessions, "s1", "/repo", tool_name="Bash", tool_input={"command": "make lint"}
+    )
     assert first == again
     session = await sessions.get("s1")
     assert session.observation_count == 1
@@ -323,20 +368,38 @@ async def test_worked_example_resumes_with_the_open_question_first(
     """The reference example: one completed session in /Users/dev/app; the answer opens with
     'Resuming 7f3a9c2 "Auth refresh rework".', puts the open question next, recalls with the
     session's concepts, and ends with one next step."""
-    await sessions.start(caller=as_agent("claude"), session_id="7f3a9c21", project="app",
-                         cwd="/Users/dev/app", title="Auth refresh rework")  # fmt: skip
-    await observe(sessions, "7f3a9c21", "/Users/dev/app", tool_name="Edit",
-                  tool_input={"file_path": "src/auth/refresh.ts"})  # fmt: skip
-    await sessions.memories.save("jwt-refresh-rotation: rotate on every use, 7 day family ttl",
-                                 project="app")  # fmt: skip
-    await sessions.end("7f3a9c21", caller=as_agent("claude"), concepts=["jwt-refresh-rotation", "logout"],
-                       summary="Reworked refresh rotation. Open: should logout revoke all device tokens?")  # fmt: skip
+    await sessions.start(
+        caller=as_agent("claude"),
+        session_id="7f3a9c21",
+        project="app",
+        cwd="/Users/dev/app",
+        title="Auth refresh rework",
+    )
+    await observe(
+        sessions,
+        "7f3a9c21",
+        "/Users/dev/app",
+        tool_name="Edit",
+        tool_input={"file_path": "src/auth/refresh.ts"},
+    )
+    await sessions.memories.save(
+        "jwt-refresh-rotation: rotate on every use, 7 day family ttl", project="app"
+    )
+    await sessions.end(
+        "7f3a9c21",
+        caller=as_agent("claude"),
+        concepts=["jwt-refresh-rotation", "logout"],
+        summary="Reworked refresh rotation. Open: should logout revoke all device tokens?",
+    )
 
     answer = await sessions.resume_here("/Users/dev/app")
     lines = answer.text.splitlines()
     assert lines[0] == 'Resuming 7f3a9c2 "Auth refresh rework".'
     assert lines[1] == "Open question: should logout revoke all device tokens?"
-    assert lines[-1].startswith("Next step: ") and sum(l.startswith("Next step") for l in lines) == 1
+    assert (
+        lines[-1].startswith("Next step: ")
+        and sum(line.startswith("Next step") for line in lines) == 1
+    )
     assert answer.question == "should logout revoke all device tokens?"
     assert "src/auth/refresh.ts" in answer.files
     assert any("jwt-refresh-rotation" in hit.text for hit in answer.recalled)
@@ -345,7 +408,9 @@ async def test_worked_example_resumes_with_the_open_question_first(
 
 async def test_empty_session_gets_the_honest_answer(sessions: SessionStore) -> None:
     """A matching session without observations: nothing is invented."""
-    await sessions.start(caller=as_agent("claude"), session_id="c98f110e", project="app", cwd="/srv/app")
+    await sessions.start(
+        caller=as_agent("claude"), session_id="c98f110e", project="app", cwd="/srv/app"
+    )
     answer = await sessions.resume_here("/srv/app")
     assert answer.empty and answer.recalled == [] and answer.files == []
     assert answer.text == (
@@ -403,8 +468,9 @@ async def test_smart_search_gives_compact_hits_then_expands_chosen_ids(
 ) -> None:
     """Compact hits carry titles only; expanding their ids returns the full texts."""
     saved = await sessions.memories.save("the payment webhook retries five times " + "x" * 200)
-    observation = await observe(sessions, "s-x", "/repo", tool_name="Bash",
-                                tool_input={"command": "curl payment webhook"})  # fmt: skip
+    observation = await observe(
+        sessions, "s-x", "/repo", tool_name="Bash", tool_input={"command": "curl payment webhook"}
+    )
     compact = await sessions.memories.smart_search(query="payment webhook")
     assert {hit.id for hit in compact.results} == {saved.memory.id, observation}  # type: ignore[union-attr]
     assert all(hit.text == hit.title for hit in compact.results)
@@ -421,8 +487,12 @@ def test_concepts_are_whole_words_of_the_work_not_of_the_machinery() -> None:
     words are kept whole (no stems)."""
     observations = [
         observation("prompt_submit", "Rework the staging deploy: staging needs the rollback"),
-        observation("post_tool_use", "rollback staging deploy", title="Edit",
-                    files=["/repo/deploy/staging.yml"]),  # fmt: skip
+        observation(
+            "post_tool_use",
+            "rollback staging deploy",
+            title="Edit",
+            files=["/repo/deploy/staging.yml"],
+        ),
         observation("session_start", "session start", title="session start"),
     ]
     concepts = concepts_of(observations)
@@ -444,11 +514,23 @@ def test_an_open_question_is_one_nobody_answered() -> None:
     assert open_question(summarised, []) == "use A or B?"
 
 
-def observation(hook: str, narrative: str, *, title: str | None = None,
-                files: list[str] | None = None) -> Observation:  # fmt: skip
-    return Observation(id="o", session="s", agent="a", project="p", cwd="/repo", hook_type=hook,
-                       type="event", title=title or hook.replace("_", " "), narrative=narrative,
-                       files=files or [], timestamp="t", created_at="2026-11-30T10:00:00Z")  # fmt: skip
+def observation(
+    hook: str, narrative: str, *, title: str | None = None, files: list[str] | None = None
+) -> Observation:
+    return Observation(
+        id="o",
+        session="s",
+        agent="a",
+        project="p",
+        cwd="/repo",
+        hook_type=hook,
+        type="event",
+        title=title or hook.replace("_", " "),
+        narrative=narrative,
+        files=files or [],
+        timestamp="t",
+        created_at="2026-11-30T10:00:00Z",
+    )
 
 
 def session(summary: str | None = None) -> Session:
@@ -460,18 +542,28 @@ async def test_forgetting_observations_scrubs_what_was_derived_from_them(
 ) -> None:
     """A forgotten prompt leaves no trace in the session's title, concepts, files or the next
     "where were we", nor in search."""
-    await sessions.start(caller=as_agent("claude"), session_id="s-leak", project="app",
-                         cwd="/repo")  # fmt: skip
-    leaked = await observe(sessions, "s-leak", "/repo", hook="prompt_submit",
-                           prompt="deploy with password hunter2secret to prod")  # fmt: skip
+    await sessions.start(caller=as_agent("claude"), session_id="s-leak", project="app", cwd="/repo")
+    leaked = await observe(
+        sessions,
+        "s-leak",
+        "/repo",
+        hook="prompt_submit",
+        prompt="deploy with password hunter2secret to prod",
+    )
     await observe(sessions, "s-leak", "/repo", hook="prompt_submit", prompt="tidy the changelog")
-    await observe(sessions, "s-leak", "/repo", tool_name="Read",
-                  tool_input={"file_path": "/repo/CHANGELOG.md"})  # fmt: skip
+    await observe(
+        sessions,
+        "s-leak",
+        "/repo",
+        tool_name="Read",
+        tool_input={"file_path": "/repo/CHANGELOG.md"},
+    )
     await sessions.end("s-leak", caller=as_agent("claude"))
     assert "hunter2secret" in (await sessions.get("s-leak")).title  # type: ignore[operator]
 
-    await sessions.memories.forget(caller=as_agent("claude"), session_id="s-leak",
-                                   observation_ids=[leaked])  # fmt: skip
+    await sessions.memories.forget(
+        caller=as_agent("claude"), session_id="s-leak", observation_ids=[leaked]
+    )
     scrubbed = await sessions.get("s-leak")
     assert scrubbed.title == "tidy the changelog"
     assert "hunter2secret" not in " ".join(scrubbed.concepts)
@@ -485,9 +577,14 @@ async def test_events_without_a_working_directory_are_kept(sessions: SessionStor
     directory stays unknown until an event names one."""
     for cwd in ("", None):
         observed = await sessions.observe(
-            hook_type="notification", session_id="s-nocwd", project="app", cwd=cwd,
-            timestamp="t", data={"message": "waiting"}, caller=as_agent("claude"),
-        )  # fmt: skip
+            hook_type="notification",
+            session_id="s-nocwd",
+            project="app",
+            cwd=cwd,
+            timestamp="t",
+            data={"message": "waiting"},
+            caller=as_agent("claude"),
+        )
         assert observed.observation.cwd == ""
     assert (await sessions.get("s-nocwd")).cwd is None
     await observe(sessions, "s-nocwd", "/repo", tool_name="Read", tool_input={"path": "/repo/a"})

@@ -9,10 +9,6 @@ import math
 import httpx
 import pytest
 import schemathesis
-from baton.server import confidence
-from baton.server.errors import InvalidInput
-from baton.server.integrity import canonical_bytes
-from baton.server.validation import parse_ref
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
@@ -22,15 +18,29 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from baton.server import confidence
+from baton.server.errors import InvalidInput
+from baton.server.integrity import canonical_bytes
+from baton.server.validation import parse_ref
+
 # The issue's contract: never a 5xx, and what is documented is what comes back.
-CHECKS = [not_a_server_error, status_code_conformance, response_schema_conformance,
-          content_type_conformance]  # fmt: skip
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    response_schema_conformance,
+    content_type_conformance,
+]
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**53), 2**53)
-    | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(), children, max_size=4),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53), 2**53)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(), children, max_size=4)
+    ),
     max_leaves=20,
-)  # fmt: skip
+)
 SEGMENT = st.text(alphabet="abcXYZ019._:@+-", min_size=1, max_size=10).filter(
     lambda s: s not in (".", "..")
 )
@@ -84,7 +94,10 @@ def test_canonical_encoding_round_trips_and_ignores_key_order(value: object) -> 
         assert canonical_bytes({"v": reordered}) == encoded
 
 
-@given(st.floats(min_value=0, max_value=1), st.lists(st.sampled_from(["success", "failure"]), max_size=300))
+@given(
+    st.floats(min_value=0, max_value=1),
+    st.lists(st.sampled_from(["success", "failure"]), max_size=300),
+)
 def test_confidence_stays_strictly_inside_bounds(start: float, outcomes: list[str]) -> None:
     """Any sequence of outcomes keeps confidence in [0, 1], moving the right way each step."""
     value = start
@@ -109,31 +122,60 @@ def test_fuzzed_requests_never_get_a_server_error(api_url: str, redis_url: str) 
         operation = result.ok()
 
         @given(operation.as_strategy())
-        @settings(max_examples=12, deadline=None, database=None,
-                  suppress_health_check=list(HealthCheck))  # fmt: skip
+        @settings(
+            max_examples=12, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+        )
         def check(case: schemathesis.Case) -> None:
             case.call_and_validate(headers={"X-Baton-Agent": "fuzzer"}, checks=CHECKS)
 
         try:
             check()
-        except Exception as failure:  # noqa: BLE001 - collect every operation's failure
+        except Exception as failure:
             failures.append(f"{operation.label}: {failure}"[:600])
     assert failures == []
 
 
 # The fields agentmemory's clients send, across its routes: the fuzz mixes them with any JSON.
 AGENTMEMORY_FIELDS = (
-    "content", "type", "concepts", "files", "project", "agentId", "ttlDays", "query", "limit",
-    "format", "token_budget", "expandIds", "sessionId", "memoryId", "observationIds", "memoryIds",
-    "hookType", "cwd", "timestamp", "data", "title", "name", "arguments", "budget", "terms",
-    "toolName", "reason",
-)  # fmt: skip
+    "content",
+    "type",
+    "concepts",
+    "files",
+    "project",
+    "agentId",
+    "ttlDays",
+    "query",
+    "limit",
+    "format",
+    "token_budget",
+    "expandIds",
+    "sessionId",
+    "memoryId",
+    "observationIds",
+    "memoryIds",
+    "hookType",
+    "cwd",
+    "timestamp",
+    "data",
+    "title",
+    "name",
+    "arguments",
+    "budget",
+    "terms",
+    "toolName",
+    "reason",
+)
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.floats(allow_nan=False, allow_infinity=False)
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**40), 2**40)
+    | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=30),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
     max_leaves=8,
-)  # fmt: skip
+)
 
 
 @pytest.mark.slow
@@ -145,26 +187,35 @@ def test_fuzzed_agentmemory_bodies_never_get_a_server_error(api_url: str, redis_
     routes = [
         (method, f"/agentmemory{handler.paths.pop()}")
         for handler in AgentMemoryController(owner=None).get_route_handlers()  # type: ignore[arg-type]
-        for method in handler.http_methods if method in ("POST", "DELETE")
-    ]  # fmt: skip
+        for method in handler.http_methods
+        if method in ("POST", "DELETE")
+    ]
     assert len(routes) >= 13
     failures: list[str] = []
     with httpx.Client(base_url=api_url, timeout=30) as client:
         for method, path in routes:
 
             def fuzz(method: str, path: str) -> None:
-                @given(st.dictionaries(st.sampled_from(AGENTMEMORY_FIELDS), JSON_VALUES, max_size=6))
-                @settings(max_examples=40, deadline=None, database=None,
-                          suppress_health_check=list(HealthCheck))  # fmt: skip
+                @given(
+                    st.dictionaries(st.sampled_from(AGENTMEMORY_FIELDS), JSON_VALUES, max_size=6)
+                )
+                @settings(
+                    max_examples=40,
+                    deadline=None,
+                    database=None,
+                    suppress_health_check=list(HealthCheck),
+                )
                 def check(body: dict[str, object]) -> None:
                     answer = client.request(method, path, json=body)
                     assert answer.status_code < 500, (path, body, answer.text)
-                    assert answer.headers["content-type"].startswith("application/json"), answer.text
+                    assert answer.headers["content-type"].startswith("application/json"), (
+                        answer.text
+                    )
 
                 check()
 
             try:
                 fuzz(method, path)
-            except Exception as failure:  # noqa: BLE001 - collect every route's failure
+            except Exception as failure:
                 failures.append(f"{method} {path}: {failure}"[:800])
     assert failures == []

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 import redis
-from baton.agents import BatonClient
-from baton.queue.dispatch import queue_name
-from baton.server.handoffs import HandoffStore
 from rq import Queue
 from rq.registry import FailedJobRegistry
 
+from baton.agents import BatonClient
+from baton.queue.dispatch import queue_name
+from baton.server.handoffs import HandoffStore
 from tests.conftest import REPO, baton_process
 
 pytestmark = pytest.mark.anyio
@@ -42,16 +42,25 @@ print(json.dumps(claimed))
 
 def pullers(api_url: str, agent: str, count: int, mode: str) -> list[subprocess.Popen[str]]:
     return [
-        subprocess.Popen([sys.executable, "-c", PULLER, api_url, agent, mode], cwd=REPO,
-                         stdout=subprocess.PIPE, text=True)  # fmt: skip
+        subprocess.Popen(
+            [sys.executable, "-c", PULLER, api_url, agent, mode],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(count)
     ]
 
 
-async def queue_packets(handoffs: HandoffStore, agent: str, count: int, note: str = "") -> list[str]:
+async def queue_packets(
+    handoffs: HandoffStore, agent: str, count: int, note: str = ""
+) -> list[str]:
     return [
-        (await handoffs.handoff(from_agent="scout", to_agent=agent, summary=f"task {n}",
-                                note=note or None)).id  # fmt: skip
+        (
+            await handoffs.handoff(
+                from_agent="scout", to_agent=agent, summary=f"task {n}", note=note or None
+            )
+        ).id
         for n in range(count)
     ]
 
@@ -63,7 +72,9 @@ async def test_four_pulling_processes_claim_each_packet_once_in_fifo_order(
     """4 processes resume in a loop over 200 queued packets: every packet is claimed by
     exactly one of them, and each claimant sees its packets oldest first."""
     ids = await queue_packets(handoffs, "executor", 200)
-    claims = [json.loads(p.communicate(timeout=120)[0]) for p in pullers(api_url, "executor", 4, "plain")]
+    claims = [
+        json.loads(p.communicate(timeout=120)[0]) for p in pullers(api_url, "executor", 4, "plain")
+    ]
 
     claimed_ids = [packet_id for claim in claims for packet_id, _ in claim]
     assert sorted(claimed_ids) == sorted(ids)
@@ -82,15 +93,25 @@ async def test_pull_and_push_racing_never_handle_a_packet_twice(
     """An RQ agent worker and two pulling processes drain one queue together: each packet
     is handled exactly once (its handled/<id> record has one version)."""
     ids = await queue_packets(handoffs, "tester", 120)
-    worker = baton_process("agent", "run", "tester", "-m", "tests.handlers", "--burst",
-                           redis_url=redis_url, api_url=api_url)  # fmt: skip
+    worker = baton_process(
+        "agent",
+        "run",
+        "tester",
+        "-m",
+        "tests.handlers",
+        "--burst",
+        redis_url=redis_url,
+        api_url=api_url,
+    )
     pulling = pullers(api_url, "tester", 2, "handle")
     pulled = [json.loads(p.communicate(timeout=120)[0]) for p in pulling]
     output = worker.communicate(timeout=120)[0]
     assert worker.returncode == 0, output
 
     with BatonClient(api_url, agent="checker") as baton:
-        handled = {record.ref: record for record in baton.list_records(scope="handled", limit=500).records}
+        handled = {
+            record.ref: record for record in baton.list_records(scope="handled", limit=500).records
+        }
     assert sorted(handled) == sorted(f"handled/{packet_id}" for packet_id in ids)
     assert all(record.version == 1 for record in handled.values())
     pushed = [ref for ref, record in handled.items() if record.value == "push"]
@@ -106,8 +127,16 @@ async def test_worker_killed_inside_a_handler_gets_the_packet_redelivered(
     """SIGKILL a worker mid-handler: once the lease runs out the sweep requeues the packet,
     a new worker completes it, and the redelivery count is 1."""
     [packet_id] = await queue_packets(handoffs, "tester", 1, note="hang")
-    doomed = baton_process("agent", "run", "tester", "-m", "tests.handlers",
-                           redis_url=redis_url, api_url=api_url, BATON_LEASE_SECONDS="3")  # fmt: skip
+    doomed = baton_process(
+        "agent",
+        "run",
+        "tester",
+        "-m",
+        "tests.handlers",
+        redis_url=redis_url,
+        api_url=api_url,
+        BATON_LEASE_SECONDS="3",
+    )
     with BatonClient(api_url, agent="checker") as baton:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -123,15 +152,27 @@ async def test_worker_killed_inside_a_handler_gets_the_packet_redelivered(
         time.sleep(3.2)
         sweep = subprocess.run(
             [sys.executable, "-m", "baton.server.cli", "worker", "--burst"],
-            env={**os.environ, "BATON_REDIS_URL": redis_url}, cwd=REPO,
-            capture_output=True, text=True, timeout=60, check=False,
-        )  # fmt: skip
+            env={**os.environ, "BATON_REDIS_URL": redis_url},
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         assert sweep.returncode == 0, sweep.stderr
         assert baton.get_handoff(packet_id).state == "queued"
 
         # The handler hangs only on the first delivery; the second one completes.
-        worker = baton_process("agent", "run", "tester", "-m", "tests.handlers", "--burst",
-                               redis_url=redis_url, api_url=api_url)  # fmt: skip
+        worker = baton_process(
+            "agent",
+            "run",
+            "tester",
+            "-m",
+            "tests.handlers",
+            "--burst",
+            redis_url=redis_url,
+            api_url=api_url,
+        )
         output = worker.communicate(timeout=60)[0]
         assert worker.returncode == 0, output
         packet = baton.get_handoff(packet_id)
@@ -146,8 +187,16 @@ async def test_a_handler_that_always_raises_is_retried_then_failed(
     """A failing handler is tried 3 times; then the packet is failed with the error text and
     the job sits in RQ's failed registry (the dead letter)."""
     [packet_id] = await queue_packets(handoffs, "tester", 1, note="raise")
-    worker = baton_process("agent", "run", "tester", "-m", "tests.handlers", "--burst",
-                           redis_url=redis_url, api_url=api_url)  # fmt: skip
+    worker = baton_process(
+        "agent",
+        "run",
+        "tester",
+        "-m",
+        "tests.handlers",
+        "--burst",
+        redis_url=redis_url,
+        api_url=api_url,
+    )
     output = worker.communicate(timeout=120)[0]
     assert worker.returncode == 0, output
 
@@ -168,20 +217,47 @@ async def test_rq_requeue_of_a_dead_letter_really_retries_the_packet(
     `rq requeue` (RQ's own CLI) of that job puts the packet back in its queue and the next
     worker handles it."""
     [packet_id] = await queue_packets(handoffs, "tester", 1, note="until-fixed")
-    worker = baton_process("agent", "run", "tester", "-m", "tests.handlers", "--burst",
-                           redis_url=redis_url, api_url=api_url)  # fmt: skip
+    worker = baton_process(
+        "agent",
+        "run",
+        "tester",
+        "-m",
+        "tests.handlers",
+        "--burst",
+        redis_url=redis_url,
+        api_url=api_url,
+    )
     assert worker.communicate(timeout=120)[0] is not None and worker.returncode == 0
     assert (await handoffs.get(packet_id)).state == "failed"
 
     await handoffs.ns.records.remember(f"fixed/{packet_id}/cause", "fixed", agent="operator")
     queue = queue_name("default", "tester")
     requeued = subprocess.run(
-        [str(Path(sys.executable).with_name("rq")), "requeue", "--all", "--queue", queue,
-         "--url", redis_url], capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        [
+            str(Path(sys.executable).with_name("rq")),
+            "requeue",
+            "--all",
+            "--queue",
+            queue,
+            "--url",
+            redis_url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert requeued.returncode == 0, requeued.stderr
-    worker = baton_process("agent", "run", "tester", "-m", "tests.handlers", "--burst",
-                           redis_url=redis_url, api_url=api_url)  # fmt: skip
+    worker = baton_process(
+        "agent",
+        "run",
+        "tester",
+        "-m",
+        "tests.handlers",
+        "--burst",
+        redis_url=redis_url,
+        api_url=api_url,
+    )
     output = worker.communicate(timeout=120)[0]
     assert worker.returncode == 0, output
     packet = await handoffs.get(packet_id)
@@ -197,8 +273,17 @@ async def test_a_handler_longer_than_its_lease_keeps_its_packet(
     """A handler taking 6 s under a 2 s lease: the worker renews the lease while it runs, so
     the API's sweeps never put the packet back and pulls never get it; handled once."""
     [packet_id] = await queue_packets(handoffs, "tester", 1, note="sleep-6")
-    worker = baton_process("agent", "run", "tester", "-m", "tests.handlers", "--burst",
-                           redis_url=redis_url, api_url=api_url, BATON_LEASE_SECONDS="2")  # fmt: skip
+    worker = baton_process(
+        "agent",
+        "run",
+        "tester",
+        "-m",
+        "tests.handlers",
+        "--burst",
+        redis_url=redis_url,
+        api_url=api_url,
+        BATON_LEASE_SECONDS="2",
+    )
     deadline = time.monotonic() + 30
     while (await handoffs.get(packet_id)).state != "claimed":  # the worker has it now
         assert time.monotonic() < deadline, "the worker never claimed the packet"
@@ -221,8 +306,16 @@ async def test_sigterm_stops_a_worker_stuck_in_a_handler_within_its_grace(
     """SIGTERM during a handler that would run 10 minutes: past BATON_STOP_SECONDS the
     worker gives the packet back to its queue and exits; the next worker handles it."""
     [packet_id] = await queue_packets(handoffs, "tester", 1, note="hang")
-    worker = baton_process("agent", "run", "tester", "-m", "tests.handlers",
-                           redis_url=redis_url, api_url=api_url, BATON_STOP_SECONDS="2")  # fmt: skip
+    worker = baton_process(
+        "agent",
+        "run",
+        "tester",
+        "-m",
+        "tests.handlers",
+        redis_url=redis_url,
+        api_url=api_url,
+        BATON_STOP_SECONDS="2",
+    )
     deadline = time.monotonic() + 30
     while (await handoffs.get(packet_id)).state != "claimed":
         assert time.monotonic() < deadline, "the worker never claimed the packet"
@@ -236,8 +329,16 @@ async def test_sigterm_stops_a_worker_stuck_in_a_handler_within_its_grace(
     assert packet.state == "queued" and packet.log is not None
     assert "stop grace" in packet.log[-1].reason
 
-    again = baton_process("agent", "run", "tester", "-m", "tests.handlers", "--burst",
-                          redis_url=redis_url, api_url=api_url)  # fmt: skip
+    again = baton_process(
+        "agent",
+        "run",
+        "tester",
+        "-m",
+        "tests.handlers",
+        "--burst",
+        redis_url=redis_url,
+        api_url=api_url,
+    )
     assert again.wait(60) == 0
     assert (await handoffs.get(packet_id)).state == "done"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgpack
 import pytest
 import redis
+
 from baton.server.backend import Backend
 from baton.server.connection import async_redis
 from baton.server.errors import InvalidInput, NotFound, TooLarge, VersionConflict
@@ -12,7 +13,6 @@ from baton.server.integrity import GENESIS_HASH
 from baton.server.keys import Keys
 from baton.server.records import BATCH, RecordStore
 from baton.server.settings import Limits
-
 from tests.conftest import as_agent
 
 pytestmark = pytest.mark.anyio
@@ -29,7 +29,11 @@ async def test_remember_appends_versions_and_never_overwrites(store: RecordStore
     assert old.value == {"verdict": "apply"}
     assert old.superseded_by == 2
     current = await store.recall("listing/553/assessment")
-    assert (current.version, current.value, current.superseded_by) == (2, {"verdict": "maybe"}, None)
+    assert (current.version, current.value, current.superseded_by) == (
+        2,
+        {"verdict": "maybe"},
+        None,
+    )
 
 
 async def test_values_round_trip_with_their_types(store: RecordStore) -> None:
@@ -171,7 +175,9 @@ async def test_session_touched_set_defaults_outcome_refs(store: RecordStore) -> 
 
 async def test_listing_filters_by_scope_boundary_tags_and_confidence(store: RecordStore) -> None:
     """Scope matches whole segments; tags all/any and min_confidence filter current versions."""
-    await store.remember("listing/482/assessment", 1, agent="s", tags=["job", "hot"], confidence=0.8)
+    await store.remember(
+        "listing/482/assessment", 1, agent="s", tags=["job", "hot"], confidence=0.8
+    )
     await store.remember("listing/553/assessment", 1, agent="s", tags=["job"], confidence=0.4)
     await store.remember("listings/x", 1, agent="s", tags=["job"])
     await store.remember("source/a/rate", 1, agent="s", tags=["hot"])
@@ -180,12 +186,16 @@ async def test_listing_filters_by_scope_boundary_tags_and_confidence(store: Reco
         return [record.ref for record in page.records]  # type: ignore[attr-defined]
 
     assert refs(await store.list_records(scope="listing")) == [
-        "listing/482/assessment", "listing/553/assessment",
-    ]  # fmt: skip
+        "listing/482/assessment",
+        "listing/553/assessment",
+    ]
     assert refs(await store.list_records(tags=["job", "hot"])) == ["listing/482/assessment"]
     assert refs(await store.list_records(tags=["job", "hot"], tags_mode="any")) == [
-        "listing/482/assessment", "listing/553/assessment", "listings/x", "source/a/rate",
-    ]  # fmt: skip
+        "listing/482/assessment",
+        "listing/553/assessment",
+        "listings/x",
+        "source/a/rate",
+    ]
     assert refs(await store.list_records(min_confidence=0.6)) == ["listing/482/assessment"]
 
 
@@ -275,8 +285,9 @@ async def test_verify_finds_edits_in_long_and_short_records_alike(
     stats = await store.ns.verifier.stats(verify=True)
     assert stats.broken is not None
     assert [(b.ref, b.version, b.kind) for b in stats.broken] == [
-        (long_ref, BATCH + 7, "hash"), ("short/17", 2, "hash"),
-    ]  # fmt: skip
+        (long_ref, BATCH + 7, "hash"),
+        ("short/17", 2, "hash"),
+    ]
     assert stats.checked_versions == BATCH + 20 + 60
 
 
@@ -292,9 +303,15 @@ async def test_verify_catches_a_rewritten_hash_at_the_next_link(
     from baton.server.integrity import digest, version_body
 
     body = version_body(
-        ref="a/b", version=2, value=42, author=forged.author, session=None,
-        created_at=forged.created_at, tags=[], prev_hash=forged.prev_hash,
-    )  # fmt: skip
+        ref="a/b",
+        version=2,
+        value=42,
+        author=forged.author,
+        session=None,
+        created_at=forged.created_at,
+        tags=[],
+        prev_hash=forged.prev_hash,
+    )
     data_redis.hset(key, "hash", digest(body))
 
     broken = (await store.ns.verifier.stats(verify=True)).broken
@@ -302,7 +319,9 @@ async def test_verify_catches_a_rewritten_hash_at_the_next_link(
     assert [(b.version, b.kind) for b in broken] == [(3, "link")]
 
 
-async def test_verify_checks_the_outcomes_chain(store: RecordStore, data_redis: redis.Redis) -> None:
+async def test_verify_checks_the_outcomes_chain(
+    store: RecordStore, data_redis: redis.Redis
+) -> None:
     """An outcome entry edited in place is reported in the outcomes chain."""
     await store.remember("a/b", 1, agent="scout", confidence=0.6)
     await store.record_outcome("failure", "RUN-1", agent="e", refs=["a/b"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from baton.server import confidence
 from baton.server.errors import InvalidInput
 from baton.server.integrity import canonical_bytes

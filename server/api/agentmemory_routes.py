@@ -16,6 +16,9 @@ from typing import Any
 
 import msgspec
 import redis.exceptions
+from litestar import Controller, Request, Response, delete, get, post
+from litestar.datastructures import State
+
 from baton.server.api import agentmemory_shapes as shapes
 from baton.server.api.deps import CallerDep, MemoriesDep, SessionsDep, claim_agent_id
 from baton.server.clock import utc_now
@@ -24,8 +27,6 @@ from baton.server.errors import BatonError, InvalidInput, NotFound
 from baton.server.identity import check_session
 from baton.server.mcp_server import SHIM_CALLER
 from baton.server.memories import MAX_AUDIT, MAX_RECALL
-from litestar import Controller, Request, Response, delete, get, post
-from litestar.datastructures import State
 
 CAMEL = re.compile(r"_([a-z])")
 FORMATS = ("full", "compact", "narrative")
@@ -62,7 +63,9 @@ def _string(body: dict[str, Any], name: str) -> str | None:
 def _baton_error(_: Request[Any, Any, Any], failure: BatonError) -> Response[Any]:
     status = failure.status_code if failure.status_code in (403, 404) else 400
     detail = failure.detail
-    if isinstance(failure, InvalidInput) and detail.startswith(f"{failure.field}: {failure.field} "):
+    if isinstance(failure, InvalidInput) and detail.startswith(
+        f"{failure.field}: {failure.field} "
+    ):
         detail = detail.removeprefix(f"{failure.field}: ")  # "limit must be …", as agentmemory
     return error(detail, status)
 
@@ -70,7 +73,7 @@ def _baton_error(_: Request[Any, Any, Any], failure: BatonError) -> Response[Any
 async def _body(request: Request[Any, Any, Any]) -> dict[str, Any]:
     try:
         body = await request.json()
-    except Exception:  # noqa: BLE001 - any undecodable body is the client's mistake
+    except Exception:
         return {}
     return body if isinstance(body, dict) else {}
 
@@ -81,12 +84,17 @@ class AgentMemoryController(Controller):
     path = "/agentmemory"
     include_in_schema = False
     before_request = claim_agent_id
-    exception_handlers = {BatonError: _baton_error}  # type: ignore[dict-item]
+    exception_handlers = {BatonError: _baton_error}  # type: ignore[dict-item]  # noqa: RUF012
 
     @get("/livez")
     async def livez(self) -> dict[str, Any]:
-        return {"status": "ok", "service": "agentmemory", "viewerPort": None,
-                "viewerSkipped": True, "streamsPort": None}  # fmt: skip
+        return {
+            "status": "ok",
+            "service": "agentmemory",
+            "viewerPort": None,
+            "viewerSkipped": True,
+            "streamsPort": None,
+        }
 
     @get("/health")
     async def health(self, state: State) -> Response[Any]:
@@ -95,11 +103,20 @@ class AgentMemoryController(Controller):
             status = "healthy"
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
             status = "critical"
-        return Response({
-            "status": status, "service": "agentmemory", "version": version("baton-server"),
-            "health": None, "functionMetrics": [], "circuitBreaker": None, "viewerPort": None,
-            "viewerSkipped": True, "streamsPort": None,
-        }, status_code=503 if status == "critical" else 200)  # fmt: skip
+        return Response(
+            {
+                "status": status,
+                "service": "agentmemory",
+                "version": version("baton-server"),
+                "health": None,
+                "functionMetrics": [],
+                "circuitBreaker": None,
+                "viewerPort": None,
+                "viewerSkipped": True,
+                "streamsPort": None,
+            },
+            status_code=503 if status == "critical" else 200,
+        )
 
     @post("/session/start", status_code=200)
     async def session_start(
@@ -109,13 +126,20 @@ class AgentMemoryController(Controller):
         session_id, project, cwd = (_string(body, k) for k in ("sessionId", "project", "cwd"))
         if not session_id or not project or not cwd:
             return error("sessionId, project, and cwd are required non-empty strings")
-        session = await sessions.start(caller=caller, session_id=session_id,
-                                       project=project, cwd=cwd, title=_string(body, "title"))  # fmt: skip
+        session = await sessions.start(
+            caller=caller,
+            session_id=session_id,
+            project=project,
+            cwd=cwd,
+            title=_string(body, "title"),
+        )
         context = await ContextBuilder(sessions).start(session.id, session.cwd, project)
         return Response({"session": shapes.session(session), "context": context.context})
 
     @post("/context", status_code=200)
-    async def context(self, request: Request[Any, Any, Any], sessions: SessionsDep) -> Response[Any]:
+    async def context(
+        self, request: Request[Any, Any, Any], sessions: SessionsDep
+    ) -> Response[Any]:
         """What agentmemory's PreCompact hook injects: this session's state and the previous
         session's answer, within ``budget`` tokens."""
         body = await _body(request)
@@ -133,9 +157,16 @@ class AgentMemoryController(Controller):
     async def enrich(self, request: Request[Any, Any, Any], sessions: SessionsDep) -> Response[Any]:
         """What agentmemory's PreToolUse hook injects about the files a tool will touch."""
         body = await _body(request)
-        session_id, files, terms = _string(body, "sessionId"), body.get("files"), body.get("terms", [])
-        if not session_id or not isinstance(files, list) or not files or not all(
-            isinstance(f, str) and f for f in files
+        session_id, files, terms = (
+            _string(body, "sessionId"),
+            body.get("files"),
+            body.get("terms", []),
+        )
+        if (
+            not session_id
+            or not isinstance(files, list)
+            or not files
+            or not all(isinstance(f, str) and f for f in files)
         ):
             return error("sessionId (string) and files (string[]) are required")
         if not isinstance(terms, list) or not all(isinstance(t, str) for t in terms):
@@ -143,11 +174,16 @@ class AgentMemoryController(Controller):
         project = body.get("project")
         if project is not None and not _string(body, "project"):
             return error("project must be a non-empty string")
-        return answer(await ContextBuilder(sessions).enrich(session_id, files, terms,
-                                                            _string(body, "project")))  # fmt: skip
+        return answer(
+            await ContextBuilder(sessions).enrich(
+                session_id, files, terms, _string(body, "project")
+            )
+        )
 
     @post("/summarize", status_code=200)
-    async def summarize(self, request: Request[Any, Any, Any], sessions: SessionsDep) -> Response[Any]:
+    async def summarize(
+        self, request: Request[Any, Any, Any], sessions: SessionsDep
+    ) -> Response[Any]:
         """A session summary built from its observations (agentmemory asks an LLM; Baton does
         not): always 200, ``success: false`` with agentmemory's error words."""
         session_id = _string(await _body(request), "sessionId")
@@ -156,17 +192,23 @@ class AgentMemoryController(Controller):
         try:
             summary = await ContextBuilder(sessions).summarize(session_id)
         except NotFound as missing:
-            reason = "no_observations" if missing.detail == "no_observations" else "session_not_found"
+            reason = (
+                "no_observations" if missing.detail == "no_observations" else "session_not_found"
+            )
             return answer({"success": False, "error": reason})
-        return answer({"success": True, "summary": msgspec.to_builtins(summary),
-                       "qualityScore": 0})  # fmt: skip
+        return answer({"success": True, "summary": msgspec.to_builtins(summary), "qualityScore": 0})
 
     @post("/claude-bridge/sync", status_code=200)
     async def claude_bridge_sync(self) -> Response[Any]:
         """agentmemory writes Claude Code's MEMORY.md here; Baton, possibly on another machine,
         never writes into the user's home directory: acknowledged, nothing written."""
-        return answer({"success": False, "error": "Claude bridge not enabled: Baton does not "
-                       "write ~/.claude; use Baton's SessionStart context instead"})  # fmt: skip
+        return answer(
+            {
+                "success": False,
+                "error": "Claude bridge not enabled: Baton does not "
+                "write ~/.claude; use Baton's SessionStart context instead",
+            }
+        )
 
     @post("/session/end")
     async def session_end(
@@ -198,12 +240,23 @@ class AgentMemoryController(Controller):
         hook, session_id, project, timestamp = values
         cwd = _string(body, "cwd")  # hooks may send "" or nothing: stored as unknown
         observed = await sessions.observe(
-            hook_type=hook, session_id=session_id, project=project, cwd=cwd,  # type: ignore[arg-type]
-            timestamp=timestamp, data=body.get("data"), caller=caller,  # type: ignore[arg-type]
-        )  # fmt: skip
-        return answer({"success": True, "observationId": observed.observation.id,
-                       "deduplicated": observed.deduplicated,
-                       "observation": observed.observation}, 201)  # fmt: skip
+            hook_type=hook,
+            session_id=session_id,
+            project=project,
+            cwd=cwd,  # type: ignore[arg-type]
+            timestamp=timestamp,
+            data=body.get("data"),
+            caller=caller,  # type: ignore[arg-type]
+        )
+        return answer(
+            {
+                "success": True,
+                "observationId": observed.observation.id,
+                "deduplicated": observed.deduplicated,
+                "observation": observed.observation,
+            },
+            201,
+        )
 
     @post("/remember")
     async def remember(
@@ -218,10 +271,14 @@ class AgentMemoryController(Controller):
         if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int | float)):
             return error("ttlDays must be a number of days")
         saved = await memories.save(
-            body["content"], type=body.get("type") if isinstance(body.get("type"), str) else None,
-            concepts=body.get("concepts"), files=body.get("files"),
-            project=_string(body, "project"), agent_id=caller.agent, ttl_days=ttl,
-        )  # fmt: skip
+            body["content"],
+            type=body.get("type") if isinstance(body.get("type"), str) else None,
+            concepts=body.get("concepts"),
+            files=body.get("files"),
+            project=_string(body, "project"),
+            agent_id=caller.agent,
+            ttl_days=ttl,
+        )
         assert saved.memory is not None
         answered: dict[str, Any] = {"success": True, "memory": shapes.memory(saved.memory)}
         if saved.similar_to is not None:
@@ -248,10 +305,13 @@ class AgentMemoryController(Controller):
         budget = body.get("token_budget")
         budget = None if budget is None else _positive(budget, "token_budget", None)
         found = await memories.recall(
-            body["query"], limit=limit, project=_string(body, "project"),
-            agent_id=caller.agent if body.get("agentId") or request.query_params.get("agentId")
+            body["query"],
+            limit=limit,
+            project=_string(body, "project"),
+            agent_id=caller.agent
+            if body.get("agentId") or request.query_params.get("agentId")
             else None,
-        )  # fmt: skip
+        )
         return Response(shapes.search(found.results, form, budget))
 
     @post("/smart-search", status_code=200)
@@ -260,24 +320,40 @@ class AgentMemoryController(Controller):
     ) -> Response[Any]:
         body = await _body(request)
         expand = body.get("expandIds")
-        if expand is not None and (not isinstance(expand, list) or not all(
-            isinstance(item, str) for item in expand
-        )):
+        if expand is not None and (
+            not isinstance(expand, list) or not all(isinstance(item, str) for item in expand)
+        ):
             return error("expandIds must be an array of ids")
         if not _string(body, "query") and not expand:
             return error("query or expandIds is required")
         limit = _positive(body.get("limit", SEARCH_LIMIT), "limit", MAX_RECALL)
         found = await memories.smart_search(
-            query=_string(body, "query"), expand_ids=expand[:EXPAND_LIMIT] if expand else None,
-            limit=limit, project=_string(body, "project"),
-        )  # fmt: skip
+            query=_string(body, "query"),
+            expand_ids=expand[:EXPAND_LIMIT] if expand else None,
+            limit=limit,
+            project=_string(body, "project"),
+        )
         if expand:
-            return Response({"mode": "expanded", "truncated": len(expand) > EXPAND_LIMIT,
-                             "results": [{"obsId": hit.id, "sessionId": hit.session or "memory",
-                                          "observation": shapes.observation(hit)}
-                                         for hit in found.results]})  # fmt: skip
-        return Response({"mode": "compact",
-                         "results": [shapes.search_item(hit, "compact") for hit in found.results]})  # fmt: skip
+            return Response(
+                {
+                    "mode": "expanded",
+                    "truncated": len(expand) > EXPAND_LIMIT,
+                    "results": [
+                        {
+                            "obsId": hit.id,
+                            "sessionId": hit.session or "memory",
+                            "observation": shapes.observation(hit),
+                        }
+                        for hit in found.results
+                    ],
+                }
+            )
+        return Response(
+            {
+                "mode": "compact",
+                "results": [shapes.search_item(hit, "compact") for hit in found.results],
+            }
+        )
 
     @post("/forget", status_code=200)
     async def forget(
@@ -287,15 +363,18 @@ class AgentMemoryController(Controller):
         if not _string(body, "sessionId") and not _string(body, "memoryId"):
             return error("sessionId or memoryId is required")
         observation_ids = body.get("observationIds")
-        if observation_ids is not None and (not isinstance(observation_ids, list) or not all(
-            isinstance(item, str) for item in observation_ids
-        )):
+        if observation_ids is not None and (
+            not isinstance(observation_ids, list)
+            or not all(isinstance(item, str) for item in observation_ids)
+        ):
             return error("observationIds must be an array of ids")
         result = await memories.forget(
-            caller=caller, memory_id=_string(body, "memoryId"),
-            session_id=_string(body, "sessionId"), observation_ids=observation_ids,
+            caller=caller,
+            memory_id=_string(body, "memoryId"),
+            session_id=_string(body, "sessionId"),
+            observation_ids=observation_ids,
             reason=_string(body, "reason") or "forgotten on request",
-        )  # fmt: skip
+        )
         deleted = len(result.memories) + result.observations + 2 * len(result.sessions)
         return Response({"success": True, "deleted": deleted})
 
@@ -310,8 +389,11 @@ class AgentMemoryController(Controller):
         deleted = 0
         for memory_id in ids:
             try:
-                await memories.forget(caller=caller, memory_id=memory_id,
-                                      reason=_string(body, "reason") or "governance delete")  # fmt: skip
+                await memories.forget(
+                    caller=caller,
+                    memory_id=memory_id,
+                    reason=_string(body, "reason") or "governance delete",
+                )
                 deleted += 1
             except NotFound:
                 continue
@@ -321,22 +403,29 @@ class AgentMemoryController(Controller):
     async def export(
         self, request: Request[Any, Any, Any], memories: MemoriesDep, sessions: SessionsDep
     ) -> Response[Any]:
-        ids = [record.ref.split("/", 1)[1] for record in
-               (await memories.records.list_records(scope="memory", limit=500)).records]  # fmt: skip
+        ids = [
+            record.ref.split("/", 1)[1]
+            for record in (await memories.records.list_records(scope="memory", limit=500)).records
+        ]
         kept = await memories.get_many(ids)
         recent = await sessions.recent(500)
-        observations = {s.id: [msgspec.to_builtins(o) for o in await sessions.observations(s.id)]
-                        for s in recent}  # fmt: skip
-        return Response({
-            "version": version("baton-server"), "exportedAt": utc_now(),
-            "sessions": [shapes.session(s) for s in recent], "observations": observations,
-            "memories": [shapes.memory(kept[i]) for i in ids if i in kept], "summaries": [],
-        })  # fmt: skip
+        observations = {
+            s.id: [msgspec.to_builtins(o) for o in await sessions.observations(s.id)]
+            for s in recent
+        }
+        return Response(
+            {
+                "version": version("baton-server"),
+                "exportedAt": utc_now(),
+                "sessions": [shapes.session(s) for s in recent],
+                "observations": observations,
+                "memories": [shapes.memory(kept[i]) for i in ids if i in kept],
+                "summaries": [],
+            }
+        )
 
     @get("/audit")
-    async def audit(
-        self, request: Request[Any, Any, Any], memories: MemoriesDep
-    ) -> Response[Any]:
+    async def audit(self, request: Request[Any, Any, Any], memories: MemoriesDep) -> Response[Any]:
         limit = _positive(request.query_params.get("limit", "50"), "limit", MAX_AUDIT)
         entries = await memories.audit_log(limit)
         return Response({"entries": [shapes.audit_entry(e) for e in entries], "success": True})
@@ -348,12 +437,16 @@ class AgentMemoryController(Controller):
         tools = [
             {"name": tool.name, "description": tool.description, "inputSchema": tool.input_schema}
             for tool in await state.mcp.list_tools()
-        ]  # fmt: skip
+        ]
         aliases = [
-            {**tool, "name": f"{ALIAS_PREFIX}{tool['name']}",
-             "description": f"{tool['description']} (Baton's own, with every parameter.)"}
-            for tool in tools if tool["name"] in SHADOWED
-        ]  # fmt: skip
+            {
+                **tool,
+                "name": f"{ALIAS_PREFIX}{tool['name']}",
+                "description": f"{tool['description']} (Baton's own, with every parameter.)",
+            }
+            for tool in tools
+            if tool["name"] in SHADOWED
+        ]
         return Response({"tools": tools + aliases})
 
     @post("/mcp/call", status_code=200)
@@ -369,7 +462,9 @@ class AgentMemoryController(Controller):
             return error("name is required")
         if not isinstance(arguments, dict):
             return error("arguments must be an object")
-        name = name.removeprefix(ALIAS_PREFIX) if name.removeprefix(ALIAS_PREFIX) in SHADOWED else name
+        name = (
+            name.removeprefix(ALIAS_PREFIX) if name.removeprefix(ALIAS_PREFIX) in SHADOWED else name
+        )
         if name not in {tool.name for tool in await state.mcp.list_tools()}:
             return error(f"Unknown tool: {name}")
         caller = caller.acting_as(arguments.get("agentId")).in_session(arguments.get("sessionId"))
@@ -377,7 +472,7 @@ class AgentMemoryController(Controller):
         token = SHIM_CALLER.set(caller)
         try:
             result = await state.mcp.call_tool(name, arguments)
-        except Exception as failure:  # noqa: BLE001 - every tool failure goes back as a result
+        except Exception as failure:
             return _tool_error(str(failure))
         finally:
             SHIM_CALLER.reset(token)
@@ -395,8 +490,11 @@ def _tool_error(message: str) -> Response[Any]:
 def _positive(raw: object, name: str, ceiling: int | None) -> int:
     """A positive whole number (or its digits as a string), at most ``ceiling``."""
     value = int(raw) if isinstance(raw, str) and raw.strip().isdigit() else raw
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1 or (
-        ceiling is not None and value > ceiling
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or value < 1
+        or (ceiling is not None and value > ceiling)
     ):
         limit = f" up to {ceiling}" if ceiling else ""
         raise InvalidInput(name, f"{name} must be a positive integer{limit}")

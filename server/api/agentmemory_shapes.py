@@ -26,15 +26,29 @@ def _present(fields: dict[str, Any]) -> dict[str, Any]:
 
 def memory(saved: Memory) -> dict[str, Any]:
     """A memory as ``mem::remember`` answers it."""
-    return _present({
-        "id": saved.id, "createdAt": saved.created_at, "updatedAt": saved.created_at,
-        "type": saved.type, "title": saved.title, "content": saved.content,
-        "concepts": saved.concepts, "files": saved.files, "sessionIds": [],
-        "strength": MEMORY_STRENGTH, "version": saved.version, "parentId": saved.parent_id,
-        "supersedes": saved.supersedes, "sourceObservationIds": [], "isLatest": saved.is_latest,
-        "origin": {"channel": "agent", "capturedAt": saved.created_at},
-        "agentId": saved.agent_id, "project": saved.project, "forgetAfter": saved.expires_at,
-    })  # fmt: skip
+    return _present(
+        {
+            "id": saved.id,
+            "createdAt": saved.created_at,
+            "updatedAt": saved.created_at,
+            "type": saved.type,
+            "title": saved.title,
+            "content": saved.content,
+            "concepts": saved.concepts,
+            "files": saved.files,
+            "sessionIds": [],
+            "strength": MEMORY_STRENGTH,
+            "version": saved.version,
+            "parentId": saved.parent_id,
+            "supersedes": saved.supersedes,
+            "sourceObservationIds": [],
+            "isLatest": saved.is_latest,
+            "origin": {"channel": "agent", "capturedAt": saved.created_at},
+            "agentId": saved.agent_id,
+            "project": saved.project,
+            "forgetAfter": saved.expires_at,
+        }
+    )
 
 
 def observation(hit: RecallHit) -> dict[str, Any]:
@@ -42,16 +56,30 @@ def observation(hit: RecallHit) -> dict[str, Any]:
     ``decision`` observation, as agentmemory's ``memoryToObservation`` does)."""
     if hit.kind == "memory":
         return {
-            "id": hit.id, "sessionId": "memory", "timestamp": hit.created_at,
-            "type": "decision", "title": hit.title, "facts": [hit.text], "narrative": hit.text,
-            "concepts": hit.concepts, "files": hit.files, "importance": MEMORY_STRENGTH,
-        }  # fmt: skip
+            "id": hit.id,
+            "sessionId": "memory",
+            "timestamp": hit.created_at,
+            "type": "decision",
+            "title": hit.title,
+            "facts": [hit.text],
+            "narrative": hit.text,
+            "concepts": hit.concepts,
+            "files": hit.files,
+            "importance": MEMORY_STRENGTH,
+        }
     return {
-        "id": hit.id, "sessionId": hit.session, "timestamp": hit.created_at, "type": hit.type,
-        "title": hit.title, "facts": [], "narrative": hit.text, "concepts": hit.concepts,
-        "files": hit.files, "importance": OBSERVATION_IMPORTANCE,
+        "id": hit.id,
+        "sessionId": hit.session,
+        "timestamp": hit.created_at,
+        "type": hit.type,
+        "title": hit.title,
+        "facts": [],
+        "narrative": hit.text,
+        "concepts": hit.concepts,
+        "files": hit.files,
+        "importance": OBSERVATION_IMPORTANCE,
         "confidence": OBSERVATION_CONFIDENCE,
-    }  # fmt: skip
+    }
 
 
 def _session_of(hit: RecallHit) -> str:
@@ -60,11 +88,23 @@ def _session_of(hit: RecallHit) -> str:
 
 def search_item(hit: RecallHit, form: str) -> dict[str, Any]:
     if form == "compact":
-        return {"obsId": hit.id, "sessionId": _session_of(hit), "title": hit.title,
-                "type": hit.type, "score": hit.score, "timestamp": hit.created_at}  # fmt: skip
+        return {
+            "obsId": hit.id,
+            "sessionId": _session_of(hit),
+            "title": hit.title,
+            "type": hit.type,
+            "score": hit.score,
+            "timestamp": hit.created_at,
+        }
     if form == "narrative":
-        return {"obsId": hit.id, "sessionId": _session_of(hit), "title": hit.title,
-                "narrative": hit.text, "score": hit.score, "timestamp": hit.created_at}  # fmt: skip
+        return {
+            "obsId": hit.id,
+            "sessionId": _session_of(hit),
+            "title": hit.title,
+            "narrative": hit.text,
+            "score": hit.score,
+            "timestamp": hit.created_at,
+        }
     return {"observation": observation(hit), "score": hit.score, "sessionId": _session_of(hit)}
 
 
@@ -97,20 +137,37 @@ def search(hits: list[RecallHit], form: str, budget: int | None) -> dict[str, An
 
 def session(found: Session) -> dict[str, Any]:
     """A session as agentmemory lists it (plus Baton's ``title``, ``concepts``, ``files``)."""
-    return _present({
-        "id": found.id, "project": found.project, "cwd": found.cwd,
-        "startedAt": found.started_at, "status": found.status,
-        "observationCount": found.observation_count, "summary": found.summary,
-        "firstPrompt": found.title, "agentId": found.agent,
-        "updatedAt": found.last_activity_at, "endedAt": found.ended_at,
-        "title": found.title, "concepts": found.concepts, "files": found.files,
-    })  # fmt: skip
+    return _present(
+        {
+            "id": found.id,
+            "project": found.project,
+            "cwd": found.cwd,
+            "startedAt": found.started_at,
+            "status": found.status,
+            "observationCount": found.observation_count,
+            "summary": found.summary,
+            "firstPrompt": found.title,
+            "agentId": found.agent,
+            "updatedAt": found.last_activity_at,
+            "endedAt": found.ended_at,
+            "title": found.title,
+            "concepts": found.concepts,
+            "files": found.files,
+        }
+    )
 
 
 def audit_entry(entry: AuditEntry) -> dict[str, Any]:
     return {
-        "id": entry.id, "timestamp": entry.at, "operation": entry.action,
-        "functionId": f"baton::{entry.action}", "targetIds": [entry.target.rpartition("/")[2]],
-        "details": {**entry.details, "target": entry.target, "reason": entry.reason,
-                    "agentId": entry.agent},
-    }  # fmt: skip
+        "id": entry.id,
+        "timestamp": entry.at,
+        "operation": entry.action,
+        "functionId": f"baton::{entry.action}",
+        "targetIds": [entry.target.rpartition("/")[2]],
+        "details": {
+            **entry.details,
+            "target": entry.target,
+            "reason": entry.reason,
+            "agentId": entry.agent,
+        },
+    }

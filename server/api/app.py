@@ -10,6 +10,18 @@ from importlib.metadata import version
 from typing import Any
 
 import msgspec
+from litestar import Litestar, asgi, get
+from litestar.datastructures import State
+from litestar.middleware.rate_limit import RateLimitConfig
+from litestar.openapi.config import OpenAPIConfig
+from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
+from litestar.plugins.jinja import JinjaTemplateEngine
+from litestar.static_files import create_static_files_router
+from litestar.stores.redis import RedisStore
+from litestar.template.config import TemplateConfig
+from litestar.types import Receive, Scope, Send
+from mcp.server.transport_security import TransportSecuritySettings
+
 from baton.queue.sweeps import sweep_forever
 from baton.server.api.agentmemory_routes import AgentMemoryController
 from baton.server.api.auth import Gate, caller_of, gate_middleware
@@ -37,17 +49,6 @@ from baton.server.identity import CALLER, Caller
 from baton.server.keys import RATE_LIMIT_NAMESPACE, READY_PROBE
 from baton.server.mcp_server import Binding, create_mcp_server
 from baton.server.settings import Settings
-from litestar import Litestar, asgi, get
-from litestar.datastructures import State
-from litestar.middleware.rate_limit import RateLimitConfig
-from litestar.openapi.config import OpenAPIConfig
-from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
-from litestar.plugins.jinja import JinjaTemplateEngine
-from litestar.static_files import create_static_files_router
-from litestar.stores.redis import RedisStore
-from litestar.template.config import TemplateConfig
-from litestar.types import Receive, Scope, Send
-from mcp.server.transport_security import TransportSecuritySettings
 
 BODY_OVERHEAD = 64 * 1024
 
@@ -68,20 +69,27 @@ class WhoAmI(msgspec.Struct, kw_only=True):
     token_id: str | None
 
 
-@get("/v1/whoami", tags=["operations"], summary="Who this request acts as",
-     responses=problems())
+@get("/v1/whoami", tags=["operations"], summary="Who this request acts as", responses=problems())
 async def whoami(caller: CallerDep) -> WhoAmI:
-    return WhoAmI(agent=caller.agent, namespace=caller.namespace, session=caller.session,
-                  admin=caller.admin, credential=caller.credential.kind,
-                  token_id=caller.credential.token_id)  # fmt: skip
+    return WhoAmI(
+        agent=caller.agent,
+        namespace=caller.namespace,
+        session=caller.session,
+        admin=caller.admin,
+        credential=caller.credential.kind,
+        token_id=caller.credential.token_id,
+    )
 
 
 def _rate_limited(caller: Caller | None) -> bool:
     return caller is not None and caller.credential.token_id is not None
 
 
-@get("/readyz", tags=["operations"],
-     summary="Redis answers, accepts writes, and the scripts are loaded")  # fmt: skip
+@get(
+    "/readyz",
+    tags=["operations"],
+    summary="Redis answers, accepts writes, and the scripts are loaded",
+)
 async def readyz(state: State) -> dict[str, Any]:
     """Ready means writes would succeed: a probe key is written (a full disk or an out of
     memory Redis answers 507/503 here, as it does for every write)."""
@@ -105,20 +113,25 @@ def create_app(settings: Settings | None = None) -> Litestar:
         count, unit = settings.rate_limit
         limiter = RateLimitConfig(
             rate_limit=(unit, count),  # type: ignore[arg-type]
-            identifier_for_request=lambda request: str(caller_of(request.scope).credential.token_id),
+            identifier_for_request=lambda request: str(
+                caller_of(request.scope).credential.token_id
+            ),
             check_throttle_handler=lambda request: _rate_limited(
-                request.scope.get("state", {}).get(CALLER)),
+                request.scope.get("state", {}).get(CALLER)
+            ),
             store="rate_limit",
-        )  # fmt: skip
+        )
         middleware.append(limiter.middleware)
-        stores["rate_limit"] = RedisStore(async_redis(url), namespace=RATE_LIMIT_NAMESPACE,
-                                          handle_client_shutdown=True)  # fmt: skip
+        stores["rate_limit"] = RedisStore(
+            async_redis(url), namespace=RATE_LIMIT_NAMESPACE, handle_client_shutdown=True
+        )
     mcp = create_mcp_server(binding)
     # Host and Origin checks are the gate's, with the same rules on every surface.
     mcp_app = mcp.streamable_http_app(
-        streamable_http_path="/", host=settings.host,
+        streamable_http_path="/",
+        host=settings.host,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-    )  # fmt: skip
+    )
 
     @asgi("/mcp", is_mount=True, copy_scope=True, opt={"mcp": True})
     async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
@@ -147,12 +160,21 @@ def create_app(settings: Settings | None = None) -> Litestar:
 
     return Litestar(
         route_handlers=[
-            RecordController, HandoffController, MemoryController, AgentMemoryController,
+            RecordController,
+            HandoffController,
+            MemoryController,
+            AgentMemoryController,
             CheckpointController,
-            DashboardData, DashboardPages, MetricsController,
-            healthz, readyz, whoami,
-            mcp_endpoint, create_static_files_router(path="/static", directories=[STATIC],
-                                                     include_in_schema=False),
+            DashboardData,
+            DashboardPages,
+            MetricsController,
+            healthz,
+            readyz,
+            whoami,
+            mcp_endpoint,
+            create_static_files_router(
+                path="/static", directories=[STATIC], include_in_schema=False
+            ),
         ],
         template_config=TemplateConfig(directory=TEMPLATES, engine=JinjaTemplateEngine),
         dependencies=DEPENDENCIES,
@@ -160,8 +182,9 @@ def create_app(settings: Settings | None = None) -> Litestar:
         middleware=middleware,
         stores=stores,
         lifespan=[lifespan],
-        state=State({"namespace": settings.namespace, "mcp": mcp, "gate": gate,
-                     "signing_key": signing_key}),
+        state=State(
+            {"namespace": settings.namespace, "mcp": mcp, "gate": gate, "signing_key": signing_key}
+        ),
         request_max_body_size=settings.limits.max_value_bytes + BODY_OVERHEAD,
         openapi_config=OpenAPIConfig(
             title="Baton",
@@ -171,4 +194,4 @@ def create_app(settings: Settings | None = None) -> Litestar:
             render_plugins=[ScalarRenderPlugin(), SwaggerRenderPlugin(path="/swagger")],
         ),
         logging_config=None,
-    )  # fmt: skip
+    )

@@ -26,6 +26,9 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import structlog
+from litestar.types import ASGIApp, HTTPResponseStartEvent, Receive, Scope, Send
+from redis.asyncio import Redis
+
 from baton.server.errors import (
     BatonError,
     Forbidden,
@@ -50,8 +53,6 @@ from baton.server.keys import auth_failures_key
 from baton.server.settings import RATE_UNITS, Settings
 from baton.server.tokens import TokenStore
 from baton.server.validation import check_agent
-from litestar.types import ASGIApp, HTTPResponseStartEvent, Receive, Scope, Send
-from redis.asyncio import Redis
 
 log = structlog.get_logger("baton.auth")
 

@@ -5,6 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 import msgspec
+from litestar import Controller, get, post
+from litestar.datastructures import State
+from litestar.params import FromPath, JSONBody, Parameter
+
 from baton.server.api.auth import require_admin
 from baton.server.api.deps import CallerDep, NamespaceDep
 from baton.server.api.problems import problems
@@ -17,9 +21,6 @@ from baton.server.checkpoints import (
     key_id,
 )
 from baton.server.errors import NotFound
-from litestar import Controller, get, post
-from litestar.datastructures import State
-from litestar.params import FromPath, JSONBody, Parameter
 
 
 class PublicKey(msgspec.Struct, kw_only=True):
@@ -42,7 +43,7 @@ def _checkpoints(ns: NamespaceDep, state: State) -> CheckpointStore:
 
 class CheckpointController(Controller):
     path = "/v1/checkpoints"
-    tags = ["integrity"]
+    tags = ("integrity",)
 
     @get("/", summary="Checkpoints, newest first", responses=problems())
     async def list_checkpoints(
@@ -62,13 +63,20 @@ class CheckpointController(Controller):
         public = _checkpoints(ns, state).public_key
         return PublicKey(algorithm="Ed25519", public_key=public, key_id=key_id(public))
 
-    @get("/{seq:int}/export", summary="A checkpoint with its leaves, to keep elsewhere",
-         responses=problems(404))  # fmt: skip
+    @get(
+        "/{seq:int}/export",
+        summary="A checkpoint with its leaves, to keep elsewhere",
+        responses=problems(404),
+    )
     async def export(self, seq: FromPath[int], ns: NamespaceDep, state: State) -> Exported:
         return await _checkpoints(ns, state).export(seq)
 
-    @post("/verify", summary="Compare the store with a checkpoint: missing, behind, changed",
-          status_code=200, responses=problems(404, 413))  # fmt: skip
+    @post(
+        "/verify",
+        summary="Compare the store with a checkpoint: missing, behind, changed",
+        status_code=200,
+        responses=problems(404, 413),
+    )
     async def verify(
         self, ns: NamespaceDep, state: State, data: JSONBody[VerifyBody | None] = None
     ) -> CheckpointReport:
@@ -76,6 +84,7 @@ class CheckpointController(Controller):
         body = data or VerifyBody()
         exported = body.export or await checkpoints.export(body.seq)
         if exported.checkpoint.namespace != ns.name:
-            raise NotFound(f"checkpoint of namespace {exported.checkpoint.namespace}, "
-                           f"not {ns.name}")  # fmt: skip
+            raise NotFound(
+                f"checkpoint of namespace {exported.checkpoint.namespace}, not {ns.name}"
+            )
         return await checkpoints.verify(exported)

@@ -9,6 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
+from litestar import Controller, Request, Response, get, post
+from litestar.datastructures import Cookie, State
+from litestar.enums import RequestEncodingType
+from litestar.params import Body, FromPath, FromQuery, Parameter
+from litestar.response import Redirect, ServerSentEvent, ServerSentEventMessage, Template
+
 from baton.server.api.auth import LOGIN_COOKIE, Gate, require_admin
 from baton.server.api.deps import CallerDep, DashboardDep, HandoffsDep
 from baton.server.api.event_streams import EventHub
@@ -22,11 +28,6 @@ from baton.server.dashboard import (
     RecordView,
 )
 from baton.server.tokens import LOGIN_SECONDS, TokenStore
-from litestar import Controller, Request, Response, get, post
-from litestar.datastructures import Cookie, State
-from litestar.enums import RequestEncodingType
-from litestar.params import Body, FromPath, FromQuery, Parameter
-from litestar.response import Redirect, ServerSentEvent, ServerSentEventMessage, Template
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 STATIC = Path(__file__).resolve().parent.parent / "static"
@@ -53,9 +54,11 @@ def chart(points: list[ConfidencePoint]) -> dict[str, Any]:
     width, height, pad = CHART["width"], CHART["height"], CHART["pad"]
     step = (width - 2 * pad) / max(len(points) - 1, 1)
     dots = [
-        {"x": round(pad + index * step, 1),
-         "y": round(height - pad - point.confidence * (height - 2 * pad), 1),
-         "label": f"{point.cause}: {point.confidence:.0%}"}  # fmt: skip
+        {
+            "x": round(pad + index * step, 1),
+            "y": round(height - pad - point.confidence * (height - 2 * pad), 1),
+            "label": f"{point.cause}: {point.confidence:.0%}",
+        }
         for index, point in enumerate(points)
     ]
     return {**CHART, "dots": dots, "line": " ".join(f"{d['x']},{d['y']}" for d in dots)}
@@ -67,8 +70,11 @@ class LoginForm:
 
 
 def _login_page(state: State, error: str | None, status_code: int = 200) -> Template:
-    return Template(template_name="login.html", status_code=status_code,
-                    context={"error": error, "namespace": state.namespace, "path": "/login"})  # fmt: skip
+    return Template(
+        template_name="login.html",
+        status_code=status_code,
+        context={"error": error, "namespace": state.namespace, "path": "/login"},
+    )
 
 
 def _page(name: str, view: Any, request: Request[Any, Any, Any], **extra: Any) -> Template:
@@ -82,20 +88,29 @@ class DashboardData(Controller):
     """JSON for every dashboard page: what the pages render from."""
 
     path = "/v1/dashboard"
-    tags = ["dashboard"]
+    tags = ("dashboard",)
 
-    @get("/pending", summary="Queued and claimed packets per agent, stale pins computed now",
-          responses=problems())
+    @get(
+        "/pending",
+        summary="Queued and claimed packets per agent, stale pins computed now",
+        responses=problems(),
+    )
     async def pending(self, dashboard: DashboardDep) -> PendingView:
         return await dashboard.pending()
 
-    @get("/handoffs/{packet_id:str}", summary="One packet: pins pinned vs current, its log",
-          responses=problems(404))
+    @get(
+        "/handoffs/{packet_id:str}",
+        summary="One packet: pins pinned vs current, its log",
+        responses=problems(404),
+    )
     async def packet(self, packet_id: FromPath[str], dashboard: DashboardDep) -> PacketView:
         return await dashboard.packet(packet_id)
 
-    @get("/records/{ref:path}", summary="A record's versions, chain status, confidence over time",
-          responses=problems(404))
+    @get(
+        "/records/{ref:path}",
+        summary="A record's versions, chain status, confidence over time",
+        responses=problems(404),
+    )
     async def record(self, ref: FromPath[str], dashboard: DashboardDep) -> RecordView:
         return await dashboard.record(ref.lstrip("/"))
 
@@ -103,8 +118,11 @@ class DashboardData(Controller):
     async def failed(self, dashboard: DashboardDep) -> FailedView:
         return await dashboard.failed()
 
-    @get("/activity", summary="Recent writes, handoffs and outcomes, newest first",
-          responses=problems())
+    @get(
+        "/activity",
+        summary="Recent writes, handoffs and outcomes, newest first",
+        responses=problems(),
+    )
     async def activity(
         self, dashboard: DashboardDep, limit: Annotated[int, Parameter(ge=1, le=500)] = 50
     ) -> ActivityView:
@@ -140,7 +158,9 @@ class DashboardPages(Controller):
 
     @get("/", name="pending")
     async def pending(
-        self, request: Request[Any, Any, Any], dashboard: DashboardDep,
+        self,
+        request: Request[Any, Any, Any],
+        dashboard: DashboardDep,
         partial: FromQuery[bool] = False,
     ) -> Template:
         view = await dashboard.pending()
@@ -170,7 +190,9 @@ class DashboardPages(Controller):
 
     @post("/login", name="login-submit", opt={"form": True}, status_code=303)
     async def login(
-        self, request: Request[Any, Any, Any], state: State,
+        self,
+        request: Request[Any, Any, Any],
+        state: State,
         data: Annotated[LoginForm, Body(media_type=RequestEncodingType.URL_ENCODED)],
     ) -> Response[Any]:
         """Trade a token for a login cookie (opaque, HttpOnly, SameSite=Strict, Secure over
@@ -184,8 +206,15 @@ class DashboardPages(Controller):
             await gate.count_failure(request.scope, redis)
             return _login_page(state, "Unknown, revoked or expired token.", status_code=401)
         secret = await tokens.login(token)
-        cookie = Cookie(key=LOGIN_COOKIE, value=secret, httponly=True, samesite="strict",
-                        secure=request.url.scheme == "https", path="/", max_age=LOGIN_SECONDS)  # fmt: skip
+        cookie = Cookie(
+            key=LOGIN_COOKIE,
+            value=secret,
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+            path="/",
+            max_age=LOGIN_SECONDS,
+        )
         return Redirect("/", status_code=303, cookies=[cookie])
 
     @post("/logout", name="logout", opt={"form": True}, status_code=303)
@@ -193,8 +222,11 @@ class DashboardPages(Controller):
         secret = request.cookies.get(LOGIN_COOKIE)
         if secret:
             await TokenStore(state.backend.redis).logout(secret)
-        return Redirect("/login", status_code=303,
-                        cookies=[Cookie(key=LOGIN_COOKIE, value="", max_age=0, path="/")])  # fmt: skip
+        return Redirect(
+            "/login",
+            status_code=303,
+            cookies=[Cookie(key=LOGIN_COOKIE, value="", max_age=0, path="/")],
+        )
 
     @get("/activity", name="activity")
     async def activity(self, request: Request[Any, Any, Any], dashboard: DashboardDep) -> Template:

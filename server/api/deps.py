@@ -12,6 +12,10 @@ from __future__ import annotations
 
 from typing import Any, TypeAlias
 
+from litestar import Request
+from litestar.datastructures import State
+from litestar.di import NamedDependency, Provide
+
 from baton.server.api.auth import caller_of
 from baton.server.backend import Backend, Namespace
 from baton.server.dashboard import Dashboard
@@ -20,9 +24,6 @@ from baton.server.identity import CALLER, Caller
 from baton.server.memories import MemoryStore
 from baton.server.records import RecordStore
 from baton.server.sessions import SessionStore
-from litestar import Request
-from litestar.datastructures import State
-from litestar.di import NamedDependency, Provide
 
 
 def provide_caller(request: Request[Any, Any, Any]) -> Caller:
@@ -40,7 +41,7 @@ async def claim_agent_id(request: Request[Any, Any, Any]) -> None:
     if request.method != "GET":
         try:
             body = await request.json()
-        except Exception:  # noqa: BLE001 - an undecodable body is answered by the handler
+        except Exception:
             body = None
         if isinstance(body, dict) and body.get("agentId") not in (None, ""):
             claimed = body["agentId"]

@@ -14,15 +14,15 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
+from redis.asyncio import Redis
+
 from baton.server.activity import follow
 from baton.server.errors import TooManyStreams
 from baton.server.keys import Keys
 from baton.server.models import Event
-from redis.asyncio import Redis
 
 WAIT_MS = 15_000
 QUEUE_SIZE = 256
-
 
 
 @dataclass
@@ -44,8 +44,10 @@ class EventHub:
     async def subscribe(self, namespace: str, caller: str) -> AsyncIterator[asyncio.Queue[Event]]:
         """A queue of the namespace's events from now on, while the context lasts."""
         if self.open[caller] >= self.per_caller:
-            raise TooManyStreams(f"{caller} already has {self.per_caller} open streams; close "
-                                 "one first (BATON_MAX_STREAMS)")  # fmt: skip
+            raise TooManyStreams(
+                f"{caller} already has {self.per_caller} open streams; close "
+                "one first (BATON_MAX_STREAMS)"
+            )
         self.open[caller] += 1
         queue: asyncio.Queue[Event] = asyncio.Queue(QUEUE_SIZE)
         reader = self.readers.get(namespace)

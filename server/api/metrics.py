@@ -5,24 +5,33 @@ from __future__ import annotations
 
 from typing import Any
 
-from baton.server.keys import NAMESPACES
 from litestar import Controller, Request, Response, get
 from litestar.plugins.prometheus import PrometheusConfig
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, generate_latest
 
-PACKETS = Gauge("baton_packets", "Handoff packets by receiving agent and state",
-                ["namespace", "agent", "state"])  # fmt: skip
-QUEUE_DEPTH = Gauge("baton_rq_queue_depth", "Jobs waiting in each agent's RQ queue",
-                    ["namespace", "agent"])  # fmt: skip
-VERIFY_BROKEN = Gauge("baton_verify_broken_links",
-                      "Broken hash-chain links found by the last verify in this process",
-                      ["namespace"])  # fmt: skip
-VERIFY_CHECKED = Gauge("baton_verify_checked_versions",
-                       "Versions checked by the last verify in this process", ["namespace"])  # fmt: skip
+from baton.server.keys import NAMESPACES
+
+PACKETS = Gauge(
+    "baton_packets", "Handoff packets by receiving agent and state", ["namespace", "agent", "state"]
+)
+QUEUE_DEPTH = Gauge(
+    "baton_rq_queue_depth", "Jobs waiting in each agent's RQ queue", ["namespace", "agent"]
+)
+VERIFY_BROKEN = Gauge(
+    "baton_verify_broken_links",
+    "Broken hash-chain links found by the last verify in this process",
+    ["namespace"],
+)
+VERIFY_CHECKED = Gauge(
+    "baton_verify_checked_versions",
+    "Versions checked by the last verify in this process",
+    ["namespace"],
+)
 REDIS_ERRORS = Counter("baton_redis_errors", "Requests that failed because Redis was unreachable")
 
-PROMETHEUS = PrometheusConfig(app_name="baton", prefix="baton", group_path=True,
-                              exclude=["/metrics", "/v1/dashboard/events"])  # fmt: skip
+PROMETHEUS = PrometheusConfig(
+    app_name="baton", prefix="baton", group_path=True, exclude=["/metrics", "/v1/dashboard/events"]
+)
 
 
 def record_verify(namespace: str, broken: int, checked: int) -> None:

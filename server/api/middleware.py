@@ -5,8 +5,9 @@ from __future__ import annotations
 import time
 
 import structlog
-from baton.server.identity import CALLER
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
+
+from baton.server.identity import CALLER
 
 log = structlog.get_logger("baton.access")
 

@@ -9,8 +9,6 @@ from typing import Any
 import msgspec
 import redis.exceptions
 import structlog
-from baton.server.connection import write_refused
-from baton.server.errors import BatonError
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.openapi.datastructures import ResponseSpec
@@ -18,9 +16,13 @@ from litestar.plugins.problem_details import ProblemDetailsException
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 from prometheus_client import Counter
 
+from baton.server.connection import write_refused
+from baton.server.errors import BatonError
+
 log = structlog.get_logger("baton.api")
-REDIS_REFUSALS = Counter("baton_redis_write_refusals_total",
-                         "Writes Redis refused (disk full, out of memory, read-only)")  # fmt: skip
+REDIS_REFUSALS = Counter(
+    "baton_redis_write_refusals_total", "Writes Redis refused (disk full, out of memory, read-only)"
+)
 NAMED_FIELD = re.compile(r"field `([^`]+)`")
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 
@@ -57,14 +59,19 @@ def problems(*statuses: int) -> dict[int, ResponseSpec]:
     """The error responses of a route for its OpenAPI entry: ``statuses`` and those any
     route can answer with (``ALWAYS``)."""
     return {
-        status: ResponseSpec(data_container=Problem, media_type=PROBLEM_MEDIA_TYPE,
-                             description=PROBLEM_MEANINGS[status], generate_examples=False)
+        status: ResponseSpec(
+            data_container=Problem,
+            media_type=PROBLEM_MEDIA_TYPE,
+            description=PROBLEM_MEANINGS[status],
+            generate_examples=False,
+        )
         for status in sorted({*ALWAYS, *statuses})
-    }  # fmt: skip
+    }
 
 
-def _problem(request: Request[Any, Any, Any], status: int, title: str, detail: str,
-             **extra: Any) -> Response[Any]:  # fmt: skip
+def _problem(
+    request: Request[Any, Any, Any], status: int, title: str, detail: str, **extra: Any
+) -> Response[Any]:
     return ProblemDetailsException(
         status_code=status, title=title, detail=detail, extra=extra or None
     ).to_response(request)
@@ -83,9 +90,13 @@ def validation_error(request: Request[Any, Any, Any], error: ValidationException
     ]
     detail = "; ".join(f"{item['key']}: {item.get('message')}" for item in errors)
     return _problem(
-        request, 422, "Invalid input", detail or str(error.detail),
-        field=errors[0]["key"] if errors else None, errors=errors,
-    )  # fmt: skip
+        request,
+        422,
+        "Invalid input",
+        detail or str(error.detail),
+        field=errors[0]["key"] if errors else None,
+        errors=errors,
+    )
 
 
 def _field_of(item: dict[str, Any]) -> str:
@@ -100,8 +111,9 @@ def _field_of(item: dict[str, Any]) -> str:
 def http_error(request: Request[Any, Any, Any], error: HTTPException) -> Response[Any]:
     if request.url.path.startswith("/agentmemory/"):  # agentmemory's clients read {"error"}
         return Response({"error": str(error.detail)}, status_code=error.status_code)
-    return _problem(request, error.status_code, HTTPStatus(error.status_code).phrase,
-                    str(error.detail))  # fmt: skip
+    return _problem(
+        request, error.status_code, HTTPStatus(error.status_code).phrase, str(error.detail)
+    )
 
 
 def redis_error(request: Request[Any, Any, Any], error: Exception) -> Response[Any]:
@@ -110,9 +122,11 @@ def redis_error(request: Request[Any, Any, Any], error: Exception) -> Response[A
     REDIS_ERRORS.inc()
     log.warning("redis unavailable", error=repr(error), path=request.url.path)
     return _problem(
-        request, 503, "Store unavailable",
+        request,
+        503,
+        "Store unavailable",
         "Baton cannot reach its Redis server right now; retry shortly",
-    )  # fmt: skip
+    )
 
 
 def too_deep(request: Request[Any, Any, Any], error: RecursionError) -> Response[Any]:
@@ -120,7 +134,9 @@ def too_deep(request: Request[Any, Any, Any], error: RecursionError) -> Response
     return _problem(request, 422, "Invalid input", "the body is nested too deeply", field="body")
 
 
-def redis_refused(request: Request[Any, Any, Any], error: redis.exceptions.ResponseError) -> Response[Any]:
+def redis_refused(
+    request: Request[Any, Any, Any], error: redis.exceptions.ResponseError
+) -> Response[Any]:
     refused = write_refused(error)
     if refused is None:
         return unexpected_error(request, error)
@@ -135,8 +151,12 @@ def redis_refused(request: Request[Any, Any, Any], error: redis.exceptions.Respo
 
 def unexpected_error(request: Request[Any, Any, Any], error: Exception) -> Response[Any]:
     log.exception("unhandled error", path=request.url.path)
-    return _problem(request, HTTP_500_INTERNAL_SERVER_ERROR, "Internal error",
-                    "an unexpected error occurred; it has been logged")  # fmt: skip
+    return _problem(
+        request,
+        HTTP_500_INTERNAL_SERVER_ERROR,
+        "Internal error",
+        "an unexpected error occurred; it has been logged",
+    )
 
 
 EXCEPTION_HANDLERS: dict[type[Exception], Any] = {

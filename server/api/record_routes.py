@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import msgspec
+from litestar import Controller, get, post
+from litestar.params import FromPath, FromQuery, JSONBody, Parameter, QueryParameter
+
 from baton.server.api.deps import CallerDep, HandoffsDep, NamespaceDep, RecordsDep
 from baton.server.api.metrics import record_verify
 from baton.server.api.problems import problems
@@ -18,8 +21,6 @@ from baton.server.models import (
     Remembered,
     Stats,
 )
-from litestar import Controller, get, post
-from litestar.params import FromPath, FromQuery, JSONBody, Parameter, QueryParameter
 
 
 class RememberBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -54,10 +55,13 @@ def _ref(path: str) -> str:
 
 class RecordController(Controller):
     path = "/v1"
-    tags = ["records"]
+    tags = ("records",)
 
-    @post("/records", summary="Remember: append a new version of a record",
-          responses=problems(409, 413))
+    @post(
+        "/records",
+        summary="Remember: append a new version of a record",
+        responses=problems(409, 413),
+    )
     async def remember(
         self, data: JSONBody[RememberBody], records: RecordsDep, caller: CallerDep
     ) -> Remembered:
@@ -71,8 +75,11 @@ class RecordController(Controller):
             expected_version=data.expected_version,
         )
 
-    @get("/records", summary="Recall many: current versions filtered by scope, tags, confidence",
-          responses=problems())
+    @get(
+        "/records",
+        summary="Recall many: current versions filtered by scope, tags, confidence",
+        responses=problems(),
+    )
     async def list_records(
         self,
         records: RecordsDep,
@@ -87,12 +94,20 @@ class RecordController(Controller):
         ] = None,
     ) -> RecordPage:
         return await records.list_records(
-            scope=in_scope, tags=tags or [], tags_mode=tags_mode, min_confidence=min_confidence,
-            limit=limit, cursor=cursor, query=text,
-        )  # fmt: skip
+            scope=in_scope,
+            tags=tags or [],
+            tags_mode=tags_mode,
+            min_confidence=min_confidence,
+            limit=limit,
+            cursor=cursor,
+            query=text,
+        )
 
-    @get("/records/{ref:path}", summary="Recall one record, current or a given version",
-          responses=problems(404))
+    @get(
+        "/records/{ref:path}",
+        summary="Recall one record, current or a given version",
+        responses=problems(404),
+    )
     async def recall(
         self,
         ref: FromPath[str],
@@ -104,30 +119,49 @@ class RecordController(Controller):
             _ref(ref), version=version, agent=caller.agent, session=caller.session
         )
 
-    @get("/history/{ref:path}", summary="Every version of a record with its chain status",
-          responses=problems(404))
+    @get(
+        "/history/{ref:path}",
+        summary="Every version of a record with its chain status",
+        responses=problems(404),
+    )
     async def history(self, ref: FromPath[str], records: RecordsDep) -> History:
         return await records.history(_ref(ref))
 
-    @get("/outcomes/{ref:path}", summary="A record's outcomes log, before and after each move",
-          responses=problems(404))
+    @get(
+        "/outcomes/{ref:path}",
+        summary="A record's outcomes log, before and after each move",
+        responses=problems(404),
+    )
     async def outcome_log(self, ref: FromPath[str], records: RecordsDep) -> list[OutcomeEntry]:
         return await records.outcomes(_ref(ref))
 
-    @post("/outcomes", summary="Record an outcome: move the confidence of the records it was about",
-          responses=problems(404, 409, 413))
+    @post(
+        "/outcomes",
+        summary="Record an outcome: move the confidence of the records it was about",
+        responses=problems(404, 409, 413),
+    )
     async def record_outcome(
         self, data: JSONBody[OutcomeBody], handoffs: HandoffsDep, caller: CallerDep
     ) -> OutcomeReport:
         return await handoffs.record_outcome(
-            data.outcome, data.outcome_ref, agent=caller.agent, refs=data.refs,
-            session=caller.session, note=data.note, handoff_id=data.handoff_id,
-        )  # fmt: skip
+            data.outcome,
+            data.outcome_ref,
+            agent=caller.agent,
+            refs=data.refs,
+            session=caller.session,
+            note=data.note,
+            handoff_id=data.handoff_id,
+        )
 
-    @get("/stats", summary="Counts, average confidence and, with verify, a full chain check",
-          responses=problems())
+    @get(
+        "/stats",
+        summary="Counts, average confidence and, with verify, a full chain check",
+        responses=problems(),
+    )
     async def stats(
-        self, ns: NamespaceDep, verify: FromQuery[bool] = False,
+        self,
+        ns: NamespaceDep,
+        verify: FromQuery[bool] = False,
         in_scope: ScopeParam = None,
     ) -> Stats:
         stats = await ns.verifier.stats(verify=verify, scope=in_scope)

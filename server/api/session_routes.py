@@ -5,14 +5,15 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import msgspec
+from litestar import Controller, get, post
+from litestar.params import FromPath, FromQuery, JSONBody, Parameter
+
 from baton.server.api.deps import CallerDep, MemoriesDep, SessionsDep
 from baton.server.api.problems import problems
 from baton.server.context_builder import START_BUDGET, Context, ContextBuilder, Enriched
 from baton.server.errors import InvalidInput
 from baton.server.memories import MAX_AUDIT, MAX_RECALL, AuditEntry, Forgotten, MemorySaved, Recall
 from baton.server.models import Observed, ResumeHere, Session, SessionEnded
-from litestar import Controller, get, post
-from litestar.params import FromPath, FromQuery, JSONBody, Parameter
 
 
 class SessionStartBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -89,26 +90,41 @@ class ForgetBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 class MemoryController(Controller):
     path = "/v1"
-    tags = ["sessions and memories"]
+    tags = ("sessions and memories",)
 
     @post("/sessions", summary="Start a session (any id, or a fresh one)", responses=problems(413))
     async def start_session(
-        self, sessions: SessionsDep, caller: CallerDep,
+        self,
+        sessions: SessionsDep,
+        caller: CallerDep,
         data: JSONBody[SessionStartBody | None] = None,
     ) -> Session:
         body = data or SessionStartBody()
-        return await sessions.start(caller=caller, session_id=body.id, project=body.project,
-                                    cwd=body.cwd, title=body.title)  # fmt: skip
+        return await sessions.start(
+            caller=caller, session_id=body.id, project=body.project, cwd=body.cwd, title=body.title
+        )
 
-    @post("/sessions/{session_id:str}/end", summary="End a session (completed)", status_code=200,
-          responses=problems(404, 413))
+    @post(
+        "/sessions/{session_id:str}/end",
+        summary="End a session (completed)",
+        status_code=200,
+        responses=problems(404, 413),
+    )
     async def end_session(
-        self, session_id: FromPath[str], sessions: SessionsDep, caller: CallerDep,
+        self,
+        session_id: FromPath[str],
+        sessions: SessionsDep,
+        caller: CallerDep,
         data: JSONBody[SessionEndBody | None] = None,
     ) -> SessionEnded:
         body = data or SessionEndBody()
-        return await sessions.end(session_id, caller=caller, summary=body.summary,
-                                  title=body.title, concepts=body.concepts)  # fmt: skip
+        return await sessions.end(
+            session_id,
+            caller=caller,
+            summary=body.summary,
+            title=body.title,
+            concepts=body.concepts,
+        )
 
     @get("/sessions", summary="Recent sessions, newest first", responses=problems())
     async def list_sessions(
@@ -116,80 +132,131 @@ class MemoryController(Controller):
     ) -> list[Session]:
         return await sessions.recent(limit)
 
-    @get("/sessions/resume", summary="Where were we: the session to resume for a directory",
-          responses=problems())
+    @get(
+        "/sessions/resume",
+        summary="Where were we: the session to resume for a directory",
+        responses=problems(),
+    )
     async def resume_here(
-        self, sessions: SessionsDep, caller: CallerDep, cwd: FromQuery[str],
+        self,
+        sessions: SessionsDep,
+        caller: CallerDep,
+        cwd: FromQuery[str],
         override: FromQuery[str | None] = None,
     ) -> ResumeHere:
         return await sessions.resume_here(cwd, override=override, caller_session=caller.session)
 
-    @get("/sessions/{session_id:str}", summary="A session and the record versions it touched",
-          responses=problems(404))
+    @get(
+        "/sessions/{session_id:str}",
+        summary="A session and the record versions it touched",
+        responses=problems(404),
+    )
     async def get_session(self, session_id: FromPath[str], sessions: SessionsDep) -> Session:
         return await sessions.get(session_id)
 
-    @post("/context", summary="Context for a coding agent's hook: session start or compaction",
-          status_code=200, responses=problems(413))  # fmt: skip
+    @post(
+        "/context",
+        summary="Context for a coding agent's hook: session start or compaction",
+        status_code=200,
+        responses=problems(413),
+    )
     async def context(self, data: JSONBody[ContextBody], sessions: SessionsDep) -> Context:
         builder = ContextBuilder(sessions)
         if data.kind == "start":
             return await builder.start(data.session_id, data.cwd, data.project, data.budget)
         return await builder.compact(data.session_id, data.project, data.budget)
 
-    @post("/enrich", summary="What earlier sessions did to the files a tool is about to touch",
-          status_code=200, responses=problems(413))  # fmt: skip
+    @post(
+        "/enrich",
+        summary="What earlier sessions did to the files a tool is about to touch",
+        status_code=200,
+        responses=problems(413),
+    )
     async def enrich(self, data: JSONBody[EnrichBody], sessions: SessionsDep) -> Enriched:
-        return await ContextBuilder(sessions).enrich(data.session_id, data.files, data.terms,
-                                                     data.project)  # fmt: skip
+        return await ContextBuilder(sessions).enrich(
+            data.session_id, data.files, data.terms, data.project
+        )
 
     @post("/observations", summary="Record a hook event of a coding agent", responses=problems(413))
     async def observe(
         self, data: JSONBody[ObserveBody], sessions: SessionsDep, caller: CallerDep
     ) -> Observed:
         return await sessions.observe(
-            hook_type=data.hook_type, session_id=data.session_id, project=data.project,
-            cwd=data.cwd, timestamp=data.timestamp, data=data.data, caller=caller,
-        )  # fmt: skip
+            hook_type=data.hook_type,
+            session_id=data.session_id,
+            project=data.project,
+            cwd=data.cwd,
+            timestamp=data.timestamp,
+            data=data.data,
+            caller=caller,
+        )
 
-    @post("/memories", summary="Save a memory (near-duplicates supersede, similar ones are hinted)",
-          responses=problems(413))
+    @post(
+        "/memories",
+        summary="Save a memory (near-duplicates supersede, similar ones are hinted)",
+        responses=problems(413),
+    )
     async def save(
         self, data: JSONBody[SaveBody], memories: MemoriesDep, caller: CallerDep
     ) -> MemorySaved:
         saved = await memories.save(
-            data.content, type=data.type, concepts=data.concepts, files=data.files,
-            project=data.project, agent_id=caller.agent, ttl_days=data.ttl_days,
-        )  # fmt: skip
+            data.content,
+            type=data.type,
+            concepts=data.concepts,
+            files=data.files,
+            project=data.project,
+            agent_id=caller.agent,
+            ttl_days=data.ttl_days,
+        )
         if not saved.success:
             raise InvalidInput("content", saved.error or "is required")
         return saved
 
-    @post("/memories/recall", summary="BM25 search over memories and observations",
-          status_code=200, responses=problems(413))  # fmt: skip
+    @post(
+        "/memories/recall",
+        summary="BM25 search over memories and observations",
+        status_code=200,
+        responses=problems(413),
+    )
     async def recall(self, data: JSONBody[RecallBody], memories: MemoriesDep) -> Recall:
         return await memories.recall(
-            data.query, limit=data.limit, format=data.format, token_budget=data.token_budget,
-            project=data.project, agent_id=data.agent_id,
-        )  # fmt: skip
+            data.query,
+            limit=data.limit,
+            format=data.format,
+            token_budget=data.token_budget,
+            project=data.project,
+            agent_id=data.agent_id,
+        )
 
-    @post("/memories/smart-search", summary="Compact hits, or full records for chosen ids",
-          status_code=200, responses=problems(413))  # fmt: skip
+    @post(
+        "/memories/smart-search",
+        summary="Compact hits, or full records for chosen ids",
+        status_code=200,
+        responses=problems(413),
+    )
     async def smart_search(self, data: JSONBody[SmartSearchBody], memories: MemoriesDep) -> Recall:
         if not data.query and not data.expand_ids:
             raise InvalidInput("query", "give a query or expand_ids")
-        return await memories.smart_search(query=data.query, expand_ids=data.expand_ids,
-                                           limit=data.limit, project=data.project)  # fmt: skip
+        return await memories.smart_search(
+            query=data.query, expand_ids=data.expand_ids, limit=data.limit, project=data.project
+        )
 
-    @post("/forget", summary="Forget a memory, observations or a whole session (audited)",
-          status_code=200, responses=problems(404, 413))  # fmt: skip
+    @post(
+        "/forget",
+        summary="Forget a memory, observations or a whole session (audited)",
+        status_code=200,
+        responses=problems(404, 413),
+    )
     async def forget(
         self, data: JSONBody[ForgetBody], memories: MemoriesDep, caller: CallerDep
     ) -> Forgotten:
         return await memories.forget(
-            caller=caller, memory_id=data.memory_id, session_id=data.session_id,
-            observation_ids=data.observation_ids, reason=data.reason,
-        )  # fmt: skip
+            caller=caller,
+            memory_id=data.memory_id,
+            session_id=data.session_id,
+            observation_ids=data.observation_ids,
+            reason=data.reason,
+        )
 
     @get("/audit", summary="The audit log, newest first", responses=problems())
     async def audit(
