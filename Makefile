@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 NPM_CLIENTS := tests/agentmemory/node_modules/.installed
 
-.PHONY: install browser npm-clients demo lint test test-fast bench serve clean
+.PHONY: install browser wrk npm-clients demo lint test test-fast bench serve clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,16 +23,24 @@ $(NPM_CLIENTS): tests/agentmemory/package-lock.json
 
 npm-clients: $(NPM_CLIENTS)
 
-## make browser: Debian's Chromium for the dashboard's browser test, installed when missing
-browser:
-	@command -v chromium >/dev/null 2>&1 || { \
+# $(call apt-install,COMMAND,PACKAGE,WHAT FOR): apt-get install PACKAGE when COMMAND is missing
+# (as root, or through sudo); otherwise say what to install. No commas in WHAT FOR.
+apt-install = command -v $(1) >/dev/null 2>&1 || { \
 	  if command -v apt-get >/dev/null 2>&1 && { [ "$$(id -u)" -eq 0 ] || command -v sudo >/dev/null 2>&1; }; then \
 	    SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
-	    echo "make: installing chromium (the dashboard's browser test drives it)"; \
-	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; \
+	    echo "make: installing $(2) ($(3))"; \
+	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(2) >/dev/null; \
 	  else \
-	    echo "make: the dashboard's browser test needs Chromium: install your system's 'chromium' package" >&2; exit 1; \
+	    echo "make: $(3) needs $(2): install your system's '$(2)' package" >&2; exit 1; \
 	  fi; }
+
+## make browser: Debian's Chromium for the dashboard's browser test, installed when missing
+browser:
+	@$(call apt-install,chromium,chromium,the dashboard's browser test)
+
+## make wrk: the native HTTP load generator of make bench, installed when missing
+wrk:
+	@$(call apt-install,wrk,wrk,make bench's REST scenarios)
 
 ## make demo: the scout/executor story in separate processes (ARGS=--keep to browse after)
 demo: $(STAMP)
@@ -57,7 +65,7 @@ test-fast: $(STAMP) $(NPM_CLIENTS)
 	$(BIN)/python -m pytest -m 'not slow' $(ARGS)
 
 ## make bench: speed next to same-run baselines; writes docs/benchmarks.md (ARGS=--quick)
-bench: $(STAMP)
+bench: $(STAMP) wrk
 	$(BIN)/python -m tests.bench $(ARGS)
 
 ## make serve: the REST API on http://127.0.0.1:8765 with the embedded Redis

@@ -7,7 +7,13 @@ every tool use of a coding agent) does not pay for importing the HTTP client sta
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Any
+
+TYPE_CHECKING = False  # not typing's: importing typing costs every `baton hook` call ~3 ms
+if TYPE_CHECKING:  # what __getattr__ loads, for type checkers
+    from typing import Any
+
+    from baton.agents.agent_runtime import agent
+    from baton.agents.client import AsyncBatonClient, BatonAPIError, BatonClient
 
 __all__ = ["AsyncBatonClient", "BatonAPIError", "BatonClient", "agent"]
 _HOMES = {

@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
-import urllib.error
-import urllib.request
-from typing import Any, TextIO
 
 from baton.server.clock import utc_now
+from baton.server.endpoint import base_url_of
+
+TYPE_CHECKING = False  # typing itself costs a few milliseconds of every call
+if TYPE_CHECKING:
+    from typing import Any, TextIO
 
 # Claude Code's hook event names -> Baton's hook types.
 CLAUDE_EVENTS = {
@@ -61,26 +64,86 @@ def project_of(cwd: str) -> str:
 
 
 class Baton:
-    """The few API calls a hook makes, over the standard library's HTTP client."""
+    """The few API calls a hook makes, over a plain socket.
+
+    A hook runs as a fresh process per tool use, so its start-up is its cost: the standard
+    library's HTTP clients import the email parser and more (~40 ms, as much as the
+    interpreter's own start). One JSON request per connection (``Connection: close``) needs
+    only a socket, and ``ssl`` for ``https://`` URLs.
+    """
 
     def __init__(self, base_url: str, agent: str | None, token: str | None) -> None:
         self.base_url = base_url.rstrip("/")
-        self.headers = {"Content-Type": "application/json"}
+        scheme, _, rest = self.base_url.partition("://")
+        if scheme not in ("http", "https") or not rest:
+            raise ValueError(f"BATON_URL must be an http:// or https:// URL, got {base_url!r}")
+        address, _, self.prefix = rest.partition("/")
+        self.prefix = "/" + self.prefix if self.prefix else ""
+        host, colon, port = address.rpartition(":")
+        if not colon or not port.isdigit():  # no port given (or an IPv6 literal without one)
+            host, port = address, "443" if scheme == "https" else "80"
+        self.tls = scheme == "https"
+        self.host, self.port = host.strip("[]"), int(port)
+        self.headers = {"Host": address, "Content-Type": "application/json"}
         if agent is not None:
             self.headers["X-Baton-Agent"] = agent
         if token:
             self.headers["Authorization"] = f"Bearer {token}"
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(
-            f"{self.base_url}{path}", data=data, method=method, headers=self.headers
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
-                return json.loads(response.read() or b"null")
-        except urllib.error.HTTPError as error:
-            raise Refused(_refusal(error.code, error.read())) from None
+        """The JSON answer; :class:`Refused` for an error status."""
+        data = b"" if body is None else json.dumps(body).encode()
+        head = [f"{method} {self.prefix}{path} HTTP/1.1", "Connection: close"]
+        head += [f"{name}: {value}" for name, value in self.headers.items()]
+        head.append(f"Content-Length: {len(data)}")
+        request = ("\r\n".join(head) + "\r\n\r\n").encode() + data
+        # An ASCII host as bytes spares getaddrinfo the idna codec's import (typeshed types
+        # the host as str only; getaddrinfo takes bytes too).
+        host = self.host.encode() if self.host.isascii() else self.host
+        address = (host, self.port)
+        with socket.create_connection(address, timeout=TIMEOUT) as raw:  # type: ignore[arg-type]
+            stream = raw
+            if self.tls:
+                import ssl
+
+                stream = ssl.create_default_context().wrap_socket(raw, server_hostname=self.host)
+            stream.sendall(request)
+            answer = b"".join(iter(lambda: stream.recv(65536), b""))
+        status, body_bytes = parse_response(answer)
+        if status >= 400:
+            raise Refused(_refusal(status, body_bytes))
+        return json.loads(body_bytes or b"null")
+
+
+def parse_response(answer: bytes) -> tuple[int, bytes]:
+    """Status and body of a whole HTTP/1.1 response (read until the server closed)."""
+    head, separator, body = answer.partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    parts = status_line.split(" ", 2)
+    if not separator or len(parts) < 2 or not parts[0].startswith("HTTP/"):
+        raise OSError("Baton's answer is not HTTP")
+    headers = {
+        name.strip().lower(): value.strip()
+        for name, _, value in (line.partition(":") for line in header_lines)
+    }
+    if "chunked" in headers.get("transfer-encoding", ""):
+        body = dechunk(body)
+    elif "content-length" in headers:
+        body = body[: int(headers["content-length"])]
+    return int(parts[1]), body
+
+
+def dechunk(body: bytes) -> bytes:
+    """The payload of a chunked body."""
+    chunks = []
+    while body:
+        size_line, _, body = body.partition(b"\r\n")
+        size = int(size_line.split(b";")[0], 16)
+        if size == 0:
+            break
+        chunks.append(body[:size])
+        body = body[size + 2 :]
+    return b"".join(chunks)
 
 
 def _refusal(status: int, body: bytes) -> str:
@@ -249,37 +312,36 @@ def handle(event: str, stdin: TextIO, baton: Baton) -> str:
     return ""
 
 
+USAGE = """usage: baton hook [--check] EVENT
+
+Record a Claude Code hook event; its JSON payload comes on stdin.
+
+  EVENT    PostToolUse, UserPromptSubmit, ... or post_tool_use, ...
+  --check  say whether Baton is reachable and accepts BATON_TOKEN, then exit
+"""
+
+
 def main(arguments: list[str]) -> int:
-    """``baton hook [--check] EVENT``, reading ``BATON_*`` settings and ``AGENT_ID``; kept
-    free of the server stack so a call costs tens of milliseconds (it runs per tool use)."""
-    import argparse
-
-    from baton.server.settings import Settings
-    from baton.server.validation import check_agent
-
-    parser = argparse.ArgumentParser(
-        prog="baton hook", description="record a Claude Code hook event (JSON on stdin)"
-    )
-    parser.add_argument(
-        "event",
-        nargs="?",
-        default="",
-        help="PostToolUse, UserPromptSubmit, ... or post_tool_use, ...",
-    )
-    parser.add_argument(
-        "--check",
-        action="store_true",
-        help="say whether Baton is reachable and accepts BATON_TOKEN, then exit",
-    )
-    args = parser.parse_args(arguments)
+    """``baton hook [--check] EVENT``, reading ``BATON_URL`` (or ``BATON_HOST`` and
+    ``BATON_PORT``), ``BATON_TOKEN`` and ``AGENT_ID``. Kept to the standard library's lightest
+    modules (no argparse either) so a call costs tens of milliseconds: it runs per tool use."""
+    if "-h" in arguments or "--help" in arguments:
+        print(USAGE, end="")
+        return 0
+    checking = "--check" in arguments
+    rest = [argument for argument in arguments if argument != "--check"]
+    if len(rest) > 1 or any(argument.startswith("-") for argument in rest):
+        print(f"baton hook: unexpected arguments {' '.join(rest)}\n{USAGE}", file=sys.stderr)
+        return 2 if checking else 0
+    token = os.environ.get("BATON_TOKEN") or None
+    # With a token the hook acts as the token's agent unless AGENT_ID names one (Baton
+    # checks the name: a bad one is answered 400 and printed as one line).
+    agent = os.environ.get("AGENT_ID") or (None if token else "claude-code")
     try:
-        settings = Settings.from_env()
-        # With a token the hook acts as the token's agent unless AGENT_ID names one.
-        named = os.environ.get("AGENT_ID") or (None if settings.token else "claude-code")
-        agent = None if named is None else check_agent(named, field="AGENT_ID")
-    except ValueError as error:  # a bad setting: say so, never block the agent
+        base_url = base_url_of(os.environ)
+    except ValueError as error:  # a bad BATON_PORT: say so, never block the agent
         print(f"baton hook: {error}", file=sys.stderr)
-        return 1 if args.check else 0
-    if args.check:
-        return check(settings.base_url, agent, settings.token)
-    return run(args.event, sys.stdin, settings.base_url, agent, settings.token)
+        return 1 if checking else 0
+    if checking:
+        return check(base_url, agent, token)
+    return run(rest[0] if rest else "", sys.stdin, base_url, agent, token)

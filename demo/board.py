@@ -12,7 +12,10 @@ SOURCE_REF = "source/boards-example/rate-limit"
 
 @cache
 def board() -> dict[str, Any]:
-    return json.loads((files("baton.demo") / "fixtures" / "board.json").read_text())
+    loaded: dict[str, Any] = json.loads(
+        (files("baton.demo") / "fixtures" / "board.json").read_text()
+    )
+    return loaded
 
 
 def listings(*, after_edits: bool = False) -> dict[int, dict[str, Any]]:

@@ -226,10 +226,10 @@ def run(keep: bool, transcript_path: Path | None) -> int:
         kept = [api] if keep and api is not None and api.poll() is None else []
         demo.stop(keep=kept)
         if kept:
+            pid = kept[0].pid
             print(
-                f"\nthe API server is still running at {url} (pid {api.pid}); "  # type: ignore[union-attr]
-                f"stop it with: kill {api.pid}"
-            )  # type: ignore[union-attr]
+                f"\nthe API server is still running at {url} (pid {pid}); stop it with: kill {pid}"
+            )
         elif started_redis:
             embedded_server(settings).stop()
     return code

@@ -88,7 +88,10 @@ async def correct_after_handoff(url: str, namespace: str) -> None:
     value, confidence = board.assess(edited)
     headers = {"X-Baton-Agent": AGENT, "X-Baton-Namespace": namespace}
     async with httpx.AsyncClient(headers=headers) as http:
-        async with Client(streamable_http_client(f"{url}/mcp", http_client=http)) as mcp:
+        # mcp annotates http_client as httpx2.AsyncClient (the httpx fork it is built on); an
+        # httpx.AsyncClient works too: the transport only calls what both clients share.
+        transport = streamable_http_client(f"{url}/mcp", http_client=http)  # type: ignore[arg-type]
+        async with Client(transport) as mcp:
             result = await mcp.call_tool(
                 "remember",
                 {

@@ -15,6 +15,7 @@ from typing import Any
 import structlog
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from baton.server import codec
 from baton.server.backend import Backend
 from baton.server.checkpoints import CheckpointStore, take_checkpoint_if_due
 from baton.server.keys import NAMESPACES, SWEEP_LOCK
@@ -76,7 +77,7 @@ async def sweep_all(
         members = await backend.redis.smembers(NAMESPACES)
         return {
             namespace: await sweep_namespace(backend, namespace, settings, signing_key)
-            for namespace in sorted(raw.decode() for raw in members)
+            for namespace in sorted(codec.text(raw) for raw in members)
         }
     finally:
         await backend.scripts.release_lock(keys=[SWEEP_LOCK], args=[token])

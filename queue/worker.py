@@ -40,7 +40,7 @@ class AgentWorker(SimpleWorker):
     def request_stop(self, signum: int, frame: FrameType | None) -> None:
         if self.get_state() == WorkerStatus.BUSY:
             threading.Thread(target=self._stop_after_grace, name="baton-stop", daemon=True).start()
-        super().request_stop(signum, frame)
+        super().request_stop(signum, frame)  # type: ignore[no-untyped-call]  # unannotated in rq
 
     def _stop_after_grace(self) -> None:
         time.sleep(self.stop_seconds)

@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING
 
 import structlog
 from redis.asyncio import Redis
+from redis.typing import EncodableT, FieldT
 
+from baton.server import codec
 from baton.server.clock import utc_now
 from baton.server.keys import NAMESPACES, Keys
 from baton.server.models import Event
@@ -46,7 +48,7 @@ class Activity:
     ) -> None:
         """Queue an event on ``batch``. Events are a capped stream written after the change
         they describe (a crash in between loses the event, never data)."""
-        fields = {
+        fields: dict[FieldT, EncodableT] = {
             "kind": kind,
             "agent": agent,
             "text": text,
@@ -54,7 +56,7 @@ class Activity:
             "packet": packet or "",
             "at": utc_now(),
         }
-        batch.pipe.xadd(self.keys.events, fields, maxlen=EVENTS_KEPT, approximate=True)  # type: ignore[arg-type]
+        batch.pipe.xadd(self.keys.events, fields, maxlen=EVENTS_KEPT, approximate=True)
 
     async def emit(
         self, kind: str, agent: str, text: str, *, ref: str | None = None, packet: str | None = None
@@ -67,14 +69,14 @@ class Activity:
     async def recent(self, limit: int = 50) -> list[Event]:
         """The newest events, newest first (at most ``MAX_RECENT``)."""
         raw = await self.ns.redis.xrevrange(self.keys.events, count=max(1, min(limit, MAX_RECENT)))
-        return [_event(event_id, fields) for event_id, fields in raw]
+        return [_event(event_id, fields) for event_id, fields in codec.entries(raw)]
 
     # -- session touches ----------------------------------------------------------------------
 
     async def touched(self, session_id: str) -> dict[str, int]:
         """The refs a session read or wrote, with the version it last saw of each."""
         raw = await self.ns.redis.hgetall(self.keys.session_touched(check_session_id(session_id)))
-        return {ref.decode(): int(version) for ref, version in raw.items()}
+        return {codec.text(ref): int(version) for ref, version in raw.items()}
 
     async def touch(
         self, session_id: str, agent: str, seen: dict[str, int], *, listed: bool = False
@@ -114,7 +116,7 @@ async def follow(redis: Redis, keys: Keys, wait_ms: int) -> AsyncIterator[Event]
     while True:
         try:
             if not last:
-                newest = await redis.xrevrange(keys.events, count=1)
+                newest = codec.entries(await redis.xrevrange(keys.events, count=1))
                 last = newest[0][0].decode() if newest else "0-0"
             reply = await redis.xread({keys.events: last}, block=wait_ms, count=100)
         except asyncio.CancelledError:
@@ -123,7 +125,7 @@ async def follow(redis: Redis, keys: Keys, wait_ms: int) -> AsyncIterator[Event]
             log.warning("event stream read failed; retrying", key=keys.events)
             await asyncio.sleep(1)
             continue
-        for event_id, fields in reply[0][1] if reply else []:
+        for event_id, fields in codec.read_entries(reply):
             last = event_id.decode()
             yield _event(event_id, fields)
 

@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack
 from redis.asyncio.client import Pipeline
+from redis.typing import EncodableT, FieldT
 
+from baton.server import codec
 from baton.server.batch import Batch
 from baton.server.errors import BatonError, InvalidInput
 from baton.server.integrity import OUTCOME_FIELDS, VERSION_FIELDS, ChainChecker
@@ -47,7 +49,7 @@ def _decode(fields: dict[bytes, bytes], binary: Iterable[str] = ()) -> dict[str,
     }
 
 
-def _encode(fields: dict[str, Any], binary: Iterable[str] = ()) -> dict[str, Any]:
+def _encode(fields: dict[str, Any], binary: Iterable[str] = ()) -> dict[FieldT, EncodableT]:
     packed = set(binary)
     return {key: msgpack.packb(value) if key in packed else value for key, value in fields.items()}
 
@@ -57,7 +59,7 @@ async def export(ns: Namespace, scope: str | None = None) -> AsyncIterator[dict[
     redis, keys = ns.redis, ns.keys
     async for batch in ns.records.candidate_refs(ns.records.check_scope(scope), [], "all", None):
         for ref in batch:
-            head = await redis.hgetall(keys.head(ref))
+            head = codec.hash_fields(await redis.hgetall(keys.head(ref)))
             if not head:
                 continue
             current = int(head[b"version"])
@@ -77,31 +79,37 @@ async def export(ns: Namespace, scope: str | None = None) -> AsyncIterator[dict[
             }
     if scope is not None:
         return
-    inboxes = await redis.hgetall(keys.handoff_inbox)
+    inboxes = codec.hash_fields(await redis.hgetall(keys.handoff_inbox))
     for packet_id, agent in sorted(inboxes.items()):
-        fields = await redis.hgetall(keys.packet(agent.decode(), packet_id.decode()))
+        fields = codec.hash_fields(
+            await redis.hgetall(keys.packet(agent.decode(), packet_id.decode()))
+        )
         log = await redis.lrange(keys.packet_log(agent.decode(), packet_id.decode()), 0, -1)
         yield {
             "type": "packet",
             "fields": _decode(fields, BINARY_PACKET_FIELDS),
             "log": [msgpack.unpackb(entry) for entry in log],
         }
-    for raw_id in await redis.zrange(keys.sessions, 0, -1):
+    for raw_id in codec.members(await redis.zrange(keys.sessions, 0, -1)):
         session_id = raw_id.decode()
-        meta = await redis.hgetall(keys.session(session_id))
+        meta = codec.hash_fields(await redis.hgetall(keys.session(session_id)))
         if not meta:
             continue
         observations = []
         for observation_id in await redis.lrange(keys.observations(session_id), 0, -1):
-            fields = await redis.hgetall(keys.observation(session_id, observation_id.decode()))
+            fields = codec.hash_fields(
+                await redis.hgetall(keys.observation(session_id, codec.text(observation_id)))
+            )
             observations.append(_decode(fields, ("files", "data")))
         yield {
             "type": "session",
             "id": session_id,
             "meta": _decode(meta, ("concepts",)),
-            "touched": _decode(await redis.hgetall(keys.session_touched(session_id))),
+            "touched": _decode(
+                codec.hash_fields(await redis.hgetall(keys.session_touched(session_id)))
+            ),
             "files": sorted(
-                f.decode() for f in await redis.smembers(keys.session_files(session_id))
+                codec.text(f) for f in await redis.smembers(keys.session_files(session_id))
             ),
             "observations": observations,
         }
@@ -142,13 +150,14 @@ def check_record(line: dict[str, Any]) -> str | None:
 
 
 # What each line type must hold, and of which JSON type, checked before anything is written.
-SHAPES: dict[str, dict[str, type | tuple[type, ...]]] = {
+Shape = dict[str, type | tuple[type, ...]]  # field name -> the JSON type(s) it must have
+SHAPES: dict[str, Shape] = {
     "record": {"ref": str, "head": dict, "versions": list, "outcomes": list},
     "packet": {"fields": dict, "log": list},
     "session": {"id": str, "meta": dict, "touched": dict, "files": list, "observations": list},
 }
-PACKET_FIELDS = {"id": str, "to": str, "state": str, "created_us": (str, int)}
-OBSERVATION_FIELDS = {
+PACKET_FIELDS: Shape = {"id": str, "to": str, "state": str, "created_us": (str, int)}
+OBSERVATION_FIELDS: Shape = {
     "id": str,
     "title": str,
     "narrative": str,
@@ -163,7 +172,7 @@ def _problem(line: Any) -> str | None:
     if not isinstance(line, dict) or line.get("type") not in SHAPES:
         kind = line.get("type") if isinstance(line, dict) else type(line).__name__
         return f"unknown line type {kind!r} (record, packet or session)"
-    wanted = [(line, SHAPES[line["type"]], "")]
+    wanted: list[tuple[dict[str, Any], Shape, str]] = [(line, SHAPES[line["type"]], "")]
     if line["type"] == "packet" and isinstance(line.get("fields"), dict):
         wanted.append((line["fields"], PACKET_FIELDS, "fields."))
     if line["type"] == "session" and isinstance(line.get("observations"), list):

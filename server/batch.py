@@ -52,7 +52,8 @@ class Batch:
             replies += plain[taken:before]
             replies.append(reply)
             taken = before
-        return replies + plain[taken:]
+        replies += plain[taken:]
+        return replies
 
 
 async def _nothing() -> list[Any]:

@@ -17,6 +17,7 @@ only single-key reads, so it works on a Redis Cluster.
 from __future__ import annotations
 
 import base64
+import builtins
 import hashlib
 import os
 import time
@@ -30,6 +31,7 @@ import msgspec
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from baton.server import codec
 from baton.server.clock import utc_now
 from baton.server.errors import InvalidInput, NotFound, StoreUnavailable
 from baton.server.integrity import canonical_bytes
@@ -210,7 +212,7 @@ class CheckpointStore:
         self.key = key
         self.public_key = public_key_b64(key)
 
-    async def leaves(self) -> AsyncIterator[list[Leaf]]:
+    async def leaves(self) -> AsyncIterator[builtins.list[Leaf]]:
         """The store's current leaves, in ref order, a batch at a time."""
         async for batch in self.ns.records.candidate_refs(None, [], "all", None):
             pipe = self.redis.pipeline(transaction=False)
@@ -237,7 +239,7 @@ class CheckpointStore:
         raw = await self.redis.lindex(self.keys.checkpoints, -1)
         return None if raw is None else msgspec.json.decode(raw, type=Checkpoint)
 
-    async def list(self, limit: int = 50) -> list[Checkpoint]:
+    async def list(self, limit: int = 50) -> builtins.list[Checkpoint]:
         raws = await self.redis.lrange(self.keys.checkpoints, -limit, -1)
         return [msgspec.json.decode(raw, type=Checkpoint) for raw in reversed(raws)]
 
@@ -250,7 +252,7 @@ class CheckpointStore:
         return msgspec.json.decode(raw, type=Checkpoint)
 
     async def _last_event(self) -> str:
-        newest = await self.redis.xrevrange(self.keys.events, count=1)
+        newest = codec.entries(await self.redis.xrevrange(self.keys.events, count=1))
         return newest[0][0].decode() if newest else "0-0"
 
     async def take(self, *, only_if_changed: bool = False) -> Checkpoint | None:
@@ -297,13 +299,13 @@ class CheckpointStore:
         finally:
             await self.redis.delete(lock)
 
-    async def stored_leaves(self, seq: int) -> AsyncIterator[list[Leaf]]:
+    async def stored_leaves(self, seq: int) -> AsyncIterator[builtins.list[Leaf]]:
         """A checkpoint's leaves as kept in Redis (only the latest few are kept)."""
         key = self.keys.checkpoint_leaves(seq)
         length = await self.redis.llen(key)
         for index in range(length):
             chunk = msgpack.unpackb(await self.redis.lindex(key, index))
-            yield [tuple(leaf) for leaf in chunk]  # type: ignore[misc]
+            yield [tuple(leaf) for leaf in chunk]
 
     async def export(self, seq: int | None = None) -> Exported:
         checkpoint = await self.latest() if seq is None else await self.get(seq)
@@ -348,7 +350,9 @@ class CheckpointStore:
         targets: set[str] = set()
         last = "+"
         while True:
-            entries = await self.redis.xrevrange(self.keys.audit, max=last, count=1000)
+            entries = codec.entries(
+                await self.redis.xrevrange(self.keys.audit, max=last, count=1000)
+            )
             for entry_id, fields in entries:
                 if fields.get(b"action") in (b"forget", b"expire"):
                     targets.add(fields[b"target"].decode())
@@ -357,8 +361,8 @@ class CheckpointStore:
                 return targets
 
     async def _compare(
-        self, batch: list[Leaf], audited: set[str], forgotten_since: list[str]
-    ) -> list[Finding]:
+        self, batch: builtins.list[Leaf], audited: set[str], forgotten_since: builtins.list[str]
+    ) -> builtins.list[Finding]:
         pipe = self.redis.pipeline(transaction=False)
         for ref, version, _, outcomes, _, _ in batch:
             pipe.hmget(self.keys.head(ref), "version", "forgotten_at")

@@ -42,9 +42,8 @@ def _settings() -> Settings:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from baton.server.api.app import create_app
+    from baton.server.api.app import APP_FACTORY, create_app
+    from baton.server.serving import serve, serve_workers
 
     settings = _settings()
     configure_logging()
@@ -60,14 +59,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
         return 2
     print(f"baton: serving http://{args.host}:{args.port} (redis: {url})", file=sys.stderr)
-    uvicorn.run(
-        create_app(replace(settings, host=args.host, port=args.port)),
-        host=args.host,
-        port=args.port,
-        access_log=False,
-        log_config=None,
-        timeout_graceful_shutdown=3,  # live dashboard streams never end by themselves
-    )
+    if args.workers > 1:
+        serve_workers(APP_FACTORY, host=args.host, port=args.port, workers=args.workers)
+    else:
+        serve(
+            create_app(replace(settings, host=args.host, port=args.port)),
+            host=args.host,
+            port=args.port,
+        )
     return 0
 
 
@@ -382,6 +381,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default=None, help=f"bind address (default {defaults.host})")
     serve.add_argument("--port", type=int, default=None, help=f"port (default {defaults.port})")
     serve.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="API processes sharing the port and the Redis (default 1; about one per core)",
+    )
+    serve.add_argument(
         "--insecure-open",
         action="store_true",
         help="serve a non-loopback address without tokens (anyone reaching the "
@@ -511,11 +516,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         from baton.demo.run import main as demo
 
         return demo(arguments[1:])
-    args = build_parser().parse_args(arguments)
+    parser = build_parser()
+    args = parser.parse_args(arguments)
     if args.command == "serve":
         settings = _settings()
         args.host = args.host or settings.host
         args.port = args.port or settings.port
+        if args.workers < 1:
+            parser.error("--workers must be 1 or more")
     try:
         result: int = args.handler(args)
     except (BatonError, EmbeddedServerError) as error:

@@ -4,18 +4,63 @@ an outcome or a packet is laid out in its hash."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast, overload
 
 import msgpack
 import msgspec
+from redis.typing import StreamRangeResponse, XReadResponse, ZSetRangeResponse
 
 from baton.server.clock import iso
 from baton.server.integrity import version_body
 from baton.server.models import Packet, Pin, RecordVersion, Tombstone, Transition
 
+# Typed views of redis-py's replies. redis-py types a reply for either client mode
+# (``bytes | str``) and for every shape a command can answer in; Baton's clients are binary
+# (decode_responses=False, RESP2), so Redis hands back bytes in one known shape. These only
+# narrow the declared type (no copy, no conversion), except ``text``, which decodes.
 
-def text(raw: bytes | None) -> str | None:
-    return None if raw is None else raw.decode()
+StreamEntry = tuple[bytes, dict[bytes, bytes]]
+
+
+@overload
+def text(raw: bytes | str) -> str: ...
+@overload
+def text(raw: bytes | str | None) -> str | None: ...
+def text(raw: bytes | str | None) -> str | None:
+    """A reply as text (None stays None)."""
+    return raw.decode() if isinstance(raw, bytes) else raw
+
+
+def hash_fields(reply: dict[bytes | str, bytes | str]) -> dict[bytes, bytes]:
+    """An HGETALL reply."""
+    return cast(dict[bytes, bytes], reply)
+
+
+def values(reply: list[bytes | str]) -> list[bytes]:
+    """A list reply (LRANGE, ZRANGEBYLEX)."""
+    return cast(list[bytes], reply)
+
+
+def members(reply: ZSetRangeResponse) -> list[bytes]:
+    """A sorted-set range read without scores (ZRANGE and kin)."""
+    return cast(list[bytes], reply)
+
+
+def scored(reply: ZSetRangeResponse) -> list[tuple[bytes, float]]:
+    """A sorted-set range read ``withscores=True``: (member, score) pairs."""
+    return cast(list[tuple[bytes, float]], reply)
+
+
+def entries(reply: StreamRangeResponse | None) -> list[StreamEntry]:
+    """An XRANGE or XREVRANGE reply: (id, fields) pairs (never None for a stream read)."""
+    return cast(list[StreamEntry], reply)
+
+
+def read_entries(reply: XReadResponse) -> list[StreamEntry]:
+    """The entries of an XREAD of one stream (RESP2: ``[[stream, entries]]``), or [] when the
+    read timed out (an empty reply)."""
+    streams = cast(list[tuple[bytes, list[StreamEntry]]], reply)
+    return streams[0][1] if streams else []
 
 
 def pairs(flat: Sequence[bytes]) -> dict[bytes, bytes]:

@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 import psutil
 import redis
@@ -39,6 +40,13 @@ LOCK_NAME = "valkey.lock"
 LOG_NAME = "valkey.log"
 # sockaddr_un.sun_path holds 108 bytes on Linux and 104 on macOS.
 MAX_SOCKET_PATH = 100
+
+
+class ClientOptions(TypedDict, total=False):
+    """What :meth:`EmbeddedServer.client` passes on to ``redis.Redis`` (unset: its default)."""
+
+    socket_timeout: float
+    decode_responses: bool
 
 
 class EmbeddedServerError(RuntimeError):
@@ -100,7 +108,7 @@ class EmbeddedServer:
     def log_path(self) -> Path:
         return self.data_dir / LOG_NAME
 
-    def client(self, **options: object) -> redis.Redis:
+    def client(self, **options: Unpack[ClientOptions]) -> redis.Redis:
         """A plain client on the socket that fails at once instead of retrying."""
         return redis.Redis(
             unix_socket_path=str(self.socket_path), retry=Retry(NoBackoff(), 0), **options

@@ -16,6 +16,7 @@ packet, so a packet claimed by ``resume`` is never also run by a worker, and vic
 from __future__ import annotations
 
 import asyncio
+import builtins
 import secrets
 import time
 from collections.abc import Callable, Sequence
@@ -193,11 +194,13 @@ class HandoffStore:
 
     async def _resolve_pins(
         self, pins: Sequence[dict[str, Any] | Pin] | None, session: str | None
-    ) -> list[Pin]:
+    ) -> builtins.list[Pin]:
         if pins is None:
             if session is None:
                 return []
-            touched = await self.redis.hgetall(self.keys.session_touched(session))
+            touched = codec.hash_fields(
+                await self.redis.hgetall(self.keys.session_touched(session))
+            )
             return sorted(
                 (Pin(ref=ref.decode(), version=int(version)) for ref, version in touched.items()),
                 key=lambda pin: pin.ref,
@@ -345,8 +348,8 @@ class HandoffStore:
         )
 
     async def _resolve_for_reader(
-        self, pins: list[Pin], also: Callable[[Batch], None] | None = None
-    ) -> list[ResolvedPin]:
+        self, pins: builtins.list[Pin], also: Callable[[Batch], None] | None = None
+    ) -> builtins.list[ResolvedPin]:
         """Each pin's pinned version, flagged stale when the record has moved on.
         Computed at every resume, never cached."""
         found = await self.ns.records.read_versions([(pin.ref, pin.version) for pin in pins], also)
@@ -517,7 +520,7 @@ class HandoffStore:
         to_agent = await self.redis.hget(self.keys.handoff_inbox, packet_id)
         if to_agent is None:
             raise NotFound(f"no packet {packet_id}", packet=packet_id)
-        return str(to_agent.decode())
+        return codec.text(to_agent)
 
     async def get(self, packet_id: str, *, with_log: bool = True) -> Packet:
         to_agent = await self._inbox_of(packet_id)
@@ -539,7 +542,7 @@ class HandoffStore:
             return {}
         agents = await self.redis.hmget(self.keys.handoff_inbox, list(packet_ids))
         known = [
-            (pid, agent.decode()) for pid, agent in zip(packet_ids, agents, strict=True) if agent
+            (pid, codec.text(agent)) for pid, agent in zip(packet_ids, agents, strict=True) if agent
         ]
         pipe = self.redis.pipeline(transaction=False)
         for packet_id, agent in known:
@@ -576,17 +579,17 @@ class HandoffStore:
         top: str | int = "+inf"
         skip_until: str | None = None
         if cursor is not None:
-            score, _, after_id = cursor.partition(":")
-            if not score.isdigit() or not after_id:
+            top_score, _, after_id = cursor.partition(":")
+            if not top_score.isdigit() or not after_id:
                 raise InvalidInput("cursor", "pass back a next_cursor from a previous page")
-            top, skip_until = int(score), after_id
+            top, skip_until = int(top_score), after_id
 
         packets: list[Packet] = []
         while True:
             batch = await self.redis.zrevrangebyscore(
                 index, top, "-inf", start=0, num=BATCH + 1, withscores=True
             )
-            entries = [(raw.decode(), int(score)) for raw, score in batch]
+            entries = [(raw.decode(), int(score)) for raw, score in codec.scored(batch)]
             if skip_until is not None:
                 entries = [
                     (pid, score) for pid, score in entries if score != top or pid < skip_until
@@ -609,7 +612,7 @@ class HandoffStore:
 
     async def counts(self) -> dict[str, int]:
         """Packets by state across every inbox (``done`` is what the others leave of all)."""
-        receivers = sorted(raw.decode() for raw in await self.redis.smembers(self.keys.inboxes))
+        receivers = sorted(codec.text(raw) for raw in await self.redis.smembers(self.keys.inboxes))
         pipe = self.redis.pipeline(transaction=False)
         for name in receivers:
             for key in (
@@ -631,7 +634,7 @@ class HandoffStore:
             counts["done"] += every - queued - claimed - failed - expired
         return counts
 
-    async def agents(self) -> list[AgentSummary]:
+    async def agents(self) -> builtins.list[AgentSummary]:
         """Every agent that has written or been handed a packet, with its inbox counts."""
         pipe = self.redis.pipeline(transaction=False)
         pipe.smembers(self.keys.agents)
@@ -668,7 +671,7 @@ class HandoffStore:
         """Expire leases and packets, and enqueue RQ jobs that went missing. Idempotent."""
         report = SweepReport(requeued=[], failed=[], expired=[], repaired=[])
         for raw in await self.redis.smembers(self.keys.inboxes):
-            agent = raw.decode()
+            agent = codec.text(raw)
             now_us, now_iso = now()
             requeued, failed = await self.scripts.expire_leases(
                 keys=[
@@ -707,13 +710,16 @@ class HandoffStore:
             report.repaired += await self._repair_jobs(agent, now_us)
         return report
 
-    async def _repair_jobs(self, agent: str, now_us: int) -> list[str]:
+    async def _repair_jobs(self, agent: str, now_us: int) -> builtins.list[str]:
         """Queued packets whose RQ job is missing (the writer died between the two writes)."""
         dispatcher = self.ns.backend.dispatcher
         if dispatcher is None:
             return []
         settled_before = now_us - REPAIR_AFTER_SECONDS * 1_000_000
-        ids = [raw.decode() for raw in await self.redis.zrange(self.keys.queued(agent), 0, BATCH)]
+        ids = [
+            raw.decode()
+            for raw in codec.members(await self.redis.zrange(self.keys.queued(agent), 0, BATCH))
+        ]
         if not ids:
             return []
         pipe = self.redis.pipeline(transaction=False)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 GENESIS_HASH = "0" * 64
 VERSION_FIELDS = ("author", "created_at", "prev_hash", "ref", "session", "tags", "value", "version")
@@ -71,6 +71,14 @@ def version_body(
     }
 
 
+class ChainProblem(TypedDict):
+    """One broken link: what the chain expected there and what it found."""
+
+    kind: Literal["hash", "link"]
+    expected: str
+    found: str
+
+
 class ChainChecker:
     """Checks a chain one entry at a time, oldest first, in constant memory.
 
@@ -85,8 +93,8 @@ class ChainChecker:
         self.fields = fields
         self.expected_prev = GENESIS_HASH
 
-    def check(self, entry: Mapping[str, Any]) -> list[dict[str, str]]:
-        problems = []
+    def check(self, entry: Mapping[str, Any]) -> list[ChainProblem]:
+        problems: list[ChainProblem] = []
         if entry["prev_hash"] != self.expected_prev:
             problems.append(
                 {"kind": "link", "expected": self.expected_prev, "found": entry["prev_hash"]}

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgpack
 import msgspec
+from redis.typing import EncodableT, FieldT
 
+from baton.server import codec
 from baton.server.clock import iso, utc_now
 from baton.server.errors import InvalidInput, NotFound, VersionConflict
 from baton.server.identity import Caller, check_session_owner, sweeper
@@ -188,6 +190,8 @@ class MemoryStore:
         superseded, similar = await self._closest(content, project)
         memory_id = f"mem_{secrets.token_hex(6)}"
         title = content.strip().splitlines()[0][:80]
+        version = superseded.version + 1 if superseded else 1
+        supersedes = [superseded.id] if superseded else []
         value = {
             "content": content,
             "type": kind,
@@ -196,8 +200,8 @@ class MemoryStore:
             "files": file_list,
             "project": project,
             "agent_id": agent,
-            "version": superseded.version + 1 if superseded else 1,
-            "supersedes": [superseded.id] if superseded else [],
+            "version": version,
+            "supersedes": supersedes,
         }
         written = await self.records.remember(
             memory_ref(memory_id),
@@ -220,7 +224,7 @@ class MemoryStore:
             expires_at = iso(expires_us)
         memory = Memory(
             id=memory_id,
-            version=value["version"],
+            version=version,
             type=kind,
             title=title,
             content=content,
@@ -230,7 +234,7 @@ class MemoryStore:
             agent_id=agent,
             created_at=written.created_at,
             parent_id=superseded.id if superseded else None,
-            supersedes=value["supersedes"],
+            supersedes=supersedes,
             expires_at=expires_at,
         )
         return MemorySaved(success=True, memory=memory, similar_to=None if superseded else similar)
@@ -440,7 +444,7 @@ class MemoryStore:
 
     async def _observation_docs(self, observation_id: str) -> list[str]:
         session_id = await self.redis.hget(self.keys.observation_sessions, observation_id)
-        return [] if session_id is None else [f"o:{session_id.decode()}:{observation_id}"]
+        return [] if session_id is None else [f"o:{codec.text(session_id)}:{observation_id}"]
 
     # -- forgetting ---------------------------------------------------------------------------
 
@@ -479,7 +483,7 @@ class MemoryStore:
             whole = not ids
             if whole:
                 ids = [
-                    raw.decode()
+                    codec.text(raw)
                     for raw in await self.redis.lrange(self.keys.observations(session_id), 0, -1)
                 ]
             forgotten = [] if whole else await self._read_observations(session_id, ids)
@@ -528,7 +532,7 @@ class MemoryStore:
         """Remove what a session derived from forgotten observations: its title and summary
         when they quote one, its file list and concepts (recomputed from what is left)."""
         ids = [
-            raw.decode()
+            codec.text(raw)
             for raw in await self.redis.lrange(self.keys.observations(session_id), 0, -1)
         ]
         left = await self._read_observations(session_id, ids)
@@ -536,7 +540,7 @@ class MemoryStore:
         quoted = [o.narrative for o in forgotten if len(o.narrative) >= SCRUB_MIN_QUOTE]
         pipe = self.redis.pipeline(transaction=True)
         for field, raw in zip(("title", "summary"), meta, strict=True):
-            text = raw.decode() if raw else ""
+            text = codec.text(raw) if raw else ""
             if text and any(q in text or text in q for q in quoted):
                 pipe.hdel(self.keys.session(session_id), field)
         prompts = [o.narrative for o in left if o.hook_type == "prompt_submit"]
@@ -558,7 +562,7 @@ class MemoryStore:
         details: dict[str, Any] | None = None,
     ) -> str:
         """Append to the audit log (never trimmed)."""
-        fields = {
+        fields: dict[FieldT, EncodableT] = {
             "at": utc_now(),
             "agent": agent,
             "action": action,
@@ -566,7 +570,7 @@ class MemoryStore:
             "reason": reason,
             "details": msgpack.packb(details or {}),
         }
-        return (await self.redis.xadd(self.keys.audit, fields)).decode()  # type: ignore[arg-type]
+        return codec.text(await self.redis.xadd(self.keys.audit, fields))
 
     async def audit_log(self, limit: int = 50) -> list[AuditEntry]:
         raw = await self.redis.xrevrange(self.keys.audit, count=max(1, min(limit, MAX_AUDIT)))
@@ -580,7 +584,7 @@ class MemoryStore:
                 reason=f[b"reason"].decode(),
                 details=msgpack.unpackb(f[b"details"]),
             )
-            for entry_id, f in raw
+            for entry_id, f in codec.entries(raw)
         ]
 
     async def expire(self) -> list[str]:
@@ -588,7 +592,9 @@ class MemoryStore:
         now_us = time.time_ns() // 1000
         due = [
             raw.decode()
-            for raw in await self.redis.zrangebyscore(self.keys.memory_expiry, "-inf", now_us)
+            for raw in codec.members(
+                await self.redis.zrangebyscore(self.keys.memory_expiry, "-inf", now_us)
+            )
         ]
         for memory_id in due:
             try:

@@ -11,6 +11,8 @@ import json
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from redis.typing import EncodableT
+
 from baton.server import codec
 from baton.server import confidence as confidence_rules
 from baton.server.batch import Batch
@@ -137,7 +139,7 @@ class RecordStore:
                 prev_hash=prev_hash,
             )
             new_hash = digest(body)
-            fields = {
+            fields: dict[str, EncodableT] = {
                 "value": packed,
                 "author": agent,
                 "session": session or "",
@@ -149,7 +151,7 @@ class RecordStore:
                 "confidence": repr(confidence),
             }
             keys = [head_key, self.keys.version(ref, current + 1), self.keys.version(ref, current)]
-            args = [current, new_hash, repr(confidence), created_at, agent]
+            args: list[EncodableT] = [current, new_hash, repr(confidence), created_at, agent]
             applied, _ = await self.scripts.remember(
                 keys=keys, args=[*args, *[item for pair in fields.items() for item in pair]]
             )
@@ -504,7 +506,7 @@ class RecordStore:
             chosen = set.intersection(*sets) if tags_mode == "all" else set.union(*sets)
             refs = sorted(
                 ref
-                for ref in (raw.decode() for raw in chosen)
+                for ref in (codec.text(raw) for raw in chosen)
                 if (not scope or ref.startswith(f"{scope}/")) and (after is None or ref > after)
             )
             for start in range(0, len(refs), batch):
@@ -516,7 +518,7 @@ class RecordStore:
             raw = await self.redis.zrangebylex(self.keys.refs, low, high, start=0, num=batch)
             if not raw:
                 return
-            refs = [item.decode() for item in raw]
+            refs = [item.decode() for item in codec.values(raw)]
             yield refs
             low = f"({refs[-1]}"
 
@@ -547,7 +549,7 @@ class RecordStore:
     async def history(self, ref: str) -> History:
         """Every version of ``ref``, oldest first, each with whether its chain link verifies."""
         ref = check_ref(ref, self.limits.max_ref_length)
-        head = await self.redis.hgetall(self.keys.head(ref))
+        head = codec.hash_fields(await self.redis.hgetall(self.keys.head(ref)))
         if not head:
             raise NotFound(f"no record {ref}", ref=ref)
         current = int(head[b"version"])
@@ -580,7 +582,7 @@ class RecordStore:
         ref = check_ref(ref, self.limits.max_ref_length)
         if not await self.redis.exists(self.keys.head(ref)):
             raise NotFound(f"no record {ref}", ref=ref)
-        raws = await self.redis.lrange(self.keys.outcomes(ref), 0, -1)
+        raws = codec.values(await self.redis.lrange(self.keys.outcomes(ref), 0, -1))
         return [OutcomeEntry(**codec.unpack(raw)) for raw in raws]
 
 

@@ -10,7 +10,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import msgpack
+from redis.typing import EncodableT, FieldT
 
+from baton.server import codec
 from baton.server.clock import utc_now
 from baton.server.errors import InvalidInput, NotFound
 from baton.server.identity import Caller, check_session_owner
@@ -84,7 +86,11 @@ class SessionStore:
         agent = caller.agent
         session_id = check_session_id(session_id or f"s_{secrets.token_hex(8)}", field="sessionId")
         await check_session_owner(self.redis, self.keys, session_id, caller)
-        fields: dict[str, Any] = {"status": "active", "agent": agent, "started_at": utc_now()}
+        fields: dict[FieldT, EncodableT] = {
+            "status": "active",
+            "agent": agent,
+            "started_at": utc_now(),
+        }
         if project is not None:
             if not isinstance(project, str) or not project.strip():
                 raise InvalidInput("project", "must be a non-empty string (a stable id)")
@@ -123,7 +129,7 @@ class SessionStore:
         await check_session_owner(self.redis, self.keys, session_id, caller)
         if not await self.redis.exists(self.keys.session(session_id)):
             return SessionEnded(ended=False, session=None)
-        fields: dict[str, Any] = {"status": "completed", "ended_at": utc_now()}
+        fields: dict[FieldT, EncodableT] = {"status": "completed", "ended_at": utc_now()}
         if summary:
             fields["summary"] = summary.strip()
         if title:
@@ -181,7 +187,10 @@ class SessionStore:
         """The most recently started sessions, newest first."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 500:
             raise InvalidInput("limit", "must be a whole number from 1 to 500")
-        ids = [raw.decode() for raw in await self.redis.zrevrange(self.keys.sessions, 0, limit - 1)]
+        ids = [
+            raw.decode()
+            for raw in codec.members(await self.redis.zrevrange(self.keys.sessions, 0, limit - 1))
+        ]
         pipe = self.redis.pipeline(transaction=False)
         for session_id in ids:
             pipe.hgetall(self.keys.session(session_id))
@@ -200,7 +209,9 @@ class SessionStore:
         cutoff = time.time_ns() // 1000 - int(idle_seconds * 1_000_000)
         due = [
             raw.decode()
-            for raw in await self.redis.zrangebyscore(self.keys.active_sessions, "-inf", cutoff)
+            for raw in codec.members(
+                await self.redis.zrangebyscore(self.keys.active_sessions, "-inf", cutoff)
+            )
         ]
         abandoned = []
         for session_id in due:
@@ -255,7 +266,8 @@ class SessionStore:
             seen = (await self.redis.get(self.keys.observation_seen(fingerprint))) or b""
             try:
                 return Observed(
-                    observation=await self.observation(session_id, seen.decode()), deduplicated=True
+                    observation=await self.observation(session_id, codec.text(seen)),
+                    deduplicated=True,
                 )
             except NotFound:
                 pass  # forgotten since: store it again
@@ -323,14 +335,14 @@ class SessionStore:
         fields = await self.redis.hgetall(self.keys.observation(session_id, observation_id))
         if not fields:
             raise NotFound(f"no observation {observation_id} in session {session_id}")
-        return observation_from(fields)
+        return observation_from(codec.hash_fields(fields))
 
     async def observations(self, session_id: str, last: int | None = None) -> list[Observation]:
         start = 0 if last is None else -last
         ids = await self.redis.lrange(self.keys.observations(session_id), start, -1)
         pipe = self.redis.pipeline(transaction=False)
         for raw in ids:
-            pipe.hgetall(self.keys.observation(session_id, raw.decode()))
+            pipe.hgetall(self.keys.observation(session_id, codec.text(raw)))
         return [observation_from(fields) for fields in await pipe.execute() if fields]
 
     # -- where were we ------------------------------------------------------------------------

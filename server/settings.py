@@ -5,6 +5,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal, get_args
+
+from baton.server.endpoint import DEFAULT_HOST, DEFAULT_PORT, base_url
+
+# Which requests get an access-log line: every one, failed or slow ones (default), none.
+AccessLog = Literal["all", "errors", "off"]
+ACCESS_LOG_CHOICES: tuple[AccessLog, ...] = get_args(AccessLog)
 
 APPENDFSYNC_CHOICES = ("always", "everysec", "no")
 
@@ -49,8 +56,8 @@ class Settings:
     data_dir: Path = field(default_factory=default_data_dir)
     appendfsync: str = "everysec"
     namespace: str = "default"
-    host: str = "127.0.0.1"
-    port: int = 8765
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
     queue_url: str | None = None
     api_url: str | None = None
     agentmemory_secret: str | None = None
@@ -61,6 +68,7 @@ class Settings:
     auth_failure_limit: tuple[int, str] | None = (20, "minute")
     signing_key: str | None = None
     max_streams: int = 16
+    access_log: AccessLog = "errors"
     stop_seconds: float = 30.0
     checkpoint_seconds: float | None = 300.0
     session_idle_seconds: float = 24 * 3600
@@ -70,7 +78,7 @@ class Settings:
     @property
     def base_url(self) -> str:
         """Where agents reach the API: ``BATON_URL``, else this host and port."""
-        return self.api_url or f"http://{self.host}:{self.port}"
+        return base_url(self.api_url, self.host, self.port)
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
@@ -79,6 +87,7 @@ class Settings:
         ``BATON_MAX_VALUE_BYTES``, ``BATON_SESSION_IDLE_HOURS``, ``BATON_TOKEN``,
         ``BATON_ALLOWED_HOSTS``, ``BATON_RATE_LIMIT``, ``BATON_AUTH_FAILURES``,
         ``BATON_SIGNING_KEY``, ``BATON_CHECKPOINT_INTERVAL``, ``BATON_MAX_STREAMS``,
+        ``BATON_ACCESS_LOG``,
         ``BATON_STOP_SECONDS``,
         ``AGENTMEMORY_SECRET``, ``AGENTMEMORY_AGENT`` and the handoff policy variables."""
         env = os.environ if environ is None else environ
@@ -94,8 +103,8 @@ class Settings:
             data_dir=Path(data_dir).expanduser().resolve() if data_dir else default_data_dir(),
             appendfsync=appendfsync,
             namespace=env.get("BATON_NAMESPACE", "default"),
-            host=env.get("BATON_HOST", "127.0.0.1"),
-            port=int(env.get("BATON_PORT", "8765")),
+            host=env.get("BATON_HOST", DEFAULT_HOST),
+            port=int(env.get("BATON_PORT", DEFAULT_PORT)),
             queue_url=env.get("BATON_QUEUE_URL") or None,
             agentmemory_secret=env.get("AGENTMEMORY_SECRET") or None,
             agentmemory_agent=env.get("AGENTMEMORY_AGENT") or "agentmemory",
@@ -122,6 +131,7 @@ class Settings:
             ),
             signing_key=env.get("BATON_SIGNING_KEY") or None,
             max_streams=int(env.get("BATON_MAX_STREAMS", "16")),
+            access_log=_access_log(env.get("BATON_ACCESS_LOG", "errors")),
             stop_seconds=float(env.get("BATON_STOP_SECONDS", "30")),
             checkpoint_seconds=_seconds(
                 env.get("BATON_CHECKPOINT_INTERVAL", "300"), "BATON_CHECKPOINT_INTERVAL"
@@ -137,6 +147,14 @@ class Settings:
 
 
 RATE_UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
+
+
+def _access_log(value: str) -> AccessLog:
+    for choice in ACCESS_LOG_CHOICES:
+        if value == choice:
+            return choice
+    choices = ", ".join(ACCESS_LOG_CHOICES)
+    raise ValueError(f"BATON_ACCESS_LOG must be one of {choices}, got {value!r}")
 
 
 def _rate(raw: str, variable: str) -> tuple[int, str] | None:

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 import msgspec
 from redis.asyncio import Redis
 
+from baton.server import codec
 from baton.server.clock import iso, utc_now
 from baton.server.errors import InvalidInput, NotFound
 from baton.server.keys import TOKENS, login_key, token_key
@@ -116,7 +117,7 @@ class TokenStore:
     async def check_login(self, secret: str) -> Token | None:
         """The live token behind a dashboard login, or None."""
         sha = await self.redis.get(login_key(digest(secret)))
-        return None if sha is None else await self._live(sha.decode())
+        return None if sha is None else await self._live(codec.text(sha))
 
     async def logout(self, secret: str) -> None:
         await self.redis.delete(login_key(digest(secret)))
@@ -127,7 +128,7 @@ class TokenStore:
             return None
         token = msgspec.json.decode(raw, type=Token)
         stored = await self.redis.hget(TOKENS, token.id)  # gone once revoked
-        if stored is None or not hmac.compare_digest(stored.decode(), sha) or token.expired():
+        if stored is None or not hmac.compare_digest(codec.text(stored), sha) or token.expired():
             return None
         await self.redis.hset(token_key(sha), "last_used_at", utc_now())
         return token
@@ -136,7 +137,7 @@ class TokenStore:
         shas = await self.redis.hgetall(TOKENS)
         pipe = self.redis.pipeline(transaction=False)
         for sha in shas.values():
-            pipe.hmget(token_key(sha.decode()), "record", "last_used_at")
+            pipe.hmget(token_key(codec.text(sha)), "record", "last_used_at")
         tokens = []
         for raw, last_used in await pipe.execute():
             if raw is not None:
@@ -150,6 +151,6 @@ class TokenStore:
         if sha is None:
             raise NotFound(f"no token {token_id}", token=token_id)
         pipe = self.redis.pipeline(transaction=True)
-        pipe.delete(token_key(sha.decode()))
+        pipe.delete(token_key(codec.text(sha)))
         pipe.hdel(TOKENS, token_id)
         await pipe.execute()

@@ -92,7 +92,8 @@ class Verifier:
         async for fields in self.ns.records.versions(ref, current):
             for link in check.version(fields):
                 yield link
-        for link in check.outcomes(await self.redis.lrange(self.keys.outcomes(ref), 0, -1)):
+        outcomes = codec.values(await self.redis.lrange(self.keys.outcomes(ref), 0, -1))
+        for link in check.outcomes(outcomes):
             yield link
 
     async def _verify_records(self, records: list[tuple[str, int, int]]) -> list[BrokenLink]:

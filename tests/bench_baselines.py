@@ -1,7 +1,8 @@
 """The baselines ``make bench`` measures Baton against, on the same stack and machine.
 
 - ``http_app``: a minimal Litestar app whose handler does one Redis ``GET`` (B-http), served
-  by uvicorn exactly like ``baton serve``;
+  exactly like ``baton serve`` (``python -m tests.bench_baselines http PORT``: the same
+  ``baton.server.serving.serve``, so the same event loop and HTTP parser);
 - ``noop_job``: an RQ job that only records when it started (B-rq);
 - ``mcp_noop``: an MCP server with one no-op tool on the same SDK and stdio transport (B-mcp).
 """
@@ -62,6 +63,10 @@ def mcp_http_app() -> Any:
 
 if __name__ == "__main__" and sys.argv[1:] == ["mcp"]:
     mcp_noop_server().run()
+elif __name__ == "__main__" and sys.argv[1:2] == ["http"]:
+    from baton.server.serving import serve
+
+    serve(http_app, host="127.0.0.1", port=int(sys.argv[2]))
 
 
 def register_bench_agent() -> None:

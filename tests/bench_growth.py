@@ -2,15 +2,19 @@
 
 Records are seeded through ``baton import`` (the same keys, hash chains and search documents
 as ``remember`` writes, a few thousand a second) and packets through the same import into one
-inbox per depth; every figure is then measured through the running API, one call at a time.
+inbox per depth; every figure is then measured through the running API at one connection:
+the record rows with wrk, the packet rows with a Python client (the depth is topped up
+between two calls, which wrk cannot do).
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import random
 import time
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 import psutil
@@ -18,10 +22,13 @@ import psutil
 from baton.server.backup import export, import_dump
 from baton.server.integrity import GENESIS_HASH, digest, version_body
 from baton.server.records import RecordStore
+from tests.bench_http import Scenario, WrkRun, wrk
 from tests.benchkit import Measure, sequential
 
 SEED_BATCH = 2_000
 CALLS = 300
+PROBE_SECONDS = 3
+VARIANTS = 500  # distinct requests wrk cycles through in one probe
 VOCABULARY = [f"w{n}" for n in range(5000)]
 WEIGHTS = [1 / (rank + 1) for rank in range(len(VOCABULARY))]  # Zipf-like: common words common
 
@@ -119,26 +126,19 @@ async def growth(api_url: str, store: RecordStore, api_pid: int, quick: bool) ->
         "words each; the namespace also holds the memories of the `memory_recall` scenario, "
         "in the same search index.",
         "",
-        "| records | remember p50 | recall p50 | search p50 / p95 | verify | checkpoint | API RSS |",
+        "| records | remember p50 | recall p50 | search p50 / p95 | verify | checkpoint | "
+        "API RSS |",
         "|---|---|---|---|---|---|---|",
     ]
     async with httpx.AsyncClient(base_url=api_url, headers=headers, timeout=60) as http:
 
-        async def remember(i: int) -> None:
-            ref = f"growth/r{rng.randrange(seeder.records):07d}"
-            response = await http.post(
-                "/v1/records", json={"ref": ref, "value": {"note": seeder.text()}}
+        def probe(scenario: Scenario) -> WrkRun:
+            return wrk(
+                api_url, scenario, connections=1, seconds=PROBE_SECONDS, server_pids=[api_pid]
             )
-            assert response.status_code == 201, response.text
 
-        async def recall(i: int) -> None:
-            response = await http.get(f"/v1/records/growth/r{rng.randrange(seeder.records):07d}")
-            assert response.status_code == 200, response.text
-
-        async def search(i: int) -> None:
-            query = " ".join(rng.choices(VOCABULARY, WEIGHTS, k=2))
-            response = await http.get("/v1/records", params={"query": query, "limit": 10})
-            assert response.status_code == 200, response.text
+        def refs() -> list[str]:
+            return [f"growth/r{rng.randrange(seeder.records):07d}" for _ in range(VARIANTS)]
 
         for size in sizes:
             started = time.perf_counter()
@@ -147,9 +147,15 @@ async def growth(api_url: str, store: RecordStore, api_pid: int, quick: bool) ->
                 f"growth: {size:,} records ({time.perf_counter() - started:.0f} s to seed)",
                 flush=True,
             )
-            writes = await sequential(remember, CALLS, "remember")
-            reads = await sequential(recall, CALLS, "recall")
-            searches = await sequential(search, CALLS, "search")
+            bodies = [json.dumps({"ref": ref, "value": {"note": seeder.text()}}) for ref in refs()]
+            writes = probe(Scenario("remember", ["/v1/records"], "POST", bodies))
+            reads = probe(Scenario("recall", [f"/v1/records/{ref}" for ref in refs()]))
+            queries = [
+                "/v1/records?"
+                + urlencode({"query": " ".join(rng.choices(VOCABULARY, WEIGHTS, k=2)), "limit": 10})
+                for _ in range(VARIANTS)
+            ]
+            searches = probe(Scenario("search", queries))
             started = time.perf_counter()
             stats = await store.ns.verifier.stats(verify=True, scope="growth")
             seconds = time.perf_counter() - started
@@ -161,8 +167,8 @@ async def growth(api_url: str, store: RecordStore, api_pid: int, quick: bool) ->
             assert taken.status_code == 201, taken.text
             rss = api.memory_info().rss / 2**20
             row = (
-                f"| {size:,} | {writes.pct(0.5):.2f} ms | {reads.pct(0.5):.2f} ms | "
-                f"{searches.pct(0.5):.2f} / {searches.pct(0.95):.2f} ms | "
+                f"| {size:,} | {writes.p50_ms:.2f} ms | {reads.p50_ms:.2f} ms | "
+                f"{searches.p50_ms:.2f} / {searches.p95_ms:.2f} ms | "
                 f"{stats.checked_versions:,} versions in {seconds:.1f} s "
                 f"({(stats.checked_versions or 0) / seconds:,.0f}/s) | "
                 f"{taken.json()['records']:,} records in {checkpoint_seconds:.1f} s | "
@@ -173,14 +179,17 @@ async def growth(api_url: str, store: RecordStore, api_pid: int, quick: bool) ->
 
         lines += [
             "",
-            "| packets queued for the agent | resume p50 / p95 (4 pins, one stale) |",
+            "| packets queued for the agent | resume p50 / p95 (4 pins, one stale; Python "
+            "client) |",
             "|---|---|",
         ]
         for depth in depths:
             agent = f"deep-{depth}"
             await seeder.queue_packets(agent, depth)
 
-            async def resume(i: int, agent: str = agent) -> None:
+            took = Measure("resume")
+
+            async def resume(i: int, agent: str = agent, took: Measure = took) -> None:
                 await seeder.queue_packets(agent, 1)  # keep the depth (its time is not counted)
                 before = time.perf_counter()
                 response = await http.post(
@@ -189,7 +198,6 @@ async def growth(api_url: str, store: RecordStore, api_pid: int, quick: bool) ->
                 took.latencies.append(time.perf_counter() - before)
                 assert response.status_code == 200 and response.json()["stale"], response.text
 
-            took = Measure("resume")
             await sequential(resume, CALLS, "resume")
             took.latencies = took.latencies[-CALLS:]
             row = f"| {depth:,} | {took.pct(0.5):.2f} / {took.pct(0.95):.2f} ms |"

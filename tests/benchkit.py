@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import platform
+import shutil
 import subprocess
 import time
 from collections.abc import Awaitable, Callable
@@ -13,12 +13,9 @@ from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
 
-import httpx
 import psutil
 
 from tests.conftest import REPO
-
-CONCURRENCY = 32
 
 
 @dataclass
@@ -44,6 +41,7 @@ class Row:
     ratio: str
     target: str
     met: bool | None
+    generator: str = "Python client"
 
 
 def fmt(measure: Measure) -> str:
@@ -53,37 +51,6 @@ def fmt(measure: Measure) -> str:
         f"p50 {measure.pct(0.5):.2f} ms, p95 {measure.pct(0.95):.2f}, p99 {measure.pct(0.99):.2f}"
     )
     return text + (f", {measure.throughput:,.0f}/s" if measure.seconds else "")
-
-
-async def http_load(
-    url: str,
-    request: Callable[[httpx.AsyncClient, int], Awaitable[httpx.Response]],
-    seconds: float,
-    concurrency: int = CONCURRENCY,
-    warmup: float = 1.0,
-    name: str = "",
-) -> Measure:
-    """``concurrency`` clients calling ``request`` back to back for ``seconds`` (after a
-    warm-up that is not counted)."""
-    measure = Measure(name)
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30) as client:
-        start = time.perf_counter()
-        counting_from = start + warmup
-        stop = counting_from + seconds
-
-        async def worker(number: int) -> None:
-            i = 0
-            while (now := time.perf_counter()) < stop:
-                response = await request(client, number * 1_000_000 + i)
-                assert response.status_code < 300, response.text
-                if now >= counting_from:
-                    measure.latencies.append(time.perf_counter() - now)
-                i += 1
-
-        await asyncio.gather(*(worker(n) for n in range(concurrency)))
-        measure.seconds = seconds
-    return measure
 
 
 async def sequential(call: Callable[[int], Awaitable[object]], count: int, name: str) -> Measure:
@@ -121,6 +88,14 @@ def start(command: list[str], log: Path, env: dict[str, str]) -> subprocess.Pope
         return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO)
 
 
+def wrk_version() -> str:
+    found = shutil.which("wrk")
+    if found is None:
+        return "wrk (missing)"
+    output = subprocess.run([found, "--version"], capture_output=True, text=True).stdout
+    return output.split(" [")[0].strip() or "wrk"
+
+
 def write_report(output: Path, rows: list[Row], growth: list[str], quick: bool) -> None:
     """The table, the growth table, then the notes kept from the previous report (every
     ``## `` section after the tables)."""
@@ -128,25 +103,28 @@ def write_report(output: Path, rows: list[Row], growth: list[str], quick: bool) 
     lines = [
         "# Benchmarks",
         "",
-        f"Measured by `make bench{' ARGS=--quick' if quick else ''}` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC: "
-        f"{os.cpu_count()} cores ({cpu}), {psutil.virtual_memory().total / 2**30:.0f} GiB, "
-        f"Python {platform.python_version()}, Valkey (embedded), litestar {version('litestar')}, "
-        f"redis-py {version('redis')}, rq {version('rq')}, mcp {version('mcp')}. Load generator, "
-        "servers and Redis share the same 2 cores, for the baselines and for Baton alike, so compare "
-        "the ratios, not the absolute numbers. Latency ratios come from interleaved calls (one "
-        "scenario call, one baseline call, in turn). **Caveat:** the two REST throughput rows "
-        "are driven by a Python client that saturates before the servers do (its one-GET "
-        "baseline reads about 550 req/s where `wrk` reaches about 3,900 on this machine), so "
-        "their ratios describe the client, not Baton; a native load generator replaces it in "
-        "the next round of speed work (the open issue on honest speed).",
+        f"Measured by `make bench{' ARGS=--quick' if quick else ''}` on "
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC: {os.cpu_count()} cores ({cpu}), "
+        f"{psutil.virtual_memory().total / 2**30:.0f} GiB, Python {platform.python_version()}, "
+        f"Valkey (embedded), litestar {version('litestar')}, uvicorn {version('uvicorn')} "
+        f"(uvloop, httptools), redis-py {version('redis')}, rq {version('rq')}, "
+        f"mcp {version('mcp')}, {wrk_version()}. Load generator, servers and Redis share the "
+        "same 2 cores, for the baselines and for Baton alike, so compare the ratios, not the "
+        "absolute numbers. Every REST row is driven by `wrk` (C, one thread): throughput at "
+        "32 connections, latency at one, the scenario and its baseline in interleaved rounds "
+        "(medians of 3), the baseline served by the same `baton.server.serving.serve` as "
+        "`baton serve`. Each wrk row says how much of a core the server and wrk used: a server "
+        "near 100 % with wrk far below means the figure is the server's. Rows measured with a "
+        "Python client are those where the client is the thing measured (MCP, RQ push).",
         "",
-        "| scenario | Baton | baseline | ratio | target | met |",
-        "|---|---|---|---|---|---|",
+        "| scenario | Baton | baseline | ratio | target | met | measured with |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         met = "yes" if r.met else "**no**" if r.met is False else "-"
         lines.append(
-            f"| {r.scenario} | {r.baton} | {r.baseline} | {r.ratio} | {r.target} | {met} |"
+            f"| {r.scenario} | {r.baton} | {r.baseline} | {r.ratio} | {r.target} | {met} "
+            f"| {r.generator} |"
         )
     if growth:
         lines += ["", *growth]

@@ -83,8 +83,10 @@ class AgentMemoryController(Controller):
 
     path = "/agentmemory"
     include_in_schema = False
-    before_request = claim_agent_id
-    exception_handlers = {BatonError: _baton_error}  # type: ignore[dict-item]  # noqa: RUF012
+    # Litestar calls a controller's hook unbound (Controller.__init__ puts the plain function
+    # back on the instance); mypy takes it for a method whose ``self`` is the request.
+    before_request = claim_agent_id  # type: ignore[assignment]
+    exception_handlers = {BatonError: _baton_error}  # noqa: RUF012
 
     @get("/livez")
     async def livez(self) -> dict[str, Any]:
@@ -234,19 +236,18 @@ class AgentMemoryController(Controller):
     ) -> Response[Any]:
         body = await _body(request)
         names = ("hookType", "sessionId", "project", "timestamp")
-        values = [_string(body, name) for name in names]
-        if not all(values):
+        hook, session_id, project, timestamp = [_string(body, name) for name in names]
+        if not (hook and session_id and project and timestamp):
             return error("hookType, sessionId, project, and timestamp are required strings")
-        hook, session_id, project, timestamp = values
         cwd = _string(body, "cwd")  # hooks may send "" or nothing: stored as unknown
         observed = await sessions.observe(
             hook_type=hook,
             session_id=session_id,
             project=project,
-            cwd=cwd,  # type: ignore[arg-type]
+            cwd=cwd,
             timestamp=timestamp,
             data=body.get("data"),
-            caller=caller,  # type: ignore[arg-type]
+            caller=caller,
         )
         return answer(
             {

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from importlib.metadata import version
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 from litestar import Litestar, asgi, get
@@ -19,7 +19,7 @@ from litestar.plugins.jinja import JinjaTemplateEngine
 from litestar.static_files import create_static_files_router
 from litestar.stores.redis import RedisStore
 from litestar.template.config import TemplateConfig
-from litestar.types import Receive, Scope, Send
+from litestar.types import ASGIApp, Receive, Scope, Send
 from mcp.server.transport_security import TransportSecuritySettings
 
 from baton.queue.sweeps import sweep_forever
@@ -34,8 +34,8 @@ from baton.server.api.dashboard_routes import (
 )
 from baton.server.api.deps import DEPENDENCIES, CallerDep
 from baton.server.api.event_streams import EventHub
-from baton.server.api.metrics import PROMETHEUS, MetricsController
-from baton.server.api.middleware import request_logging
+from baton.server.api.metrics import REQUESTS, MetricsController
+from baton.server.api.observability import observe_requests
 from baton.server.api.packet_routes import HandoffController
 from baton.server.api.problems import EXCEPTION_HANDLERS, problems
 from baton.server.api.record_routes import RecordController
@@ -99,6 +99,10 @@ async def readyz(state: State) -> dict[str, Any]:
     return {"status": "ready", "scripts": loaded}
 
 
+# What `baton serve --workers N` hands to uvicorn: each worker builds its app from BATON_*.
+APP_FACTORY = "baton.server.api.app:create_app"
+
+
 def create_app(settings: Settings | None = None) -> Litestar:
     """Build the API. Redis is connected at start-up (the embedded one unless configured)."""
     settings = settings or Settings.from_env()
@@ -107,7 +111,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
     gate = Gate(settings)
     signing_key = load_signing_key(settings.data_dir, settings.signing_key)
     url = redis_url(settings)  # the embedded server starts here unless BATON_REDIS_URL is set
-    middleware: list[Any] = [request_logging, PROMETHEUS.middleware, gate_middleware]
+    middleware: list[Any] = [observe_requests(REQUESTS, settings.access_log), gate_middleware]
     stores: dict[str, Any] = {}
     if settings.rate_limit is not None:
         count, unit = settings.rate_limit
@@ -127,10 +131,15 @@ def create_app(settings: Settings | None = None) -> Litestar:
         )
     mcp = create_mcp_server(binding)
     # Host and Origin checks are the gate's, with the same rules on every surface.
-    mcp_app = mcp.streamable_http_app(
-        streamable_http_path="/",
-        host=settings.host,
-        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    # A Starlette app: plain ASGI, though Starlette's types spell scope and messages as
+    # MutableMappings where Litestar's are TypedDicts.
+    mcp_app = cast(
+        "ASGIApp",
+        mcp.streamable_http_app(
+            streamable_http_path="/",
+            host=settings.host,
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        ),
     )
 
     @asgi("/mcp", is_mount=True, copy_scope=True, opt={"mcp": True})

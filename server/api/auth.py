@@ -26,6 +26,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import structlog
+from litestar.enums import ScopeType
 from litestar.types import ASGIApp, HTTPResponseStartEvent, Receive, Scope, Send
 from redis.asyncio import Redis
 
@@ -66,7 +67,7 @@ AGENTMEMORY = "/agentmemory/"
 
 def caller_of(scope: Scope) -> Caller:
     """The caller the gate resolved for this request."""
-    caller: Caller = scope["state"][CALLER]  # type: ignore[typeddict-item]
+    caller: Caller = scope["state"][CALLER]
     return caller
 
 
@@ -335,7 +336,7 @@ def gate_middleware(app: ASGIApp) -> ASGIApp:
     """ASGI middleware running the :class:`Gate` of the application's state."""
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != ScopeType.HTTP:
             await app(scope, receive, send)
             return
         state = scope["app"].state
@@ -345,7 +346,7 @@ def gate_middleware(app: ASGIApp) -> ASGIApp:
             await refuse(send, scope, error)
             return
         if caller is not None:
-            scope.setdefault("state", {})[CALLER] = caller  # type: ignore[typeddict-item]
+            scope.setdefault("state", {})[CALLER] = caller
         await app(scope, receive, send)
 
     return middleware

@@ -10,6 +10,7 @@ Litestar 3 injects only parameters marked as dependencies.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, TypeAlias
 
 from litestar import Request
@@ -45,7 +46,7 @@ async def claim_agent_id(request: Request[Any, Any, Any]) -> None:
             body = None
         if isinstance(body, dict) and body.get("agentId") not in (None, ""):
             claimed = body["agentId"]
-    request.scope["state"][CALLER] = caller_of(request.scope).acting_as(claimed)  # type: ignore[typeddict-item]
+    request.scope["state"][CALLER] = caller_of(request.scope).acting_as(claimed)
 
 
 CallerDep: TypeAlias = NamedDependency[Caller]
@@ -83,15 +84,15 @@ def provide_dashboard(ns: NamespaceDep) -> Dashboard:
     return ns.dashboard
 
 
+PROVIDERS: dict[str, Callable[..., object]] = {
+    "caller": provide_caller,
+    "ns": provide_namespace,
+    "records": provide_records,
+    "handoffs": provide_handoffs,
+    "sessions": provide_sessions,
+    "memories": provide_memories,
+    "dashboard": provide_dashboard,
+}
 DEPENDENCIES: dict[str, Provide] = {
-    name: Provide(provider, sync_to_thread=False)
-    for name, provider in [
-        ("caller", provide_caller),
-        ("ns", provide_namespace),
-        ("records", provide_records),
-        ("handoffs", provide_handoffs),
-        ("sessions", provide_sessions),
-        ("memories", provide_memories),
-        ("dashboard", provide_dashboard),
-    ]
+    name: Provide(provider, sync_to_thread=False) for name, provider in PROVIDERS.items()
 }

@@ -1,14 +1,14 @@
-"""``/metrics`` in Prometheus format: Litestar's Prometheus plugin for request counts and
-latencies per route, plus Baton's own gauges refreshed at every scrape."""
+"""``/metrics`` in Prometheus format: request counts and latencies per route (see
+``observability.py``), plus Baton's own gauges refreshed at every scrape."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from litestar import Controller, Request, Response, get
-from litestar.plugins.prometheus import PrometheusConfig
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, generate_latest
 
+from baton.server.api.observability import RequestMetrics
 from baton.server.keys import NAMESPACES
 
 PACKETS = Gauge(
@@ -29,9 +29,9 @@ VERIFY_CHECKED = Gauge(
 )
 REDIS_ERRORS = Counter("baton_redis_errors", "Requests that failed because Redis was unreachable")
 
-PROMETHEUS = PrometheusConfig(
-    app_name="baton", prefix="baton", group_path=True, exclude=["/metrics", "/v1/dashboard/events"]
-)
+# Request counts and latencies, filled by the observability middleware.
+REQUESTS = RequestMetrics()
+REGISTRY.register(REQUESTS)
 
 
 def record_verify(namespace: str, broken: int, checked: int) -> None:

@@ -14,6 +14,7 @@ from litestar.exceptions import HTTPException, ValidationException
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.plugins.problem_details import ProblemDetailsException
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
+from litestar.types import ExceptionHandlersMap
 from prometheus_client import Counter
 
 from baton.server.connection import write_refused
@@ -159,7 +160,7 @@ def unexpected_error(request: Request[Any, Any, Any], error: Exception) -> Respo
     )
 
 
-EXCEPTION_HANDLERS: dict[type[Exception], Any] = {
+EXCEPTION_HANDLERS: ExceptionHandlersMap = {
     BatonError: baton_error,
     ValidationException: validation_error,
     HTTPException: http_error,

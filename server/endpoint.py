@@ -1,0 +1,23 @@
+"""Where agents reach the API, from the environment. Standard library only: ``baton hook``
+reads it on every tool use, without the rest of the settings."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+
+
+def base_url(api_url: str | None, host: str, port: int) -> str:
+    """``BATON_URL`` when set, else the API's own host and port."""
+    return api_url or f"http://{host}:{port}"
+
+
+def base_url_of(environ: Mapping[str, str]) -> str:
+    """:func:`base_url` from ``BATON_URL``, ``BATON_HOST`` and ``BATON_PORT``."""
+    return base_url(
+        environ.get("BATON_URL") or None,
+        environ.get("BATON_HOST", DEFAULT_HOST),
+        int(environ.get("BATON_PORT", DEFAULT_PORT)),
+    )
