@@ -24,7 +24,7 @@ from baton.server.dashboard import Dashboard
 from baton.server.handoffs import HandoffStore
 from baton.server.keys import Keys
 from baton.server.memories import MemoryStore
-from baton.server.records import RecordStore
+from baton.server.records import HeadHints, RecordStore
 from baton.server.scripts import Scripts
 from baton.server.search import SearchIndex
 from baton.server.sessions import SessionStore
@@ -107,6 +107,7 @@ class Namespace:
         self.keys = Keys(self.name)
         self.search = SearchIndex(self.redis, backend.scripts, self.keys)
         self.activity = Activity(self)
+        self.heads = HeadHints()
 
     def batch(self) -> Batch:
         return Batch(self.redis)

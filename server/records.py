@@ -57,9 +57,33 @@ MAX_WRITE_ATTEMPTS = 1000
 BATCH = 500
 MAX_OUTCOME_REF = 200
 MAX_NOTE = 4000
+# Record heads a process keeps as write hints (see HeadHints), per namespace.
+HINTS_KEPT = 10_000
 # Memories (``memory/<id>``) have their own search documents; their records are not indexed
 # again as facts.
 UNINDEXED_SCOPE = "memory/"
+
+
+class HeadHints:
+    """The head (version, hash) of each record as this process last saw it, newest
+    ``size`` records: a guess that spares a write reading the head first. Only a guess: the
+    write script checks it and answers the real head when it is stale."""
+
+    def __init__(self, size: int = HINTS_KEPT) -> None:
+        self.size = size
+        self.heads: dict[str, tuple[int, str]] = {}
+
+    def get(self, ref: str) -> tuple[int, str]:
+        """The last head seen, or that of a new record."""
+        return self.heads.get(ref, (0, GENESIS_HASH))
+
+    def note(self, ref: str, version: int, hash_: str) -> None:
+        if ref not in self.heads and len(self.heads) >= self.size:
+            del self.heads[next(iter(self.heads))]  # the oldest noted
+        self.heads[ref] = (version, hash_)
+
+    def drop(self, ref: str) -> None:
+        self.heads.pop(ref, None)
 
 
 class RecordStore:
@@ -74,6 +98,7 @@ class RecordStore:
         self.scripts = namespace.backend.scripts
         self.search = namespace.search
         self.activity = namespace.activity
+        self.heads = namespace.heads
 
     # -- writing ------------------------------------------------------------------------------
 
@@ -104,6 +129,20 @@ class RecordStore:
         created_at = utc_now()
         head_key = self.keys.head(ref)
 
+        # The head this write builds on: the one this process last saw (or "new record"), so
+        # the common write is one round trip; the script refuses a stale guess and answers
+        # the real head, and the write is rebuilt on that.
+        guess = self.heads.get(ref)
+        if expected_version is not None and expected_version != guess[0]:
+            head = await self.redis.hmget(head_key, "version", "hash")
+            guess = (int(head[0] or 0), codec.text(head[1]) or GENESIS_HASH)
+            if expected_version != guess[0]:
+                raise VersionConflict(
+                    f"{ref} is at version {guess[0]}, not {expected_version}; nothing was written",
+                    ref=ref,
+                    current_version=guess[0],
+                )
+        current, prev_hash = guess
         # Index first: a crash after this leaves an index entry without a head, which readers
         # skip; it never leaves a record that listing cannot find.
         batch = self.ns.batch()
@@ -111,23 +150,8 @@ class RecordStore:
         batch.pipe.sadd(self.keys.agents, agent)
         for tag in tag_list:
             batch.pipe.sadd(self.keys.tag(tag), ref)
-        batch.pipe.hmget(head_key, "version", "hash", "forgotten_at")
-        *_, (current_raw, hash_raw, forgotten) = await batch.execute()
-        if forgotten is not None:
-            raise VersionConflict(f"{ref} was forgotten; write under a new ref", ref=ref)
-
         new_hash = ""
         for _ in range(MAX_WRITE_ATTEMPTS):
-            current = int(current_raw or 0)
-            if new_hash and codec.text(hash_raw) == new_hash:
-                break  # our script ran but its reply was lost (e.g. a retried timeout): done
-            if expected_version is not None and expected_version != current:
-                raise VersionConflict(
-                    f"{ref} is at version {current}, not {expected_version}; nothing was written",
-                    ref=ref,
-                    current_version=current,
-                )
-            prev_hash = codec.text(hash_raw) or GENESIS_HASH
             body = version_body(
                 ref=ref,
                 version=current + 1,
@@ -152,15 +176,30 @@ class RecordStore:
             }
             keys = [head_key, self.keys.version(ref, current + 1), self.keys.version(ref, current)]
             args: list[EncodableT] = [current, new_hash, repr(confidence), created_at, agent]
-            applied, _ = await self.scripts.remember(
-                keys=keys, args=[*args, *[item for pair in fields.items() for item in pair]]
+            batch.script(
+                self.scripts.remember, keys, [*args, *[i for pair in fields.items() for i in pair]]
             )
-            if applied:
+            reply = (await batch.execute())[-1]
+            batch = self.ns.batch()
+            if reply[0] == 1:
                 current += 1
                 break
-            current_raw, hash_raw = await self.redis.hmget(head_key, "version", "hash")
+            if reply[0] == -1:
+                self.heads.drop(ref)
+                raise VersionConflict(f"{ref} was forgotten; write under a new ref", ref=ref)
+            if codec.text(reply[2]) == new_hash:
+                current += 1  # our script ran but its reply was lost (a retried timeout): done
+                break
+            current, prev_hash = int(reply[1]), codec.text(reply[2]) or GENESIS_HASH
+            if expected_version is not None:
+                raise VersionConflict(
+                    f"{ref} is at version {current}, not {expected_version}; nothing was written",
+                    ref=ref,
+                    current_version=current,
+                )
         else:
             raise StoreUnavailable(f"{ref}: too many concurrent writers, try again", ref=ref)
+        self.heads.note(ref, current, new_hash)
 
         await self._after_write(ref, current, value, agent, session, tag_list)
         return Remembered(
@@ -349,6 +388,7 @@ class RecordStore:
                 args=[current, tombstone["at"], agent, reason, codec.pack(None), *marks],
             )
             if applied:
+                self.heads.drop(ref)
                 await self.search.remove([f"f:{ref}"])
                 return current
         raise StoreUnavailable(f"{ref}: too many concurrent writers, try again", ref=ref)

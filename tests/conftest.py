@@ -235,8 +235,9 @@ def wait_for_http(url: str, process: subprocess.Popen[bytes], log: Path) -> None
 
 
 @contextmanager
-def running_server(redis_url: str, log: Path, **env: str) -> Iterator[str]:
-    """A real ``baton serve`` process on a free loopback port; yields its URL."""
+def running_server(redis_url: str, log: Path, *options: str, **env: str) -> Iterator[str]:
+    """A real ``baton serve`` process (with ``options``) on a free loopback port; yields its
+    URL."""
     port = free_port()
     # The server sweeps by itself; tests that compare the store before and after a request
     # must not see a scheduled checkpoint land in between (tests take theirs explicitly).
@@ -248,7 +249,7 @@ def running_server(redis_url: str, log: Path, **env: str) -> Iterator[str]:
     }
     with open(log, "wb") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "baton.server.cli", "serve", "--port", str(port)],
+            [sys.executable, "-m", "baton.server.cli", "serve", "--port", str(port), *options],
             env=environment,
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -266,3 +266,21 @@ def test_baton_hook_gets_the_previous_session_back(
     )
     assert garbled.returncode == 0 and len(garbled.stderr.splitlines()) == 1
     assert_no_empty_session(api_url)
+
+
+def test_the_hook_reads_plain_and_chunked_http_answers() -> None:
+    """``baton hook`` speaks HTTP over a bare socket (it starts per tool use): it reads a
+    sized body, a chunked one, stops at Content-Length, and refuses what is not HTTP."""
+    from baton.agents.hook import parse_response
+
+    sized = (
+        b"HTTP/1.1 200 OK\r\ncontent-length: 7\r\ncontent-type: application/json\r\n\r\n{}\r\nxyz"
+    )
+    assert parse_response(sized) == (200, b"{}\r\nxyz"[:7])
+    chunked = (
+        b"HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b'5\r\n{"a":\r\n3;ext=1\r\n 1}\r\n0\r\n\r\n'
+    )
+    assert parse_response(chunked) == (404, b'{"a": 1}')
+    with pytest.raises(OSError, match="not HTTP"):
+        parse_response(b"SSH-2.0-OpenSSH\r\n")

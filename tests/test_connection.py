@@ -1,14 +1,18 @@
-"""How Baton talks to Redis: commands packed in C must be the bytes redis-py would send."""
+"""How Baton talks to Redis: commands packed in C must be the bytes redis-py would send, and
+the connection pool waits for a free connection rather than failing."""
 
 from __future__ import annotations
+
+import asyncio
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from redis.asyncio import Redis
 from redis.asyncio.connection import Connection
-from redis.exceptions import DataError
+from redis.exceptions import ConnectionError, DataError
 
-from baton.server.connection import TCPConnection
+from baton.server.connection import TCPConnection, WaitingConnectionPool
 
 ARGUMENT = st.one_of(
     st.text(),
@@ -40,3 +44,33 @@ def test_values_redis_cannot_hold_are_refused(bad: object) -> None:
         TCPConnection().pack_command("SET", "k", bad)
     with pytest.raises(DataError):
         Connection().pack_command("SET", "k", bad)
+
+
+@pytest.mark.anyio
+async def test_the_pool_waits_for_a_free_connection_instead_of_failing(redis_url: str) -> None:
+    """With every connection busy, a command waits for one to come back (up to the pool's
+    timeout) rather than failing: twelve blocking calls over four connections all finish."""
+    pool = WaitingConnectionPool.from_url(redis_url, max_connections=4, timeout=5)
+    client = Redis(connection_pool=pool)
+    try:
+        replies = await asyncio.gather(*(client.blpop(["nothing-here"], 0.2) for _ in range(12)))
+        assert replies == [None] * 12
+        assert len(pool._in_use_connections) == 0  # every connection went back
+    finally:
+        await client.aclose()
+
+
+@pytest.mark.anyio
+async def test_the_pool_refuses_clearly_after_its_timeout(redis_url: str) -> None:
+    """A command that cannot get a connection within the timeout fails with redis-py's
+    ConnectionError (answered 503 by the API), not by hanging."""
+    pool = WaitingConnectionPool.from_url(redis_url, max_connections=1, timeout=0.2)
+    client = Redis(connection_pool=pool)
+    try:
+        blocking = asyncio.create_task(client.blpop(["nothing-here"], 1))
+        await asyncio.sleep(0.05)
+        with pytest.raises(ConnectionError, match="No connection available"):
+            await client.get("anything")
+        assert await blocking is None
+    finally:
+        await client.aclose()

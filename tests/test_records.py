@@ -358,3 +358,45 @@ async def test_writes_survive_a_script_flush_without_asking_script_exists(
     assert (stats.versions, stats.broken) == (3, [])
     assert "cmdstat_script|exists" not in sync_redis.info("commandstats")
     await client.aclose()
+
+
+async def test_writers_with_stale_head_hints_still_append_in_order(
+    store: RecordStore, data_url: str
+) -> None:
+    """Each process guesses a record's head from what it last saw (one round trip per
+    write); when another process wrote in between, the guess is refused and the write is
+    rebuilt on the real head: alternating writers through two processes' views still make
+    versions 1..N with an unbroken chain, and expected_version still guards."""
+    other_client = async_redis(data_url)
+    other = Backend(other_client, Limits()).namespace("default").records
+    try:
+        written = []
+        for n in range(6):
+            writer = store if n % 2 == 0 else other
+            written.append((await writer.remember("race/ref", n, agent="w")).version)
+        assert written == [1, 2, 3, 4, 5, 6]
+        history = await store.history("race/ref")
+        assert [entry.chain_ok for entry in history.versions] == [True] * 6
+        assert [entry.value for entry in history.versions] == list(range(6))
+        with pytest.raises(VersionConflict) as refused:
+            await store.remember("race/ref", "late", agent="w", expected_version=5)
+        assert refused.value.extra["current_version"] == 6
+        assert (await other.remember("race/ref", 6, agent="w", expected_version=6)).version == 7
+    finally:
+        await other_client.aclose()
+
+
+async def test_a_forgotten_record_refuses_writes_even_from_a_stale_hint(
+    store: RecordStore, data_url: str
+) -> None:
+    """A process that last saw a record before it was forgotten cannot write a new version
+    on top of the tombstones."""
+    other_client = async_redis(data_url)
+    other = Backend(other_client, Limits()).namespace("default").records
+    try:
+        await other.remember("gone/ref", "v1", agent="w")
+        await store.forget("gone/ref", agent="w", reason="test")
+        with pytest.raises(VersionConflict, match="forgotten"):
+            await other.remember("gone/ref", "v2", agent="w")
+    finally:
+        await other_client.aclose()

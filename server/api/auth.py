@@ -18,6 +18,7 @@ request cannot plant data. Failed logins count per client address (429 beyond
 
 from __future__ import annotations
 
+import functools
 import hmac
 import ipaddress
 import json
@@ -112,12 +113,7 @@ class Gate:
     # -- checks ------------------------------------------------------------------------------
 
     def allowed_host(self, host: str) -> bool:
-        if host in self.allowed_hosts or host in LOOPBACK_NAMES:
-            return True
-        try:
-            return ipaddress.ip_address(host.strip("[]")).is_loopback
-        except ValueError:
-            return False
+        return host in self.allowed_hosts or host in LOOPBACK_NAMES or is_loopback(host)
 
     def check_open_request(self, scope: Scope, headers: Headers) -> None:
         """Open mode: only loopback (or allowed) Host names, no cross-origin writes."""
@@ -293,10 +289,17 @@ def _client(scope: Scope) -> str:
 
 
 def _loopback_client(scope: Scope) -> bool:
+    client = _client(scope)
+    return is_loopback(client) or client in LOOPBACK_NAMES  # test clients name themselves
+
+
+@functools.lru_cache(maxsize=1024)
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback IP address (cached: asked on every request)."""
     try:
-        return ipaddress.ip_address(_client(scope)).is_loopback
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
-        return _client(scope) in LOOPBACK_NAMES  # test clients name themselves
+        return False
 
 
 async def refuse(send: Send, scope: Scope, error: BatonError) -> None:

@@ -59,29 +59,34 @@ DashboardDep: TypeAlias = NamedDependency[Dashboard]
 
 
 def provide_namespace(caller: CallerDep, state: State) -> Namespace:
-    """The caller's namespace on the app's backend."""
+    """The caller's namespace on the app's backend.
+
+    Every store depends on the caller alone (not on another store), so Litestar resolves a
+    handler's dependencies one after the other: two dependencies at the same depth would be
+    resolved in an anyio task group, two task spawns per request (~20 % of a simple
+    request's CPU when measured)."""
     backend: Backend = state.backend
     return backend.namespace(caller.namespace)
 
 
-def provide_records(ns: NamespaceDep) -> RecordStore:
-    return ns.records
+def provide_records(caller: CallerDep, state: State) -> RecordStore:
+    return provide_namespace(caller, state).records
 
 
-def provide_handoffs(ns: NamespaceDep) -> HandoffStore:
-    return ns.handoffs
+def provide_handoffs(caller: CallerDep, state: State) -> HandoffStore:
+    return provide_namespace(caller, state).handoffs
 
 
-def provide_sessions(ns: NamespaceDep) -> SessionStore:
-    return ns.sessions
+def provide_sessions(caller: CallerDep, state: State) -> SessionStore:
+    return provide_namespace(caller, state).sessions
 
 
-def provide_memories(ns: NamespaceDep) -> MemoryStore:
-    return ns.memories
+def provide_memories(caller: CallerDep, state: State) -> MemoryStore:
+    return provide_namespace(caller, state).memories
 
 
-def provide_dashboard(ns: NamespaceDep) -> Dashboard:
-    return ns.dashboard
+def provide_dashboard(caller: CallerDep, state: State) -> Dashboard:
+    return provide_namespace(caller, state).dashboard
 
 
 PROVIDERS: dict[str, Callable[..., object]] = {

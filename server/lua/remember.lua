@@ -5,11 +5,17 @@
 -- ARGV[2] the new version's sha256      ARGV[3] its confidence
 -- ARGV[4] its created_at                ARGV[5] its author
 -- ARGV[6..] field/value pairs of the new version hash
--- Returns {1, new_version} on success, {0, current_version} when the head moved on.
+-- Returns {1, new_version} on success; {0, current_version, current_hash} when the head is
+-- not the one the caller built on (it rebuilds on that head and retries); {-1} when the
+-- record was forgotten (it takes no new versions).
 
-local current = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
+local head = redis.call('HMGET', KEYS[1], 'version', 'hash', 'forgotten_at')
+if head[3] then
+  return {-1}
+end
+local current = tonumber(head[1] or '0')
 if current ~= tonumber(ARGV[1]) then
-  return {0, current}
+  return {0, current, head[2] or ''}
 end
 local new = current + 1
 if current > 0 then

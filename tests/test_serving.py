@@ -1,0 +1,131 @@
+"""How ``baton serve`` runs: several worker processes on one port, one consistent memory;
+request metrics and access logs."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import re
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from tests.conftest import running_server
+
+WRITES = 60
+
+
+@pytest.mark.slow
+def test_two_workers_serve_one_consistent_memory(redis_url: str, tmp_path: Path) -> None:
+    """``baton serve --workers 2`` runs two API processes on one port; concurrent writes to
+    one ref through both land as versions 1..N with an unbroken chain, and every write is
+    readable at once from whichever worker answers."""
+    log = tmp_path / "serve.log"
+    with running_server(redis_url, log, "--workers", "2") as url:
+        parent = next(
+            process
+            for process in psutil.process_iter(["cmdline"])
+            if url.rsplit(":", 1)[1] in " ".join(process.info["cmdline"] or [])
+            and "--workers" in (process.info["cmdline"] or [])
+        )
+        workers = [
+            child for child in parent.children() if "spawn_main" in " ".join(child.cmdline())
+        ]
+        assert len(workers) == 2
+
+        def write(i: int) -> int:
+            with httpx.Client(base_url=url, headers={"X-Baton-Agent": f"w{i % 4}"}) as http:
+                answer = http.post("/v1/records", json={"ref": "shared/counter", "value": i})
+                assert answer.status_code == 201, answer.text
+                version = int(answer.json()["version"])
+                read = http.get("/v1/records/shared/counter", params={"version": version})
+                assert read.status_code == 200 and read.json()["value"] == i
+                return version
+
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            versions = sorted(pool.map(write, range(WRITES)))
+        assert versions == list(range(1, WRITES + 1))
+        with httpx.Client(base_url=url, headers={"X-Baton-Agent": "checker"}) as http:
+            history = http.get("/v1/history/shared/counter").json()
+            stats = http.get("/v1/stats", params={"verify": "true"}).json()
+        assert [entry["chain_ok"] for entry in history["versions"]] == [True] * WRITES
+        assert stats["broken"] == []
+
+
+def test_a_bad_workers_count_is_refused(redis_url: str, tmp_path: Path) -> None:
+    """``--workers 0`` is a usage error, not a server that never starts."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "baton.server.cli", "serve", "--workers", "0"],
+        capture_output=True,
+        text=True,
+        env={"BATON_REDIS_URL": redis_url, "PATH": "/usr/bin:/bin"},
+    )
+    assert done.returncode == 2 and "--workers must be 1 or more" in done.stderr
+
+
+def access_lines(log: Path) -> list[dict[str, object]]:
+    lines = []
+    for line in log.read_text().splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if entry.get("logger") == "baton.access" or entry.get("event") == "request":
+            lines.append(entry)
+    return lines
+
+
+@pytest.mark.parametrize(
+    ("policy", "logged"),
+    [("errors", ["/v1/records/no/such"]), ("all", ["/v1/records", "/v1/records/no/such"])],
+)
+def test_access_log_policy(redis_url: str, tmp_path: Path, policy: str, logged: list[str]) -> None:
+    """By default only failed (and slow) requests get an access-log line;
+    ``BATON_ACCESS_LOG=all`` logs every request, with its status and agent."""
+    log = tmp_path / "serve.log"
+    with (
+        running_server(redis_url, log, BATON_ACCESS_LOG=policy) as url,
+        httpx.Client(base_url=url, headers={"X-Baton-Agent": "logger"}) as http,
+    ):
+        assert http.post("/v1/records", json={"ref": "log/x", "value": 1}).status_code == 201
+        assert http.get("/v1/records/no/such").status_code == 404
+    entries = [entry for entry in access_lines(log) if str(entry["path"]).startswith("/v1/")]
+    assert [entry["path"] for entry in entries] == logged
+    assert entries[-1]["status"] == 404 and entries[-1]["agent"] == "logger"
+
+
+def samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
+    """Every sample of metric ``name`` in Prometheus text: its labels and value."""
+    found = []
+    for line in text.splitlines():
+        if line.startswith(name + "{"):
+            labels, value = line[len(name) + 1 :].rsplit("} ", 1)
+            found.append((dict(re.findall(r'(\w+)="([^"]*)"', labels)), float(value)))
+    return found
+
+
+def test_metrics_count_requests_per_route_with_a_latency_histogram(http: httpx.Client) -> None:
+    """/metrics counts requests by route template and status, and keeps a latency histogram
+    whose +Inf bucket equals the count; the scrape itself is not counted."""
+    for n in range(3):
+        http.post("/v1/records", json={"ref": f"metric/{n}", "value": n})
+    http.get("/v1/records/metric/0")
+    text = http.get("/metrics").text
+    route = {"method": "GET", "path": "/v1/records/{ref}", "status_code": "200"}
+    counts = [
+        value
+        for labels, value in samples(text, "baton_requests_total")
+        if route.items() <= labels.items()
+    ]
+    infinite = [
+        value
+        for labels, value in samples(text, "baton_request_duration_seconds_bucket")
+        if route.items() <= labels.items() and labels["le"] == "+Inf"
+    ]
+    assert len(counts) == 1 and counts[0] >= 1 and infinite == counts
+    assert all(labels["path"] != "/metrics" for labels, _ in samples(text, "baton_requests_total"))
