@@ -56,7 +56,7 @@ class Seeder:
             pins=[{"ref": f"growth/pin{n}"} for n in range(4)],
         )
         await store.remember("growth/pin0", {"note": "moved on"}, agent="bench")  # one stale pin
-        lines = [line async for line in export(store)]
+        lines = [line async for line in export(store.ns)]
         record = next(line for line in lines if line.get("ref") == "growth-template/r")
         packet = next(
             line
@@ -99,13 +99,13 @@ class Seeder:
         while self.records < total:
             count = min(SEED_BATCH, total - self.records)
             lines = [self.record_line(f"growth/r{self.records + n:07d}") for n in range(count)]
-            await import_dump(self.store, lines)
+            await import_dump(self.store.ns, lines)
             self.records += count
 
     async def queue_packets(self, agent: str, count: int) -> None:
         for start in range(0, count, SEED_BATCH):
             lines = [self.packet_line(agent) for _ in range(min(SEED_BATCH, count - start))]
-            await import_dump(self.store, lines)
+            await import_dump(self.store.ns, lines)
 
 
 async def growth(api_url: str, store: RecordStore, api_pid: int, quick: bool) -> list[str]:
