@@ -44,6 +44,7 @@ from baton.server.models import (
     SweepReport,
 )
 from baton.server.records import BATCH, MAX_NOTE
+from baton.server.store_base import NamespaceStore
 from baton.server.validation import check_agent, check_ref, check_session_id
 
 if TYPE_CHECKING:
@@ -68,18 +69,12 @@ def _text_list(items: object, field: str, max_items: int, max_length: int) -> li
     return list(items)
 
 
-class HandoffStore:
+class HandoffStore(NamespaceStore):
     """Handoff packets of one namespace."""
 
     def __init__(self, namespace: Namespace) -> None:
-        self.ns = namespace
-        self.namespace = namespace.name
-        self.redis = namespace.redis
-        self.keys = namespace.keys
-        self.limits = namespace.limits
-        self.scripts = namespace.backend.scripts
+        super().__init__(namespace)
         self.policy = namespace.backend.policy
-        self.activity = namespace.activity
 
     # -- writing a packet ---------------------------------------------------------------------
 

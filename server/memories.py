@@ -26,6 +26,7 @@ from baton.server.keys import NAMESPACES
 from baton.server.models import Observation, RecallHit, RecordVersion
 from baton.server.observations import concepts_of, observation_from
 from baton.server.search import text_of
+from baton.server.store_base import NamespaceStore
 from baton.server.validation import check_agent, check_session_id, check_size
 
 if TYPE_CHECKING:
@@ -144,14 +145,12 @@ def memory_ref(memory_id: str) -> str:
     return f"memory/{memory_id}"
 
 
-class MemoryStore:
+class MemoryStore(NamespaceStore):
     """Memories, search and forgetting in one namespace."""
 
     def __init__(self, namespace: Namespace) -> None:
-        self.ns = namespace
+        super().__init__(namespace)
         self.records = namespace.records
-        self.redis = namespace.redis
-        self.keys = namespace.keys
         self.index = namespace.search
 
     # -- saving -------------------------------------------------------------------------------

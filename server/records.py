@@ -38,6 +38,7 @@ from baton.server.models import (
     StaleOutcome,
 )
 from baton.server.search import text_of
+from baton.server.store_base import NamespaceStore
 from baton.server.validation import (
     check_agent,
     check_confidence,
@@ -86,18 +87,12 @@ class HeadHints:
         self.heads.pop(ref, None)
 
 
-class RecordStore:
+class RecordStore(NamespaceStore):
     """Records of one namespace: writing, reading and listing them."""
 
     def __init__(self, namespace: Namespace) -> None:
-        self.ns = namespace
-        self.namespace = namespace.name
-        self.redis = namespace.redis
-        self.keys = namespace.keys
-        self.limits = namespace.limits
-        self.scripts = namespace.backend.scripts
+        super().__init__(namespace)
         self.search = namespace.search
-        self.activity = namespace.activity
         self.heads = namespace.heads
 
     # -- writing ------------------------------------------------------------------------------

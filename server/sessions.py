@@ -25,6 +25,7 @@ from baton.server.observations import (
     observation_from,
     open_question,
 )
+from baton.server.store_base import NamespaceStore
 from baton.server.validation import check_depth, check_session_id, check_size
 
 if TYPE_CHECKING:
@@ -59,15 +60,11 @@ def short(session_id: str) -> str:
     return session_id[:7]
 
 
-class SessionStore:
+class SessionStore(NamespaceStore):
     """Sessions and observations of one namespace."""
 
     def __init__(self, namespace: Namespace) -> None:
-        self.ns = namespace
-        self.redis = namespace.redis
-        self.keys = namespace.keys
-        self.limits = namespace.limits
-        self.activity = namespace.activity
+        super().__init__(namespace)
         self.memories = namespace.memories
 
     # -- life cycle ---------------------------------------------------------------------------

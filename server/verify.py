@@ -11,19 +11,15 @@ from baton.server import codec
 from baton.server.integrity import OUTCOME_FIELDS, VERSION_FIELDS, ChainChecker
 from baton.server.models import BrokenLink, Stats
 from baton.server.records import BATCH
+from baton.server.store_base import NamespaceStore
 
 if TYPE_CHECKING:
-    from baton.server.backend import Namespace
+    pass
 
 
-class Verifier:
+class Verifier(NamespaceStore):
     """Stats and chain verification of one namespace, read in batches: memory stays flat
     however many versions there are."""
-
-    def __init__(self, namespace: Namespace) -> None:
-        self.ns = namespace
-        self.redis = namespace.redis
-        self.keys = namespace.keys
 
     async def stats(
         self,

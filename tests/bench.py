@@ -220,6 +220,7 @@ async def main(quick: bool, output: Path) -> None:
         target: str,
         ratio: float | None = None,
         met: bool | None = None,
+        generator: str = "Python client",
     ) -> None:
         ratio_text = "" if ratio is None else f"{ratio:.2f}"
         rows.append(
@@ -230,6 +231,7 @@ async def main(quick: bool, output: Path) -> None:
                 ratio_text,
                 target,
                 met,
+                generator,
             )
         )
         baseline = fmt(base) if base.latencies else "(an absolute target)"
@@ -365,6 +367,7 @@ async def main(quick: bool, output: Path) -> None:
                 target,
                 hook.pct(0.5) / interpreter.pct(0.5),
                 hook.pct(0.5) <= 50 if target != "(reported)" else None,
+                "process wall time",
             )
 
         # -- push handoff vs B-rq --------------------------------------------------------------
@@ -533,6 +536,7 @@ async def main(quick: bool, output: Path) -> None:
                 f"{ratio:.2f}",
                 "≥ 0.50, memory flat",
                 ratio >= 0.5,
+                "in-process",
             )
         )
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -584,6 +588,7 @@ async def main(quick: bool, output: Path) -> None:
             "p50 ≤ 10 ms, p95 ≤ 25 ms",
             None,
             met,
+            "in-process",
         )
 
         # -- how cost grows, then the server's memory with all that data ------------------------
@@ -602,6 +607,7 @@ async def main(quick: bool, output: Path) -> None:
                 "",
                 "≤ 250 MiB",
                 api_rss <= 250,
+                "psutil",
             )
         )
         print(f"API RSS {api_rss:.0f} MiB; Redis used_memory {redis_memory:.0f} MiB")

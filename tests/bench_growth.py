@@ -118,7 +118,8 @@ async def growth(api_url: str, store: RecordStore, api_pid: int, quick: bool) ->
     lines = [
         "### How cost grows",
         "",
-        "Every figure through the API, one call at a time: `remember` a new version of a "
+        "Every figure through the API at one connection (wrk, 3 s per figure): `remember` a "
+        "new version of a "
         "random record, `recall` a random record, search (`GET /v1/records?query=` two "
         "words drawn from the same Zipf-like vocabulary, 10 results), `verify` of every "
         "version, and a signed checkpoint of the whole namespace (`POST /v1/checkpoints`, "
