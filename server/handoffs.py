@@ -15,7 +15,6 @@ packet, so a packet claimed by ``resume`` is never also run by a worker, and vic
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 import secrets
 import time
@@ -142,14 +141,17 @@ class HandoffStore(NamespaceStore):
             "redeliveries": 0,
             "job_seq": 0,
         }
-        stored, log = await self.scripts.create_packet(
-            keys=[
+        # The packet and its activity event in one round trip (the event after the packet).
+        batch = self.ns.batch()
+        batch.script(
+            self.scripts.create_packet,
+            [
                 self.keys.packet(to_agent, packet_id),
                 self.keys.queued(to_agent),
                 self.keys.expiring(to_agent),
                 self.keys.inbox_all(to_agent),
             ],
-            args=[
+            [
                 packet_id,
                 created_us,
                 fields["expires_us"],
@@ -158,17 +160,12 @@ class HandoffStore(NamespaceStore):
                 *[item for pair in fields.items() for item in pair],
             ],
         )
+        text = f"{from_agent} handed {packet_id} to {to_agent}: {summary}"
+        self.activity.event(batch, "handoff", from_agent, text, packet=packet_id)
+        stored, log = (await batch.execute())[0]
         # If the process dies here, the packet is queued without an RQ job: pull still sees
         # it, and the periodic sweep enqueues the missing job (see sweep()).
-        await asyncio.gather(
-            self._dispatch(to_agent, packet_id, 0),
-            self.activity.emit(
-                "handoff",
-                from_agent,
-                f"{from_agent} handed {packet_id} to {to_agent}: {summary}",
-                packet=packet_id,
-            ),
-        )
+        await self._dispatch(to_agent, packet_id, 0)
         packet = codec.packet(codec.pairs(stored))
         packet.log = codec.transitions(log)
         return packet

@@ -213,7 +213,8 @@ class Gate:
         await pipe.execute()
 
     def claims(self, scope: Scope, headers: Headers) -> Claims:
-        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        raw_query = scope.get("query_string", b"")
+        query = parse_qs(raw_query.decode("latin-1")) if raw_query else {}
         sessions = headers.all(SESSION_HEADER.encode())
         mcp_session = headers.first(b"mcp-session-id")
         handler = scope.get("route_handler")
@@ -276,6 +277,7 @@ def _bearer(headers: Headers) -> str | None:
     return value[7:].strip() or None if value.lower().startswith("bearer ") else None
 
 
+@functools.lru_cache(maxsize=1024)
 def _hostname(url: str) -> str:
     try:
         return (urlsplit(url).hostname or "").lower()
