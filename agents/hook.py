@@ -108,11 +108,31 @@ class Baton:
 
                 stream = ssl.create_default_context().wrap_socket(raw, server_hostname=self.host)
             stream.sendall(request)
-            answer = b"".join(iter(lambda: stream.recv(65536), b""))
+            answer = b""
+            while not complete(answer):  # a server may keep the connection open anyway
+                chunk = stream.recv(65536)
+                if not chunk:
+                    break
+                answer += chunk
         status, body_bytes = parse_response(answer)
         if status >= 400:
             raise Refused(_refusal(status, body_bytes))
         return json.loads(body_bytes or b"null")
+
+
+def complete(answer: bytes) -> bool:
+    """Whether ``answer`` holds a whole response: its Content-Length in bytes, or a chunked
+    body's last chunk (without either, the server's closing the connection ends it)."""
+    head, separator, body = answer.partition(b"\r\n\r\n")
+    if not separator:
+        return False
+    lowered = head.lower()
+    if b"transfer-encoding: chunked" in lowered:
+        return body.endswith(b"0\r\n\r\n")
+    for line in lowered.split(b"\r\n"):
+        if line.startswith(b"content-length:"):
+            return len(body) >= int(line.split(b":", 1)[1])
+    return False
 
 
 def parse_response(answer: bytes) -> tuple[int, bytes]:

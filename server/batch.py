@@ -1,9 +1,15 @@
 """Commands and scripts sent together, whatever the Redis topology.
 
-On one Redis a :class:`Batch` is one pipeline: a round trip for everything. On a cluster
-scripts cannot be pipelined across slots, so they run concurrently beside one pipeline of the
-plain commands. Either way :meth:`Batch.execute` answers in the order things were queued, so
-no caller branches on "is this a cluster".
+On one Redis a :class:`Batch` is one pipeline: a round trip for everything, run in the order
+queued. On a cluster scripts cannot be pipelined across slots, so the batch runs in stages:
+each run of plain commands as one pipeline, each run of scripts concurrently, stage after
+stage, so whatever was queued before something has been applied before it there too (the
+"index first" rule of a write depends on it). Either way :meth:`Batch.execute` answers in
+the order things were queued, so no caller branches on "is this a cluster".
+
+One exception to the order: a script the server no longer has cached (after a restart or
+SCRIPT FLUSH) is loaded and run after the rest of its pipeline (``ScriptPipeline``). Baton's
+batches only rely on plain commands running *before* a script, which that keeps.
 """
 
 from __future__ import annotations
@@ -18,43 +24,48 @@ from redis.commands.core import AsyncScript
 
 from baton.server.connection import queue_script
 
+ScriptCall = tuple[AsyncScript, list[Any], list[Any]]
+
 
 class Batch:
     """Plain commands go on :attr:`pipe`; scripts through :meth:`script`."""
 
     def __init__(self, redis: Redis, *, transaction: bool = False) -> None:
         """With ``transaction`` (one Redis only), everything runs in one MULTI/EXEC."""
-        self.pipe: Pipeline = redis.pipeline(transaction=transaction)
+        self.redis = redis
+        self.transaction = transaction
         self.cluster = isinstance(redis, RedisCluster)
-        # On a cluster: each script call with the number of plain commands queued before it.
-        self.deferred: list[tuple[int, AsyncScript, list[Any], list[Any]]] = []
+        # One stage on a single Redis; on a cluster, pipelines and script runs in turn.
+        self.stages: list[Pipeline | list[ScriptCall]] = []
+
+    @property
+    def pipe(self) -> Pipeline:
+        """The pipeline plain commands are queued on now."""
+        if not self.stages or isinstance(self.stages[-1], list):
+            self.stages.append(self.redis.pipeline(transaction=self.transaction))
+        stage = self.stages[-1]
+        assert not isinstance(stage, list)
+        return stage
 
     def script(self, script: AsyncScript, keys: list[Any], args: list[Any]) -> None:
-        if self.cluster:
-            self.deferred.append((len(self.pipe), script, keys, args))
-        else:
+        if not self.cluster:
             queue_script(self.pipe, script, keys, args)
+        elif self.stages and isinstance(self.stages[-1], list):
+            self.stages[-1].append((script, keys, args))
+        else:
+            self.stages.append([(script, keys, args)])
 
     def __len__(self) -> int:
-        return len(self.pipe) + len(self.deferred)
+        return sum(len(stage) for stage in self.stages)
 
     async def execute(self) -> list[Any]:
         """Every reply, in the order the commands and scripts were queued."""
-        if not self.deferred:
-            return list(await self.pipe.execute()) if len(self.pipe) else []
-        commands = self.pipe.execute() if len(self.pipe) else _nothing()
-        *scripts, plain = await asyncio.gather(
-            *(script(keys=keys, args=args) for _, script, keys, args in self.deferred), commands
-        )
         replies: list[Any] = []
-        taken = 0
-        for (before, *_), reply in zip(self.deferred, scripts, strict=True):
-            replies += plain[taken:before]
-            replies.append(reply)
-            taken = before
-        replies += plain[taken:]
+        for stage in self.stages:
+            if isinstance(stage, list):
+                replies += await asyncio.gather(
+                    *(script(keys=keys, args=args) for script, keys, args in stage)
+                )
+            elif len(stage):
+                replies += await stage.execute()
         return replies
-
-
-async def _nothing() -> list[Any]:
-    return []

@@ -161,11 +161,19 @@ def load_signing_key(data_dir: Path, configured: str | None) -> Ed25519PrivateKe
         return _key_from(configured, "BATON_SIGNING_KEY")
     path = data_dir / KEY_FILE
     if not path.exists():
+        # Written to a file of its own, then linked into place: processes starting together
+        # (``baton serve --workers N``) never read a half-written key, and the first link wins.
         data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        seed = base64.b64encode(os.urandom(32)).decode()
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        draft = data_dir / f".{KEY_FILE}.{os.getpid()}"
+        descriptor = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(descriptor, "w") as out:
-            out.write(seed + "\n")
+            out.write(base64.b64encode(os.urandom(32)).decode() + "\n")
+        try:
+            os.link(draft, path)
+        except FileExistsError:
+            pass  # another process made the key first: use theirs
+        finally:
+            draft.unlink()
     return _key_from(path.read_text().strip(), str(path))
 
 

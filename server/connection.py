@@ -113,29 +113,43 @@ class WaitingConnectionPool(ConnectionPool):
         self.waiters: deque[asyncio.Future[None]] = deque()
 
     async def get_connection(self, command_name: Any = None, *keys: Any, **options: Any) -> Any:
+        """A connection: at once when one is free and nobody waits, else in turn (first
+        come, first served) within ``timeout``."""
         deadline = None
+        woken = False
         while True:
-            if self.can_get_connection():
+            # A newcomer does not overtake the tasks already waiting; a woken one goes first.
+            if self.can_get_connection() and (woken or not self.waiters):
                 try:
                     return await super().get_connection()  # type: ignore[no-untyped-call]
                 except MaxConnectionsError:
-                    pass  # another task took the last one while we waited for the lock
+                    pass  # taken while we waited for the pool's lock: wait again
             loop = asyncio.get_running_loop()
             deadline = deadline or loop.time() + self.timeout
             if loop.time() >= deadline:
                 raise redis.exceptions.ConnectionError("No connection available.")
             waiter = loop.create_future()
-            self.waiters.append(waiter)
+            if woken:
+                self.waiters.appendleft(waiter)  # beaten to it once: keep our place
+            else:
+                self.waiters.append(waiter)
             try:
-                await asyncio.wait_for(waiter, deadline - loop.time())
+                async with asyncio.timeout(deadline - loop.time()):
+                    await waiter
+                woken = True
             except TimeoutError:
-                pass
+                woken = False
             finally:
                 if waiter in self.waiters:
                     self.waiters.remove(waiter)
+                elif waiter.done() and not waiter.cancelled() and not woken:
+                    self._wake_next()  # woken but leaving (cancelled): pass the turn on
 
     async def release(self, connection: Any) -> None:
         await super().release(connection)
+        self._wake_next()
+
+    def _wake_next(self) -> None:
         while self.waiters:
             waiter = self.waiters.popleft()
             if not waiter.done():

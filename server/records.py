@@ -170,7 +170,17 @@ class RecordStore(NamespaceStore):
                 "confidence": repr(confidence),
             }
             keys = [head_key, self.keys.version(ref, current + 1), self.keys.version(ref, current)]
-            args: list[EncodableT] = [current, new_hash, repr(confidence), created_at, agent]
+            # The head is checked by number and hash: a guess can be stale in both (a
+            # version rolled back and written again by someone else).
+            built_on = "" if current == 0 else prev_hash
+            args: list[EncodableT] = [
+                current,
+                new_hash,
+                repr(confidence),
+                created_at,
+                agent,
+                built_on,
+            ]
             batch.script(
                 self.scripts.remember, keys, [*args, *[i for pair in fields.items() for i in pair]]
             )
@@ -186,6 +196,7 @@ class RecordStore(NamespaceStore):
                 current += 1  # our script ran but its reply was lost (a retried timeout): done
                 break
             current, prev_hash = int(reply[1]), codec.text(reply[2]) or GENESIS_HASH
+            self.heads.note(ref, current, prev_hash)
             if expected_version is not None:
                 raise VersionConflict(
                     f"{ref} is at version {current}, not {expected_version}; nothing was written",

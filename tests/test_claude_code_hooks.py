@@ -284,3 +284,34 @@ def test_the_hook_reads_plain_and_chunked_http_answers() -> None:
     assert parse_response(chunked) == (404, b'{"a": 1}')
     with pytest.raises(OSError, match="not HTTP"):
         parse_response(b"SSH-2.0-OpenSSH\r\n")
+
+
+def test_the_hook_does_not_wait_for_a_server_that_keeps_the_connection_open() -> None:
+    """A server (or proxy) that answers but keeps the connection open anyway does not stall
+    the hook until its timeout: the answer ends at its Content-Length."""
+    import socket
+    import threading
+    import time
+
+    from baton.agents.hook import Baton
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    body = b'{"agent": "x", "namespace": "default", "credential": "open"}'
+
+    def answer_and_linger() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            connection.recv(65536)
+            connection.sendall(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
+            time.sleep(5)  # never closes while the hook could still be waiting
+
+    threading.Thread(target=answer_and_linger, daemon=True).start()
+    started = time.perf_counter()
+    answer = Baton(f"http://127.0.0.1:{port}", "x", None).call("GET", "/v1/whoami")
+    assert answer["agent"] == "x" and time.perf_counter() - started < 1.0
+    listener.close()

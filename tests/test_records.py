@@ -400,3 +400,29 @@ async def test_a_forgotten_record_refuses_writes_even_from_a_stale_hint(
             await other.remember("gone/ref", "v2", agent="w")
     finally:
         await other_client.aclose()
+
+
+async def test_a_hint_with_the_right_number_but_another_hash_is_refused(
+    store: RecordStore, data_url: str, data_redis: redis.Redis
+) -> None:
+    """A version can be written twice with different content (Redis lost its last second
+    and another writer wrote the number again): a process whose hint names the lost version
+    rebuilds on the real one, so the chain stays unbroken."""
+    other_client = async_redis(data_url)
+    other = Backend(other_client, Limits()).namespace("default").records
+    keys = Keys("default")
+    try:
+        first = await store.remember("lost/ref", "v1", agent="a")
+        await store.remember("lost/ref", "v2", agent="a")  # store's hint: version 2, its hash
+        data_redis.delete(keys.version("lost/ref", 2))  # the write is lost: back to version 1
+        data_redis.hset(keys.head("lost/ref"), mapping={"version": 1, "hash": first.hash})
+        data_redis.hdel(keys.version("lost/ref", 1), "superseded_by")
+        again = await other.remember("lost/ref", "v2 written again", agent="b")
+        assert again.version == 2
+        third = await store.remember("lost/ref", "v3", agent="a")
+        assert (third.version, third.prev_hash) == (3, again.hash)
+        history = await store.history("lost/ref")
+        assert [entry.chain_ok for entry in history.versions] == [True, True, True]
+        assert history.versions[1].value == "v2 written again"
+    finally:
+        await other_client.aclose()

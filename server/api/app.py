@@ -47,6 +47,7 @@ from baton.server.connection import async_redis, embedded_server, redis_url
 from baton.server.embedded import supervise
 from baton.server.identity import CALLER, Caller
 from baton.server.keys import RATE_LIMIT_NAMESPACE, READY_PROBE
+from baton.server.logs import configure_logging
 from baton.server.mcp_server import Binding, create_mcp_server
 from baton.server.settings import Settings
 
@@ -106,6 +107,7 @@ APP_FACTORY = "baton.server.api.app:create_app"
 def create_app(settings: Settings | None = None) -> Litestar:
     """Build the API. Redis is connected at start-up (the embedded one unless configured)."""
     settings = settings or Settings.from_env()
+    configure_logging()  # here too: `baton serve --workers N` builds the app in fresh processes
 
     binding = Binding()
     gate = Gate(settings)

@@ -65,6 +65,17 @@ class RequestMetrics(Collector):
         yield durations
 
 
+def route_of(scope: Scope) -> str:
+    """The route template a request matched (``/v1/records/{ref}``); a mounted app's mount
+    path (``/mcp``); "unmatched" for none."""
+    template = scope.get("path_template")
+    if template and template != "/":
+        return str(template)
+    handler = scope.get("route_handler")
+    paths = getattr(handler, "paths", None)
+    return str(next(iter(sorted(paths)))) if paths else "unmatched"
+
+
 def observe_requests(
     metrics: RequestMetrics, access_log: AccessLog
 ) -> Callable[[ASGIApp], ASGIApp]:
@@ -77,24 +88,29 @@ def observe_requests(
                 return
             started = time.perf_counter()
             status = 500
+            streaming = False
+            path = scope["path"]  # before the app runs: a mounted app (/mcp) shortens it
 
             async def send_and_watch(message: Message) -> None:
-                nonlocal status
+                nonlocal status, streaming
                 if message["type"] == "http.response.start":
                     status = message["status"]
+                    streaming = scope["method"] == "GET" and any(
+                        name == b"content-type" and value.startswith(b"text/event-stream")
+                        for name, value in message.get("headers", ())
+                    )
                 await send(message)
 
             try:
                 await app(scope, receive, send_and_watch)
             finally:
                 seconds = time.perf_counter() - started
-                path = scope["path"]
-                if path not in UNMEASURED:
-                    route = scope.get("path_template") or "unmatched"
-                    metrics.observe(scope["method"], route, status, seconds)
-                if access_log == "all" or (
-                    access_log == "errors" and (status >= 400 or seconds >= SLOW_SECONDS)
-                ):
+                # A GET stream (the dashboard's, an MCP session's) lasts as long as its
+                # client: neither a latency nor slow. (An MCP POST answered as SSE is short.)
+                if path not in UNMEASURED and not streaming:
+                    metrics.observe(scope["method"], route_of(scope), status, seconds)
+                slow = seconds >= SLOW_SECONDS and not streaming
+                if access_log == "all" or (access_log == "errors" and (status >= 400 or slow)):
                     caller = scope.get("state", {}).get(CALLER)
                     log.info(
                         "request",
