@@ -65,6 +65,14 @@ async def queue_packets(
     ]
 
 
+async def until_claimed(handoffs: HandoffStore, packet_id: str) -> None:
+    """Wait (up to 30 s) until a worker has claimed the packet."""
+    deadline = time.monotonic() + 30
+    while (await handoffs.get(packet_id)).state != "claimed":
+        assert time.monotonic() < deadline, "the worker never claimed the packet"
+        await asyncio.sleep(0.1)
+
+
 @pytest.mark.slow
 async def test_four_pulling_processes_claim_each_packet_once_in_fifo_order(
     handoffs: HandoffStore, api_url: str
@@ -284,10 +292,7 @@ async def test_a_handler_longer_than_its_lease_keeps_its_packet(
         api_url=api_url,
         BATON_LEASE_SECONDS="2",
     )
-    deadline = time.monotonic() + 30
-    while (await handoffs.get(packet_id)).state != "claimed":  # the worker has it now
-        assert time.monotonic() < deadline, "the worker never claimed the packet"
-        await asyncio.sleep(0.1)
+    await until_claimed(handoffs, packet_id)
     with BatonClient(api_url, agent="tester") as puller:
         deadline = time.monotonic() + 8
         while time.monotonic() < deadline and worker.poll() is None:
@@ -316,10 +321,7 @@ async def test_sigterm_stops_a_worker_stuck_in_a_handler_within_its_grace(
         api_url=api_url,
         BATON_STOP_SECONDS="2",
     )
-    deadline = time.monotonic() + 30
-    while (await handoffs.get(packet_id)).state != "claimed":
-        assert time.monotonic() < deadline, "the worker never claimed the packet"
-        await asyncio.sleep(0.1)
+    await until_claimed(handoffs, packet_id)
     stopping = time.monotonic()
     worker.send_signal(signal.SIGTERM)
     output = worker.communicate(timeout=30)[0]
