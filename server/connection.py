@@ -18,7 +18,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import Connection, SSLConnection, UnixDomainSocketConnection
 from redis.backoff import ExponentialBackoff
 from redis.commands.core import AsyncScript
-from redis.exceptions import DataError, MaxConnectionsError, NoScriptError
+from redis.exceptions import DataError, NoScriptError, ResponseError
 from redis.retry import Retry
 from redis.typing import ScriptTextT
 
@@ -59,6 +59,8 @@ CLUSTER_SCHEMES = ("redis+cluster://", "rediss+cluster://")
 # Requests beyond this many concurrent Redis calls wait (up to 5 s) for a free connection
 # instead of failing.
 MAX_CONNECTIONS = 256
+# How long one read or write to Redis may take before the connection is given up.
+IO_TIMEOUT = 30.0
 
 
 def is_cluster(url: str) -> bool:
@@ -82,19 +84,46 @@ class HiredisPacking:
             raise DataError(str(error)) from None
 
 
-class TCPConnection(HiredisPacking, Connection):
+class TimerBoundIO:
+    """Reads and writes bounded by ``IO_TIMEOUT`` seconds with a timer. redis-py bounds each
+    write of a connection that has a ``socket_timeout`` with ``asyncio.wait_for``, which
+    wraps it in a new task, a tenth of a round trip's CPU; these connections have no
+    ``socket_timeout`` and put an ``asyncio.timeout`` (a timer, no task) around both."""
+
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        try:
+            async with asyncio.timeout(IO_TIMEOUT):
+                await super().send_packed_command(command, check_health)  # type: ignore[misc]
+        except TimeoutError:
+            await self.disconnect(nowait=True)  # type: ignore[attr-defined]
+            raise redis.exceptions.TimeoutError("Timeout writing to socket") from None
+
+    async def read_response(
+        self, disable_decoding: bool = False, timeout: float | None = None, **options: Any
+    ) -> Any:
+        if timeout is not None:  # the caller's own bound (pub/sub): redis-py's handling
+            return await super().read_response(disable_decoding, timeout, **options)  # type: ignore[misc]
+        try:
+            async with asyncio.timeout(IO_TIMEOUT):
+                return await super().read_response(disable_decoding, **options)  # type: ignore[misc]
+        except TimeoutError:
+            # redis-py disconnected when the timer cancelled the read
+            raise redis.exceptions.TimeoutError("Timeout reading from Redis") from None
+
+
+class TCPConnection(HiredisPacking, TimerBoundIO, Connection):
     pass
 
 
-class TLSConnection(HiredisPacking, SSLConnection):
+class TLSConnection(HiredisPacking, TimerBoundIO, SSLConnection):
     pass
 
 
-class UnixConnection(HiredisPacking, UnixDomainSocketConnection):
+class UnixConnection(HiredisPacking, TimerBoundIO, UnixDomainSocketConnection):
     pass
 
 
-HIREDIS_PACKING: dict[type[Any], type[Any]] = {
+LEAN_CONNECTIONS: dict[type[Any], type[Any]] = {
     Connection: TCPConnection,
     SSLConnection: TLSConnection,
     UnixDomainSocketConnection: UnixConnection,
@@ -105,7 +134,10 @@ class WaitingConnectionPool(ConnectionPool):
     """A pool that waits (up to ``timeout`` seconds) for a connection when all
     ``max_connections`` are in use, and costs nothing extra when one is free: redis-py's
     ``BlockingConnectionPool`` takes a condition and a timeout on every command, about 7 % of
-    a simple request's CPU."""
+    a simple request's CPU. Taking and giving back a connection skips the lock (nothing is
+    awaited between checking the pool and taking from it) and redis-py's OpenTelemetry
+    connection counts and release events: Baton exports its own metrics and uses no
+    credential provider that listens for releases."""
 
     def __init__(self, *, timeout: float = 5, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -113,17 +145,20 @@ class WaitingConnectionPool(ConnectionPool):
         self.waiters: deque[asyncio.Future[None]] = deque()
 
     async def get_connection(self, command_name: Any = None, *keys: Any, **options: Any) -> Any:
-        """A connection: at once when one is free and nobody waits, else in turn (first
-        come, first served) within ``timeout``."""
+        """A connected connection: at once when one is free and nobody waits, else in turn
+        (first come, first served) within ``timeout``."""
         deadline = None
         woken = False
         while True:
             # A newcomer does not overtake the tasks already waiting; a woken one goes first.
             if self.can_get_connection() and (woken or not self.waiters):
+                connection = self.get_available_connection()  # type: ignore[no-untyped-call]
                 try:
-                    return await super().get_connection()  # type: ignore[no-untyped-call]
-                except MaxConnectionsError:
-                    pass  # taken while we waited for the pool's lock: wait again
+                    await self.ensure_connection(connection)
+                except BaseException:
+                    await self.release(connection)
+                    raise
+                return connection
             loop = asyncio.get_running_loop()
             deadline = deadline or loop.time() + self.timeout
             if loop.time() >= deadline:
@@ -146,7 +181,10 @@ class WaitingConnectionPool(ConnectionPool):
                     self._wake_next()  # woken but leaving (cancelled): pass the turn on
 
     async def release(self, connection: Any) -> None:
-        await super().release(connection)
+        self._in_use_connections.remove(connection)
+        if connection.should_reconnect():
+            await connection.disconnect()
+        self._available_connections.append(connection)
         self._wake_next()
 
     def _wake_next(self) -> None:
@@ -158,24 +196,37 @@ class WaitingConnectionPool(ConnectionPool):
 
 
 class ScriptPipeline(Pipeline):
-    """A pipeline that sends its scripts' EVALSHA straight away: redis-py asks SCRIPT EXISTS
-    before every pipeline that holds a script, one round trip more each time. Baton loads its
-    scripts at startup; a script missing from the server's cache since (a restart, SCRIPT
-    FLUSH) did not run, so it is loaded and run on its own after the rest of the pipeline.
-    Transactions keep redis-py's check (a re-run would not be part of the MULTI)."""
+    """redis-py's pipeline, leaner where Baton's batches need it: plain pipelines (no
+    MULTI, no WATCH) are sent and read in one go without redis-py's per-pipeline
+    OpenTelemetry bookkeeping, and their scripts' EVALSHA is sent straight away (redis-py
+    asks SCRIPT EXISTS before every pipeline that holds a script, one round trip more each
+    time). Baton loads its scripts at startup; a script missing from the server's cache since
+    (a restart, SCRIPT FLUSH) did not run, so it is loaded and run on its own after the rest
+    of the pipeline. Transactions keep redis-py's path (a re-run would not be part of the
+    MULTI)."""
 
     async def load_scripts(self) -> None:
         if self.is_transaction or self.explicit_transaction:
             await super().load_scripts()  # type: ignore[no-untyped-call]
 
     async def execute(self, raise_on_error: bool = True) -> list[Any]:
-        if self.is_transaction or self.explicit_transaction or not self.scripts:
+        if self.is_transaction or self.explicit_transaction or self.watching:
             return await super().execute(raise_on_error)
-        stack = list(self.command_stack)
+        stack, self.command_stack = self.command_stack, []
         sources: dict[str | bytes, ScriptTextT] = {
             script.sha: script.script for script in self.scripts
         }
-        replies: list[Any] = await super().execute(raise_on_error=False)
+        self.scripts = set()
+        if not stack:
+            return []
+        connection = await self.connection_pool.get_connection()  # type: ignore[no-untyped-call]
+        try:
+            replies: list[Any] = await connection.retry.call_with_retry(
+                lambda: self._send_and_read(connection, stack),
+                lambda error: connection.disconnect(error=error),
+            )
+        finally:
+            await self.connection_pool.release(connection)
         missing = [index for index, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
         if missing:
             client = Redis(connection_pool=self.connection_pool)
@@ -191,6 +242,17 @@ class ScriptPipeline(Pipeline):
             raise errors[0]
         return replies
 
+    async def _send_and_read(self, connection: Connection, stack: list[Any]) -> list[Any]:
+        """Every command in one write, then every reply (an error reply in its place)."""
+        await connection.send_packed_command(connection.pack_commands([args for args, _ in stack]))
+        replies: list[Any] = []
+        for args, options in stack:
+            try:
+                replies.append(await self.parse_response(connection, args[0], **options))
+            except ResponseError as error:
+                replies.append(error)
+        return replies
+
 
 def queue_script(pipe: Pipeline, script: AsyncScript, keys: list[Any], args: list[Any]) -> None:
     """Queue one EVALSHA of ``script`` on ``pipe`` (synchronously; ``ScriptPipeline`` loads
@@ -201,7 +263,24 @@ def queue_script(pipe: Pipeline, script: AsyncScript, keys: list[Any], args: lis
 
 
 class BatonRedis(Redis):
-    """redis-py's asyncio client whose pipelines are ``ScriptPipeline``s."""
+    """redis-py's asyncio client whose pipelines are ``ScriptPipeline``s and whose commands
+    skip redis-py's per-command OpenTelemetry bookkeeping (Baton exports its own metrics):
+    a fifth of a plain command's CPU. Retries and pooling are redis-py's."""
+
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        pool = self.connection_pool
+        connection = await pool.get_connection()  # type: ignore[no-untyped-call]
+
+        async def send_and_read() -> Any:
+            await connection.send_command(*args)
+            return await self.parse_response(connection, args[0], **options)
+
+        try:
+            return await connection.retry.call_with_retry(
+                send_and_read, lambda error: connection.disconnect(error=error)
+            )
+        finally:
+            await pool.release(connection)
 
     def pipeline(self, transaction: bool = True, shard_hint: str | None = None) -> Pipeline:
         return ScriptPipeline(
@@ -214,7 +293,7 @@ def async_redis(url: str) -> Redis:
     a cluster client for ``redis+cluster://`` URLs."""
     if is_cluster(url):
         cluster: Redis = RedisCluster.from_url(  # type: ignore[assignment]
-            url.replace("+cluster", "", 1), socket_connect_timeout=2, socket_timeout=30
+            url.replace("+cluster", "", 1), socket_connect_timeout=2, socket_timeout=IO_TIMEOUT
         )
         return cluster
     pool = WaitingConnectionPool.from_url(
@@ -222,10 +301,10 @@ def async_redis(url: str) -> Redis:
         max_connections=MAX_CONNECTIONS,
         timeout=5,
         socket_connect_timeout=2,
-        socket_timeout=30,
+        socket_timeout=None,  # reads and writes are bounded by TimerBoundIO
         retry=_retry(),
     )
-    pool.connection_class = HIREDIS_PACKING.get(pool.connection_class, pool.connection_class)
+    pool.connection_class = LEAN_CONNECTIONS.get(pool.connection_class, pool.connection_class)
     return BatonRedis(connection_pool=pool)
 
 

@@ -22,7 +22,7 @@ The rules (the table in docs/operations.md says the same per surface):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Literal
 
 from redis.asyncio import Redis
@@ -107,13 +107,14 @@ class Caller:
                 field=field,
                 agent=name,
             )
-        return replace(self, agent=name)
+        return Caller(name, self.namespace, self.session, self.credential)
 
     def in_session(self, session: object, field: str = "sessionId") -> Caller:
         """This caller working in ``session`` (a body ``sessionId``)."""
         if session is None or session == "":
             return self
-        return replace(self, session=check_session_id(session, field=field))
+        session_id = check_session_id(session, field=field)
+        return Caller(self.agent, self.namespace, session_id, self.credential)
 
     def require_owner(self, owner: str | None, what: str) -> None:
         """Refuse acting on something ``owner`` holds unless it is this caller's (or an

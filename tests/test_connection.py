@@ -6,13 +6,15 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+import redis
 from hypothesis import given
 from hypothesis import strategies as st
 from redis.asyncio import Redis
 from redis.asyncio.connection import Connection
-from redis.exceptions import ConnectionError, DataError
+from redis.exceptions import ConnectionError, DataError, ResponseError, TimeoutError
 
-from baton.server.connection import TCPConnection, WaitingConnectionPool
+from baton.server import connection
+from baton.server.connection import TCPConnection, WaitingConnectionPool, async_redis
 
 ARGUMENT = st.one_of(
     st.text(),
@@ -72,5 +74,51 @@ async def test_the_pool_refuses_clearly_after_its_timeout(redis_url: str) -> Non
         with pytest.raises(ConnectionError, match="No connection available"):
             await client.get("anything")
         assert await blocking is None
+    finally:
+        await client.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_read_redis_never_answers_fails_after_the_timeout(
+    redis_url: str, sync_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command Redis does not answer in time fails with redis-py's TimeoutError (never a
+    None reply), its connection is dropped, and the client works again once Redis does."""
+    monkeypatch.setattr(connection, "IO_TIMEOUT", 0.2)
+    client = async_redis(redis_url)
+    try:
+        await client.set("timer-bound", "before")
+        sync_redis.execute_command("CLIENT", "PAUSE", 5000, "ALL")
+        try:
+            with pytest.raises(TimeoutError):
+                await client.get("timer-bound")
+        finally:
+            sync_redis.execute_command("CLIENT", "UNPAUSE")
+        assert await client.get("timer-bound") == b"before"
+        assert not client.connection_pool._in_use_connections  # type: ignore[attr-defined]
+    finally:
+        await client.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_pipeline_answers_in_order_with_errors_in_place(redis_url: str) -> None:
+    """A plain pipeline answers every command in order, parsed as redis-py parses it, with a
+    failing command's error in its place; ``raise_on_error`` raises that error, and either
+    way the connection goes back to the pool."""
+    client = async_redis(redis_url)
+    try:
+        pipe = client.pipeline(transaction=False)
+        pipe.set("pipeline:text", "x")
+        pipe.incr("pipeline:text")
+        pipe.hset("pipeline:hash", mapping={"a": 1})
+        pipe.hgetall("pipeline:hash")
+        replies = await pipe.execute(raise_on_error=False)
+        assert replies[0] is True
+        assert isinstance(replies[1], ResponseError)
+        assert replies[2:] == [1, {b"a": b"1"}]
+        pipe.incr("pipeline:text")
+        with pytest.raises(ResponseError, match="not an integer"):
+            await pipe.execute()
+        assert not client.connection_pool._in_use_connections  # type: ignore[attr-defined]
     finally:
         await client.aclose()

@@ -23,7 +23,8 @@ import hmac
 import ipaddress
 import json
 import time
-from typing import Any
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 import structlog
@@ -56,9 +57,13 @@ from baton.server.settings import RATE_UNITS, Settings
 from baton.server.tokens import TokenStore
 from baton.server.validation import check_agent
 
+if TYPE_CHECKING:
+    from baton.server.backend import Namespace
+
 log = structlog.get_logger("baton.auth")
 
 OPEN_PATHS = ("/healthz", "/readyz", "/agentmemory/livez", "/login", "/static/", "/schema")
+OPEN_PREFIXES = tuple(path if path.endswith("/") else f"{path}/" for path in OPEN_PATHS)
 LOGIN_COOKIE = "baton_login"
 TOKENS_CHECK_SECONDS = 2.0
 UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
@@ -66,10 +71,22 @@ LOOPBACK_NAMES = {"localhost", "localhost.", "ip6-localhost"}
 AGENTMEMORY = "/agentmemory/"
 
 
+# The request's caller and its namespace, for the dependency providers (``deps.py``): set by
+# the gate in the request's own task, so each request sees its own.
+REQUEST_CALLER: ContextVar[Caller] = ContextVar("baton_request_caller")
+REQUEST_NAMESPACE: ContextVar[Namespace] = ContextVar("baton_request_namespace")
+
+
 def caller_of(scope: Scope) -> Caller:
     """The caller the gate resolved for this request."""
     caller: Caller = scope["state"][CALLER]
     return caller
+
+
+def set_caller(scope: Scope, caller: Caller) -> None:
+    """Make ``caller`` the request's caller, for handlers and middleware alike."""
+    scope.setdefault("state", {})[CALLER] = caller
+    REQUEST_CALLER.set(caller)
 
 
 def require_admin(caller: Caller, action: str) -> None:
@@ -101,14 +118,13 @@ class Gate:
         else:
             log.warning("open mode: no tokens exist; loopback hosts only, no cross-origin writes")
 
-    async def is_secured(self, redis: Redis) -> bool:
-        """Once secured, always secured (fail closed); open mode looks for a first token."""
-        if not self.secured and time.monotonic() - self.checked > TOKENS_CHECK_SECONDS:
-            self.checked = time.monotonic()
-            if await TokenStore(redis).any():
-                self.secured = True
-                log.info("a token exists now: tokens required on every request from here on")
-        return self.secured
+    async def look_for_tokens(self, redis: Redis) -> None:
+        """Open mode looks for a first token every few seconds; once secured, always secured
+        (fail closed)."""
+        self.checked = time.monotonic()
+        if await TokenStore(redis).any():
+            self.secured = True
+            log.info("a token exists now: tokens required on every request from here on")
 
     # -- checks ------------------------------------------------------------------------------
 
@@ -230,16 +246,19 @@ class Gate:
     async def identify(self, scope: Scope, redis: Redis) -> Caller | None:
         """The caller of a request, None for the always-open paths; raises the refusal."""
         headers = Headers(scope["headers"])
-        secured = await self.is_secured(redis)
+        if not self.secured and time.monotonic() - self.checked > TOKENS_CHECK_SECONDS:
+            await self.look_for_tokens(redis)
+        secured = self.secured
         if not secured:
             self.check_open_request(scope, headers)
         self.check_media_type(scope, headers)
         path = scope["path"]
-        if any(path == p or path.startswith(p if p.endswith("/") else p + "/") for p in OPEN_PATHS):
+        if path in OPEN_PATHS or path.startswith(OPEN_PREFIXES):
             return None
         credential = await self.credential(scope, headers, redis, secured)
         caller = resolve(credential, self.claims(scope, headers), self.default_namespace)
-        await check_session(redis, caller)
+        if caller.session is not None:
+            await check_session(redis, caller)
         return caller
 
 
@@ -249,19 +268,20 @@ FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 class Headers:
     """A request's raw headers, every value of a repeated one kept."""
 
-    __slots__ = ("raw",)
+    __slots__ = ("firsts", "raw")
 
     def __init__(self, raw: Any) -> None:
         self.raw: list[tuple[bytes, bytes]] = raw
+        self.firsts: dict[bytes, bytes] = dict(reversed(raw))  # each name's first value
 
     def all(self, name: bytes) -> tuple[str, ...]:
+        if name not in self.firsts:
+            return ()
         return tuple(value.decode("latin-1") for key, value in self.raw if key == name)
 
     def first(self, name: bytes) -> str | None:
-        for key, value in self.raw:
-            if key == name:
-                return value.decode("latin-1")
-        return None
+        value = self.firsts.get(name)
+        return None if value is None else value.decode("latin-1")
 
     def cookie(self, name: str) -> str | None:
         for header in self.all(b"cookie"):
@@ -351,7 +371,8 @@ def gate_middleware(app: ASGIApp) -> ASGIApp:
             await refuse(send, scope, error)
             return
         if caller is not None:
-            scope.setdefault("state", {})[CALLER] = caller
+            set_caller(scope, caller)
+            REQUEST_NAMESPACE.set(state.backend.namespace(caller.namespace))
         await app(scope, receive, send)
 
     return middleware

@@ -1,11 +1,13 @@
 """Per-request dependencies: who is calling (resolved once by the gate), and the store views
 for the caller's namespace.
 
-Each provider depends on the one before (caller → store → handoffs → dashboard; store →
-sessions, memories), so Litestar resolves them one after the other in the request's task
-instead of starting a task group per request for independent ones (measurably cheaper for
-these synchronous providers). Route parameters name them with the ``…Dep`` markers below:
-Litestar 3 injects only parameters marked as dependencies.
+The providers read the request's caller and namespace from context variables the gate sets
+in the request's task (``claim_agent_id`` sets the caller again when it acts as another
+agent), not from the request: Litestar validates a provider's parameters with a signature
+model on every request, and the caller's provider has none. The store providers name the
+caller only so that they are resolved after it (see ``provide_namespace``). Route
+parameters name them with the ``…Dep`` markers below: Litestar 3 injects only parameters
+marked as dependencies.
 """
 
 from __future__ import annotations
@@ -14,11 +16,10 @@ from collections.abc import Callable
 from typing import Any, TypeAlias
 
 from litestar import Request
-from litestar.datastructures import State
 from litestar.di import NamedDependency, Provide
 
-from baton.server.api.auth import caller_of
-from baton.server.backend import Backend, Namespace
+from baton.server.api.auth import REQUEST_CALLER, REQUEST_NAMESPACE, caller_of, set_caller
+from baton.server.backend import Namespace
 from baton.server.dashboard import Dashboard
 from baton.server.handoffs import HandoffStore
 from baton.server.identity import CALLER, Caller
@@ -27,9 +28,9 @@ from baton.server.records import RecordStore
 from baton.server.sessions import SessionStore
 
 
-def provide_caller(request: Request[Any, Any, Any]) -> Caller:
+def provide_caller() -> Caller:
     """The caller the gate resolved (``baton.server.api.auth``)."""
-    return caller_of(request.scope)
+    return REQUEST_CALLER.get()
 
 
 async def claim_agent_id(request: Request[Any, Any, Any]) -> None:
@@ -46,7 +47,7 @@ async def claim_agent_id(request: Request[Any, Any, Any]) -> None:
             body = None
         if isinstance(body, dict) and body.get("agentId") not in (None, ""):
             claimed = body["agentId"]
-    request.scope["state"][CALLER] = caller_of(request.scope).acting_as(claimed)
+    set_caller(request.scope, caller_of(request.scope).acting_as(claimed))
 
 
 CallerDep: TypeAlias = NamedDependency[Caller]
@@ -58,35 +59,34 @@ MemoriesDep: TypeAlias = NamedDependency[MemoryStore]
 DashboardDep: TypeAlias = NamedDependency[Dashboard]
 
 
-def provide_namespace(caller: CallerDep, state: State) -> Namespace:
-    """The caller's namespace on the app's backend.
+def provide_namespace(caller: CallerDep) -> Namespace:
+    """The caller's namespace on the app's backend (kept by the backend for reuse).
 
-    Every store depends on the caller alone (not on another store), so Litestar resolves a
+    Every store depends on the caller (not on another store), so Litestar resolves a
     handler's dependencies one after the other: two dependencies at the same depth would be
     resolved in an anyio task group, two task spawns per request (~20 % of a simple
     request's CPU when measured)."""
-    backend: Backend = state.backend
-    return backend.namespace(caller.namespace)
+    return REQUEST_NAMESPACE.get()
 
 
-def provide_records(caller: CallerDep, state: State) -> RecordStore:
-    return provide_namespace(caller, state).records
+def provide_records(caller: CallerDep) -> RecordStore:
+    return REQUEST_NAMESPACE.get().records
 
 
-def provide_handoffs(caller: CallerDep, state: State) -> HandoffStore:
-    return provide_namespace(caller, state).handoffs
+def provide_handoffs(caller: CallerDep) -> HandoffStore:
+    return REQUEST_NAMESPACE.get().handoffs
 
 
-def provide_sessions(caller: CallerDep, state: State) -> SessionStore:
-    return provide_namespace(caller, state).sessions
+def provide_sessions(caller: CallerDep) -> SessionStore:
+    return REQUEST_NAMESPACE.get().sessions
 
 
-def provide_memories(caller: CallerDep, state: State) -> MemoryStore:
-    return provide_namespace(caller, state).memories
+def provide_memories(caller: CallerDep) -> MemoryStore:
+    return REQUEST_NAMESPACE.get().memories
 
 
-def provide_dashboard(caller: CallerDep, state: State) -> Dashboard:
-    return provide_namespace(caller, state).dashboard
+def provide_dashboard(caller: CallerDep) -> Dashboard:
+    return REQUEST_NAMESPACE.get().dashboard
 
 
 PROVIDERS: dict[str, Callable[..., object]] = {
