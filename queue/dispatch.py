@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Sequence
 from functools import partial
 
+import msgpack
 import redis
 import structlog
 from redis.asyncio import Redis as AsyncRedis
@@ -50,6 +51,8 @@ class RQDispatcher:
         self.async_connection = async_connection
         self.shares_data_redis = shares_data_redis
         self.discard_script = async_connection.register_script(lua_source("discard_job"))
+        self.commands_script = async_connection.register_script(lua_source("run_commands"))
+        self.encoder = connection.get_encoder()
 
     def queue(self, namespace: str, agent: str) -> Queue:
         return Queue(queue_name(namespace, agent), connection=self.connection)
@@ -74,16 +77,43 @@ class RQDispatcher:
             pipeline=pipe,
         )
 
-    async def enqueue(self, namespace: str, agent: str, packet_id: str, seq: int) -> None:
-        """One MULTI/EXEC on the asyncio connection, so the event loop neither blocks nor
-        hands the call to a thread: RQ builds its commands on a pipeline that is never
-        executed, and they are sent as they are."""
+    def _job_commands(self, namespace: str, agent: str, packet_id: str, seq: int) -> bytes:
+        """RQ's own commands for the packet's job, as one argument of ``run_commands.lua``:
+        RQ builds them on a pipeline that is never executed, each argument encoded as
+        redis-py would send it."""
         built = self.connection.pipeline()
         self._enqueue_on(built, namespace, agent, packet_id, seq)
-        pipe = self.async_connection.pipeline(transaction=True)
-        for args, options in built.command_stack:
-            pipe.execute_command(*args, **options)
-        await pipe.execute()
+        commands = [
+            [arg if isinstance(arg, str | bytes) else self._encode(arg) for arg in args]
+            for args, _ in built.command_stack
+        ]
+        # Lua's cmsgpack knows msgpack's raw strings, not its bin type: bytes go as raw.
+        packed: bytes = msgpack.packb(commands, use_bin_type=False)
+        return packed
+
+    def _encode(self, value: object) -> bytes:
+        encoded: bytes = self.encoder.encode(value)  # type: ignore[no-untyped-call]
+        return encoded
+
+    async def enqueue(self, namespace: str, agent: str, packet_id: str, seq: int) -> None:
+        """RQ's commands for the job, run in one script on the asyncio connection: the event
+        loop neither blocks nor hands the call to a thread, and nothing comes in between
+        (as in RQ's own MULTI)."""
+        await self.commands_script(
+            keys=[], args=[self._job_commands(namespace, agent, packet_id, seq)]
+        )
+
+    def enqueue_on(
+        self, batch: Batch, namespace: str, agent: str, packet_id: str, seq: int
+    ) -> bool:
+        """Queue the job's script on ``batch`` when the queue shares the batch's Redis (and it
+        is not a cluster); else False, and the caller calls :meth:`enqueue` afterwards."""
+        if not self.shares_data_redis or batch.cluster:
+            return False
+        batch.script(
+            self.commands_script, [], [self._job_commands(namespace, agent, packet_id, seq)]
+        )
+        return True
 
     def drop_job(self, batch: Batch, namespace: str, agent: str, packet_id: str, seq: int) -> None:
         """Drop the job of a packet claimed by ``resume``, so queue depths stay true: only a

@@ -43,6 +43,14 @@ class Dispatcher(Protocol):
         """Ask a worker of ``agent`` to deliver the packet (idempotent per ``seq``)."""
         ...
 
+    def enqueue_on(
+        self, batch: Batch, namespace: str, agent: str, packet_id: str, seq: int
+    ) -> bool:
+        """Queue the packet's job on ``batch``, after what is on it already, when the queue
+        shares the batch's Redis (one round trip with the packet); False when it cannot, and
+        the caller calls :meth:`enqueue` once the batch has run."""
+        ...
+
     def drop_job(self, batch: Batch, namespace: str, agent: str, packet_id: str, seq: int) -> None:
         """Drop the packet's job if no worker took it yet (``resume`` claimed the packet):
         on ``batch`` when the queue shares its Redis, else off the caller's path."""

@@ -58,14 +58,16 @@ class Batch:
     def __len__(self) -> int:
         return sum(len(stage) for stage in self.stages)
 
-    async def execute(self) -> list[Any]:
-        """Every reply, in the order the commands and scripts were queued."""
+    async def execute(self, *, raise_on_error: bool = True) -> list[Any]:
+        """Every reply, in the order the commands and scripts were queued; without
+        ``raise_on_error``, a failed command's error is its reply."""
         replies: list[Any] = []
         for stage in self.stages:
             if isinstance(stage, list):
                 replies += await asyncio.gather(
-                    *(script(keys=keys, args=args) for script, keys, args in stage)
+                    *(script(keys=keys, args=args) for script, keys, args in stage),
+                    return_exceptions=not raise_on_error,
                 )
             elif len(stage):
-                replies += await stage.execute()
+                replies += await stage.execute(raise_on_error=raise_on_error)
         return replies

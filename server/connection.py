@@ -88,9 +88,15 @@ class TimerBoundIO:
     """Reads and writes bounded by ``IO_TIMEOUT`` seconds with a timer. redis-py bounds each
     write of a connection that has a ``socket_timeout`` with ``asyncio.wait_for``, which
     wraps it in a new task, a tenth of a round trip's CPU; these connections have no
-    ``socket_timeout`` and put an ``asyncio.timeout`` (a timer, no task) around both."""
+    ``socket_timeout`` and put an ``asyncio.timeout`` (a timer, no task) around each write
+    and read, or one around a whole pipeline (:meth:`ScriptPipeline._send_and_read` sets
+    ``timed``)."""
+
+    timed = False  # a timer around the whole exchange is running
 
     async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        if self.timed:
+            return await super().send_packed_command(command, check_health)  # type: ignore[misc,no-any-return]
         try:
             async with asyncio.timeout(IO_TIMEOUT):
                 await super().send_packed_command(command, check_health)  # type: ignore[misc]
@@ -103,6 +109,8 @@ class TimerBoundIO:
     ) -> Any:
         if timeout is not None:  # the caller's own bound (pub/sub): redis-py's handling
             return await super().read_response(disable_decoding, timeout, **options)  # type: ignore[misc]
+        if self.timed:
+            return await super().read_response(disable_decoding, **options)  # type: ignore[misc]
         try:
             async with asyncio.timeout(IO_TIMEOUT):
                 return await super().read_response(disable_decoding, **options)  # type: ignore[misc]
@@ -242,15 +250,26 @@ class ScriptPipeline(Pipeline):
             raise errors[0]
         return replies
 
-    async def _send_and_read(self, connection: Connection, stack: list[Any]) -> list[Any]:
-        """Every command in one write, then every reply (an error reply in its place)."""
-        await connection.send_packed_command(connection.pack_commands([args for args, _ in stack]))
+    async def _send_and_read(self, connection: Any, stack: list[Any]) -> list[Any]:
+        """Every command in one write, then every reply (an error reply in its place), all
+        within one ``IO_TIMEOUT``."""
         replies: list[Any] = []
-        for args, options in stack:
-            try:
-                replies.append(await self.parse_response(connection, args[0], **options))
-            except ResponseError as error:
-                replies.append(error)
+        connection.timed = True
+        try:
+            async with asyncio.timeout(IO_TIMEOUT):
+                await connection.send_packed_command(
+                    connection.pack_commands([args for args, _ in stack])
+                )
+                for args, options in stack:
+                    try:
+                        replies.append(await self.parse_response(connection, args[0], **options))
+                    except ResponseError as error:
+                        replies.append(error)
+        except TimeoutError:
+            await connection.disconnect(nowait=True)
+            raise redis.exceptions.TimeoutError("Timeout talking to Redis") from None
+        finally:
+            connection.timed = False
         return replies
 
 

@@ -119,11 +119,11 @@ class HandoffStore(NamespaceStore):
             or not 0 < expires_in <= MAX_SECONDS
         ):
             raise InvalidInput("expires_in", f"must be a number of seconds from 0 to {MAX_SECONDS}")
-        resolved = await self._resolve_pins(pins, session)
+        wanted = self._check_pins(pins)
 
         created_us, created_at = now()
         expires_us = None if expires_in is None else created_us + int(expires_in * 1_000_000)
-        packet_id = await self._new_id(to_agent, created_us)
+        packet_id, resolved = await self._new_id_and_pins(to_agent, created_us, wanted, session)
         fields: dict[str, Any] = {
             "id": packet_id,
             "from": from_agent,
@@ -141,8 +141,12 @@ class HandoffStore(NamespaceStore):
             "redeliveries": 0,
             "job_seq": 0,
         }
-        # The packet and its activity event in one round trip (the event after the packet).
+        # The inbox's registration (for the sweeps), the packet, its activity event and (when
+        # the queue shares this Redis) its RQ job in one round trip, in that order: a worker
+        # never takes a job before its packet exists.
         batch = self.ns.batch()
+        batch.pipe.sadd(NAMESPACES, self.namespace)
+        batch.pipe.sadd(self.keys.inboxes, to_agent)
         batch.script(
             self.scripts.create_packet,
             [
@@ -162,41 +166,33 @@ class HandoffStore(NamespaceStore):
         )
         text = f"{from_agent} handed {packet_id} to {to_agent}: {summary}"
         self.activity.event(batch, "handoff", from_agent, text, packet=packet_id)
-        stored, log = (await batch.execute())[0]
-        # If the process dies here, the packet is queued without an RQ job: pull still sees
-        # it, and the periodic sweep enqueues the missing job (see sweep()).
-        await self._dispatch(to_agent, packet_id, 0)
+        dispatcher = self.ns.backend.dispatcher
+        job_queued = dispatcher is not None and dispatcher.enqueue_on(
+            batch, self.namespace, to_agent, packet_id, 0
+        )
+        replies = await batch.execute(raise_on_error=False)
+        for reply in replies[:3]:
+            if isinstance(reply, Exception):
+                raise reply
+        stored, transitions = replies[2]
+        if not job_queued:
+            # If the process dies here, the packet is queued without an RQ job: pull still
+            # sees it, and the periodic sweep enqueues the missing job (see sweep()).
+            await self._dispatch(to_agent, packet_id, 0)
+        elif isinstance(replies[-1], Exception):
+            error = repr(replies[-1])
+            log.warning("enqueue failed; the sweep will retry", packet=packet_id, error=error)
         packet = codec.packet(codec.pairs(stored))
-        packet.log = codec.transitions(log)
+        packet.log = codec.transitions(transitions)
         return packet
 
-    async def _new_id(self, to_agent: str, created_us: int) -> str:
-        """A free packet id, taken together with the indexes that find the packet (written
-        before the packet itself, so a crash in between leaves nothing unfindable)."""
-        for _ in range(MAX_ID_ATTEMPTS):
-            packet_id = f"h_{secrets.token_hex(4)}"
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.hsetnx(self.keys.handoff_inbox, packet_id, to_agent)
-            pipe.sadd(NAMESPACES, self.namespace)
-            pipe.sadd(self.keys.inboxes, to_agent)
-            pipe.zadd(self.keys.handoffs, {packet_id: created_us}, nx=True)  # a taken id: kept
-            if (await pipe.execute())[0]:
-                return packet_id
-        raise RuntimeError("could not find a free packet id")  # 2^32 ids: practically never
-
-    async def _resolve_pins(
-        self, pins: Sequence[dict[str, Any] | Pin] | None, session: str | None
-    ) -> builtins.list[Pin]:
+    def _check_pins(
+        self, pins: Sequence[dict[str, Any] | Pin] | None
+    ) -> builtins.list[tuple[str, int | None]] | None:
+        """The pins asked for as (ref, version or None for the current one), checked; None
+        when omitted (the session's touched records are pinned)."""
         if pins is None:
-            if session is None:
-                return []
-            touched = codec.hash_fields(
-                await self.redis.hgetall(self.keys.session_touched(session))
-            )
-            return sorted(
-                (Pin(ref=ref.decode(), version=int(version)) for ref, version in touched.items()),
-                key=lambda pin: pin.ref,
-            )
+            return None
         if not isinstance(pins, list | tuple):
             raise InvalidInput("pins", "must be a list of {ref, version}")
         if len(pins) > self.limits.max_pins:
@@ -213,12 +209,56 @@ class HandoffStore(NamespaceStore):
             ):
                 raise InvalidInput(f"pins[{index}].version", "must be a whole number from 1")
             wanted.append((ref, version))
-        pipe = self.redis.pipeline(transaction=False)
-        for ref, _ in wanted:
-            pipe.hget(self.keys.head(ref), "version")
-        currents = await pipe.execute()
+        return wanted
+
+    async def _new_id_and_pins(
+        self,
+        to_agent: str,
+        created_us: int,
+        wanted: builtins.list[tuple[str, int | None]] | None,
+        session: str | None,
+    ) -> tuple[str, builtins.list[Pin]]:
+        """A free packet id, taken together with the indexes that find the packet (written
+        before the packet itself, so a crash in between leaves nothing unfindable), and the
+        pins resolved, in one round trip. Pins that do not resolve give the id back, so a
+        refused packet leaves nothing behind."""
+        for _ in range(MAX_ID_ATTEMPTS):
+            packet_id = f"h_{secrets.token_hex(4)}"
+            pipe = self.redis.pipeline(transaction=False)
+            if wanted is not None:
+                for ref, _ in wanted:
+                    pipe.hget(self.keys.head(ref), "version")
+            elif session is not None:
+                pipe.hgetall(self.keys.session_touched(session))
+            pipe.hsetnx(self.keys.handoff_inbox, packet_id, to_agent)
+            pipe.zadd(self.keys.handoffs, {packet_id: created_us}, nx=True)  # a taken id: kept
+            *reads, taken, _ = await pipe.execute()
+            if taken:
+                break
+        else:
+            raise RuntimeError("could not find a free packet id")  # 2^32 ids: practically never
+        try:
+            return packet_id, self._pins_from(wanted, reads)
+        except InvalidInput:
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.hdel(self.keys.handoff_inbox, packet_id)
+            pipe.zrem(self.keys.handoffs, packet_id)
+            await pipe.execute()
+            raise
+
+    @staticmethod
+    def _pins_from(
+        wanted: builtins.list[tuple[str, int | None]] | None, reads: builtins.list[Any]
+    ) -> builtins.list[Pin]:
+        """The pins, from the heads' versions (or the session's touched hash) just read."""
+        if wanted is None:
+            touched = codec.hash_fields(reads[0]) if reads else {}
+            return sorted(
+                (Pin(ref=ref.decode(), version=int(version)) for ref, version in touched.items()),
+                key=lambda pin: pin.ref,
+            )
         resolved = []
-        for index, ((ref, version), current) in enumerate(zip(wanted, currents, strict=True)):
+        for index, ((ref, version), current) in enumerate(zip(wanted, reads, strict=True)):
             if current is None:
                 raise InvalidInput(f"pins[{index}].ref", f"no record {ref}")
             if version is not None and version > int(current):

@@ -82,8 +82,9 @@ async def test_the_pool_refuses_clearly_after_its_timeout(redis_url: str) -> Non
 async def test_a_read_redis_never_answers_fails_after_the_timeout(
     redis_url: str, sync_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A command Redis does not answer in time fails with redis-py's TimeoutError (never a
-    None reply), its connection is dropped, and the client works again once Redis does."""
+    """A command or pipeline Redis does not answer in time fails with redis-py's
+    TimeoutError (never a None reply), its connection is dropped, and the client works again
+    once Redis does."""
     monkeypatch.setattr(connection, "IO_TIMEOUT", 0.2)
     client = async_redis(redis_url)
     try:
@@ -92,6 +93,11 @@ async def test_a_read_redis_never_answers_fails_after_the_timeout(
         try:
             with pytest.raises(TimeoutError):
                 await client.get("timer-bound")
+            pipe = client.pipeline(transaction=False)
+            pipe.get("timer-bound")
+            # (its connection is new, so the handshake is what times out: a ConnectionError)
+            with pytest.raises((TimeoutError, ConnectionError), match="Timeout"):
+                await pipe.execute()
         finally:
             sync_redis.execute_command("CLIENT", "UNPAUSE")
         assert await client.get("timer-bound") == b"before"

@@ -14,11 +14,16 @@ from pathlib import Path
 import pytest
 import redis
 from rq import Queue
+from rq.job import Job, JobStatus
 from rq.registry import FailedJobRegistry
 
 from baton.agents import BatonClient
-from baton.queue.dispatch import queue_name
+from baton.queue.dispatch import DELIVER, RQDispatcher, queue_name
+from baton.server.batch import Batch
+from baton.server.connection import async_redis
 from baton.server.handoffs import HandoffStore
+from baton.server.keys import job_id
+from baton.server.settings import HandoffPolicy
 from tests.conftest import REPO, baton_process
 
 pytestmark = pytest.mark.anyio
@@ -357,3 +362,37 @@ def test_agent_run_without_a_handler_says_how_to_register_one(redis_url: str) ->
 def data_url(redis_url: str) -> str:
     """Worker processes here use the plain embedded server, so the store does too."""
     return redis_url
+
+
+async def test_a_job_written_with_its_packet_is_the_job_rq_itself_writes(
+    redis_url: str, sync_redis: redis.Redis
+) -> None:
+    """The job a handoff queues in its packet's round trip holds what RQ's own enqueue
+    writes (bar the packet id and the timestamps), waits in the agent's RQ queue, and loads
+    with RQ's ``Job.fetch``."""
+    client = async_redis(redis_url)
+    dispatcher = RQDispatcher(sync_redis, HandoffPolicy(), client, shares_data_redis=True)
+    try:
+        batch = Batch(client)
+        assert dispatcher.enqueue_on(batch, "default", "worker-a", "h_0000aaaa", 0)
+        await batch.execute()
+    finally:
+        await client.aclose()
+    by_rq = sync_redis.pipeline()
+    dispatcher._enqueue_on(by_rq, "default", "worker-a", "h_0000bbbb", 0)
+    by_rq.execute()
+
+    ours, theirs = (job_id("default", packet, 0) for packet in ("h_0000aaaa", "h_0000bbbb"))
+    varying = {b"created_at", b"enqueued_at", b"data", b"description"}
+    stored = [sync_redis.hgetall(Job.key_for(job)) for job in (ours, theirs)]
+    assert set(stored[0]) == set(stored[1])
+    assert {k: v for k, v in stored[0].items() if k not in varying} == {
+        k: v for k, v in stored[1].items() if k not in varying
+    }
+    job = Job.fetch(ours, connection=sync_redis)
+    assert (job.func_name, job.args, job.get_status()) == (
+        DELIVER,
+        ("default", "worker-a", "h_0000aaaa"),
+        JobStatus.QUEUED,
+    )
+    assert Queue(queue_name("default", "worker-a"), connection=sync_redis).job_ids == [ours, theirs]
