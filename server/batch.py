@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import msgpack
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 from redis.asyncio.cluster import RedisCluster
@@ -54,6 +55,19 @@ class Batch:
             self.stages[-1].append((script, keys, args))
         else:
             self.stages.append([(script, keys, args)])
+
+    def packed_for_script(self, names: dict[Any, str]) -> bytes:
+        """This batch, unsent, as the list ``follow_ups.lua`` runs inside another script (one
+        Redis only): plain commands as they are, scripts by the name ``names`` gives their
+        sha."""
+        commands: list[list[Any]] = []
+        for stage in self.stages:
+            assert not isinstance(stage, list), "one Redis only: a cluster stages its scripts"
+            for args, _ in stage.command_stack:
+                commands.append([names[args[1]], *args[2:]] if args[0] == "EVALSHA" else [*args])
+        # Lua's cmsgpack knows msgpack's raw strings, not its bin type: bytes go as raw.
+        packed: bytes = msgpack.packb(commands, use_bin_type=False)
+        return packed
 
     def __len__(self) -> int:
         return sum(len(stage) for stage in self.stages)

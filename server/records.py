@@ -138,6 +138,8 @@ class RecordStore(NamespaceStore):
                     current_version=guess[0],
                 )
         current, prev_hash = guess
+        if not ref.startswith(UNINDEXED_SCOPE):
+            await self.search.refresh_average()
         # Index first: a crash after this leaves an index entry without a head, which readers
         # skip; it never leaves a record that listing cannot find.
         batch = self.ns.batch()
@@ -173,6 +175,9 @@ class RecordStore(NamespaceStore):
             # The head is checked by number and hash: a guess can be stale in both (a
             # version rolled back and written again by someone else).
             built_on = "" if current == 0 else prev_hash
+            # What follows a write that won (session touch, event, search document): inside
+            # the script on one Redis, a round trip of its own after it on a cluster.
+            follow_ups = self._follow_ups(ref, current + 1, value, agent, session, tag_list)
             args: list[EncodableT] = [
                 current,
                 new_hash,
@@ -180,6 +185,7 @@ class RecordStore(NamespaceStore):
                 created_at,
                 agent,
                 built_on,
+                "" if batch.cluster else follow_ups.packed_for_script(self.scripts.follow_up_names),
             ]
             batch.script(
                 self.scripts.remember, keys, [*args, *[i for pair in fields.items() for i in pair]]
@@ -206,8 +212,8 @@ class RecordStore(NamespaceStore):
         else:
             raise StoreUnavailable(f"{ref}: too many concurrent writers, try again", ref=ref)
         self.heads.note(ref, current, new_hash)
-
-        await self._after_write(ref, current, value, agent, session, tag_list)
+        if follow_ups.cluster:
+            await follow_ups.execute()
         return Remembered(
             ref=ref,
             version=current,
@@ -217,7 +223,7 @@ class RecordStore(NamespaceStore):
             created_at=created_at,
         )
 
-    async def _after_write(
+    def _follow_ups(
         self,
         ref: str,
         version: int,
@@ -225,18 +231,17 @@ class RecordStore(NamespaceStore):
         agent: str,
         session: str | None,
         tags: list[str],
-    ) -> None:
-        """What follows a write that won, in one round trip: the session's touched set, the
-        activity event and the search document."""
+    ) -> Batch:
+        """What follows a write that won: the session's touched set, the activity event and
+        the search document (call ``search.refresh_average`` now and then before)."""
         batch = self.ns.batch()
         if session is not None:
             self.activity.queue_touch(batch, session, agent, {ref: version})
         self.activity.event(batch, "remember", agent, f"{agent} wrote {ref}", ref=ref)
         if not ref.startswith(UNINDEXED_SCOPE):
-            await self.search.refresh_average()
             text = f"{ref} {text_of(value)} {' '.join(tags)}"
             self.search.queue_index(batch, f"f:{ref}", text, kind="fact", agent=agent)
-        await batch.execute()
+        return batch
 
     def _pack_value(self, value: Any) -> bytes:
         check_depth(value, "value")

@@ -15,17 +15,24 @@ from importlib import resources
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
-# Scripts that call move() get move.lua in front of their own source.
-USES_MOVE = frozenset(
-    {"create_packet", "claim_packet", "settle_packet", "expire_leases", "expire_packets"}
-)
+# The shared functions (files of Lua functions) each script gets in front of its own source.
+PRELUDES = {
+    "create_packet": ("move",),
+    "claim_packet": ("move",),
+    "settle_packet": ("move",),
+    "expire_leases": ("move",),
+    "expire_packets": ("move",),
+    "index_doc": ("index",),
+    "touch_session": ("touch",),
+    "remember": ("index", "touch", "follow_ups"),
+}
 
 
 @cache
 def lua_source(name: str) -> str:
     """The source of ``server/lua/<name>.lua``, with its shared functions in front."""
     source = resources.files(__package__).joinpath("lua", f"{name}.lua").read_text()
-    return lua_source("move") + source if name in USES_MOVE else source
+    return "".join(lua_source(prelude) for prelude in PRELUDES.get(name, ())) + source
 
 
 class Scripts:
@@ -50,6 +57,11 @@ class Scripts:
         self.expire_leases = register("expire_leases")
         self.expire_packets = register("expire_packets")
         self.release_lock = register("release_lock")
+        # The scripts a follow-up batch may hold, by the name follow_ups.lua runs them by.
+        self.follow_up_names: dict[str | bytes, str] = {
+            self.index_doc.sha: "index_doc",
+            self.touch_session.sha: "touch_session",
+        }
 
     async def load(self, redis: Redis) -> int:
         """Load every script not yet in Redis' cache (after a restart or SCRIPT FLUSH);

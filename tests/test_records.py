@@ -426,3 +426,31 @@ async def test_a_hint_with_the_right_number_but_another_hash_is_refused(
         assert history.versions[1].value == "v2 written again"
     finally:
         await other_client.aclose()
+
+
+async def test_only_a_write_that_wins_leaves_its_event_search_document_and_touch(
+    store: RecordStore, data_url: str
+) -> None:
+    """A write that won is followed by its activity event, its search document and its
+    session's touch (inside the write's script on one Redis, right after it on a cluster);
+    a write refused by the script (another process wrote in between) leaves none of them."""
+    await store.remember("follow/a", {"note": "zebra crossing"}, agent="scout", session="s-1")
+    assert [(event.kind, event.ref) for event in await store.activity.recent()] == [
+        ("remember", "follow/a")
+    ]
+    assert [hit.doc for hit in await store.search.search("zebra")] == ["f:follow/a"]
+    assert await store.activity.touched("s-1") == {"follow/a": 1}
+
+    other_client = async_redis(data_url)
+    try:
+        other = Backend(other_client, Limits()).namespace("default").records
+        await other.remember("follow/a", "moved on", agent="other")
+    finally:
+        await other_client.aclose()
+    with pytest.raises(VersionConflict):  # this process still guesses version 1
+        await store.remember(
+            "follow/a", {"note": "yak"}, agent="scout", session="s-2", expected_version=1
+        )
+    assert [event.agent for event in await store.activity.recent()] == ["other", "scout"]
+    assert await store.search.search("yak") == []
+    assert await store.activity.touched("s-2") == {}

@@ -5,8 +5,9 @@
 -- ARGV[2] the new version's sha256      ARGV[3] its confidence
 -- ARGV[4] its created_at                ARGV[5] its author
 -- ARGV[6] the head hash the caller built on ("" for a new record)
--- ARGV[7..] field/value pairs of the new version hash
--- Returns {1, new_version} on success; {0, current_version, current_hash} when the head is
+-- ARGV[7] what follows a write that won, packed for follow_ups.lua (one Redis), or ""
+-- ARGV[8..] field/value pairs of the new version hash
+-- Returns {1, new_version} on success (its follow-ups run); {0, current_version, current_hash} when the head is
 -- not the one the caller built on, by number or by hash (it rebuilds on that head and
 -- retries); {-1} when the record was forgotten (it takes no new versions).
 
@@ -23,7 +24,10 @@ if current > 0 then
   local confidence = redis.call('HGET', KEYS[1], 'confidence')
   redis.call('HSET', KEYS[3], 'superseded_by', new, 'confidence', confidence)
 end
-redis.call('HSET', KEYS[2], unpack(ARGV, 7))
+redis.call('HSET', KEYS[2], unpack(ARGV, 8))
 redis.call('HSET', KEYS[1], 'version', new, 'hash', ARGV[2], 'confidence', ARGV[3],
            'updated_at', ARGV[4], 'author', ARGV[5])
+if ARGV[7] ~= '' then
+  run_follow_ups(ARGV[7])
+end
 return {1, new}

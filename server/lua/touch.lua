@@ -1,0 +1,19 @@
+-- A Lua function, not a script: no keys and no arguments of its own.
+-- Shared by touch_session and remember. keys: the session hash, its touched hash; args:
+-- agent, now (ISO), then ref/version pairs seen. Creates the session on first use, reopens
+-- an abandoned one, records activity and what it saw. Returns the session's status.
+
+local function touch_session(keys, args)
+  redis.call('HSETNX', keys[1], 'agent', args[1])
+  redis.call('HSETNX', keys[1], 'started_at', args[2])
+  redis.call('HSETNX', keys[1], 'status', 'active')
+  if redis.call('HGET', keys[1], 'status') == 'abandoned' then
+    redis.call('HSET', keys[1], 'status', 'active')
+  end
+  redis.call('HSET', keys[1], 'last_activity_at', args[2])
+  if #args > 2 then
+    redis.call('HSET', keys[2], unpack(args, 3))
+  end
+  return redis.call('HGET', keys[1], 'status')
+end
+
