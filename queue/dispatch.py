@@ -19,7 +19,7 @@ from rq import Queue, Retry
 from rq.job import Job
 
 from baton.server.batch import Batch
-from baton.server.keys import job_id, queue_name
+from baton.server.keys import Keys, job_id, queue_name
 from baton.server.scripts import lua_source
 from baton.server.settings import HandoffPolicy
 
@@ -107,11 +107,15 @@ class RQDispatcher:
         self, batch: Batch, namespace: str, agent: str, packet_id: str, seq: int
     ) -> bool:
         """Queue the job's script on ``batch`` when the queue shares the batch's Redis (and it
-        is not a cluster); else False, and the caller calls :meth:`enqueue` afterwards."""
+        is not a cluster); else False, and the caller calls :meth:`enqueue` afterwards. The
+        script writes the job only if the packet exists when it runs, and answers -1 if not
+        (a script Redis had to load again runs after the rest of its pipeline)."""
         if not self.shares_data_redis or batch.cluster:
             return False
         batch.script(
-            self.commands_script, [], [self._job_commands(namespace, agent, packet_id, seq)]
+            self.commands_script,
+            [Keys(namespace).packet(agent, packet_id)],
+            [self._job_commands(namespace, agent, packet_id, seq)],
         )
         return True
 

@@ -48,7 +48,8 @@ class Dispatcher(Protocol):
     ) -> bool:
         """Queue the packet's job on ``batch``, after what is on it already, when the queue
         shares the batch's Redis (one round trip with the packet); False when it cannot, and
-        the caller calls :meth:`enqueue` once the batch has run."""
+        the caller calls :meth:`enqueue` once the batch has run. Its reply is -1 when the
+        packet did not exist yet when it ran (then too, the caller calls :meth:`enqueue`)."""
         ...
 
     def drop_job(self, batch: Batch, namespace: str, agent: str, packet_id: str, seq: int) -> None:

@@ -22,10 +22,21 @@ from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
+from redis.exceptions import DataError
 
 from baton.server.connection import queue_script
 
 ScriptCall = tuple[AsyncScript, list[Any], list[Any]]
+
+
+def _wire(value: Any) -> str | bytes:
+    """A command argument as redis-py sends it: text and bytes as they are, numbers as their
+    ``repr``; anything else (None, bool) is refused, as redis-py refuses it."""
+    if isinstance(value, str | bytes):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return repr(value)
+    raise DataError(f"Invalid input of type: {type(value).__name__!r}")
 
 
 class Batch:
@@ -64,7 +75,9 @@ class Batch:
         for stage in self.stages:
             assert not isinstance(stage, list), "one Redis only: a cluster stages its scripts"
             for args, _ in stage.command_stack:
-                commands.append([names[args[1]], *args[2:]] if args[0] == "EVALSHA" else [*args])
+                if args[0] == "EVALSHA":
+                    args = (names[args[1]], *args[2:])
+                commands.append([_wire(arg) for arg in args])
         # Lua's cmsgpack knows msgpack's raw strings, not its bin type: bytes go as raw.
         packed: bytes = msgpack.packb(commands, use_bin_type=False)
         return packed

@@ -16,7 +16,8 @@ from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.client import Pipeline
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import Connection, SSLConnection, UnixDomainSocketConnection
-from redis.backoff import ExponentialBackoff
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.commands.core import AsyncScript
 from redis.exceptions import DataError, NoScriptError, ResponseError
 from redis.retry import Retry
@@ -241,10 +242,13 @@ class ScriptPipeline(Pipeline):
             for index in missing:
                 args, options = stack[index]
                 await client.script_load(sources[args[1]])
-                # redis-py leaves execute_command unannotated (load_scripts and get_connection too).
-                replies[index] = await client.execute_command(  # type: ignore[no-untyped-call]
-                    *args, **options
-                )
+                try:
+                    # redis-py leaves execute_command unannotated (get_connection too).
+                    replies[index] = await client.execute_command(  # type: ignore[no-untyped-call]
+                        *args, **options
+                    )
+                except ResponseError as error:
+                    replies[index] = error
         errors = [reply for reply in replies if isinstance(reply, Exception)]
         if raise_on_error and errors:
             raise errors[0]
@@ -284,7 +288,7 @@ def queue_script(pipe: Pipeline, script: AsyncScript, keys: list[Any], args: lis
 class BatonRedis(Redis):
     """redis-py's asyncio client whose pipelines are ``ScriptPipeline``s and whose commands
     skip redis-py's per-command OpenTelemetry bookkeeping (Baton exports its own metrics):
-    a fifth of a plain command's CPU. Retries and pooling are redis-py's."""
+    a fifth of a plain command's CPU. Connections and the pool's bookkeeping are redis-py's."""
 
     async def execute_command(self, *args: Any, **options: Any) -> Any:
         pool = self.connection_pool
@@ -321,7 +325,11 @@ def async_redis(url: str) -> Redis:
         timeout=5,
         socket_connect_timeout=2,
         socket_timeout=None,  # reads and writes are bounded by TimerBoundIO
-        retry=_retry(),
+        # No retries: a command or script whose reply was lost may have run, and sending it
+        # again could apply it twice (a packet, a job): the request fails (503) and its
+        # client decides. (A sync Retry, given before, was never run: redis-py's asyncio
+        # connections do not await it.)
+        retry=AsyncRetry(NoBackoff(), 0),
     )
     pool.connection_class = LEAN_CONNECTIONS.get(pool.connection_class, pool.connection_class)
     return BatonRedis(connection_pool=pool)

@@ -175,12 +175,14 @@ class HandoffStore(NamespaceStore):
             if isinstance(reply, Exception):
                 raise reply
         stored, transitions = replies[2]
-        if not job_queued:
+        if isinstance(replies[3], Exception):  # the event: the packet itself is safe
+            log.warning("handoff event not written", packet=packet_id, error=repr(replies[3]))
+        if not job_queued or replies[4] == -1:
             # If the process dies here, the packet is queued without an RQ job: pull still
             # sees it, and the periodic sweep enqueues the missing job (see sweep()).
             await self._dispatch(to_agent, packet_id, 0)
-        elif isinstance(replies[-1], Exception):
-            error = repr(replies[-1])
+        elif isinstance(replies[4], Exception):
+            error = repr(replies[4])
             log.warning("enqueue failed; the sweep will retry", packet=packet_id, error=error)
         packet = codec.packet(codec.pairs(stored))
         packet.log = codec.transitions(transitions)

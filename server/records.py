@@ -11,6 +11,7 @@ import json
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import structlog
 from redis.typing import EncodableT
 
 from baton.server import codec
@@ -57,6 +58,8 @@ MAX_WRITE_ATTEMPTS = 1000
 # Refs, versions and packets are read this many at a time: memory stays flat.
 BATCH = 500
 MAX_OUTCOME_REF = 200
+log = structlog.get_logger("baton.records")
+
 MAX_NOTE = 4000
 # Record heads a process keeps as write hints (see HeadHints), per namespace.
 HINTS_KEPT = 10_000
@@ -194,12 +197,14 @@ class RecordStore(NamespaceStore):
             batch = self.ns.batch()
             if reply[0] == 1:
                 current += 1
+                if len(reply) > 2:
+                    log.warning("a write's follow-ups failed", ref=ref, error=codec.text(reply[2]))
                 break
             if reply[0] == -1:
                 self.heads.drop(ref)
                 raise VersionConflict(f"{ref} was forgotten; write under a new ref", ref=ref)
             if codec.text(reply[2]) == new_hash:
-                current += 1  # our script ran but its reply was lost (a retried timeout): done
+                current += 1  # our script ran, its reply lost (if a write is ever sent twice)
                 break
             current, prev_hash = int(reply[1]), codec.text(reply[2]) or GENESIS_HASH
             self.heads.note(ref, current, prev_hash)
@@ -213,7 +218,13 @@ class RecordStore(NamespaceStore):
             raise StoreUnavailable(f"{ref}: too many concurrent writers, try again", ref=ref)
         self.heads.note(ref, current, new_hash)
         if follow_ups.cluster:
-            await follow_ups.execute()
+            failed = [
+                r
+                for r in await follow_ups.execute(raise_on_error=False)
+                if isinstance(r, Exception)
+            ]
+            if failed:
+                log.warning("a write's follow-ups failed", ref=ref, error=repr(failed[0]))
         return Remembered(
             ref=ref,
             version=current,

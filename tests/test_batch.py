@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import msgpack
 import pytest
+from redis.exceptions import DataError, ResponseError
 
 from baton.server.backend import Backend
 from baton.server.batch import Batch
+from baton.server.connection import async_redis
 
 pytestmark = pytest.mark.anyio
 
@@ -23,3 +26,41 @@ async def test_a_batch_applies_commands_and_scripts_in_queue_order(backend: Back
     batch.script(backend.scripts.release_lock, [lock], ["mine"])  # nothing left to delete
     assert len(batch) == 4
     assert await batch.execute() == [True, 1, None, 0]
+
+
+async def test_a_script_redis_had_to_load_again_keeps_its_error_in_place(
+    backend: Backend,
+) -> None:
+    """A script missing from Redis' cache is loaded and run after its pipeline; if it then
+    fails, its error is its reply like any other's (``raise_on_error=False``), and raised
+    otherwise."""
+    failing = backend.redis.register_script("return redis.error_reply('refused here')")
+    for raise_on_error in (False, True):
+        await backend.redis.script_flush()
+        batch = Batch(backend.redis)
+        batch.pipe.set("batch:before", "x")
+        batch.script(failing, [], [])
+        if raise_on_error:
+            with pytest.raises(ResponseError, match="refused here"):
+                await batch.execute()
+        else:
+            before, refused = await batch.execute(raise_on_error=False)
+            assert before is True
+            assert isinstance(refused, ResponseError)
+
+
+async def test_follow_ups_refuse_what_redis_py_refuses(redis_url: str) -> None:
+    """Commands packed to run inside a script (one Redis only) are sent as redis-py would
+    send them: numbers as their repr, and None or a bool refused before anything is sent."""
+    client = async_redis(redis_url)
+    try:
+        batch = Batch(client)
+        batch.pipe.zadd("batch:zset", {"member": 1.5})
+        assert msgpack.unpackb(batch.packed_for_script({}), raw=False) == [
+            ["ZADD", "batch:zset", "1.5", "member"]
+        ]
+        batch.pipe.hset("batch:hash", "field", None)  # type: ignore[arg-type]
+        with pytest.raises(DataError):
+            batch.packed_for_script({})
+    finally:
+        await client.aclose()

@@ -10,9 +10,13 @@ from rq import Queue
 from rq.job import Job
 
 from baton.queue.dispatch import DELIVER, FAILURE_TTL, queue_name
+from baton.server.backend import open_backend
 from baton.server.errors import Forbidden, InvalidInput, NotFound, StateConflict
 from baton.server.handoffs import HandoffStore, job_id
+from baton.server.keys import Keys
 from baton.server.records import RecordStore
+from baton.server.scripts import lua_source
+from baton.server.settings import Settings
 from tests.conftest import as_agent
 
 pytestmark = pytest.mark.anyio
@@ -284,3 +288,29 @@ async def test_listing_filters_and_pages(handoffs: HandoffStore) -> None:
     assert [p.id for p in only_a.packets] == [ids[5], ids[3], ids[1]]
     claimed = await handoffs.list(status="claimed")
     assert [p.id for p in claimed.packets] == [ids[1]]
+
+
+async def test_after_a_script_flush_a_job_is_never_queued_before_its_packet(
+    redis_url: str, sync_redis: redis.Redis
+) -> None:
+    """When Redis lost the packet script but not the job's (a restart, SCRIPT FLUSH), the
+    packet script runs after the rest of its pipeline: the job's script finds no packet yet
+    and writes nothing, and the job is enqueued once the packet exists. Redis' own command
+    log shows the packet written before the job is pushed, and one job in the queue."""
+    async with open_backend(Settings(redis_url=redis_url)) as backend:
+        handoffs = backend.namespace("default").handoffs
+        sync_redis.script_flush()
+        sync_redis.script_load(lua_source("run_commands"))
+        sync_redis.config_set("slowlog-log-slower-than", 0)
+        sync_redis.slowlog_reset()
+        try:
+            packet = await handoffs.handoff(from_agent="scout", to_agent="executor", summary="s")
+            log = [entry["command"] for entry in reversed(sync_redis.slowlog_get(128))]
+        finally:
+            sync_redis.config_set("slowlog-log-slower-than", 10_000)
+    packet_key = Keys("default").packet("executor", packet.id).encode()
+    queue = Queue(queue_name("default", "executor"), connection=sync_redis)
+    written = next(i for i, command in enumerate(log) if command.startswith(b"HSET " + packet_key))
+    pushed = next(i for i, command in enumerate(log) if command.startswith(b"RPUSH rq:queue:"))
+    assert written < pushed
+    assert queue.job_ids == [job_id("default", packet.id, 0)]

@@ -22,7 +22,7 @@ from baton.queue.dispatch import DELIVER, RQDispatcher, queue_name
 from baton.server.batch import Batch
 from baton.server.connection import async_redis
 from baton.server.handoffs import HandoffStore
-from baton.server.keys import job_id
+from baton.server.keys import Keys, job_id
 from baton.server.settings import HandoffPolicy
 from tests.conftest import REPO, baton_process
 
@@ -367,12 +367,16 @@ def data_url(redis_url: str) -> str:
 async def test_a_job_written_with_its_packet_is_the_job_rq_itself_writes(
     redis_url: str, sync_redis: redis.Redis
 ) -> None:
-    """The job a handoff queues in its packet's round trip holds what RQ's own enqueue
-    writes (bar the packet id and the timestamps), waits in the agent's RQ queue, and loads
-    with RQ's ``Job.fetch``."""
+    """The job a handoff queues in its packet's round trip is written only once the packet
+    exists, holds what RQ's own enqueue writes (bar the packet id and the timestamps), waits
+    in the agent's RQ queue, and loads with RQ's ``Job.fetch``."""
     client = async_redis(redis_url)
     dispatcher = RQDispatcher(sync_redis, HandoffPolicy(), client, shares_data_redis=True)
     try:
+        batch = Batch(client)
+        assert dispatcher.enqueue_on(batch, "default", "worker-a", "h_0000aaaa", 0)
+        assert await batch.execute() == [-1]  # no packet yet: no job either
+        sync_redis.hset(Keys("default").packet("worker-a", "h_0000aaaa"), "id", "h_0000aaaa")
         batch = Batch(client)
         assert dispatcher.enqueue_on(batch, "default", "worker-a", "h_0000aaaa", 0)
         await batch.execute()

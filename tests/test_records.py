@@ -454,3 +454,28 @@ async def test_only_a_write_that_wins_leaves_its_event_search_document_and_touch
     assert [event.agent for event in await store.activity.recent()] == ["other", "scout"]
     assert await store.search.search("yak") == []
     assert await store.activity.touched("s-2") == {}
+
+
+async def test_a_value_with_thousands_of_distinct_words_is_written_and_found(
+    store: RecordStore,
+) -> None:
+    """A large document (5,000 distinct words: 10,000 postings) is written once and indexed,
+    on one Redis inside the write's script as on a cluster after it."""
+    words = [f"word{n}" for n in range(5_000)]
+    written = await store.remember("big/doc", " ".join(words), agent="scout")
+    assert written.version == 1
+    assert [hit.doc for hit in await store.search.search("word4321")] == ["f:big/doc"]
+    assert (await store.recall("big/doc")).version == 1
+
+
+async def test_a_failing_follow_up_never_costs_the_write(
+    store: RecordStore, data_redis: redis.Redis
+) -> None:
+    """If a write's follow-up fails (here the activity stream's key holds a string), the
+    version is written and answered all the same: only what the follow-ups add is missing,
+    as after a crash between the two."""
+    data_redis.set(store.keys.events, "not a stream")
+    written = await store.remember("follow/b", {"note": "kept"}, agent="scout")
+    assert written.version == 1
+    assert (await store.recall("follow/b")).value == {"note": "kept"}
+    assert (await store.history("follow/b")).versions[0].chain_ok

@@ -6,12 +6,22 @@
 
 local shared = {index_doc = index_document, touch_session = touch_session}
 
+-- Copied element by element: unpack() stops at Lua's stack limit (about 8,000 values), and a
+-- large document has that many postings.
+local function slice(list, first, last)
+  local part = {}
+  for i = first, last do
+    part[#part + 1] = list[i]
+  end
+  return part
+end
+
 local function run_follow_ups(packed)
   for _, command in ipairs(cmsgpack.unpack(packed)) do
     local run = shared[command[1]]
     if run then
       local count = tonumber(command[2])
-      run({unpack(command, 3, 2 + count)}, {unpack(command, 3 + count)})
+      run(slice(command, 3, 2 + count), slice(command, 3 + count, #command))
     else
       redis.call(unpack(command))
     end

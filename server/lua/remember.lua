@@ -7,9 +7,10 @@
 -- ARGV[6] the head hash the caller built on ("" for a new record)
 -- ARGV[7] what follows a write that won, packed for follow_ups.lua (one Redis), or ""
 -- ARGV[8..] field/value pairs of the new version hash
--- Returns {1, new_version} on success (its follow-ups run); {0, current_version, current_hash} when the head is
--- not the one the caller built on, by number or by hash (it rebuilds on that head and
--- retries); {-1} when the record was forgotten (it takes no new versions).
+-- Returns {1, new_version} on success, its follow-ups run ({1, new_version, error} if they
+-- failed); {0, current_version, current_hash} when the head is not the one the caller built
+-- on, by number or by hash (it rebuilds on that head and retries); {-1} when the record was
+-- forgotten (it takes no new versions).
 
 local head = redis.call('HMGET', KEYS[1], 'version', 'hash', 'forgotten_at')
 if head[3] then
@@ -28,6 +29,11 @@ redis.call('HSET', KEYS[2], unpack(ARGV, 8))
 redis.call('HSET', KEYS[1], 'version', new, 'hash', ARGV[2], 'confidence', ARGV[3],
            'updated_at', ARGV[4], 'author', ARGV[5])
 if ARGV[7] ~= '' then
-  run_follow_ups(ARGV[7])
+  -- The version is written whatever happens next: a failing follow-up costs its event or
+  -- search document (as a crash between two round trips would), never the write.
+  local ran, failure = pcall(run_follow_ups, ARGV[7])
+  if not ran then
+    return {1, new, tostring(failure)}
+  end
 end
 return {1, new}
