@@ -222,10 +222,7 @@ class ScriptPipeline(Pipeline):
         if self.is_transaction or self.explicit_transaction or self.watching:
             return await super().execute(raise_on_error)
         stack, self.command_stack = self.command_stack, []
-        sources: dict[str | bytes, ScriptTextT] = {
-            script.sha: script.script for script in self.scripts
-        }
-        self.scripts = set()
+        scripts, self.scripts = self.scripts, set()
         if not stack:
             return []
         connection = await self.connection_pool.get_connection()  # type: ignore[no-untyped-call]
@@ -238,6 +235,9 @@ class ScriptPipeline(Pipeline):
             await self.connection_pool.release(connection)
         missing = [index for index, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
         if missing:
+            sources: dict[str | bytes, ScriptTextT] = {
+                script.sha: script.script for script in scripts
+            }
             client = Redis(connection_pool=self.connection_pool)
             for index in missing:
                 args, options = stack[index]
