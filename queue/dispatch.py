@@ -119,16 +119,24 @@ class RQDispatcher:
         )
         return True
 
-    def drop_job(self, batch: Batch, namespace: str, agent: str, packet_id: str, seq: int) -> None:
-        """Drop the job of a packet claimed by ``resume``, so queue depths stay true: only a
-        job still waiting in the queue is deleted (atomically); one a worker has already taken
-        is left to run, and it finds its packet claimed and does nothing."""
-        identifier = job_id(namespace, packet_id, seq)
-        queue_key = Queue.redis_queue_namespace_prefix + queue_name(namespace, agent)
-        keys, args = [queue_key, Job.key_for(identifier)], [identifier]
-        if self.shares_data_redis and not batch.cluster:
-            batch.script(self.discard_script, keys, args)
-            return
+    def drop_job_on(
+        self, batch: Batch, namespace: str, agent: str, packet_id: str, seq: int | str
+    ) -> bool:
+        """Queue the drop of a job claimed by ``resume`` on ``batch`` when the queue shares its
+        Redis (not a cluster), so queue depths stay true: only a job still waiting in the queue
+        is deleted (atomically); one a worker has taken is left to run, and it finds its packet
+        claimed and does nothing. False when it cannot: call :meth:`drop_job_later`."""
+        if not self.shares_data_redis or batch.cluster:
+            return False
+        batch.script(
+            self.discard_script, *self._discard_keys_and_args(namespace, agent, packet_id, seq)
+        )
+        return True
+
+    def drop_job_later(self, namespace: str, agent: str, packet_id: str, seq: int) -> None:
+        """Drop the job of a packet claimed by ``resume`` off the caller's path (the queue is
+        on another Redis); a failure is logged."""
+        keys, args = self._discard_keys_and_args(namespace, agent, packet_id, seq)
 
         async def discard() -> None:
             try:
@@ -141,6 +149,14 @@ class RQDispatcher:
         task = asyncio.create_task(discard())
         _background.add(task)
         task.add_done_callback(_background.discard)
+
+    @staticmethod
+    def _discard_keys_and_args(
+        namespace: str, agent: str, packet_id: str, seq: int | str
+    ) -> tuple[list[str], list[str]]:
+        identifier = job_id(namespace, packet_id, seq)
+        queue_key = Queue.redis_queue_namespace_prefix + queue_name(namespace, agent)
+        return [queue_key, Job.key_for(identifier)], [identifier]
 
     async def depth(self, namespace: str, agent: str) -> int:
         queue_key = Queue.redis_queue_namespace_prefix + queue_name(namespace, agent)

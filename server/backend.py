@@ -52,9 +52,16 @@ class Dispatcher(Protocol):
         packet did not exist yet when it ran (then too, the caller calls :meth:`enqueue`)."""
         ...
 
-    def drop_job(self, batch: Batch, namespace: str, agent: str, packet_id: str, seq: int) -> None:
-        """Drop the packet's job if no worker took it yet (``resume`` claimed the packet):
-        on ``batch`` when the queue shares its Redis, else off the caller's path."""
+    def drop_job_on(
+        self, batch: Batch, namespace: str, agent: str, packet_id: str, seq: int | str
+    ) -> bool:
+        """Queue on ``batch`` the drop of the packet's job if no worker took it yet
+        (``resume`` claimed the packet), when the queue shares the batch's Redis; False when
+        it cannot, and the caller calls :meth:`drop_job_later`."""
+        ...
+
+    def drop_job_later(self, namespace: str, agent: str, packet_id: str, seq: int) -> None:
+        """The same drop, off the caller's path."""
         ...
 
     async def depth(self, namespace: str, agent: str) -> int:

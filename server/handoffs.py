@@ -18,7 +18,7 @@ from __future__ import annotations
 import builtins
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +28,7 @@ import structlog
 from baton.server import codec
 from baton.server.clock import iso, now
 from baton.server.errors import Forbidden, InvalidInput, NotFound, StateConflict
-from baton.server.keys import NAMESPACES, job_id
+from baton.server.keys import NAMESPACES, around_ref, job_id
 from baton.server.models import (
     PACKET_STATES,
     AgentSummary,
@@ -37,12 +37,13 @@ from baton.server.models import (
     Packet,
     PacketPage,
     Pin,
+    RecordVersion,
     ResolvedPin,
     Resumed,
     StalePin,
     SweepReport,
 )
-from baton.server.records import BATCH, MAX_NOTE
+from baton.server.records import BATCH, MAX_NOTE, read_reply
 from baton.server.store_base import NamespaceStore
 from baton.server.validation import check_agent, check_ref, check_session_id
 
@@ -53,8 +54,34 @@ if TYPE_CHECKING:
 log = structlog.get_logger("baton.handoffs")
 MAX_ID_ATTEMPTS = 20
 MAX_SECONDS = 10 * 365 * 86_400  # expiries and leases: ten years at most
+# Stand-ins in a claim's follow-ups for what only the claim script knows: the id of the packet
+# it claims and that packet's job_seq (claim_packet.lua spells them the same).
+PACKET_MARK = "\0packet\0"
+JOB_SEQ_MARK = "\0job_seq\0"
 # A queued packet whose RQ job is missing this long after its last transition is repaired.
 REPAIR_AFTER_SECONDS = 30
+
+
+def _resolved(pins: list[Pin], found: list[RecordVersion | None]) -> list[ResolvedPin]:
+    """Each pin's pinned version, flagged stale when the record has moved on (computed at
+    every claim, never cached)."""
+    resolved = []
+    for pin, record in zip(pins, found, strict=True):
+        if record is None:
+            raise NotFound(f"pinned record {pin.ref} v{pin.version} no longer exists")
+        resolved.append(
+            ResolvedPin(
+                ref=pin.ref,
+                version=pin.version,
+                current_version=record.current_version,
+                stale=record.current_version != pin.version,
+                value=record.value,
+                author=record.author,
+                confidence=record.confidence,
+                created_at=record.created_at,
+            )
+        )
+    return resolved
 
 
 def _text_list(items: object, field: str, max_items: int, max_length: int) -> list[str]:
@@ -334,6 +361,28 @@ class HandoffStore(NamespaceStore):
             )
         now_us, now_iso = now()
         lease_us = now_us + int(lease * 1_000_000)
+        dispatcher = self.ns.backend.dispatcher
+        drop_apart = False
+
+        def follow_ups(batch: Batch, packet_id: str, job_seq: int | str) -> None:
+            """What follows a claim: its event and, for a pull, dropping the packet's job (it
+            would only find its packet claimed; dropping it keeps queue depths true)."""
+            nonlocal drop_apart
+            text = f"{claimant} claimed {packet_id} ({reason})"
+            self.activity.event(batch, "claim", claimant, text, packet=packet_id)
+            if reason == "resume" and dispatcher is not None:
+                drop_apart = not dispatcher.drop_job_on(
+                    batch, self.namespace, agent, packet_id, job_seq
+                )
+
+        # One Redis: the script reads the pins and runs the follow-ups (with the packet it
+        # picks marked), one round trip. A cluster reads and follows up in a second one.
+        batch = self.ns.batch()
+        in_script: list[str | bytes] = ["", "", "", ""]
+        if not batch.cluster:
+            follow_ups(batch, PACKET_MARK, JOB_SEQ_MARK)
+            packed = batch.packed_for_script(self.scripts.follow_up_names)
+            in_script = [*around_ref(self.keys), packed]
         reply = await self.scripts.claim_packet(
             keys=[
                 self.keys.queued(agent),
@@ -342,7 +391,17 @@ class HandoffStore(NamespaceStore):
                 self.keys.packet_prefix(agent),
                 self.keys.expired(agent),
             ],
-            args=[packet_id, now_us, now_iso, lease_us, iso(lease_us), claimant, reason, job],
+            args=[
+                packet_id,
+                now_us,
+                now_iso,
+                lease_us,
+                iso(lease_us),
+                claimant,
+                reason,
+                job,
+                *in_script,
+            ],
         )
         if not reply or reply[0] == 0:
             state = reply[1].decode() if reply else None
@@ -356,17 +415,22 @@ class HandoffStore(NamespaceStore):
             )
         fields = codec.pairs(reply[2])
         packet = codec.packet(fields)
-        dispatcher = self.ns.backend.dispatcher
-
-        def also(batch: Batch) -> None:
-            text = f"{claimant} claimed {packet.id} ({reason})"
-            self.activity.event(batch, "claim", claimant, text, packet=packet.id)
-            if reason == "resume" and dispatcher is not None:
-                # The job would only find its packet claimed; dropping it keeps depths true.
-                job_seq = int(fields.get(b"job_seq", 0))
-                dispatcher.drop_job(batch, self.namespace, agent, packet.id, job_seq)
-
-        pins = await self._resolve_for_reader(packet.pins, also=also)
+        job_seq = int(fields.get(b"job_seq", 0))
+        wanted = [(pin.ref, pin.version) for pin in packet.pins]
+        if batch.cluster:
+            found = await self.ns.records.read_versions(
+                wanted, lambda after: follow_ups(after, packet.id, job_seq)
+            )
+        else:
+            if len(reply) > 4:
+                log.warning(
+                    "a claim's follow-ups failed", packet=packet.id, error=codec.text(reply[4])
+                )
+            found = [read_reply(ref, read) for (ref, _), read in zip(wanted, reply[3], strict=True)]
+        if drop_apart:
+            assert dispatcher is not None
+            dispatcher.drop_job_later(self.namespace, agent, packet.id, job_seq)
+        pins = _resolved(packet.pins, found)
         stale = [
             StalePin(ref=pin.ref, pinned_version=pin.version, current_version=pin.current_version)
             for pin in pins
@@ -380,30 +444,6 @@ class HandoffStore(NamespaceStore):
             lease_until=packet.lease_until,
             message=f"packet {packet.id} from {packet.from_agent}: {packet.summary}",
         )
-
-    async def _resolve_for_reader(
-        self, pins: builtins.list[Pin], also: Callable[[Batch], None] | None = None
-    ) -> builtins.list[ResolvedPin]:
-        """Each pin's pinned version, flagged stale when the record has moved on.
-        Computed at every resume, never cached."""
-        found = await self.ns.records.read_versions([(pin.ref, pin.version) for pin in pins], also)
-        resolved = []
-        for pin, record in zip(pins, found, strict=True):
-            if record is None:
-                raise NotFound(f"pinned record {pin.ref} v{pin.version} no longer exists")
-            resolved.append(
-                ResolvedPin(
-                    ref=pin.ref,
-                    version=pin.version,
-                    current_version=record.current_version,
-                    stale=record.current_version != pin.version,
-                    value=record.value,
-                    author=record.author,
-                    confidence=record.confidence,
-                    created_at=record.created_at,
-                )
-            )
-        return resolved
 
     # -- settling -----------------------------------------------------------------------------
 

@@ -210,6 +210,15 @@ def queue_name(namespace: str, agent: str) -> str:
     return f"{PREFIX}:{namespace}:{agent}"
 
 
-def job_id(namespace: str, packet_id: str, seq: int) -> str:
+def around_ref(keys: Keys) -> tuple[str, str, str]:
+    """(prefix, head suffix, versions suffix): ``keys.head(ref)`` is prefix + ref + head
+    suffix and ``keys.version_prefix(ref)`` prefix + ref + versions suffix, for a script that
+    finds records by the refs it reads (one Redis only: those keys are not declared)."""
+    prefix, head_suffix = keys.head("\0").split("\0")
+    versions_suffix = keys.version_prefix("\0").split("\0")[1]
+    return prefix, head_suffix, versions_suffix
+
+
+def job_id(namespace: str, packet_id: str, seq: int | str) -> str:
     """The RQ job id of one delivery attempt of a packet (letters, digits, '-', '_')."""
     return f"{PREFIX}-{namespace}-{packet_id}-{seq}"

@@ -590,22 +590,23 @@ class RecordStore(NamespaceStore):
         also: Callable[[Batch], None] | None = None,
     ) -> list[RecordVersion | None]:
         """Many (ref, version or None for current) reads in one round trip, with whatever
-        ``also`` queues; None where the record or version does not exist."""
+        ``also`` queues (its failures are logged); None where the record or version does not
+        exist."""
         batch = self.ns.batch()
         for ref, version in wanted:
             keys = [self.keys.head(ref), self.keys.version_prefix(ref)]
             batch.script(self.scripts.recall, keys, ["" if version is None else version])
         if also is not None:
             also(batch)
-        replies = (await batch.execute())[: len(wanted)]
-        found: list[RecordVersion | None] = []
-        for (ref, _), reply in zip(wanted, replies, strict=True):
-            if not reply or not reply[1]:
-                found.append(None)
-                continue
-            head = codec.pairs(reply[0])
-            current = int(head[b"version"])
-            found.append(codec.record_version(ref, codec.pairs(reply[1]), head, current))
+        replies = await batch.execute(raise_on_error=False)
+        failed = [reply for reply in replies[len(wanted) :] if isinstance(reply, Exception)]
+        if failed:
+            log.warning("what followed a read failed", error=repr(failed[0]))
+        found = []
+        for (ref, _), reply in zip(wanted, replies, strict=False):
+            if isinstance(reply, Exception):
+                raise reply
+            found.append(read_reply(ref, reply))
         return found
 
     async def history(self, ref: str) -> History:
@@ -646,6 +647,15 @@ class RecordStore(NamespaceStore):
             raise NotFound(f"no record {ref}", ref=ref)
         raws = codec.values(await self.redis.lrange(self.keys.outcomes(ref), 0, -1))
         return [OutcomeEntry(**codec.unpack(raw)) for raw in raws]
+
+
+def read_reply(ref: str, reply: list[Any]) -> RecordVersion | None:
+    """The version a ``read_record`` reply (read.lua) found; None for an unknown record or
+    version."""
+    if not reply or not reply[1]:
+        return None
+    head = codec.pairs(reply[0])
+    return codec.record_version(ref, codec.pairs(reply[1]), head, int(head[b"version"]))
 
 
 def _tags_match(have: list[str], wanted: list[str], mode: str) -> bool:

@@ -18,13 +18,15 @@ from redis.commands.core import AsyncScript
 # The shared functions (files of Lua functions) each script gets in front of its own source.
 PRELUDES = {
     "create_packet": ("move",),
-    "claim_packet": ("move",),
+    "claim_packet": ("move", "read", "discard", "follow_ups"),
     "settle_packet": ("move",),
     "expire_leases": ("move",),
     "expire_packets": ("move",),
     "index_doc": ("index",),
     "touch_session": ("touch",),
     "remember": ("index", "touch", "follow_ups"),
+    "recall": ("read",),
+    "discard_job": ("discard",),
 }
 
 
@@ -58,9 +60,11 @@ class Scripts:
         self.expire_packets = register("expire_packets")
         self.release_lock = register("release_lock")
         # The scripts a follow-up batch may hold, by the name follow_ups.lua runs them by.
+        # (discard_job runs on the queue Redis; in a follow-up, only when that is this one.)
         self.follow_up_names: dict[str | bytes, str] = {
             self.index_doc.sha: "index_doc",
             self.touch_session.sha: "touch_session",
+            register("discard_job").sha: "discard_job",
         }
 
     async def load(self, redis: Redis) -> int:

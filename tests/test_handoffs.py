@@ -108,9 +108,10 @@ async def test_resume_claims_the_oldest_first_and_then_answers_empty(
 async def test_pull_claim_removes_the_rq_job(
     handoffs: HandoffStore, sync_redis: redis.Redis
 ) -> None:
-    """A packet claimed by resume no longer waits on the agent's RQ queue (the job is dropped
-    with the pins read, or just after the answer when RQ has its own Redis)."""
-    await hand(handoffs)
+    """A packet claimed by resume no longer waits on the agent's RQ queue, and its job hash
+    is gone (dropped inside the claim on one Redis, just after the answer when RQ has its own
+    Redis)."""
+    packet_id = await hand(handoffs)
     queue = Queue(queue_name("default", "executor"), connection=sync_redis)
     assert queue.count == 1
     await handoffs.resume("executor")
@@ -119,6 +120,60 @@ async def test_pull_claim_removes_the_rq_job(
             break
         await asyncio.sleep(0.02)
     assert queue.count == 0
+    assert not sync_redis.exists(Job.key_for(job_id("default", packet_id, 0)))
+
+
+async def test_a_claim_is_announced_with_the_packet_it_took(handoffs: HandoffStore) -> None:
+    """The claim's event names the packet resume picked (the oldest), which only the claim
+    itself knew."""
+    first = await hand(handoffs)
+    await hand(handoffs)
+    await handoffs.resume("executor")
+    newest = (await handoffs.activity.recent())[0]
+    assert (newest.kind, newest.agent, newest.packet) == ("claim", "executor", first)
+    assert newest.text == f"executor claimed {first} (resume)"
+
+
+async def test_a_failing_claim_follow_up_never_costs_the_claim(
+    handoffs: HandoffStore, store: RecordStore, data_redis: redis.Redis
+) -> None:
+    """If what follows a claim fails (here the activity stream's key holds a string), resume
+    still answers the packet it claimed with its pins: only the event is missing."""
+    await store.remember("follow/pin", {"note": "kept"}, agent="scout")
+    packet_id = await hand(handoffs, pins=[{"ref": "follow/pin"}])
+    data_redis.set(handoffs.keys.events, "not a stream")
+    resumed = await handoffs.resume("executor")
+    assert resumed.packet is not None and resumed.packet.id == packet_id
+    assert [(pin.ref, pin.value) for pin in resumed.pins] == [("follow/pin", {"note": "kept"})]
+    assert (await handoffs.get(packet_id)).state == "claimed"
+
+
+async def test_resume_is_one_command_on_one_redis(redis_url: str, sync_redis: redis.Redis) -> None:
+    """On one Redis a resume is one round trip: a single script claims the packet, reads its
+    pins, writes the event and drops the job (Redis' MONITOR shows what clients sent, apart
+    from what scripts ran). A cluster reads the pins in a second one."""
+    async with open_backend(Settings(redis_url=redis_url, queue_url=redis_url)) as backend:
+        await backend.scripts.load(backend.redis)
+        ns = backend.namespace("default")
+        for n in range(3):
+            await ns.records.remember(f"one/{n}", n, agent="scout")
+        await hand(ns.handoffs, pins=[{"ref": f"one/{n}"} for n in range(3)])
+        marker = redis.Redis.from_url(redis_url)
+        marker.ping()  # connected before MONITOR starts: it sends only the ECHO below
+        with sync_redis.monitor() as monitor:
+            resumed = await ns.handoffs.resume("executor")
+            marker.echo("resumed")
+            sent = []
+            for entry in monitor.listen():
+                if entry["command"] == "ECHO resumed":
+                    break
+                if entry["client_type"] != "lua":
+                    sent.append(entry["command"].split()[0])
+        events = await ns.activity.recent(1)
+    marker.close()
+    assert [pin.value for pin in resumed.pins] == [0, 1, 2]
+    assert sent == ["EVALSHA"]
+    assert [event.kind for event in events] == ["claim"]
 
 
 async def test_handoff_enqueues_one_rq_job_with_the_policy(

@@ -3,11 +3,39 @@
 -- ARGV[1] packet id, or "" for the oldest queued one
 -- ARGV[2] now (µs)      ARGV[3] now (ISO)      ARGV[4] lease end (µs)  ARGV[5] lease end (ISO)
 -- ARGV[6] claimant      ARGV[7] reason     ARGV[8] the claiming RQ job's id, "" for a pull
--- Returns {1, id, packet fields...}; {} when nothing is queued; {0, state} when the packet
--- asked for is not queued (claimed by someone else, settled, or just expired). The RQ job
--- holding a claim may claim again (its retry after the handler raised).
+-- ARGV[9] ARGV[10] ARGV[11] on one Redis: how a record's keys are spelled around its ref
+--         (prefix, head suffix, versions suffix), to read the claimed packet's pins here;
+--         "" "" "" on a cluster, where records live in other slots
+-- ARGV[12] what follows a claim (event, dropped job), packed for follow_ups.lua with the
+--          marks \0packet\0 and \0job_seq\0 for the claimed packet's id and job_seq; or ""
+-- Returns {1, id, packet fields, pins read} with pins read a list of read_record replies
+-- (empty unless ARGV[9] is set), {1, id, fields, pins read, error} when the follow-ups
+-- failed (the claim stands); {} when nothing is queued; {0, state} when the packet asked for
+-- is not queued (claimed by someone else, settled, or just expired). The RQ job holding a
+-- claim may claim again (its retry after the handler raised).
 -- Queued packets whose expiry has passed are expired on the way instead of being claimed.
--- Runs after move.lua (the loader puts it in front): move() is defined.
+-- Runs after move.lua, read.lua, discard.lua and follow_ups.lua (the loader puts them in
+-- front).
+
+local function claimed(packet, id)
+  local reads = {}
+  if ARGV[9] ~= '' then
+    for i, pin in ipairs(cmsgpack.unpack(redis.call('HGET', packet, 'pins'))) do
+      local record = ARGV[9] .. pin[1]
+      reads[i] = read_record(record .. ARGV[10], record .. ARGV[11], tostring(pin[2]))
+    end
+  end
+  local reply = {1, id, redis.call('HGETALL', packet), reads}
+  if ARGV[12] ~= '' then
+    local marks = {['\0packet\0'] = id,
+                   ['\0job_seq\0'] = redis.call('HGET', packet, 'job_seq') or '0'}
+    local ran, failure = pcall(run_follow_ups, ARGV[12], {discard_job = discard_job}, marks)
+    if not ran then
+      reply[5] = tostring(failure)
+    end
+  end
+  return reply
+end
 
 local now = tonumber(ARGV[2])
 while true do
@@ -27,7 +55,7 @@ while true do
       redis.call('HINCRBY', held, 'deliveries', 1)
       redis.call('HSET', held, 'lease_until', ARGV[5])
       move(held, 'claimed', ARGV[6], 'retry', ARGV[3])
-      return {1, id, redis.call('HGETALL', held)}
+      return claimed(held, id)
     end
     return {0, state}
   end
@@ -46,6 +74,6 @@ while true do
     redis.call('HINCRBY', packet, 'deliveries', 1)
     redis.call('HSET', packet, 'claimed_by', ARGV[6], 'lease_until', ARGV[5], 'job', ARGV[8])
     move(packet, 'claimed', ARGV[6], ARGV[7], ARGV[3])
-    return {1, id, redis.call('HGETALL', packet)}
+    return claimed(packet, id)
   end
 end

@@ -1,10 +1,11 @@
--- A Lua function, not a script: no keys and no arguments of its own (needs index.lua and
--- touch.lua in front). Runs a batch of follow-up commands inside the script that decided
--- they should run, on one Redis only (their keys are not declared). packed: a msgpack list
--- of commands, each a plain command ({name, arg...}) or one of the shared functions by name
--- ({'index_doc' or 'touch_session', key count, key..., arg...}).
-
-local shared = {index_doc = index_document, touch_session = touch_session}
+-- A Lua function, not a script: no keys and no arguments of its own. Runs a batch of
+-- follow-up commands inside the script that decided they should run, on one Redis only
+-- (their keys are not declared).
+-- packed: a msgpack list of commands, each a plain command ({name, arg...}) or one of the
+-- caller's shared functions by name ({name, key count, key..., arg...});
+-- shared: those functions by name (each takes keys and args, as index_document does);
+-- marks: nil, or {mark = value}: every occurrence of a mark in an argument is replaced by
+-- its value (a follow-up naming what the script itself chose, such as the packet it claimed).
 
 -- Copied element by element: unpack() stops at Lua's stack limit (about 8,000 values), and a
 -- large document has that many postings.
@@ -16,8 +17,33 @@ local function slice(list, first, last)
   return part
 end
 
-local function run_follow_ups(packed)
+local function marked(text, marks)
+  for mark, value in pairs(marks) do
+    local parts, from = {}, 1
+    while true do
+      local first, last = string.find(text, mark, from, true)
+      if not first then
+        break
+      end
+      parts[#parts + 1] = string.sub(text, from, first - 1)
+      parts[#parts + 1] = value
+      from = last + 1
+    end
+    if from > 1 then
+      parts[#parts + 1] = string.sub(text, from)
+      text = table.concat(parts)
+    end
+  end
+  return text
+end
+
+local function run_follow_ups(packed, shared, marks)
   for _, command in ipairs(cmsgpack.unpack(packed)) do
+    if marks then
+      for i = 1, #command do
+        command[i] = marked(command[i], marks)
+      end
+    end
     local run = shared[command[1]]
     if run then
       local count = tonumber(command[2])
@@ -27,4 +53,3 @@ local function run_follow_ups(packed)
     end
   end
 end
-

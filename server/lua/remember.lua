@@ -31,7 +31,8 @@ redis.call('HSET', KEYS[1], 'version', new, 'hash', ARGV[2], 'confidence', ARGV[
 if ARGV[7] ~= '' then
   -- The version is written whatever happens next: a failing follow-up costs its event or
   -- search document (as a crash between two round trips would), never the write.
-  local ran, failure = pcall(run_follow_ups, ARGV[7])
+  local shared = {index_doc = index_document, touch_session = touch_session}
+  local ran, failure = pcall(run_follow_ups, ARGV[7], shared)
   if not ran then
     return {1, new, tostring(failure)}
   end
