@@ -4,8 +4,9 @@
 -- packed: a msgpack list of commands, each a plain command ({name, arg...}) or one of the
 -- caller's shared functions by name ({name, key count, key..., arg...});
 -- shared: those functions by name (each takes keys and args, as index_document does);
--- marks: nil, or {mark = value}: every occurrence of a mark in an argument is replaced by
--- its value (a follow-up naming what the script itself chose, such as the packet it claimed).
+-- marks: nil, or {mark = value}, each mark starting with a NUL byte: every occurrence of a
+-- mark in an argument is replaced by its value (a follow-up naming what the script itself
+-- chose, such as the packet it claimed).
 
 -- Copied element by element: unpack() stops at Lua's stack limit (about 8,000 values), and a
 -- large document has that many postings.
@@ -18,20 +19,14 @@ local function slice(list, first, last)
 end
 
 local function marked(text, marks)
+  if not string.find(text, '\0', 1, true) then
+    return text  -- every mark starts with a NUL byte: most arguments have none
+  end
   for mark, value in pairs(marks) do
-    local parts, from = {}, 1
-    while true do
-      local first, last = string.find(text, mark, from, true)
-      if not first then
-        break
-      end
-      parts[#parts + 1] = string.sub(text, from, first - 1)
-      parts[#parts + 1] = value
-      from = last + 1
-    end
-    if from > 1 then
-      parts[#parts + 1] = string.sub(text, from)
-      text = table.concat(parts)
+    local first, last = string.find(text, mark, 1, true)
+    while first do
+      text = string.sub(text, 1, first - 1) .. value .. string.sub(text, last + 1)
+      first, last = string.find(text, mark, first + #value, true)
     end
   end
   return text
