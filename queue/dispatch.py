@@ -19,6 +19,7 @@ from rq import Queue, Retry
 from rq.job import Job
 
 from baton.server.batch import Batch
+from baton.server.errors import describe
 from baton.server.keys import Keys, job_id, queue_name
 from baton.server.scripts import lua_source
 from baton.server.settings import HandoffPolicy
@@ -143,7 +144,9 @@ class RQDispatcher:
                 await self.discard_script(keys=keys, args=args)
             except Exception as error:
                 log.warning(
-                    "could not drop the job of a pulled packet", packet=packet_id, error=repr(error)
+                    "could not drop the job of a pulled packet",
+                    packet=packet_id,
+                    error=describe(error),
                 )
 
         task = asyncio.create_task(discard())

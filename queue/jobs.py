@@ -11,7 +11,7 @@ from rq import get_current_job
 from baton.agents.agent_runtime import handler_for
 from baton.queue.sweeps import sweep_all
 from baton.queue.worker_context import worker_context
-from baton.server.errors import StateConflict
+from baton.server.errors import StateConflict, describe
 
 log = structlog.get_logger("baton.worker")
 
@@ -45,7 +45,11 @@ def deliver_packet(namespace: str, agent: str, packet_id: str) -> dict[str, Any]
     except Exception as error:
         last_try = job is None or not job.retries_left
         log.warning(
-            "handler failed", packet=packet_id, agent=agent, error=repr(error), last_try=last_try
+            "handler failed",
+            packet=packet_id,
+            agent=agent,
+            error=describe(error),
+            last_try=last_try,
         )
         if last_try:
             context.run(handoffs.fail(packet_id, agent, f"{type(error).__name__}: {error}"))

@@ -113,3 +113,9 @@ class TooManyStreams(BatonError):
 
     status_code = 429
     title = "Too many open streams"
+
+
+def describe(error: BaseException) -> str:
+    """An exception as a log line can say it: its type and message (redis-py 8's errors have
+    a ``repr`` that names neither, e.g. ``server:ResponseError``)."""
+    return f"{type(error).__name__}: {error}"

@@ -27,7 +27,7 @@ import structlog
 
 from baton.server import codec
 from baton.server.clock import iso, now
-from baton.server.errors import Forbidden, InvalidInput, NotFound, StateConflict
+from baton.server.errors import Forbidden, InvalidInput, NotFound, StateConflict, describe
 from baton.server.keys import NAMESPACES, around_ref, job_id
 from baton.server.models import (
     PACKET_STATES,
@@ -203,7 +203,7 @@ class HandoffStore(NamespaceStore):
                 raise reply
         stored, transitions = replies[2]
         if isinstance(replies[3], Exception):  # the event: the packet itself is safe
-            log.warning("handoff event not written", packet=packet_id, error=repr(replies[3]))
+            log.warning("handoff event not written", packet=packet_id, error=describe(replies[3]))
         if not job_queued or replies[4] == -1:
             # If the process dies here, the packet is queued without an RQ job: pull still
             # sees it, and the periodic sweep enqueues the missing job (see sweep()).
@@ -307,7 +307,9 @@ class HandoffStore(NamespaceStore):
         try:
             await dispatcher.enqueue(self.namespace, agent, packet_id, seq)
         except Exception as error:
-            log.warning("enqueue failed; the sweep will retry", packet=packet_id, error=repr(error))
+            log.warning(
+                "enqueue failed; the sweep will retry", packet=packet_id, error=describe(error)
+            )
 
     # -- claiming -----------------------------------------------------------------------------
 
@@ -377,9 +379,10 @@ class HandoffStore(NamespaceStore):
 
         # One Redis: the script reads the pins and runs the follow-ups (with the packet it
         # picks marked), one round trip. A cluster reads and follows up in a second one.
-        batch = self.ns.batch()
+        cluster = self.ns.backend.cluster
         in_script: list[str | bytes] = ["", "", "", ""]
-        if not batch.cluster:
+        if not cluster:
+            batch = self.ns.batch()
             follow_ups(batch, PACKET_MARK, JOB_SEQ_MARK)
             packed = batch.packed_for_script(self.scripts.follow_up_names)
             in_script = [*around_ref(self.keys), packed]
@@ -417,19 +420,23 @@ class HandoffStore(NamespaceStore):
         packet = codec.packet(fields)
         job_seq = int(fields.get(b"job_seq", 0))
         wanted = [(pin.ref, pin.version) for pin in packet.pins]
-        if batch.cluster:
-            found = await self.ns.records.read_versions(
-                wanted, lambda after: follow_ups(after, packet.id, job_seq)
-            )
-        else:
-            if len(reply) > 4:
-                log.warning(
-                    "a claim's follow-ups failed", packet=packet.id, error=codec.text(reply[4])
+        try:
+            if cluster:
+                found = await self.ns.records.read_versions(
+                    wanted, lambda after: follow_ups(after, packet.id, job_seq)
                 )
-            found = [read_reply(ref, read) for (ref, _), read in zip(wanted, reply[3], strict=True)]
-        if drop_apart:
-            assert dispatcher is not None
-            dispatcher.drop_job_later(self.namespace, agent, packet.id, job_seq)
+            else:
+                if len(reply) > 4:
+                    log.warning(
+                        "a claim's follow-ups failed", packet=packet.id, error=codec.text(reply[4])
+                    )
+                found = [
+                    read_reply(ref, read) for (ref, _), read in zip(wanted, reply[3], strict=True)
+                ]
+        finally:
+            if drop_apart:  # the queue is on another Redis: the job goes even if a read failed
+                assert dispatcher is not None
+                dispatcher.drop_job_later(self.namespace, agent, packet.id, job_seq)
         pins = _resolved(packet.pins, found)
         stale = [
             StalePin(ref=pin.ref, pinned_version=pin.version, current_version=pin.current_version)

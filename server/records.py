@@ -18,7 +18,14 @@ from baton.server import codec
 from baton.server import confidence as confidence_rules
 from baton.server.batch import Batch
 from baton.server.clock import utc_now
-from baton.server.errors import InvalidInput, NotFound, StoreUnavailable, TooLarge, VersionConflict
+from baton.server.errors import (
+    InvalidInput,
+    NotFound,
+    StoreUnavailable,
+    TooLarge,
+    VersionConflict,
+    describe,
+)
 from baton.server.integrity import (
     GENESIS_HASH,
     VERSION_FIELDS,
@@ -224,7 +231,7 @@ class RecordStore(NamespaceStore):
                 if isinstance(r, Exception)
             ]
             if failed:
-                log.warning("a write's follow-ups failed", ref=ref, error=repr(failed[0]))
+                log.warning("a write's follow-ups failed", ref=ref, error=describe(failed[0]))
         return Remembered(
             ref=ref,
             version=current,
@@ -601,7 +608,7 @@ class RecordStore(NamespaceStore):
         replies = await batch.execute(raise_on_error=False)
         failed = [reply for reply in replies[len(wanted) :] if isinstance(reply, Exception)]
         if failed:
-            log.warning("what followed a read failed", error=repr(failed[0]))
+            log.warning("what followed a read failed", error=describe(failed[0]))
         found = []
         for (ref, _), reply in zip(wanted, replies, strict=False):
             if isinstance(reply, Exception):

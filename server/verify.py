@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import msgpack
 
 from baton.server import codec
+from baton.server.errors import describe
 from baton.server.integrity import OUTCOME_FIELDS, VERSION_FIELDS, ChainChecker
 from baton.server.models import BrokenLink, Stats
 from baton.server.records import BATCH
@@ -125,7 +126,7 @@ class _ChainCheck:
         try:
             view = codec.hashed_view(codec.record_version(self.ref, fields, {}, current=-1))
         except (KeyError, ValueError, msgpack.UnpackException) as error:
-            return [self._broken("a decodable version", repr(error))]
+            return [self._broken("a decodable version", describe(error))]
         return [
             BrokenLink(ref=self.ref, chain="versions", version=self.number, **problem)
             for problem in self.checker.check(view)

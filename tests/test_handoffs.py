@@ -8,6 +8,7 @@ import pytest
 import redis
 from rq import Queue
 from rq.job import Job
+from structlog.testing import capture_logs
 
 from baton.queue.dispatch import DELIVER, FAILURE_TTL, queue_name
 from baton.server.backend import open_backend
@@ -105,6 +106,17 @@ async def test_resume_claims_the_oldest_first_and_then_answers_empty(
     assert (empty.packet, empty.message) == (None, "no packets waiting for executor")
 
 
+async def wait_for_empty_queue(client: redis.Redis, agent: str) -> None:
+    """Until ``agent``'s RQ queue is empty (a job dropped off the request's path), 2 s at
+    most; fails if it never empties."""
+    queue = Queue(queue_name("default", agent), connection=client)
+    for _ in range(100):
+        if queue.count == 0:
+            return
+        await asyncio.sleep(0.02)
+    assert queue.count == 0
+
+
 async def test_pull_claim_removes_the_rq_job(
     handoffs: HandoffStore, sync_redis: redis.Redis
 ) -> None:
@@ -112,14 +124,9 @@ async def test_pull_claim_removes_the_rq_job(
     is gone (dropped inside the claim on one Redis, just after the answer when RQ has its own
     Redis)."""
     packet_id = await hand(handoffs)
-    queue = Queue(queue_name("default", "executor"), connection=sync_redis)
-    assert queue.count == 1
+    assert Queue(queue_name("default", "executor"), connection=sync_redis).count == 1
     await handoffs.resume("executor")
-    for _ in range(100):
-        if queue.count == 0:
-            break
-        await asyncio.sleep(0.02)
-    assert queue.count == 0
+    await wait_for_empty_queue(sync_redis, "executor")
     assert not sync_redis.exists(Job.key_for(job_id("default", packet_id, 0)))
 
 
@@ -135,24 +142,70 @@ async def test_a_claim_is_announced_with_the_packet_it_took(handoffs: HandoffSto
 
 
 async def test_a_failing_claim_follow_up_never_costs_the_claim(
-    handoffs: HandoffStore, store: RecordStore, data_redis: redis.Redis
+    handoffs: HandoffStore, store: RecordStore, data_redis: redis.Redis, sync_redis: redis.Redis
 ) -> None:
     """If what follows a claim fails (here the activity stream's key holds a string), resume
-    still answers the packet it claimed with its pins: only the event is missing."""
+    still answers the packet it claimed with its pins, its RQ job is still dropped, and the
+    failure is logged with Redis' own message: only the event is missing."""
     await store.remember("follow/pin", {"note": "kept"}, agent="scout")
     packet_id = await hand(handoffs, pins=[{"ref": "follow/pin"}])
     data_redis.set(handoffs.keys.events, "not a stream")
-    resumed = await handoffs.resume("executor")
+    with capture_logs() as logs:
+        resumed = await handoffs.resume("executor")
     assert resumed.packet is not None and resumed.packet.id == packet_id
     assert [(pin.ref, pin.value) for pin in resumed.pins] == [("follow/pin", {"note": "kept"})]
     assert (await handoffs.get(packet_id)).state == "claimed"
+    await wait_for_empty_queue(sync_redis, "executor")
+    failures = [entry for entry in logs if "failed" in entry["event"]]
+    assert failures and all("WRONGTYPE" in entry["error"] for entry in failures)
+
+
+async def test_a_redelivered_packet_drops_the_job_of_its_delivery(
+    handoffs: HandoffStore, sync_redis: redis.Redis
+) -> None:
+    """A released packet is queued again with a new RQ job (job_seq 1); resuming it drops
+    that job, not the first one's id."""
+    packet_id = await hand(handoffs)
+    await handoffs.resume("executor")
+    await handoffs.release(packet_id, "executor")
+    assert sync_redis.exists(Job.key_for(job_id("default", packet_id, 1)))
+    await handoffs.resume("executor")
+    await wait_for_empty_queue(sync_redis, "executor")
+    assert not sync_redis.exists(Job.key_for(job_id("default", packet_id, 1)))
+
+
+async def test_resume_drops_the_job_when_rq_has_its_own_redis(
+    redis_url: str, sync_redis: redis.Redis
+) -> None:
+    """With the queues on another Redis (here another database of the server), resume
+    answers from one script on the data Redis and drops the job on the queue Redis just
+    after."""
+    queue_url = f"{redis_url}?db=2"
+    queues = redis.Redis.from_url(queue_url)
+    queues.flushdb()
+    settings = Settings(redis_url=redis_url, queue_url=queue_url)
+    async with open_backend(settings) as backend:
+        handoffs = backend.namespace("default").handoffs
+        packet_id = await hand(handoffs)
+        assert Queue(queue_name("default", "executor"), connection=queues).count == 1
+        resumed = await handoffs.resume("executor")
+        assert resumed.packet is not None and resumed.packet.id == packet_id
+        await wait_for_empty_queue(queues, "executor")
+    assert not queues.exists(Job.key_for(job_id("default", packet_id, 0)))
+    queues.flushdb()
+    queues.close()
 
 
 async def test_resume_is_one_command_on_one_redis(redis_url: str, sync_redis: redis.Redis) -> None:
     """On one Redis a resume is one round trip: a single script claims the packet, reads its
     pins, writes the event and drops the job (Redis' MONITOR shows what clients sent, apart
     from what scripts ran). A cluster reads the pins in a second one."""
-    async with open_backend(Settings(redis_url=redis_url, queue_url=redis_url)) as backend:
+    # A database of its own: other Baton processes of the test session (an API server's
+    # sweeps) send commands to database 0 at any time.
+    own_database = f"{redis_url}?db=3"
+    settings = Settings(redis_url=own_database, queue_url=own_database)
+    async with open_backend(settings) as backend:
+        await backend.redis.flushdb()
         await backend.scripts.load(backend.redis)
         ns = backend.namespace("default")
         for n in range(3):
@@ -167,9 +220,10 @@ async def test_resume_is_one_command_on_one_redis(redis_url: str, sync_redis: re
             for entry in monitor.listen():
                 if entry["command"] == "ECHO resumed":
                     break
-                if entry["client_type"] != "lua":
+                if entry["db"] == 3 and entry["client_type"] != "lua":
                     sent.append(entry["command"].split()[0])
         events = await ns.activity.recent(1)
+        await backend.redis.flushdb()
     marker.close()
     assert [pin.value for pin in resumed.pins] == [0, 1, 2]
     assert sent == ["EVALSHA"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgpack
 import pytest
 import redis
+from structlog.testing import capture_logs
 
 from baton.server.backend import Backend
 from baton.server.connection import async_redis
@@ -472,10 +473,14 @@ async def test_a_failing_follow_up_never_costs_the_write(
     store: RecordStore, data_redis: redis.Redis
 ) -> None:
     """If a write's follow-up fails (here the activity stream's key holds a string), the
-    version is written and answered all the same: only what the follow-ups add is missing,
-    as after a crash between the two."""
+    version is written and answered all the same, the other follow-ups still run (the value
+    is found by search), and the failure is logged with Redis' own message."""
     data_redis.set(store.keys.events, "not a stream")
-    written = await store.remember("follow/b", {"note": "kept"}, agent="scout")
+    with capture_logs() as logs:
+        written = await store.remember("follow/b", {"note": "kept"}, agent="scout")
     assert written.version == 1
     assert (await store.recall("follow/b")).value == {"note": "kept"}
     assert (await store.history("follow/b")).versions[0].chain_ok
+    assert [hit.doc for hit in await store.search.search("kept")] == ["f:follow/b"]
+    [warning] = [entry for entry in logs if entry["event"] == "a write's follow-ups failed"]
+    assert "WRONGTYPE" in warning["error"]

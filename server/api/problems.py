@@ -18,7 +18,7 @@ from litestar.types import ExceptionHandlersMap
 from prometheus_client import Counter
 
 from baton.server.connection import write_refused
-from baton.server.errors import BatonError
+from baton.server.errors import BatonError, describe
 
 log = structlog.get_logger("baton.api")
 REDIS_REFUSALS = Counter(
@@ -121,7 +121,7 @@ def redis_error(request: Request[Any, Any, Any], error: Exception) -> Response[A
     from baton.server.api.metrics import REDIS_ERRORS
 
     REDIS_ERRORS.inc()
-    log.warning("redis unavailable", error=repr(error), path=request.url.path)
+    log.warning("redis unavailable", error=describe(error), path=request.url.path)
     return _problem(
         request,
         503,

@@ -18,20 +18,18 @@
 -- front).
 
 local function claimed(packet, id)
-  local reads = {}
-  if ARGV[9] ~= '' then
-    for i, pin in ipairs(cmsgpack.unpack(redis.call('HGET', packet, 'pins'))) do
-      local record = ARGV[9] .. pin[1]
-      reads[i] = read_record(record .. ARGV[10], record .. ARGV[11], tostring(pin[2]))
-    end
-  end
-  local reply = {1, id, redis.call('HGETALL', packet), reads}
+  local reply = {1, id, redis.call('HGETALL', packet), {}}
+  -- The follow-ups first: a pin that cannot be read fails the answer, not the event and
+  -- the job's removal (the claim itself is written either way).
   if ARGV[12] ~= '' then
     local marks = {['\0packet\0'] = id,
                    ['\0job_seq\0'] = redis.call('HGET', packet, 'job_seq') or '0'}
-    local ran, failure = pcall(run_follow_ups, ARGV[12], {discard_job = discard_job}, marks)
-    if not ran then
-      reply[5] = tostring(failure)
+    reply[5] = run_follow_ups(ARGV[12], {discard_job = discard_job}, marks)
+  end
+  if ARGV[9] ~= '' then
+    for i, pin in ipairs(cmsgpack.unpack(redis.call('HGET', packet, 'pins'))) do
+      local record = ARGV[9] .. pin[1]
+      reply[4][i] = read_record(record .. ARGV[10], record .. ARGV[11], tostring(pin[2]))
     end
   end
   return reply

@@ -1,7 +1,7 @@
 -- A Lua function, not a script: no keys and no arguments of its own.
--- Shared by recall and claim_packet (a pull reads its packet's pins). head: a record's head
--- hash; version_prefix: the prefix of its version keys (ends in ":v:"); wanted: the version
--- wanted, or "" for the current one.
+-- Shared by recall and claim_packet (every claim reads its packet's pins). head: a record's
+-- head hash; version_prefix: the prefix of its version keys (ends in ":v:"); wanted: the
+-- version wanted, or "" for the current one.
 -- Returns {head fields, version fields}, {} for an unknown record, or {head fields, {}} for
 -- an unknown version.
 

@@ -32,9 +32,9 @@ if ARGV[7] ~= '' then
   -- The version is written whatever happens next: a failing follow-up costs its event or
   -- search document (as a crash between two round trips would), never the write.
   local shared = {index_doc = index_document, touch_session = touch_session}
-  local ran, failure = pcall(run_follow_ups, ARGV[7], shared)
-  if not ran then
-    return {1, new, tostring(failure)}
+  local failure = run_follow_ups(ARGV[7], shared)
+  if failure then
+    return {1, new, failure}
   end
 end
 return {1, new}
