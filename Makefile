@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 NPM_CLIENTS := tests/agentmemory/node_modules/.installed
 
-.PHONY: install browser wrk npm-clients demo lint test test-fast bench serve clean
+.PHONY: install browser wrk npm-clients demo lint test test-fast bench bench-ab serve clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -67,6 +67,10 @@ test-fast: $(STAMP) $(NPM_CLIENTS)
 ## make bench: speed next to same-run baselines; writes docs/benchmarks.md (ARGS=--quick)
 bench: $(STAMP) wrk
 	$(BIN)/python -m tests.bench $(ARGS)
+
+## make bench-ab BASE=<git revision>: that build and this checkout side by side, interleaved
+bench-ab: $(STAMP) wrk
+	$(BIN)/python -m tests.bench_ab $(BASE) $(ARGS)
 
 ## make serve: the REST API on http://127.0.0.1:8765 with the embedded Redis
 serve: $(STAMP)
