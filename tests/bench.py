@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
 import resource
 import subprocess
@@ -46,7 +45,17 @@ from tests.bench_http import (
     throughput_rounds,
     wrk,
 )
-from tests.benchkit import Measure, Row, fmt, interleaved, sequential, start, write_report
+from tests.benchkit import (
+    Measure,
+    Row,
+    fmt,
+    interleaved,
+    sequential,
+    server_env,
+    start,
+    wait_for_baseline,
+    write_report,
+)
 from tests.conftest import REPO, free_port, wait_for_http
 
 
@@ -197,15 +206,7 @@ async def main(quick: bool, output: Path) -> None:
     work = Path(tempfile.mkdtemp(prefix="baton-bench-"))
     embedded = EmbeddedServer(work / "data")
     url = embedded.ensure_running()
-    # Checkpoints are measured explicitly (the growth table's column); a scheduled one taken
-    # by the API's own sweep in the middle of a latency probe would measure both at once.
-    env = {
-        **os.environ,
-        "BATON_REDIS_URL": url,
-        "BATON_RATE_LIMIT": "off",
-        "BATON_CHECKPOINT_INTERVAL": "off",
-        "PYTHONPATH": str(REPO),
-    }
+    env = server_env(url)
     rows: list[Row] = []
     growth_table: list[str] = []
     processes: list[subprocess.Popen[bytes]] = []
@@ -277,14 +278,7 @@ async def main(quick: bool, output: Path) -> None:
         processes += [api, baseline]
         api_url, base_url = f"http://127.0.0.1:{api_port}", f"http://127.0.0.1:{base_port}"
         wait_for_http(api_url, api, work / "api.log")
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                httpx.get(f"{base_url}/get")
-                break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline
-                time.sleep(0.1)
+        wait_for_baseline(base_url, baseline, work / "baseline.log")
         raw.set("bench:baseline", "x")
 
         # -- B-redis --------------------------------------------------------------------------

@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import httpx
@@ -29,7 +27,7 @@ import redis
 from baton.server.embedded import EmbeddedServer
 from tests.bench import BATON_SERVE, RESUME_CEILING, top_up_inbox
 from tests.bench_http import BASELINE, RESUME, THROUGHPUT, Scenario, Target, rounds
-from tests.benchkit import start
+from tests.benchkit import server_env, start, wait_for_baseline
 from tests.conftest import REPO, free_port, wait_for_http
 
 FOLDERS = ("server", "queue", "agents", "demo")
@@ -87,15 +85,8 @@ def serve_baseline(env: dict[str, str], log: Path) -> Target:
     """B-http, served as ``make bench`` serves it, once it answers."""
     port = free_port()
     process = start([sys.executable, "-m", "tests.bench_baselines", "http", str(port)], log, env)
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/get")
-            return Target(f"http://127.0.0.1:{port}", [process.pid])
-        except httpx.TransportError:
-            if time.monotonic() > deadline or process.poll() is not None:
-                raise RuntimeError(f"the baseline did not come up:\n{log.read_text()}") from None
-            time.sleep(0.1)
+    wait_for_baseline(f"http://127.0.0.1:{port}", process, log)
+    return Target(f"http://127.0.0.1:{port}", [process.pid])
 
 
 def main(revision: str, seconds: float, count: int) -> None:
@@ -103,12 +94,7 @@ def main(revision: str, seconds: float, count: int) -> None:
     tree, importable = checkout(revision, work)
     embedded = EmbeddedServer(work / "data")
     url = embedded.ensure_running()
-    env = {
-        **os.environ,
-        "BATON_REDIS_URL": url,
-        "BATON_RATE_LIMIT": "off",
-        "BATON_CHECKPOINT_INTERVAL": "off",
-    }
+    env = server_env(url)
     raw = redis.Redis.from_url(url)
     raw.set("bench:baseline", "x")
     builds: dict[str, Target] = {}

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
 
+import httpx
 import psutil
 
 from tests.conftest import REPO
@@ -86,6 +87,32 @@ async def interleaved(
 def start(command: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     with open(log, "wb") as out:
         return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+
+
+def server_env(redis_url: str) -> dict[str, str]:
+    """The environment the benchmarks serve Baton and its baselines in: on ``redis_url``,
+    no rate limit, and no scheduled checkpoint (the growth table measures checkpoints
+    explicitly; one taken by a sweep in the middle of a probe would measure both at once)."""
+    return {
+        **os.environ,
+        "BATON_REDIS_URL": redis_url,
+        "BATON_RATE_LIMIT": "off",
+        "BATON_CHECKPOINT_INTERVAL": "off",
+        "PYTHONPATH": str(REPO),
+    }
+
+
+def wait_for_baseline(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    """Until B-http's app answers (it has no health route), 20 s at most."""
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            httpx.get(f"{url}/get")
+            return
+        except httpx.TransportError:
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise RuntimeError(f"the baseline did not come up:\n{log.read_text()}") from None
+            time.sleep(0.1)
 
 
 def wrk_version() -> str:
