@@ -7,7 +7,9 @@ same server.
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections import deque
+from collections.abc import Mapping
 from typing import Any
 
 import hiredis
@@ -18,12 +20,14 @@ from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import Connection, SSLConnection, UnixDomainSocketConnection
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialBackoff, NoBackoff
+from redis.client import EMPTY_RESPONSE, NEVER_DECODE
 from redis.commands.core import AsyncScript
-from redis.exceptions import DataError, NoScriptError, ResponseError
+from redis.exceptions import DataError, NoScriptError, RedisError, ResponseError
 from redis.retry import Retry
 from redis.typing import ScriptTextT
 
 from baton.server.embedded import EmbeddedServer
+from baton.server.multiplex import SharedConnection
 from baton.server.settings import Settings
 
 
@@ -69,35 +73,36 @@ def is_cluster(url: str) -> bool:
     return url.startswith(CLUSTER_SCHEMES)
 
 
+def packed(args: tuple[Any, ...]) -> bytes:
+    """One command in Redis's protocol, packed by hiredis in C (redis-py's asyncio client packs
+    in Python, a fifth of a write's CPU time), the bytes redis-py would send: str as UTF-8,
+    int and float as ``repr``; None and bool are refused (``DataError``)."""
+    if isinstance(args[0], str):
+        args = (*args[0].encode().split(), *args[1:])  # "SCRIPT LOAD" is two words
+    elif b" " in args[0]:
+        args = (*args[0].split(), *args[1:])
+    try:
+        command: bytes = hiredis.pack_command(args)
+    except TypeError as error:
+        raise DataError(str(error)) from None
+    return command
+
+
 class HiredisPacking:
-    """Commands packed by hiredis, in C, as redis-py's sync client does when hiredis is
-    installed; its asyncio client packs in Python, a fifth of a write's CPU time. Same
-    bytes: str as UTF-8, int and float as ``repr``; None and bool are refused."""
+    """Connections whose commands are packed by :func:`packed`."""
 
     def pack_command(self, *args: Any) -> list[bytes]:
-        if isinstance(args[0], str):
-            args = (*args[0].encode().split(), *args[1:])  # "SCRIPT LOAD" is two words
-        elif b" " in args[0]:
-            args = (*args[0].split(), *args[1:])
-        try:
-            return [hiredis.pack_command(args)]
-        except TypeError as error:
-            raise DataError(str(error)) from None
+        return [packed(args)]
 
 
 class TimerBoundIO:
-    """Reads and writes bounded by ``IO_TIMEOUT`` seconds with a timer. redis-py bounds each
-    write of a connection that has a ``socket_timeout`` with ``asyncio.wait_for``, which
-    wraps it in a new task, a tenth of a round trip's CPU; these connections have no
-    ``socket_timeout`` and put an ``asyncio.timeout`` (a timer, no task) around each write
-    and read, or one around a whole pipeline (:meth:`ScriptPipeline._send_and_read` sets
-    ``timed``)."""
-
-    timed = False  # a timer around the whole exchange is running
+    """Reads and writes of pooled connections (and the handshake of the shared one) bounded
+    by ``IO_TIMEOUT`` seconds with a timer. redis-py bounds each write of a connection that
+    has a ``socket_timeout`` with ``asyncio.wait_for``, which wraps it in a new task, a tenth
+    of a round trip's CPU; these connections have no ``socket_timeout`` and put an
+    ``asyncio.timeout`` (a timer, no task) around each write and read."""
 
     async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-        if self.timed:
-            return await super().send_packed_command(command, check_health)  # type: ignore[misc,no-any-return]
         try:
             async with asyncio.timeout(IO_TIMEOUT):
                 await super().send_packed_command(command, check_health)  # type: ignore[misc]
@@ -110,8 +115,6 @@ class TimerBoundIO:
     ) -> Any:
         if timeout is not None:  # the caller's own bound (pub/sub): redis-py's handling
             return await super().read_response(disable_decoding, timeout, **options)  # type: ignore[misc]
-        if self.timed:
-            return await super().read_response(disable_decoding, **options)  # type: ignore[misc]
         try:
             async with asyncio.timeout(IO_TIMEOUT):
                 return await super().read_response(disable_decoding, **options)  # type: ignore[misc]
@@ -206,13 +209,14 @@ class WaitingConnectionPool(ConnectionPool):
 
 class ScriptPipeline(Pipeline):
     """redis-py's pipeline, leaner where Baton's batches need it: plain pipelines (no
-    MULTI, no WATCH) are sent and read in one go without redis-py's per-pipeline
-    OpenTelemetry bookkeeping, and their scripts' EVALSHA is sent straight away (redis-py
-    asks SCRIPT EXISTS before every pipeline that holds a script, one round trip more each
-    time). Baton loads its scripts at startup; a script missing from the server's cache since
-    (a restart, SCRIPT FLUSH) did not run, so it is loaded and run on its own after the rest
-    of the pipeline. Transactions keep redis-py's path (a re-run would not be part of the
-    MULTI)."""
+    MULTI, no WATCH) go over the client's shared connection in one exchange, and their
+    scripts' EVALSHA is sent straight away (redis-py asks SCRIPT EXISTS before every pipeline
+    that holds a script, one round trip more each time). Baton loads its scripts at startup;
+    a script missing from the server's cache since (a restart, SCRIPT FLUSH) did not run, so
+    it is loaded and run on its own after the rest of the pipeline. Transactions keep
+    redis-py's path on a pooled connection (a re-run would not be part of the MULTI)."""
+
+    owner: BatonRedis
 
     async def load_scripts(self) -> None:
         if self.is_transaction or self.explicit_transaction:
@@ -225,55 +229,30 @@ class ScriptPipeline(Pipeline):
         scripts, self.scripts = self.scripts, set()
         if not stack:
             return []
-        connection = await self.connection_pool.get_connection()  # type: ignore[no-untyped-call]
-        try:
-            replies: list[Any] = await connection.retry.call_with_retry(
-                lambda: self._send_and_read(connection, stack),
-                lambda error: connection.disconnect(error=error),
-            )
-        finally:
-            await self.connection_pool.release(connection)
+        raw = await self.owner.shared.exchange(
+            b"".join(packed(args) for args, _ in stack), len(stack)
+        )
+        replies: list[Any] = []
+        for (args, options), reply in zip(stack, raw, strict=True):
+            try:
+                replies.append(await self.owner.parsed(args[0], reply, options))
+            except ResponseError as error:
+                replies.append(error)
         missing = [index for index, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
         if missing:
             sources: dict[str | bytes, ScriptTextT] = {
                 script.sha: script.script for script in scripts
             }
-            client = Redis(connection_pool=self.connection_pool)
             for index in missing:
                 args, options = stack[index]
-                await client.script_load(sources[args[1]])
+                await self.owner.script_load(sources[args[1]])
                 try:
-                    # redis-py leaves execute_command unannotated (get_connection too).
-                    replies[index] = await client.execute_command(  # type: ignore[no-untyped-call]
-                        *args, **options
-                    )
+                    replies[index] = await self.owner.execute_command(*args, **options)
                 except ResponseError as error:
                     replies[index] = error
         errors = [reply for reply in replies if isinstance(reply, Exception)]
         if raise_on_error and errors:
             raise errors[0]
-        return replies
-
-    async def _send_and_read(self, connection: Any, stack: list[Any]) -> list[Any]:
-        """Every command in one write, then every reply (an error reply in its place), all
-        within one ``IO_TIMEOUT``."""
-        replies: list[Any] = []
-        connection.timed = True
-        try:
-            async with asyncio.timeout(IO_TIMEOUT):
-                await connection.send_packed_command(
-                    connection.pack_commands([args for args, _ in stack])
-                )
-                for args, options in stack:
-                    try:
-                        replies.append(await self.parse_response(connection, args[0], **options))
-                    except ResponseError as error:
-                        replies.append(error)
-        except TimeoutError:
-            await connection.disconnect(nowait=True)
-            raise redis.exceptions.TimeoutError("Timeout talking to Redis") from None
-        finally:
-            connection.timed = False
         return replies
 
 
@@ -285,12 +264,42 @@ def queue_script(pipe: Pipeline, script: AsyncScript, keys: list[Any], args: lis
     pipe.evalsha(script.sha, len(keys), *keys, *args)
 
 
+# Commands that hold their connection (blocking reads, waits) or change its state: never on
+# the shared connection, where they would stall or change it for every caller.
+BLOCKING = frozenset(
+    {"BLPOP", "BRPOP", "BLMOVE", "BRPOPLPUSH", "BLMPOP", "BZPOPMIN", "BZPOPMAX", "BZMPOP"}
+    | {"WAIT", "WAITAOF", "MONITOR", "SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE"}
+    | {"MULTI", "EXEC", "DISCARD", "WATCH", "UNWATCH", "SELECT", "AUTH", "HELLO", "RESET"}
+    | {"CLIENT", "QUIT"}
+)
+
+
+# Options redis-py's commands pass for its own use, not for their reply's callback.
+UNPARSED_OPTIONS = frozenset({EMPTY_RESPONSE, NEVER_DECODE, "keys"})
+
+
+def needs_own_connection(args: tuple[Any, ...]) -> bool:
+    name = (args[0] if isinstance(args[0], str) else args[0].decode()).upper()
+    if name in ("XREAD", "XREADGROUP"):
+        return any(arg in ("BLOCK", b"BLOCK") for arg in args)
+    return name.split(" ", 1)[0] in BLOCKING
+
+
 class BatonRedis(Redis):
-    """redis-py's asyncio client whose pipelines are ``ScriptPipeline``s and whose commands
-    skip redis-py's per-command OpenTelemetry bookkeeping (Baton exports its own metrics):
-    a fifth of a plain command's CPU. Connections and the pool's bookkeeping are redis-py's."""
+    """redis-py's asyncio client whose commands share one connection, batched
+    (:class:`~baton.server.multiplex.SharedConnection`), and whose pipelines are
+    ``ScriptPipeline``s. Commands in :data:`BLOCKING`, transactions and pub/sub use the
+    pool's connections, through redis-py's own path minus its per-command OpenTelemetry
+    bookkeeping (Baton exports its own metrics). Replies are parsed by redis-py's callbacks."""
+
+    def __init__(self, connection_pool: ConnectionPool, timeout: float) -> None:
+        super().__init__(connection_pool=connection_pool)
+        self.shared = SharedConnection(connection_pool, timeout)
 
     async def execute_command(self, *args: Any, **options: Any) -> Any:
+        if not needs_own_connection(args):
+            (reply,) = await self.shared.exchange(packed(args), 1)
+            return await self.parsed(args[0], reply, options)
         pool = self.connection_pool
         connection = await pool.get_connection()  # type: ignore[no-untyped-call]
 
@@ -305,10 +314,32 @@ class BatonRedis(Redis):
         finally:
             await pool.release(connection)
 
+    async def parsed(self, command_name: Any, reply: Any, options: Mapping[str, Any]) -> Any:
+        """A reply as ``Redis.parse_response`` makes it: an error reply raised (or the
+        command's ``EMPTY_RESPONSE``), anything else through the command's callback."""
+        if isinstance(reply, ResponseError):
+            if EMPTY_RESPONSE in options:
+                return options[EMPTY_RESPONSE]
+            raise reply
+        if isinstance(reply, RedisError):  # LOADING, MASTERDOWN…: redis-py's connection errors
+            raise reply
+        callback = self.response_callbacks.get(command_name)
+        if callback is None:
+            return reply
+        options = {name: value for name, value in options.items() if name not in UNPARSED_OPTIONS}
+        parsed = callback(reply, **options)
+        return await parsed if inspect.isawaitable(parsed) else parsed
+
     def pipeline(self, transaction: bool = True, shard_hint: str | None = None) -> Pipeline:
-        return ScriptPipeline(
+        pipe = ScriptPipeline(
             self.connection_pool, self.response_callbacks, transaction, shard_hint
         )
+        pipe.owner = self
+        return pipe
+
+    async def aclose(self, close_connection_pool: bool | None = None) -> None:
+        await self.shared.aclose()
+        await super().aclose(close_connection_pool)
 
 
 def async_redis(url: str) -> Redis:
@@ -332,7 +363,7 @@ def async_redis(url: str) -> Redis:
         retry=AsyncRetry(NoBackoff(), 0),
     )
     pool.connection_class = LEAN_CONNECTIONS.get(pool.connection_class, pool.connection_class)
-    return BatonRedis(connection_pool=pool)
+    return BatonRedis(pool, IO_TIMEOUT)
 
 
 def sync_redis(url: str) -> redis.Redis:

@@ -209,8 +209,9 @@ class HandoffStore(NamespaceStore):
             # sees it, and the periodic sweep enqueues the missing job (see sweep()).
             await self._dispatch(to_agent, packet_id, 0)
         elif isinstance(replies[4], Exception):
-            error = repr(replies[4])
-            log.warning("enqueue failed; the sweep will retry", packet=packet_id, error=error)
+            log.warning(
+                "enqueue failed; the sweep will retry", packet=packet_id, error=describe(replies[4])
+            )
         packet = codec.packet(codec.pairs(stored))
         packet.log = codec.transitions(transitions)
         return packet

@@ -1,5 +1,6 @@
-"""How Baton talks to Redis: commands packed in C must be the bytes redis-py would send, and
-the connection pool waits for a free connection rather than failing."""
+"""How Baton talks to Redis: commands packed in C must be the bytes redis-py would send,
+concurrent callers share one connection and each gets its own reply, and the connection pool
+(for blocking commands and transactions) waits for a free connection rather than failing."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from redis.asyncio.connection import Connection
 from redis.exceptions import ConnectionError, DataError, ResponseError, TimeoutError
 
 from baton.server import connection
-from baton.server.connection import TCPConnection, WaitingConnectionPool, async_redis
+from baton.server.connection import TCPConnection, WaitingConnectionPool, async_redis, packed
 
 ARGUMENT = st.one_of(
     st.text(),
@@ -126,5 +127,92 @@ async def test_a_pipeline_answers_in_order_with_errors_in_place(redis_url: str) 
         with pytest.raises(ResponseError, match="not an integer"):
             await pipe.execute()
         assert not client.connection_pool._in_use_connections  # type: ignore[attr-defined]
+    finally:
+        await client.aclose()
+
+
+def connections_received(sync_redis: redis.Redis) -> int:
+    return int(sync_redis.info("stats")["total_connections_received"])
+
+
+@pytest.mark.anyio
+async def test_concurrent_callers_share_one_connection_and_get_their_own_replies(
+    redis_url: str, sync_redis: redis.Redis
+) -> None:
+    """Two hundred concurrent writes and reads (commands, scripts and pipelines) take one
+    connection to Redis between them, and every caller gets the reply to its own command."""
+    client = async_redis(redis_url)
+    script = client.register_script("return redis.call('GET', KEYS[1])")
+    before = connections_received(sync_redis)
+    try:
+        await asyncio.gather(*(client.set(f"shared:{n}", n) for n in range(200)))
+
+        async def read(n: int) -> list[object]:
+            pipe = client.pipeline(transaction=False)
+            pipe.get(f"shared:{n}")
+            pipe.exists(f"shared:{n}", "nothing-here")
+            return [await client.get(f"shared:{n}"), await script(keys=[f"shared:{n}"])] + (
+                await pipe.execute()
+            )
+
+        replies = await asyncio.gather(*(read(n) for n in range(200)))
+        assert replies == [[str(n).encode()] * 3 + [1] for n in range(200)]
+        assert connections_received(sync_redis) - before == 1
+    finally:
+        await client.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_caller_that_gives_up_does_not_shift_the_replies_of_the_others(
+    redis_url: str,
+) -> None:
+    """Callers cancelled while their commands are in flight leave the others' replies in
+    place: each remaining caller still reads its own key."""
+    client = async_redis(redis_url)
+    try:
+        await asyncio.gather(*(client.set(f"shared:{n}", n) for n in range(100)))
+        reads = [asyncio.create_task(client.get(f"shared:{n}")) for n in range(100)]
+        await asyncio.sleep(0)
+        for cancelled in reads[::2]:
+            cancelled.cancel()
+        assert await asyncio.gather(*reads[1::2]) == [str(n).encode() for n in range(1, 100, 2)]
+        assert await client.get("shared:0") == b"0"
+    finally:
+        await client.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_blocking_command_does_not_stall_the_shared_connection(redis_url: str) -> None:
+    """BLPOP waits on a pooled connection of its own: other commands are answered while it
+    blocks."""
+    client = async_redis(redis_url)
+    try:
+        blocking = asyncio.create_task(client.blpop(["nothing-here"], 1))
+        await asyncio.sleep(0.05)
+        assert await client.get("nothing-here") is None
+        assert not blocking.done()
+        assert await blocking is None
+    finally:
+        await client.aclose()
+
+
+@pytest.mark.anyio
+async def test_losing_the_shared_connection_fails_what_is_in_flight_and_reconnects(
+    redis_url: str, sync_redis: redis.Redis
+) -> None:
+    """When Redis drops the shared connection, a command in flight fails with redis-py's
+    ConnectionError (never another caller's reply), and the next command connects anew."""
+    client = async_redis(redis_url)
+    try:
+        await client.set("shared:kept", "yes")
+        # A reply held back by Redis: a BLPOP sent on the shared connection on purpose.
+        in_flight = asyncio.create_task(
+            client.shared.exchange(packed(("BLPOP", "nothing-here", 5)), 1)
+        )
+        await asyncio.sleep(0.05)
+        sync_redis.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+        with pytest.raises(ConnectionError):
+            await in_flight
+        assert await client.get("shared:kept") == b"yes"
     finally:
         await client.aclose()

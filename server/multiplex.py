@@ -1,0 +1,152 @@
+"""One connection to Redis that every request of a process shares, its writes batched.
+
+Redis answers the commands of a connection in the order it received them, so any number of
+callers can share one connection: each caller's commands are queued, everything queued is
+written in one go once per turn of the event loop, and the replies are handed back in order
+(what ioredis calls auto-pipelining). A round trip through a pooled connection costs a write,
+a read and a wakeup for every caller on both sides, about 70 µs of the API's CPU at 32
+concurrent callers on this project's 2-core machine; on the shared connection it is about 6.
+
+Commands that hold a connection (BLPOP, XREAD BLOCK, …) or change its state (MULTI, WATCH,
+SELECT, SUBSCRIBE, …) must not go here: ``connection.BatonRedis`` sends those through its pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import hiredis
+from redis import exceptions
+from redis._parsers.base import BaseParser
+from redis._parsers.hiredis import NOT_ENOUGH_DATA
+from redis.asyncio import ConnectionPool
+from redis.asyncio.connection import AbstractConnection
+from redis.exceptions import ConnectionError, InvalidResponse, RedisError
+
+READ_SIZE = 65536
+
+
+@dataclass(slots=True)
+class Exchange:
+    """One caller's commands in flight: ``count`` replies are due, in order."""
+
+    answered: asyncio.Future[list[Any]]
+    count: int
+    replies: list[Any] = field(default_factory=list)
+
+
+class SharedConnection:
+    """A connection made (and authenticated, and its database selected) exactly like the
+    pool's own, then driven by one reader task. Losing it fails every exchange in flight
+    with redis-py's ``ConnectionError`` (a reply may have been lost: nothing is sent again);
+    the next exchange connects anew."""
+
+    def __init__(self, pool: ConnectionPool, timeout: float) -> None:
+        self.pool = pool
+        self.timeout = timeout
+        self.connection: AbstractConnection | None = None
+        self.writer: asyncio.StreamWriter | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.connecting: asyncio.Lock | None = None
+        self.reader_task: asyncio.Task[None] | None = None
+        self.outgoing: list[bytes] = []
+        self.waiting: deque[Exchange] = deque()
+        self.flush_scheduled = False
+
+    async def exchange(self, packed: bytes, count: int) -> list[Any]:
+        """The replies to the ``count`` commands in ``packed``, a failed command's error in
+        its place, within ``timeout`` seconds (else redis-py's ``TimeoutError``, and the
+        connection is given up: a late reply could not be matched)."""
+        loop = asyncio.get_running_loop()
+        if self.connection is None or self.loop is not loop:
+            await self._connect(loop)
+        answered: asyncio.Future[list[Any]] = loop.create_future()
+        self.waiting.append(Exchange(answered, count))
+        self.outgoing.append(packed)
+        if not self.flush_scheduled:
+            self.flush_scheduled = True
+            loop.call_soon(self._flush)
+        try:
+            async with asyncio.timeout(self.timeout):
+                return await answered
+        except TimeoutError:
+            self._give_up(exceptions.TimeoutError("Timeout talking to Redis"))
+            raise exceptions.TimeoutError("Timeout talking to Redis") from None
+
+    async def aclose(self) -> None:
+        connection = self.connection
+        self._give_up(ConnectionError("Connection closed by the client."))
+        if connection is not None:
+            await connection.disconnect(nowait=True)
+
+    async def _connect(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self.loop is not loop:  # made in another event loop (a test's, a CLI call's)
+            self._give_up(ConnectionError("The event loop changed."))
+            self.loop, self.connecting = loop, asyncio.Lock()
+        assert self.connecting is not None
+        async with self.connecting:
+            if self.connection is not None:
+                return  # another caller connected while this one waited
+            connection = self.pool.make_connection()  # type: ignore[no-untyped-call]
+            await connection.connect()  # redis-py's connect and handshake, bounded
+            # The streams redis-py opened, read and written here instead of by its parser.
+            stream, writer = connection._reader, connection._writer
+            assert stream is not None and writer is not None
+            self.connection, self.writer = connection, writer
+            self.reader_task = loop.create_task(self._read(connection, stream))
+
+    def _flush(self) -> None:
+        self.flush_scheduled = False
+        if self.writer is not None and self.outgoing:
+            self.writer.write(b"".join(self.outgoing))
+        self.outgoing.clear()
+
+    async def _read(self, connection: AbstractConnection, stream: asyncio.StreamReader) -> None:
+        replies = hiredis.Reader(
+            protocolError=InvalidResponse,
+            replyError=BaseParser.parse_error,
+            notEnoughData=NOT_ENOUGH_DATA,
+        )
+        try:
+            while True:
+                data = await stream.read(READ_SIZE)
+                if not data:
+                    raise ConnectionError("Connection closed by server.")
+                replies.feed(data)
+                while (reply := replies.gets()) is not NOT_ENOUGH_DATA:
+                    self._hand_over(reply)
+        except Exception as error:  # the connection is unusable, whatever broke it
+            if self.connection is connection:
+                if not isinstance(error, RedisError):
+                    error = ConnectionError(f"Error reading from Redis: {error}")
+                self._give_up(error)
+
+    def _hand_over(self, reply: Any) -> None:
+        if not self.waiting:
+            raise InvalidResponse("Redis sent a reply nobody asked for")
+        exchange = self.waiting[0]
+        exchange.replies.append(reply)
+        if len(exchange.replies) == exchange.count:
+            self.waiting.popleft()
+            if not exchange.answered.done():  # its caller may have given up (cancelled)
+                exchange.answered.set_result(exchange.replies)
+
+    def _give_up(self, error: RedisError) -> None:
+        """Drop the connection; every exchange in flight fails with ``error``."""
+        writer, self.connection, self.writer = self.writer, None, None
+        waiting, self.waiting = self.waiting, deque()
+        self.outgoing.clear()
+        self.flush_scheduled = False  # a flush still due finds nothing to write
+        reader_task, self.reader_task = self.reader_task, None
+        with contextlib.suppress(RuntimeError):  # the loop they ran in may be closed
+            for exchange in waiting:
+                if not exchange.answered.done():
+                    exchange.answered.set_exception(error)
+            if reader_task is not None and reader_task is not asyncio.current_task():
+                reader_task.cancel()
+            if writer is not None:
+                writer.transport.abort()
