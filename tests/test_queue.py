@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import msgpack
 import pytest
 import redis
 from rq import Queue
@@ -362,6 +363,39 @@ def test_agent_run_without_a_handler_says_how_to_register_one(redis_url: str) ->
 def data_url(redis_url: str) -> str:
     """Worker processes here use the plain embedded server, so the store does too."""
     return redis_url
+
+
+@pytest.mark.parametrize(
+    ("packet", "seq"), [("h_0000aaaa", 0), ("h_ffff0001", 12), ("imported-packet-7", 3)]
+)
+def test_a_job_from_the_queue_template_is_byte_for_byte_rqs_own(
+    redis_url: str, sync_redis: redis.Redis, packet: str, seq: int
+) -> None:
+    """The commands a handoff sends for its job (from the queue's template, built by RQ once)
+    are exactly the commands RQ's own enqueue builds for that packet and delivery attempt,
+    the compressed pickled call and the description included; only the timestamps differ.
+    A packet id of another length (an imported packet) is built by RQ itself."""
+    dispatcher = RQDispatcher(sync_redis, HandoffPolicy(), async_redis(redis_url))  # never connects
+    ours = msgpack.unpackb(dispatcher._job_commands("default", "worker-a", packet, seq), raw=True)
+    theirs = msgpack.unpackb(
+        msgpack.packb(
+            dispatcher._built_by_rq("default", "worker-a", packet, seq), use_bin_type=False
+        ),
+        raw=True,
+    )
+
+    def without_timestamps(commands: list[list[bytes]]) -> list[list[bytes]]:
+        return [
+            [
+                arg
+                for a, arg in enumerate(command)
+                if command[a - 1 if a else 0] not in (b"created_at", b"enqueued_at")
+            ]
+            for command in commands
+        ]
+
+    assert without_timestamps(ours) == without_timestamps(theirs)
+    assert any(job_id("default", packet, seq).encode() in command for command in ours)
 
 
 async def test_a_job_written_with_its_packet_is_the_job_rq_itself_writes(
