@@ -27,6 +27,7 @@ from redis.exceptions import DataError
 from baton.server.connection import queue_script
 
 ScriptCall = tuple[AsyncScript, list[Any], list[Any]]
+AS_IS = frozenset({str, bytes})
 
 
 def _wire(value: Any) -> str | bytes:
@@ -77,7 +78,8 @@ class Batch:
             for args, _ in stage.command_stack:
                 if args[0] == "EVALSHA":
                     args = (names[args[1]], *args[2:])
-                commands.append([_wire(arg) for arg in args])
+                # (str and bytes, most arguments, go as they are without a call each)
+                commands.append([arg if type(arg) in AS_IS else _wire(arg) for arg in args])
         # Lua's cmsgpack knows msgpack's raw strings, not its bin type: bytes go as raw.
         packed: bytes = msgpack.packb(commands, use_bin_type=False)
         return packed
