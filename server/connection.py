@@ -77,10 +77,9 @@ def packed(args: tuple[Any, ...]) -> bytes:
     """One command in Redis's protocol, packed by hiredis in C (redis-py's asyncio client packs
     in Python, a fifth of a write's CPU time), the bytes redis-py would send: str as UTF-8,
     int and float as ``repr``; None and bool are refused (``DataError``)."""
-    if isinstance(args[0], str):
-        args = (*args[0].encode().split(), *args[1:])  # "SCRIPT LOAD" is two words
-    elif b" " in args[0]:
-        args = (*args[0].split(), *args[1:])
+    name = args[0]
+    if (" " in name) if isinstance(name, str) else (b" " in name):  # "SCRIPT LOAD": two words
+        args = (*name.split(), *args[1:])
     try:
         command: bytes = hiredis.pack_command(args)
     except TypeError as error:
