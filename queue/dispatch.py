@@ -27,6 +27,7 @@ from baton.server.errors import describe
 from baton.server.keys import Keys, job_id, queue_name
 from baton.server.scripts import lua_source
 from baton.server.settings import HandoffPolicy
+from baton.server.validation import PACKET_ID_PATTERN
 
 log = structlog.get_logger("baton.dispatch")
 DELIVER = "baton.queue.jobs.deliver_packet"
@@ -37,8 +38,9 @@ RESULT_TTL = 3600
 FAILURE_TTL = 7 * 24 * 3600
 # Fire-and-forget tasks are kept referenced until they finish (asyncio keeps weak refs only).
 _background: set[asyncio.Task[None]] = set()
-# The packet a queue's job template is built for: as long as every packet id ("h_" and 8 hex
-# digits), so it can be swapped inside the job's pickled call.
+# The packet a queue's job template is built for: as long as every packet id Baton makes
+# (``PACKET_ID_PATTERN``, ASCII), so one can be swapped for another byte for byte inside the
+# job's pickled call.
 SAMPLE_PACKET = "h_5a4p1e00"
 SAMPLE_SEQ = 0
 TIMESTAMP_FIELDS = frozenset({b"created_at", b"enqueued_at"})
@@ -123,12 +125,13 @@ class RQDispatcher:
 
     def _job_commands(self, namespace: str, agent: str, packet_id: str, seq: int) -> bytes:
         """RQ's own commands for the packet's job, as one argument of ``run_commands.lua``,
-        each argument encoded as redis-py would send it: from the queue's template, or, for
-        a packet id of another length (an imported packet), built by RQ on a pipeline that
-        is never executed."""
-        job = job_id(namespace, packet_id, seq)
-        if len(packet_id) == len(SAMPLE_PACKET):
-            commands = self._template(namespace, agent).commands_for(packet_id, job)
+        each argument encoded as redis-py would send it: from the queue's template, or built
+        by RQ on a pipeline that is never executed when there is none (a packet id of another
+        shape, from an older version's export; a queue whose name holds the sample id)."""
+        shaped = PACKET_ID_PATTERN.fullmatch(packet_id)
+        template = self._template(namespace, agent) if shaped else None
+        if template is not None:
+            commands = template.commands_for(packet_id, job_id(namespace, packet_id, seq))
         else:
             commands = self._built_by_rq(namespace, agent, packet_id, seq)
         # Lua's cmsgpack knows msgpack's raw strings, not its bin type: bytes go as raw.
@@ -146,7 +149,9 @@ class RQDispatcher:
         ]
 
     @lru_cache(maxsize=1024)  # noqa: B019 (one dispatcher per process, kept for its life)
-    def _template(self, namespace: str, agent: str) -> JobTemplate:
+    def _template(self, namespace: str, agent: str) -> JobTemplate | None:
+        if SAMPLE_PACKET in namespace or SAMPLE_PACKET in agent:
+            return None  # the sample id would be swapped inside the queue's own name
         commands = self._built_by_rq(namespace, agent, SAMPLE_PACKET, SAMPLE_SEQ)
         timestamps: set[tuple[int, int]] = set()
         data = (-1, -1)
@@ -162,7 +167,7 @@ class RQDispatcher:
                     data = (c, a + 1)
         call = zlib.decompress(commands[data[0]][data[1]])  # type: ignore[arg-type]
         if call.count(SAMPLE_PACKET.encode()) != 1:
-            raise RuntimeError("RQ's pickled call does not hold the packet id once")
+            return None  # not the call RQ pickles today: let RQ build every job
         return JobTemplate(
             commands=tuple(tuple(command) for command in commands),
             sample_job=job_id(namespace, SAMPLE_PACKET, SAMPLE_SEQ),

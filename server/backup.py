@@ -30,7 +30,7 @@ from baton.server.integrity import OUTCOME_FIELDS, VERSION_FIELDS, ChainChecker
 from baton.server.keys import NAMESPACES
 from baton.server.records import BATCH, UNINDEXED_SCOPE
 from baton.server.search import text_of
-from baton.server.validation import check_ref
+from baton.server.validation import PACKET_ID_PATTERN, check_agent, check_ref
 
 if TYPE_CHECKING:
     from baton.server.backend import Namespace
@@ -188,6 +188,13 @@ def _problem(line: Any) -> str | None:
                 return f"{prefix}{name} is missing or not a {_names(kind)}"
     if line["type"] == "session" and not isinstance(line["meta"].get("started_at"), str):
         return "meta.started_at is missing"
+    if line["type"] == "packet":
+        if not PACKET_ID_PATTERN.fullmatch(line["fields"]["id"]):
+            return f"fields.id {line['fields']['id']!r} is not a packet id (h_ and 8 hex digits)"
+        try:
+            check_agent(line["fields"]["to"], field="fields.to")
+        except BatonError as error:
+            return error.detail
     if line["type"] == "record":
         try:
             check_ref(line["ref"])

@@ -291,9 +291,10 @@ class BatonRedis(Redis):
     pool's connections, through redis-py's own path minus its per-command OpenTelemetry
     bookkeeping (Baton exports its own metrics). Replies are parsed by redis-py's callbacks."""
 
-    def __init__(self, connection_pool: ConnectionPool, timeout: float) -> None:
-        super().__init__(connection_pool=connection_pool)
-        self.shared = SharedConnection(connection_pool, timeout)
+    def __init__(self, *args: Any, io_timeout: float = IO_TIMEOUT, **kwargs: Any) -> None:
+        """redis-py's arguments (``Redis.client()`` and ``from_pool`` pass their own)."""
+        super().__init__(*args, **kwargs)
+        self.shared = SharedConnection(self.connection_pool, io_timeout)
 
     async def execute_command(self, *args: Any, **options: Any) -> Any:
         if not needs_own_connection(args):
@@ -362,7 +363,7 @@ def async_redis(url: str) -> Redis:
         retry=AsyncRetry(NoBackoff(), 0),
     )
     pool.connection_class = LEAN_CONNECTIONS.get(pool.connection_class, pool.connection_class)
-    return BatonRedis(pool, IO_TIMEOUT)
+    return BatonRedis(connection_pool=pool, io_timeout=IO_TIMEOUT)
 
 
 def sync_redis(url: str) -> redis.Redis:

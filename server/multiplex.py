@@ -43,7 +43,7 @@ class SharedConnection:
     """A connection made (and authenticated, and its database selected) exactly like the
     pool's own, then driven by one reader task. Losing it fails every exchange in flight
     with redis-py's ``ConnectionError`` (a reply may have been lost: nothing is sent again);
-    the next exchange connects anew."""
+    the next exchange connects anew, every caller waiting on that one attempt."""
 
     def __init__(self, pool: ConnectionPool, timeout: float) -> None:
         self.pool = pool
@@ -51,7 +51,7 @@ class SharedConnection:
         self.connection: AbstractConnection | None = None
         self.writer: asyncio.StreamWriter | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.connecting: asyncio.Lock | None = None
+        self.connecting: asyncio.Task[None] | None = None
         self.reader_task: asyncio.Task[None] | None = None
         self.outgoing: list[bytes] = []
         self.waiting: deque[Exchange] = deque()
@@ -59,50 +59,80 @@ class SharedConnection:
 
     async def exchange(self, packed: bytes, count: int) -> list[Any]:
         """The replies to the ``count`` commands in ``packed``, a failed command's error in
-        its place, within ``timeout`` seconds (else redis-py's ``TimeoutError``, and the
-        connection is given up: a late reply could not be matched)."""
+        its place, within ``timeout`` seconds (else redis-py's ``TimeoutError``; the
+        connection is given up, since a late reply could not be matched, and what else was
+        in flight on it fails too)."""
         loop = asyncio.get_running_loop()
-        if self.connection is None or self.loop is not loop:
-            await self._connect(loop)
-        answered: asyncio.Future[list[Any]] = loop.create_future()
-        self.waiting.append(Exchange(answered, count))
-        self.outgoing.append(packed)
-        if not self.flush_scheduled:
-            self.flush_scheduled = True
-            loop.call_soon(self._flush)
+        connection = None
         try:
             async with asyncio.timeout(self.timeout):
+                if self.connection is None or self.loop is not loop:
+                    await self._connected(loop)
+                connection = self.connection
+                answered: asyncio.Future[list[Any]] = loop.create_future()
+                self.waiting.append(Exchange(answered, count))
+                self.outgoing.append(packed)
+                if not self.flush_scheduled:
+                    self.flush_scheduled = True
+                    loop.call_soon(self._flush)
                 return await answered
         except TimeoutError:
-            self._give_up(exceptions.TimeoutError("Timeout talking to Redis"))
+            if connection is not None and self.connection is connection:
+                self._give_up(exceptions.TimeoutError("Timeout talking to Redis"))
             raise exceptions.TimeoutError("Timeout talking to Redis") from None
 
     async def aclose(self) -> None:
+        if self.connecting is not None:
+            self.connecting.cancel()
         connection = self.connection
         self._give_up(ConnectionError("Connection closed by the client."))
         if connection is not None:
             await connection.disconnect(nowait=True)
 
-    async def _connect(self, loop: asyncio.AbstractEventLoop) -> None:
+    async def _connected(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Connected, by an attempt every caller waits on (a caller that gives up leaves it
+        running for the others). A caller that came while another caller's attempt was under
+        way makes one of its own if that one fails (Redis may be back by now); nothing was
+        sent, so trying again is safe."""
         if self.loop is not loop:  # made in another event loop (a test's, a CLI call's)
             self._give_up(ConnectionError("The event loop changed."))
-            self.loop, self.connecting = loop, asyncio.Lock()
-        assert self.connecting is not None
-        async with self.connecting:
+            self.loop, self.connecting = loop, None
+        if self.connecting is not None:
+            with contextlib.suppress(RedisError):
+                await asyncio.shield(self.connecting)
             if self.connection is not None:
-                return  # another caller connected while this one waited
-            connection = self.pool.make_connection()  # type: ignore[no-untyped-call]
+                return
+        if self.connecting is None:
+            self.connecting = loop.create_task(self._connect(loop))
+            self.connecting.add_done_callback(self._attempt_over)
+        await asyncio.shield(self.connecting)
+
+    def _attempt_over(self, attempt: asyncio.Task[None]) -> None:
+        if self.connecting is attempt:
+            self.connecting = None
+        if not attempt.cancelled():
+            attempt.exception()  # retrieved: a failure nobody awaited is not "never retrieved"
+
+    async def _connect(self, loop: asyncio.AbstractEventLoop) -> None:
+        connection = self.pool.make_connection()  # type: ignore[no-untyped-call]
+        try:
             await connection.connect()  # redis-py's connect and handshake, bounded
-            # The streams redis-py opened, read and written here instead of by its parser.
-            stream, writer = connection._reader, connection._writer
-            assert stream is not None and writer is not None
-            self.connection, self.writer = connection, writer
-            self.reader_task = loop.create_task(self._read(connection, stream))
+        except BaseException:
+            await connection.disconnect(nowait=True)
+            raise
+        # The streams redis-py opened, read and written here instead of by its parser.
+        stream, writer = connection._reader, connection._writer
+        assert stream is not None and writer is not None
+        self.connection, self.writer = connection, writer
+        self.reader_task = loop.create_task(self._read(connection, stream))
 
     def _flush(self) -> None:
         self.flush_scheduled = False
         if self.writer is not None and self.outgoing:
-            self.writer.write(b"".join(self.outgoing))
+            try:
+                self.writer.write(b"".join(self.outgoing))
+            except (OSError, RuntimeError) as error:  # closed under us: fail, never hang
+                self._give_up(ConnectionError(f"Error writing to Redis: {error}"))
         self.outgoing.clear()
 
     async def _read(self, connection: AbstractConnection, stream: asyncio.StreamReader) -> None:
@@ -118,7 +148,8 @@ class SharedConnection:
                     raise ConnectionError("Connection closed by server.")
                 replies.feed(data)
                 while (reply := replies.gets()) is not NOT_ENOUGH_DATA:
-                    self._hand_over(reply)
+                    if not isinstance(reply, hiredis.PushNotification):  # out of band (RESP3)
+                        self._hand_over(reply)
         except Exception as error:  # the connection is unusable, whatever broke it
             if self.connection is connection:
                 if not isinstance(error, RedisError):
@@ -137,7 +168,7 @@ class SharedConnection:
 
     def _give_up(self, error: RedisError) -> None:
         """Drop the connection; every exchange in flight fails with ``error``."""
-        writer, self.connection, self.writer = self.writer, None, None
+        connection, self.connection, self.writer = self.connection, None, None
         waiting, self.waiting = self.waiting, deque()
         self.outgoing.clear()
         self.flush_scheduled = False  # a flush still due finds nothing to write
@@ -148,5 +179,5 @@ class SharedConnection:
                     exchange.answered.set_exception(error)
             if reader_task is not None and reader_task is not asyncio.current_task():
                 reader_task.cancel()
-            if writer is not None:
-                writer.transport.abort()
+            if connection is not None:
+                connection._close()  # type: ignore[no-untyped-call]  # redis-py's: closes, forgets the stream

@@ -15,6 +15,8 @@ NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 NAMESPACE_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 SESSION_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 TAG_PATTERN = re.compile(r"[A-Za-z0-9._:/+-]+")
+# The packet ids Baton makes ("h_" and 8 hex digits): RQ job ids are built from them.
+PACKET_ID_PATTERN = re.compile(r"h_[0-9a-f]{8}")
 MAX_DEPTH = 64  # JSON nesting accepted in values and hook data
 MAX_LIST = 1000  # ids in one request (observation ids, expand ids, memory ids)
 

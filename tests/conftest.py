@@ -61,6 +61,12 @@ def sync_redis(redis_url: str) -> Iterator[redis.Redis]:
     client.close()
 
 
+def written_keys(client: redis.Redis) -> list[bytes]:
+    """Every key but the registration the shared API's RQ scheduler renews in the background
+    (``rq:scheduler:<id>``, at any moment): what a test that wrote nothing must find none of."""
+    return [key for key in client.keys("*") if not key.startswith(b"rq:scheduler:")]
+
+
 @pytest.fixture(autouse=True)
 def _flush(request: pytest.FixtureRequest) -> None:
     """Every test that touches Redis starts from an empty server."""

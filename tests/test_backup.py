@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import redis
 
-from tests.conftest import REPO
+from tests.conftest import REPO, written_keys
 
 
 def baton(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -119,14 +119,18 @@ def test_a_tampered_dump_is_refused_and_nothing_is_written(
     assert refused.returncode == 2
     assert "listing/553/assessment version 2: hash" in refused.stderr
     assert "nothing was written" in refused.stderr
-    assert sync_redis.dbsize() == 0
+    assert written_keys(sync_redis) == []
+
+
+PACKET = {"id": "h_0000aaaa", "to": "executor", "state": "queued", "created_us": 1}
 
 
 def test_a_corrupt_dump_changes_nothing_and_names_its_line(
     http: httpx.Client, redis_url: str, sync_redis: redis.Redis, tmp_path: Path
 ) -> None:
-    """A malformed record, packet or session line anywhere (line 501 of 600 here) is
-    refused before anything is written, as `line N: …` without a traceback."""
+    """A malformed record, packet or session line anywhere (line 501 of 600 here), a packet
+    id Baton does not make or an agent name it refuses among them, is refused before
+    anything is written, as `line N: …` without a traceback."""
     for n in range(600):
         assert http.post("/v1/records", json={"ref": f"bulk/{n:03d}", "value": n}).is_success
     dump = tmp_path / "dump.jsonl"
@@ -136,6 +140,8 @@ def test_a_corrupt_dump_changes_nothing_and_names_its_line(
     for number, broken in (
         (501, {"type": "record", "ref": "bulk/x", "head": {}, "versions": 5, "outcomes": []}),
         (2, {"type": "packet", "fields": {"id": "h_1"}, "log": []}),
+        (3, {"type": "packet", "fields": {**PACKET, "id": "h_ü1234567"}, "log": []}),
+        (4, {"type": "packet", "fields": {**PACKET, "to": "../x"}, "log": []}),
         (
             600,
             {
@@ -155,7 +161,7 @@ def test_a_corrupt_dump_changes_nothing_and_names_its_line(
         refused = baton(redis_url, "import", str(dump))
         assert refused.returncode == 2, refused.stderr
         assert f"line {number}: " in refused.stderr and "Traceback" not in refused.stderr
-        assert sync_redis.dbsize() == 0
+        assert written_keys(sync_redis) == []
 
 
 def test_importing_into_a_namespace_that_holds_data_needs_a_choice(

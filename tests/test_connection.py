@@ -83,26 +83,31 @@ async def test_the_pool_refuses_clearly_after_its_timeout(redis_url: str) -> Non
 async def test_a_read_redis_never_answers_fails_after_the_timeout(
     redis_url: str, sync_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A command or pipeline Redis does not answer in time fails with redis-py's
-    TimeoutError (never a None reply), its connection is dropped, and the client works again
-    once Redis does."""
+    """Commands Redis does not answer in time fail with redis-py's TimeoutError (never a None
+    reply), every one in flight on the shared connection with them; the connection is given
+    up (a late reply could not be matched), a new one cannot time out more slowly, and the
+    client works again once Redis does."""
     monkeypatch.setattr(connection, "IO_TIMEOUT", 0.2)
     client = async_redis(redis_url)
     try:
         await client.set("timer-bound", "before")
+        given_up = client.shared.connection
         sync_redis.execute_command("CLIENT", "PAUSE", 5000, "ALL")
         try:
-            with pytest.raises(TimeoutError):
-                await client.get("timer-bound")
+            replies = await asyncio.gather(
+                client.get("timer-bound"), client.exists("timer-bound"), return_exceptions=True
+            )
+            assert [type(reply) for reply in replies] == [TimeoutError, TimeoutError]
+            assert client.shared.connection is None
             pipe = client.pipeline(transaction=False)
             pipe.get("timer-bound")
-            # (its connection is new, so the handshake is what times out: a ConnectionError)
+            # (a new connection: its handshake is what Redis leaves unanswered)
             with pytest.raises((TimeoutError, ConnectionError), match="Timeout"):
                 await pipe.execute()
         finally:
             sync_redis.execute_command("CLIENT", "UNPAUSE")
         assert await client.get("timer-bound") == b"before"
-        assert not client.connection_pool._in_use_connections  # type: ignore[attr-defined]
+        assert client.shared.connection not in (None, given_up)
     finally:
         await client.aclose()
 
@@ -110,8 +115,7 @@ async def test_a_read_redis_never_answers_fails_after_the_timeout(
 @pytest.mark.anyio
 async def test_a_pipeline_answers_in_order_with_errors_in_place(redis_url: str) -> None:
     """A plain pipeline answers every command in order, parsed as redis-py parses it, with a
-    failing command's error in its place; ``raise_on_error`` raises that error, and either
-    way the connection goes back to the pool."""
+    failing command's error in its place; ``raise_on_error`` raises that error."""
     client = async_redis(redis_url)
     try:
         pipe = client.pipeline(transaction=False)
@@ -126,7 +130,6 @@ async def test_a_pipeline_answers_in_order_with_errors_in_place(redis_url: str) 
         pipe.incr("pipeline:text")
         with pytest.raises(ResponseError, match="not an integer"):
             await pipe.execute()
-        assert not client.connection_pool._in_use_connections  # type: ignore[attr-defined]
     finally:
         await client.aclose()
 
@@ -214,5 +217,35 @@ async def test_losing_the_shared_connection_fails_what_is_in_flight_and_reconnec
         with pytest.raises(ConnectionError):
             await in_flight
         assert await client.get("shared:kept") == b"yes"
+    finally:
+        await client.aclose()
+
+
+def test_a_client_used_from_a_new_event_loop_connects_anew(redis_url: str) -> None:
+    """A client whose shared connection was made in an event loop that has since closed (a
+    CLI call's, a test's) connects again in the next one instead of hanging or failing."""
+    client = async_redis(redis_url)
+    asyncio.run(client.set("loops", "first"))
+    assert asyncio.run(client.get("loops")) == b"first"
+    asyncio.run(client.aclose())
+
+
+@pytest.mark.anyio
+async def test_messages_redis_pushes_on_its_own_are_not_taken_for_replies(
+    redis_url: str, sync_redis: redis.Redis
+) -> None:
+    """Out-of-band messages Redis pushes on the shared connection (RESP3: here invalidations of
+    client-side caching, in production a managed Redis' maintenance notices) are skipped:
+    every caller still gets the reply to its own command."""
+    client = async_redis(redis_url)
+    try:
+        await client.set("pushed:a", "1")
+        (tracking,) = await client.shared.exchange(packed(("CLIENT", "TRACKING", "ON")), 1)
+        assert tracking == b"OK"
+        for round_ in range(3):
+            assert await client.get("pushed:a") == str(round_ + 1).encode()  # now tracked
+            sync_redis.incr("pushed:a")  # Redis pushes an invalidation to the shared connection
+            await asyncio.sleep(0.02)
+            assert await client.exists("pushed:a", "pushed:b") == 1
     finally:
         await client.aclose()

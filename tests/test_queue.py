@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
 import time
+import zlib
+from datetime import UTC, datetime
 from pathlib import Path
 
 import msgpack
@@ -17,6 +20,7 @@ import redis
 from rq import Queue
 from rq.job import Job, JobStatus
 from rq.registry import FailedJobRegistry
+from rq.utils import str_to_date
 
 from baton.agents import BatonClient
 from baton.queue.dispatch import DELIVER, RQDispatcher, queue_name
@@ -365,17 +369,24 @@ def data_url(redis_url: str) -> str:
     return redis_url
 
 
-@pytest.mark.parametrize(
-    ("packet", "seq"), [("h_0000aaaa", 0), ("h_ffff0001", 12), ("imported-packet-7", 3)]
-)
+def job_hash(commands: list[list[bytes]]) -> dict[bytes, bytes]:
+    """The fields of the job's HSET with the most of them."""
+    command = max((c for c in commands if c[0] == b"HSET"), key=len)
+    return dict(zip(command[2::2], command[3::2], strict=True))
+
+
+@pytest.mark.parametrize(("packet", "seq"), [("h_0000aaaa", 0), ("h_ffff0001", 12)])
 def test_a_job_from_the_queue_template_is_byte_for_byte_rqs_own(
     redis_url: str, sync_redis: redis.Redis, packet: str, seq: int
 ) -> None:
     """The commands a handoff sends for its job (from the queue's template, built by RQ once)
     are exactly the commands RQ's own enqueue builds for that packet and delivery attempt,
-    the compressed pickled call and the description included; only the timestamps differ.
-    A packet id of another length (an imported packet) is built by RQ itself."""
+    the compressed pickled call and the description included; only the timestamps differ,
+    and they are the job's own, not the template's."""
     dispatcher = RQDispatcher(sync_redis, HandoffPolicy(), async_redis(redis_url))  # never connects
+    assert dispatcher._template("default", "worker-a") is not None
+    before = datetime.now(UTC)
+    time.sleep(0.01)  # a stamp left from building the template would be older than this
     ours = msgpack.unpackb(dispatcher._job_commands("default", "worker-a", packet, seq), raw=True)
     theirs = msgpack.unpackb(
         msgpack.packb(
@@ -383,19 +394,34 @@ def test_a_job_from_the_queue_template_is_byte_for_byte_rqs_own(
         ),
         raw=True,
     )
+    stamps = {b"created_at", b"enqueued_at"}
+    assert [c for c in ours if c[0] != b"HSET"] == [c for c in theirs if c[0] != b"HSET"]
+    assert {k: v for k, v in job_hash(ours).items() if k not in stamps} == {
+        k: v for k, v in job_hash(theirs).items() if k not in stamps
+    }
+    for stamp in stamps:
+        assert str_to_date(job_hash(ours)[stamp]) >= before
 
-    def without_timestamps(commands: list[list[bytes]]) -> list[list[bytes]]:
-        return [
-            [
-                arg
-                for a, arg in enumerate(command)
-                if command[a - 1 if a else 0] not in (b"created_at", b"enqueued_at")
-            ]
-            for command in commands
-        ]
 
-    assert without_timestamps(ours) == without_timestamps(theirs)
-    assert any(job_id("default", packet, seq).encode() in command for command in ours)
+@pytest.mark.parametrize(
+    ("agent", "packet"),
+    [
+        ("worker-a", "h_0000aaaa"),
+        ("worker-a", "imported-packet-7"),  # not the shape of Baton's ids: built by RQ
+        ("has-h_5a4p1e00-inside", "h_0000aaaa"),  # the template's sample id in the queue
+    ],
+)
+def test_every_job_calls_the_handler_with_its_own_packet(
+    redis_url: str, sync_redis: redis.Redis, agent: str, packet: str
+) -> None:
+    """Whatever the packet id and the agent's name, the job's pickled call (what a worker
+    runs) names that namespace, agent and packet, and the job waits on that agent's queue."""
+    dispatcher = RQDispatcher(sync_redis, HandoffPolicy(), async_redis(redis_url))  # never connects
+    commands = msgpack.unpackb(dispatcher._job_commands("default", agent, packet, 3), raw=True)
+    function, _, args, _ = pickle.loads(zlib.decompress(job_hash(commands)[b"data"]))
+    assert (function, args) == (DELIVER, ("default", agent, packet))
+    queue = (Queue.redis_queue_namespace_prefix + queue_name("default", agent)).encode()
+    assert [b"RPUSH", queue, job_id("default", packet, 3).encode()] in commands
 
 
 async def test_a_job_written_with_its_packet_is_the_job_rq_itself_writes(
