@@ -328,7 +328,7 @@ class BatonRedis(Redis):
             return reply
         options = {name: value for name, value in options.items() if name not in UNPARSED_OPTIONS}
         parsed = callback(reply, **options)
-        return await parsed if inspect.isawaitable(parsed) else parsed
+        return await parsed if inspect.iscoroutine(parsed) else parsed  # (none of the core's)
 
     def pipeline(self, transaction: bool = True, shard_hint: str | None = None) -> Pipeline:
         pipe = ScriptPipeline(

@@ -36,11 +36,15 @@ OUTCOME_FIELDS = (
 )
 
 
+# One encoder for every hash (``json.dumps`` with options builds a new one per call).
+CANONICAL_JSON = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+
+
 def canonical_bytes(body: Mapping[str, Any]) -> bytes:
     """The one byte encoding Baton hashes: sorted-key compact UTF-8 JSON."""
-    return json.dumps(
-        body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")
+    return CANONICAL_JSON.encode(body).encode("utf-8")
 
 
 def digest(body: Mapping[str, Any]) -> str:
