@@ -54,6 +54,7 @@ from tests.benchkit import (
     server_env,
     start,
     wait_for_baseline,
+    wait_for_port,
     write_report,
 )
 from tests.conftest import REPO, free_port, wait_for_http
@@ -509,24 +510,23 @@ async def main(quick: bool, output: Path) -> None:
         )
 
         mcp_port = free_port()
-        processes.append(
-            start(
-                [
-                    sys.executable,
-                    "-m",
-                    "uvicorn",
-                    "--factory",
-                    "tests.bench_baselines:mcp_http_app",
-                    "--port",
-                    str(mcp_port),
-                    "--log-level",
-                    "warning",
-                ],
-                work / "mcp-http.log",
-                env,
-            )
+        mcp_server = start(
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "--factory",
+                "tests.bench_baselines:mcp_http_app",
+                "--port",
+                str(mcp_port),
+                "--log-level",
+                "warning",
+            ],
+            work / "mcp-http.log",
+            env,
         )
-        time.sleep(3)
+        processes.append(mcp_server)
+        wait_for_port(mcp_port, mcp_server, work / "mcp-http.log")
         async with (
             httpx.AsyncClient(headers=headers) as noop_http,
             httpx.AsyncClient(headers=headers) as baton_http,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import shutil
+import socket
 import subprocess
 import time
 from collections.abc import Awaitable, Callable
@@ -112,6 +113,20 @@ def wait_for_baseline(url: str, process: subprocess.Popen[bytes], log: Path) -> 
         except httpx.TransportError:
             if time.monotonic() > deadline or process.poll() is not None:
                 raise RuntimeError(f"the baseline did not come up:\n{log.read_text()}") from None
+            time.sleep(0.1)
+
+
+def wait_for_port(port: int, process: subprocess.Popen[bytes], log: Path) -> None:
+    """Until a server started by :func:`start` accepts connections on ``port``, 20 s at most
+    (a fixed sleep was too short when the machine was slow)."""
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise RuntimeError(f"the server did not come up:\n{log.read_text()}") from None
             time.sleep(0.1)
 
 
