@@ -165,9 +165,11 @@ class RQDispatcher:
                     timestamps.add((c, a + 1))
                 elif name == b"data":
                     data = (c, a + 1)
+        if data == (-1, -1):
+            return None  # not the job RQ writes today: let RQ build every job
         call = zlib.decompress(commands[data[0]][data[1]])  # type: ignore[arg-type]
         if call.count(SAMPLE_PACKET.encode()) != 1:
-            return None  # not the call RQ pickles today: let RQ build every job
+            return None  # (likewise)
         return JobTemplate(
             commands=tuple(tuple(command) for command in commands),
             sample_job=job_id(namespace, SAMPLE_PACKET, SAMPLE_SEQ),
