@@ -84,10 +84,7 @@ class SharedConnection:
     async def aclose(self) -> None:
         if self.connecting is not None:
             self.connecting.cancel()
-        connection = self.connection
-        self._give_up(ConnectionError("Connection closed by the client."))
-        if connection is not None:
-            await connection.disconnect(nowait=True)
+        self._give_up(ConnectionError("Connection closed by the client."))  # closes it
 
     async def _connected(self, loop: asyncio.AbstractEventLoop) -> None:
         """Connected, by an attempt every caller waits on (a caller that gives up leaves it
