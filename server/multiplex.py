@@ -32,10 +32,12 @@ READ_SIZE = 65536
 
 @dataclass(slots=True)
 class Exchange:
-    """One caller's commands in flight: ``count`` replies are due, in order."""
+    """One caller's commands in flight: ``count`` replies are due, in order, by ``deadline``
+    (the event loop's clock)."""
 
     answered: asyncio.Future[list[Any]]
     count: int
+    deadline: float
     replies: list[Any] = field(default_factory=list)
 
 
@@ -56,6 +58,7 @@ class SharedConnection:
         self.outgoing: list[bytes] = []
         self.waiting: deque[Exchange] = deque()
         self.flush_scheduled = False
+        self.watchdog: asyncio.TimerHandle | None = None
 
     async def exchange(self, packed: bytes, count: int) -> list[Any]:
         """The replies to the ``count`` commands in ``packed``, a failed command's error in
@@ -63,23 +66,34 @@ class SharedConnection:
         connection is given up, since a late reply could not be matched, and what else was
         in flight on it fails too)."""
         loop = asyncio.get_running_loop()
-        connection = None
-        try:
-            async with asyncio.timeout(self.timeout):
-                if self.connection is None or self.loop is not loop:
+        if self.connection is None or self.loop is not loop:
+            try:
+                async with asyncio.timeout(self.timeout):
                     await self._connected(loop)
-                connection = self.connection
-                answered: asyncio.Future[list[Any]] = loop.create_future()
-                self.waiting.append(Exchange(answered, count))
-                self.outgoing.append(packed)
-                if not self.flush_scheduled:
-                    self.flush_scheduled = True
-                    loop.call_soon(self._flush)
-                return await answered
-        except TimeoutError:
-            if connection is not None and self.connection is connection:
-                self._give_up(exceptions.TimeoutError("Timeout talking to Redis"))
-            raise exceptions.TimeoutError("Timeout talking to Redis") from None
+            except TimeoutError:
+                raise exceptions.TimeoutError("Timeout connecting to Redis") from None
+        answered: asyncio.Future[list[Any]] = loop.create_future()
+        deadline = loop.time() + self.timeout
+        self.waiting.append(Exchange(answered, count, deadline))
+        self.outgoing.append(packed)
+        if not self.flush_scheduled:
+            self.flush_scheduled = True
+            loop.call_soon(self._flush)
+        if self.watchdog is None:
+            self.watchdog = loop.call_at(deadline, self._check_deadline)
+        return await answered
+
+    def _check_deadline(self) -> None:
+        """One timer per connection instead of one per exchange: replies come in order, so
+        the oldest exchange in flight is the first one late."""
+        self.watchdog = None
+        if not self.waiting or self.loop is None:
+            return
+        oldest = self.waiting[0].deadline
+        if self.loop.time() >= oldest:
+            self._give_up(exceptions.TimeoutError("Timeout talking to Redis"))
+        else:
+            self.watchdog = self.loop.call_at(oldest, self._check_deadline)
 
     async def aclose(self) -> None:
         if self.connecting is not None:
@@ -170,7 +184,10 @@ class SharedConnection:
         self.outgoing.clear()
         self.flush_scheduled = False  # a flush still due finds nothing to write
         reader_task, self.reader_task = self.reader_task, None
+        watchdog, self.watchdog = self.watchdog, None
         with contextlib.suppress(RuntimeError):  # the loop they ran in may be closed
+            if watchdog is not None:
+                watchdog.cancel()
             for exchange in waiting:
                 if not exchange.answered.done():
                     exchange.answered.set_exception(error)

@@ -113,6 +113,31 @@ async def test_a_read_redis_never_answers_fails_after_the_timeout(
 
 
 @pytest.mark.anyio
+async def test_each_command_gets_its_whole_timeout(
+    redis_url: str, sync_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One timer serves the connection, yet a command sent after an earlier one still gets
+    its whole timeout: it fails no sooner than ``IO_TIMEOUT`` after it was sent."""
+    monkeypatch.setattr(connection, "IO_TIMEOUT", 0.4)
+    client = async_redis(redis_url)
+    loop = asyncio.get_running_loop()
+    try:
+        await client.set("timer-bound", "before")  # arms the timer for its own deadline
+        await asyncio.sleep(0.2)
+        sync_redis.execute_command("CLIENT", "PAUSE", 3000, "ALL")
+        try:
+            sent = loop.time()
+            with pytest.raises(TimeoutError):
+                await client.get("timer-bound")
+            assert loop.time() - sent >= 0.4
+        finally:
+            sync_redis.execute_command("CLIENT", "UNPAUSE")
+        assert await client.get("timer-bound") == b"before"
+    finally:
+        await client.aclose()
+
+
+@pytest.mark.anyio
 async def test_a_pipeline_answers_in_order_with_errors_in_place(redis_url: str) -> None:
     """A plain pipeline answers every command in order, parsed as redis-py parses it, with a
     failing command's error in its place; ``raise_on_error`` raises that error."""
@@ -136,6 +161,30 @@ async def test_a_pipeline_answers_in_order_with_errors_in_place(redis_url: str) 
 
 def connections_received(sync_redis: redis.Redis) -> int:
     return int(sync_redis.info("stats")["total_connections_received"])
+
+
+@pytest.mark.anyio
+async def test_a_script_answers_as_through_redis_py_and_survives_a_script_flush(
+    redis_url: str, sync_redis: redis.Redis
+) -> None:
+    """A registered script's reply, and its error, are what redis-py's own call gives; a
+    script the server lost (SCRIPT FLUSH) is loaded and run again; another client named
+    for one call is the one that runs it."""
+    client = async_redis(redis_url)
+    other = Redis.from_url(redis_url)
+    try:
+        echo = client.register_script("return {KEYS[1], ARGV[1], tonumber(ARGV[2]) + 1}")
+        assert await echo(keys=["k"], args=["text", 41]) == [b"k", b"text", 42]
+        failing = client.register_script("return redis.error_reply('refused here')")
+        with pytest.raises(ResponseError, match="refused here"):
+            await failing()
+        sync_redis.script_flush()
+        assert await echo(keys=["k"], args=["again", 1]) == [b"k", b"again", 2]
+        sync_redis.script_flush()
+        assert await echo(keys=["k"], args=["other", 2], client=other) == [b"k", b"other", 3]
+    finally:
+        await client.aclose()
+        await other.aclose()
 
 
 @pytest.mark.anyio
