@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import hiredis
@@ -24,7 +24,7 @@ from redis.client import EMPTY_RESPONSE, NEVER_DECODE
 from redis.commands.core import AsyncScript
 from redis.exceptions import DataError, NoScriptError, RedisError, ResponseError
 from redis.retry import Retry
-from redis.typing import ScriptTextT
+from redis.typing import EncodableT, KeyT, ScriptTextT
 
 from baton.server.embedded import EmbeddedServer
 from baton.server.multiplex import SharedConnection
@@ -284,6 +284,32 @@ def needs_own_connection(args: tuple[Any, ...]) -> bool:
     return name.split(" ", 1)[0] in BLOCKING
 
 
+class SharedScript(AsyncScript):
+    """A script its client runs over the shared connection in one step: the EVALSHA packed
+    and exchanged directly, without redis-py's per-call layers (about 10 µs of a call's
+    17 µs when measured). A script the server lost (a restart, SCRIPT FLUSH) is loaded and
+    run again by redis-py's own path, as before."""
+
+    registered_client: BatonRedis
+
+    async def __call__(
+        self,
+        keys: Sequence[KeyT] | None = None,
+        args: Iterable[EncodableT] | None = None,
+        client: Redis | RedisCluster | None = None,
+    ) -> Any:
+        if client is not None and client is not self.registered_client:
+            return await super().__call__(keys, args, client)
+        keys = keys or ()
+        command = packed(("EVALSHA", self.sha, len(keys), *keys, *(args or ())))
+        (reply,) = await self.registered_client.shared.exchange(command, 1)
+        if isinstance(reply, NoScriptError):
+            return await super().__call__(keys, args)  # loads it and runs it again
+        if isinstance(reply, RedisError):
+            raise reply
+        return reply
+
+
 class BatonRedis(Redis):
     """redis-py's asyncio client whose commands share one connection, batched
     (:class:`~baton.server.multiplex.SharedConnection`), and whose pipelines are
@@ -295,6 +321,10 @@ class BatonRedis(Redis):
         """redis-py's arguments (``Redis.client()`` and ``from_pool`` pass their own)."""
         super().__init__(*args, **kwargs)
         self.shared = SharedConnection(self.connection_pool, io_timeout)
+
+    # (redis-py's typing names the sync Script for its asyncio client too)
+    def register_script(self, script: ScriptTextT) -> SharedScript:  # type: ignore[override]
+        return SharedScript(self, script)
 
     async def execute_command(self, *args: Any, **options: Any) -> Any:
         if not needs_own_connection(args):
