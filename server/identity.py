@@ -22,6 +22,7 @@ The rules (the table in docs/operations.md says the same per surface):
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Literal
 
@@ -129,8 +130,11 @@ def _one(values: tuple[str, ...], field: str) -> str | None:
     return values[0] if values else None
 
 
+@functools.lru_cache(maxsize=4096)
 def resolve(credential: Credential, claims: Claims, default_namespace: str) -> Caller:
-    """Apply the rules of the module docstring: the caller, or a 400/403."""
+    """Apply the rules of the module docstring: the caller, or a 400/403. A pure function
+    of frozen values, asked the same question on nearly every request of a client: its
+    answers are kept (refusals are raised anew each time)."""
     namespace = _one(claims.namespaces, NAMESPACE_HEADER)
     queried = _one(claims.query_namespaces, "namespace")
     if namespace is not None and queried is not None and queried != namespace:
