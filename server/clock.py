@@ -3,6 +3,7 @@ for sorted-set scores. Only the ``time`` module (``baton hook`` imports this on 
 
 from __future__ import annotations
 
+import functools
 import time
 
 
@@ -10,7 +11,14 @@ def iso(micros: float) -> str:
     """The timestamp of ``micros`` microseconds since the epoch, e.g.
     ``2026-12-01T02:03:04.123456Z`` (what ``datetime``'s ``%Y-%m-%dT%H:%M:%S.%fZ`` gives)."""
     seconds, fraction = divmod(int(micros), 1_000_000)
-    return f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(seconds))}.{fraction:06d}Z"
+    return f"{_whole_second(seconds)}.{fraction:06d}Z"
+
+
+@functools.lru_cache(maxsize=256)
+def _whole_second(seconds: int) -> str:
+    """The timestamp of a whole second (kept: a busy server asks for the same few seconds,
+    now and the leases and deadlines just after, thousands of times over)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
 
 
 def now() -> tuple[int, str]:

@@ -3,13 +3,26 @@
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from baton.server import confidence
+from baton.server.clock import iso
 from baton.server.errors import InvalidInput
 from baton.server.integrity import canonical_bytes
 from baton.server.validation import parse_ref
+
+
+@given(st.lists(st.integers(min_value=0, max_value=4_102_444_800_000_000), max_size=8))
+def test_timestamps_are_iso_8601_utc_with_microseconds(moments: list[int]) -> None:
+    """Every timestamp Baton stores and hashes is exactly what datetime formats, however
+    often a second is asked for (the whole seconds are kept)."""
+    for micros in [*moments, *moments]:
+        expected = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=micros)
+        assert iso(micros) == expected.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def test_scope_is_everything_before_the_last_slash() -> None:
