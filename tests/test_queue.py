@@ -17,13 +17,15 @@ from pathlib import Path
 import msgpack
 import pytest
 import redis
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rq import Queue
 from rq.job import Job, JobStatus
 from rq.registry import FailedJobRegistry
 from rq.utils import str_to_date
 
 from baton.agents import BatonClient
-from baton.queue.dispatch import DELIVER, RQDispatcher, queue_name
+from baton.queue.dispatch import DELIVER, STORED_BLOCK, RQDispatcher, queue_name, zlib_stored
 from baton.server.batch import Batch
 from baton.server.connection import async_redis
 from baton.server.handoffs import HandoffStore
@@ -369,6 +371,14 @@ def data_url(redis_url: str) -> str:
     return redis_url
 
 
+@given(st.binary(max_size=3 * STORED_BLOCK))
+@settings(max_examples=50)
+def test_a_stored_zlib_stream_reads_back_as_the_data(data: bytes) -> None:
+    """What a job stores of its call is a zlib stream like any other: zlib (and so RQ)
+    reads back exactly the bytes, whatever their length (one stored block holds 64 KiB)."""
+    assert zlib.decompress(zlib_stored(data)) == data
+
+
 def job_hash(commands: list[list[bytes]]) -> dict[bytes, bytes]:
     """The fields of the job's HSET with the most of them."""
     command = max((c for c in commands if c[0] == b"HSET"), key=len)
@@ -381,8 +391,9 @@ def test_a_job_from_the_queue_template_is_byte_for_byte_rqs_own(
 ) -> None:
     """The commands a handoff sends for its job (from the queue's template, built by RQ once)
     are exactly the commands RQ's own enqueue builds for that packet and delivery attempt,
-    the compressed pickled call and the description included; only the timestamps differ,
-    and they are the job's own, not the template's."""
+    the pickled call and the description included; only the timestamps differ, and they are
+    the job's own, not the template's, and the call is stored in zlib's format uncompressed
+    rather than compressed."""
     dispatcher = RQDispatcher(sync_redis, HandoffPolicy(), async_redis(redis_url))  # never connects
     assert dispatcher._template("default", "worker-a") is not None
     before = datetime.now(UTC)
@@ -394,11 +405,14 @@ def test_a_job_from_the_queue_template_is_byte_for_byte_rqs_own(
         ),
         raw=True,
     )
-    stamps = {b"created_at", b"enqueued_at"}
+    differ = {b"created_at", b"enqueued_at", b"data"}
     assert [c for c in ours if c[0] != b"HSET"] == [c for c in theirs if c[0] != b"HSET"]
-    assert {k: v for k, v in job_hash(ours).items() if k not in stamps} == {
-        k: v for k, v in job_hash(theirs).items() if k not in stamps
+    assert {k: v for k, v in job_hash(ours).items() if k not in differ} == {
+        k: v for k, v in job_hash(theirs).items() if k not in differ
     }
+    call = zlib.decompress(job_hash(theirs)[b"data"])
+    assert job_hash(ours)[b"data"] == zlib_stored(call)
+    stamps = differ - {b"data"}
     for stamp in stamps:
         assert str_to_date(job_hash(ours)[stamp]) >= before
 
