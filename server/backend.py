@@ -14,12 +14,17 @@ from functools import cached_property
 from typing import Protocol
 
 from redis.asyncio import Redis
-from redis.asyncio.cluster import RedisCluster
 
 from baton.queue.dispatch import RQDispatcher
 from baton.server.activity import Activity
 from baton.server.batch import Batch
-from baton.server.connection import async_redis, queue_url, redis_url, sync_redis
+from baton.server.connection import (
+    async_redis,
+    is_cluster_client,
+    queue_url,
+    redis_url,
+    sync_redis,
+)
 from baton.server.dashboard import Dashboard
 from baton.server.handoffs import HandoffStore
 from baton.server.keys import Keys
@@ -93,7 +98,7 @@ class Backend:
 
     @property
     def cluster(self) -> bool:
-        return isinstance(self.redis, RedisCluster)
+        return is_cluster_client(self.redis)
 
     def namespace(self, name: str) -> Namespace:
         """The view of namespace ``name`` (checked; kept for reuse)."""

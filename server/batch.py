@@ -20,11 +20,10 @@ from typing import Any
 import msgpack
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
-from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
 from redis.exceptions import DataError
 
-from baton.server.connection import queue_script
+from baton.server.connection import is_cluster_client, queue_script
 
 ScriptCall = tuple[AsyncScript, list[Any], list[Any]]
 AS_IS = frozenset({str, bytes})
@@ -47,7 +46,7 @@ class Batch:
         """With ``transaction`` (one Redis only), everything runs in one MULTI/EXEC."""
         self.redis = redis
         self.transaction = transaction
-        self.cluster = isinstance(redis, RedisCluster)
+        self.cluster = is_cluster_client(redis)
         # One stage on a single Redis; on a cluster, pipelines and script runs in turn.
         self.stages: list[Pipeline | list[ScriptCall]] = []
 
