@@ -183,10 +183,11 @@ def check_generator(baseline: Runs) -> None:
     server it loaded (the generator, not the server, would set the numbers)."""
     run = baseline.runs[0]
     if baseline.requests_per_second < GENERATOR_FLOOR or run.wrk_cpu > run.server_cpu:
+        steal = "" if run.steal is None else f", the hypervisor took {run.steal:.0f} % (steal)"
         raise SystemExit(
             f"make bench: the one-GET baseline reads {baseline.requests_per_second:,.0f} req/s "
-            f"(server {run.server_cpu:.0f} % of a core, wrk {run.wrk_cpu:.0f} %): the machine "
-            "is busy or the load generator is the bottleneck; not writing a report."
+            f"(server {run.server_cpu:.0f} % of a core, wrk {run.wrk_cpu:.0f} %{steal}): the "
+            "machine is busy or the load generator is the bottleneck; not writing a report."
         )
 
 

@@ -86,6 +86,7 @@ class WrkRun:
     server_cpu: float  # percent of one core, all server processes together
     wrk_cpu: float
     empty: int
+    steal: float | None  # percent of the machine's CPU time its hypervisor took (Linux)
 
 
 @dataclass
@@ -110,16 +111,42 @@ class Runs:
     def empty(self) -> int:
         return sum(run.empty for run in self.runs)
 
+    @property
+    def steal(self) -> float | None:
+        shares = [run.steal for run in self.runs if run.steal is not None]
+        return statistics.median(shares) if shares else None
+
     def describe(self, throughput: bool = True) -> str:
         cpu = (
             f"server {statistics.median(r.server_cpu for r in self.runs):.0f} % of a core, "
             f"wrk {statistics.median(r.wrk_cpu for r in self.runs):.0f} %"
         )
+        if self.steal is not None:
+            cpu += f", steal {self.steal:.0f} %"
         p90 = statistics.median(r.p90_ms for r in self.runs)
         p99 = statistics.median(r.p99_ms for r in self.runs)
         latency = f"p50 {self.p50_ms:.2f} ms, p90 {p90:.2f}, p99 {p99:.2f}"
         rate = f"{self.requests_per_second:,.0f} req/s, " if throughput else ""
         return f"{rate}{latency} ({cpu}; median of {len(self.runs)} wrk runs)"
+
+
+def cpu_ticks() -> tuple[int, int] | None:
+    """The machine's CPU time so far, stolen by its hypervisor and in all, in ticks (Linux's
+    /proc/stat); None elsewhere. A virtual machine whose host is busy loses time to steal:
+    a server at 60 % of a core under full load is waiting for a CPU, not for work."""
+    try:
+        first = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    except OSError:
+        return None
+    # cpu user nice system idle iowait irq softirq steal (guest time is within user)
+    ticks = [int(value) for value in first[1:9]]
+    return ticks[7], sum(ticks)
+
+
+def stolen_share(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
+    if before is None or after is None or after[1] == before[1]:
+        return None
+    return 100 * (after[0] - before[0]) / (after[1] - before[1])
 
 
 def wrk_binary() -> str:
@@ -172,6 +199,7 @@ def wrk(
         handle.name,
         base_url,
     ]
+    ticks_before = cpu_ticks()
     server_before, started = cpu_seconds(server_pids), time.perf_counter()
     with tempfile.TemporaryFile() as output:
         process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
@@ -179,6 +207,7 @@ def wrk(
         process.returncode = os.waitstatus_to_exitcode(status)
         elapsed = time.perf_counter() - started
         server_used = cpu_seconds(server_pids) - server_before
+        steal = stolen_share(ticks_before, cpu_ticks())
         output.seek(0)
         text = output.read().decode()
     Path(handle.name).unlink()
@@ -199,6 +228,7 @@ def wrk(
         server_cpu=100 * server_used / elapsed,
         wrk_cpu=100 * wrk_used / elapsed,
         empty=figures["empty"],
+        steal=steal,
     )
 
 
