@@ -66,14 +66,16 @@ class SharedConnection:
         connection is given up, since a late reply could not be matched, and what else was
         in flight on it fails too)."""
         loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout  # connecting included
         if self.connection is None or self.loop is not loop:
             try:
-                async with asyncio.timeout(self.timeout):
+                async with asyncio.timeout_at(deadline):
                     await self._connected(loop)
             except TimeoutError:
-                raise exceptions.TimeoutError("Timeout connecting to Redis") from None
+                raise exceptions.TimeoutError("Timeout talking to Redis") from None
+            if self.connection is None:  # lost between the handshake and this caller's turn
+                raise ConnectionError("Connection closed by server.")
         answered: asyncio.Future[list[Any]] = loop.create_future()
-        deadline = loop.time() + self.timeout
         self.waiting.append(Exchange(answered, count, deadline))
         self.outgoing.append(packed)
         if not self.flush_scheduled:
@@ -189,8 +191,8 @@ class SharedConnection:
             if watchdog is not None:
                 watchdog.cancel()
             for exchange in waiting:
-                if not exchange.answered.done():
-                    exchange.answered.set_exception(error)
+                if not exchange.answered.done():  # each its own error (and traceback)
+                    exchange.answered.set_exception(type(error)(*error.args))
             if reader_task is not None and reader_task is not asyncio.current_task():
                 reader_task.cancel()
             if connection is not None:

@@ -15,7 +15,14 @@ from redis.asyncio.connection import Connection
 from redis.exceptions import ConnectionError, DataError, ResponseError, TimeoutError
 
 from baton.server import connection
-from baton.server.connection import TCPConnection, WaitingConnectionPool, async_redis, packed
+from baton.server.connection import (
+    SharedScript,
+    TCPConnection,
+    WaitingConnectionPool,
+    async_redis,
+    packed,
+)
+from baton.server.multiplex import SharedConnection
 
 ARGUMENT = st.one_of(
     st.text(),
@@ -165,26 +172,65 @@ def connections_received(sync_redis: redis.Redis) -> int:
 
 @pytest.mark.anyio
 async def test_a_script_answers_as_through_redis_py_and_survives_a_script_flush(
-    redis_url: str, sync_redis: redis.Redis
+    redis_url: str, sync_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A registered script's reply, and its error, are what redis-py's own call gives; a
-    script the server lost (SCRIPT FLUSH) is loaded and run again; another client named
-    for one call is the one that runs it."""
+    """A registered script runs over the shared connection and answers as redis-py's own
+    call does, errors included; a script the server lost (SCRIPT FLUSH) is loaded and run
+    again with all its arguments, even given as a generator; another client named for one
+    call is the one that runs it."""
     client = async_redis(redis_url)
     other = Redis.from_url(redis_url)
     try:
         echo = client.register_script("return {KEYS[1], ARGV[1], tonumber(ARGV[2]) + 1}")
+        assert isinstance(echo, SharedScript)
         assert await echo(keys=["k"], args=["text", 41]) == [b"k", b"text", 42]
         failing = client.register_script("return redis.error_reply('refused here')")
         with pytest.raises(ResponseError, match="refused here"):
             await failing()
         sync_redis.script_flush()
-        assert await echo(keys=["k"], args=["again", 1]) == [b"k", b"again", 2]
-        sync_redis.script_flush()
+        arguments = (value for value in ["again", 1])
+        assert await echo(keys=["k"], args=arguments) == [b"k", b"again", 2]
+        ran_by_other: list[tuple[object, ...]] = []
+        evalsha = other.evalsha
+
+        async def counted(*args: object) -> object:
+            ran_by_other.append(args)
+            return await evalsha(*args)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(other, "evalsha", counted)
         assert await echo(keys=["k"], args=["other", 2], client=other) == [b"k", b"other", 3]
+        assert len(ran_by_other) == 1
     finally:
         await client.aclose()
         await other.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_connection_lost_before_a_callers_turn_fails_only_that_call(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shared connection lost between its handshake and the first caller's command fails
+    that command with ConnectionError (it was never sent); the next caller connects anew
+    and gets its own reply, not one meant for the first."""
+    client = async_redis(redis_url)
+    connect = SharedConnection._connect
+
+    async def connect_then_lose(self: SharedConnection, loop: asyncio.AbstractEventLoop) -> None:
+        await connect(self, loop)
+        self._give_up(ConnectionError("Connection closed by server."))
+
+    try:
+        await client.set("lost:first", "one")
+        await client.set("lost:second", "two")
+        await client.shared.aclose()
+        monkeypatch.setattr(SharedConnection, "_connect", connect_then_lose)
+        with pytest.raises(ConnectionError):
+            await client.get("lost:first")
+        monkeypatch.setattr(SharedConnection, "_connect", connect)
+        assert await client.get("lost:second") == b"two"
+        assert not client.shared.waiting
+    finally:
+        await client.aclose()
 
 
 @pytest.mark.anyio

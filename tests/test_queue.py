@@ -17,7 +17,7 @@ from pathlib import Path
 import msgpack
 import pytest
 import redis
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from rq import Queue
 from rq.job import Job, JobStatus
@@ -371,12 +371,21 @@ def data_url(redis_url: str) -> str:
     return redis_url
 
 
-@given(st.binary(max_size=3 * STORED_BLOCK))
+@given(st.binary(max_size=300))
+@example(b"")
+@example(bytes(range(256)) * (STORED_BLOCK // 256) + b"x" * (STORED_BLOCK % 256))
+@example(b"y" * (STORED_BLOCK + 1))
+@example(os.urandom(2 * STORED_BLOCK + 1))
 @settings(max_examples=50)
 def test_a_stored_zlib_stream_reads_back_as_the_data(data: bytes) -> None:
     """What a job stores of its call is a zlib stream like any other: zlib (and so RQ)
-    reads back exactly the bytes, whatever their length (one stored block holds 64 KiB)."""
-    assert zlib.decompress(zlib_stored(data)) == data
+    reads back exactly the bytes, whatever their length (one stored block holds 64 KiB, so
+    lengths around a block's and two blocks' are tried), and the stream ends where it
+    says."""
+    reader = zlib.decompressobj()
+    assert reader.decompress(zlib_stored(data)) == data
+    assert reader.eof
+    assert reader.unused_data == b""
 
 
 def job_hash(commands: list[list[bytes]]) -> dict[bytes, bytes]:
