@@ -8,6 +8,7 @@ caller built on; a writer that lost the race rebuilds and retries, so none loses
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -82,15 +83,20 @@ class HeadHints:
 
     def __init__(self, size: int = HINTS_KEPT) -> None:
         self.size = size
-        self.heads: dict[str, tuple[int, str]] = {}
+        # An OrderedDict, not a dict: a dict's oldest key, found by iterating past the slots
+        # its deletions left, cost ~10 µs per write once full (popitem here is O(1)).
+        self.heads: OrderedDict[str, tuple[int, str]] = OrderedDict()
 
     def get(self, ref: str) -> tuple[int, str]:
         """The last head seen, or that of a new record."""
         return self.heads.get(ref, (0, GENESIS_HASH))
 
     def note(self, ref: str, version: int, hash_: str) -> None:
-        if ref not in self.heads and len(self.heads) >= self.size:
-            del self.heads[next(iter(self.heads))]  # the oldest noted
+        """Keep ``ref``'s head as the newest noted, forgetting the least recently noted."""
+        if ref in self.heads:
+            self.heads.move_to_end(ref)
+        elif len(self.heads) >= self.size:
+            self.heads.popitem(last=False)
         self.heads[ref] = (version, hash_)
 
     def drop(self, ref: str) -> None:

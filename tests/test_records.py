@@ -12,7 +12,7 @@ from baton.server.connection import async_redis
 from baton.server.errors import InvalidInput, NotFound, TooLarge, VersionConflict
 from baton.server.integrity import GENESIS_HASH
 from baton.server.keys import Keys
-from baton.server.records import BATCH, RecordStore
+from baton.server.records import BATCH, HeadHints, RecordStore
 from baton.server.settings import Limits
 from tests.conftest import as_agent
 
@@ -35,6 +35,20 @@ async def test_remember_appends_versions_and_never_overwrites(store: RecordStore
         {"verdict": "maybe"},
         None,
     )
+
+
+def test_head_hints_keep_the_most_recently_noted_heads() -> None:
+    """Full hints forget the head noted least recently: noting a head again keeps it, and a
+    forgotten ref reads as a new record (the write script corrects that guess)."""
+    hints = HeadHints(size=2)
+    hints.note("a", 1, "ha")
+    hints.note("b", 1, "hb")
+    hints.note("a", 2, "ha2")
+    hints.note("c", 1, "hc")
+    assert hints.get("a") == (2, "ha2")
+    assert hints.get("c") == (1, "hc")
+    assert hints.get("b") == (0, GENESIS_HASH)
+    assert len(hints.heads) == 2
 
 
 async def test_values_round_trip_with_their_types(store: RecordStore) -> None:
