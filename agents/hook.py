@@ -20,9 +20,9 @@ names one.
 
 from __future__ import annotations
 
+import _socket  # socket.py's C core: socket.py itself builds enums on import (~7 ms a call)
 import json
 import os
-import socket
 import sys
 
 from baton.server.clock import utc_now
@@ -69,7 +69,8 @@ class Baton:
     A hook runs as a fresh process per tool use, so its start-up is its cost: the standard
     library's HTTP clients import the email parser and more (~40 ms, as much as the
     interpreter's own start). One JSON request per connection (``Connection: close``) needs
-    only a socket, and ``ssl`` for ``https://`` URLs.
+    only a socket: ``_socket``'s own for ``http://`` (see :func:`connect`), socket.py's and
+    ``ssl`` for ``https://`` URLs.
     """
 
     def __init__(self, base_url: str, agent: str | None, token: str | None) -> None:
@@ -101,12 +102,8 @@ class Baton:
         # the host as str only; getaddrinfo takes bytes too).
         host = self.host.encode() if self.host.isascii() else self.host
         address = (host, self.port)
-        with socket.create_connection(address, timeout=TIMEOUT) as raw:  # type: ignore[arg-type]
-            stream = raw
-            if self.tls:
-                import ssl
-
-                stream = ssl.create_default_context().wrap_socket(raw, server_hostname=self.host)
+        stream = connect(address) if not self.tls else self._tls_connect(address)
+        try:
             stream.sendall(request)
             answer = b""
             while not complete(answer):  # a server may keep the connection open anyway
@@ -114,10 +111,42 @@ class Baton:
                 if not chunk:
                     break
                 answer += chunk
+        finally:
+            stream.close()
         status, body_bytes = parse_response(answer)
         if status >= 400:
             raise Refused(_refusal(status, body_bytes))
         return json.loads(body_bytes or b"null")
+
+    def _tls_connect(self, address: tuple[str | bytes, int]) -> Any:
+        """A TLS stream to ``address`` (ssl needs socket.py's socket class anyway)."""
+        import socket
+        import ssl
+
+        raw = socket.create_connection(address, timeout=TIMEOUT)  # type: ignore[arg-type]
+        try:
+            return ssl.create_default_context().wrap_socket(raw, server_hostname=self.host)
+        except BaseException:
+            raw.close()
+            raise
+
+
+def connect(address: tuple[str | bytes, int]) -> _socket.socket:
+    """A TCP connection to ``address``, trying each of its addresses in turn, as
+    ``socket.create_connection`` does (the last failure is raised)."""
+    host, port = address
+    failure: OSError = OSError(f"no address found for {host!r}")
+    for family, kind, proto, _, target in _socket.getaddrinfo(host, port, 0, _socket.SOCK_STREAM):
+        connection = _socket.socket(family, kind, proto)
+        try:
+            connection.settimeout(TIMEOUT)
+            connection.connect(target)
+        except OSError as error:
+            connection.close()
+            failure = error
+        else:
+            return connection
+    raise failure
 
 
 def complete(answer: bytes) -> bool:

@@ -315,3 +315,31 @@ def test_the_hook_does_not_wait_for_a_server_that_keeps_the_connection_open() ->
     answer = Baton(f"http://127.0.0.1:{port}", "x", None).call("GET", "/v1/whoami")
     assert answer["agent"] == "x" and time.perf_counter() - started < 1.0
     listener.close()
+
+
+def test_the_hook_loads_only_the_light_standard_modules(api_url: str) -> None:
+    """A ``baton hook`` call over http:// imports neither socket.py (its enums cost ~7 ms of a
+    call), nor http.client or email, nor typing: it runs as a fresh process per tool use."""
+    heavy = ("socket", "http.client", "email", "typing", "ssl", "redis", "litestar")
+    probe = (
+        "import io, sys\n"
+        "from baton.agents.hook import run\n"
+        "sys.stdin = io.StringIO(sys.argv[1])\n"
+        f"status = run('PostToolUse', sys.stdin, {api_url!r}, 'hook-probe', None)\n"
+        f"print(status, [name for name in {heavy!r} if name in sys.modules])\n"
+    )
+    payload = claude_code(
+        "PostToolUse",
+        SESSION_ONE,
+        REPO,
+        REPO / "none.jsonl",
+        tool_name="Read",
+        tool_input={"file_path": "README.md"},
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, json.dumps(payload)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (done.stdout.strip(), done.stderr) == ("0 []", "")
