@@ -11,7 +11,7 @@ import msgspec
 from redis.typing import StreamRangeResponse, XReadResponse, ZSetRangeResponse
 
 from baton.server.clock import iso
-from baton.server.integrity import version_body
+from baton.server.integrity import plain_json, version_body
 from baton.server.models import Packet, Pin, RecordVersion, Tombstone, Transition
 
 # Typed views of redis-py's replies. redis-py types a reply for either client mode
@@ -123,6 +123,13 @@ def hashed_view(record: RecordVersion) -> dict[str, Any]:
     )
     forgotten = None if record.forgotten is None else msgspec.structs.asdict(record.forgotten)
     return {**body, "hash": record.hash, "forgotten": forgotten}
+
+
+def plain_version(fields: dict[bytes, bytes]) -> bool:
+    """Whether a stored version's hashed body holds only JSON without floats (it may be
+    hashed with ``floatless``): its value and tags are its only parts that are not text or
+    a whole number."""
+    return plain_json(fields[b"value"]) and plain_json(fields[b"tags"])
 
 
 def struct_fields(struct: msgspec.Struct) -> dict[str, Any]:

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from typing import Any, Literal, TypedDict
+
+import msgspec
 
 GENESIS_HASH = "0" * 64
 VERSION_FIELDS = ("author", "created_at", "prev_hash", "ref", "session", "tags", "value", "version")
@@ -40,15 +43,36 @@ OUTCOME_FIELDS = (
 CANONICAL_JSON = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
 )
+# msgspec writes the same bytes as CANONICAL_JSON, 8 times faster, for strings, integers,
+# booleans, null, lists and objects with text keys (sorted by code point alike); it writes
+# floats its own way (1e16 where json writes 1e+16), so it is used only for bodies without.
+FLOATLESS_JSON = msgspec.json.Encoder(order="sorted")
+# msgpack's type bytes for floats (0xca, 0xcb), bytes (0xc4-0xc6) and extension types
+# (0xc7-0xc9, 0xd4-0xd8): what JSON has no type for, or msgspec writes differently.
+_NOT_PLAIN_JSON = re.compile(b"[\xc4-\xcb\xd4-\xd8]")
 
 
-def canonical_bytes(body: Mapping[str, Any]) -> bytes:
-    """The one byte encoding Baton hashes: sorted-key compact UTF-8 JSON."""
+def plain_json(packed: bytes) -> bool:
+    """Whether a msgpack encoding surely holds JSON without floats: msgpack writes a type
+    byte before every float, bytes or extension value. The same byte values also occur
+    inside strings and numbers; then the answer is False, never wrongly True."""
+    return _NOT_PLAIN_JSON.search(packed) is None
+
+
+def canonical_bytes(body: Mapping[str, Any], *, floatless: bool = False) -> bytes:
+    """The one byte encoding Baton hashes: sorted-key compact UTF-8 JSON. ``floatless``
+    promises that ``body`` holds only JSON without floats (:func:`plain_json` of its packed
+    parts); the faster encoder then writes the same bytes."""
+    if floatless:
+        try:
+            return FLOATLESS_JSON.encode(body)
+        except TypeError:  # an object key that is not text: json's conversion applies
+            pass
     return CANONICAL_JSON.encode(body).encode("utf-8")
 
 
-def digest(body: Mapping[str, Any]) -> str:
-    return hashlib.sha256(canonical_bytes(body)).hexdigest()
+def digest(body: Mapping[str, Any], *, floatless: bool = False) -> str:
+    return hashlib.sha256(canonical_bytes(body, floatless=floatless)).hexdigest()
 
 
 def version_body(
@@ -97,7 +121,8 @@ class ChainChecker:
         self.fields = fields
         self.expected_prev = GENESIS_HASH
 
-    def check(self, entry: Mapping[str, Any]) -> list[ChainProblem]:
+    def check(self, entry: Mapping[str, Any], *, floatless: bool = False) -> list[ChainProblem]:
+        """The problems of the next entry (``floatless``: see :func:`canonical_bytes`)."""
         problems: list[ChainProblem] = []
         if entry["prev_hash"] != self.expected_prev:
             problems.append(
@@ -106,9 +131,14 @@ class ChainChecker:
         forgotten = entry.get("forgotten")
         if forgotten:
             # The body is gone; its tombstone must cover the original hash instead.
-            expected, found = forgotten["hash"], digest(tombstone_body(entry["hash"], forgotten))
+            tombstone = tombstone_body(entry["hash"], forgotten)  # text only
+            expected, found = forgotten["hash"], digest(tombstone, floatless=True)
         else:
-            expected, found = entry["hash"], digest({name: entry[name] for name in self.fields})
+            expected = entry["hash"]
+            try:
+                found = digest({name: entry[name] for name in self.fields}, floatless=floatless)
+            except (TypeError, ValueError) as error:  # edited into what JSON cannot hold
+                found = f"nothing JSON can hold ({error})"
         if found != expected:
             problems.append({"kind": "hash", "expected": expected, "found": found})
         self.expected_prev = entry["hash"]

@@ -32,6 +32,7 @@ from baton.server.integrity import (
     VERSION_FIELDS,
     ChainChecker,
     digest,
+    plain_json,
     tombstone_body,
     version_body,
 )
@@ -137,6 +138,7 @@ class RecordStore(NamespaceStore):
         ):
             raise InvalidInput("expected_version", "must be a whole number, 0 for a new record")
         packed = self._pack_value(value)
+        floatless = plain_json(packed)  # tags are text: the value decides the encoder
         created_at = utc_now()
         head_key = self.keys.head(ref)
 
@@ -175,7 +177,7 @@ class RecordStore(NamespaceStore):
                 tags=tag_list,
                 prev_hash=prev_hash,
             )
-            new_hash = digest(body)
+            new_hash = digest(body, floatless=floatless)
             fields: dict[str, EncodableT] = {
                 "value": packed,
                 "author": agent,
@@ -633,7 +635,9 @@ class RecordStore(NamespaceStore):
         versions = []
         async for fields in self.versions(ref, current):
             record = codec.record_version(ref, fields, head, current)
-            problems = checker.check(codec.hashed_view(record))
+            problems = checker.check(
+                codec.hashed_view(record), floatless=codec.plain_version(fields)
+            )
             versions.append(HistoryEntry(**codec.struct_fields(record), chain_ok=not problems))
         return History(
             ref=ref,

@@ -129,7 +129,7 @@ class _ChainCheck:
             return [self._broken("a decodable version", describe(error))]
         return [
             BrokenLink(ref=self.ref, chain="versions", version=self.number, **problem)
-            for problem in self.checker.check(view)
+            for problem in self.checker.check(view, floatless=codec.plain_version(fields))
         ]
 
     def _broken(self, expected: str, found: str) -> BrokenLink:

@@ -283,6 +283,24 @@ async def test_verify_reports_exactly_the_tampered_version(
     assert (await store.ns.verifier.stats(verify=True)).broken == []
 
 
+async def test_a_value_edited_into_what_json_cannot_hold_is_a_broken_hash(
+    store: RecordStore, data_redis: redis.Redis
+) -> None:
+    """A value rewritten in Redis as raw bytes or NaN (no JSON form, so no hash) is reported
+    as that version's broken hash, the next link still checked; verify does not fail."""
+    for i in range(4):
+        await store.remember("odd/ref", {"i": i}, agent="scout")
+    data_redis.hset(Keys().version("odd/ref", 2), "value", msgpack.packb({"i": b"\x00raw"}))
+    data_redis.hset(Keys().version("odd/ref", 3), "value", msgpack.packb({"i": float("nan")}))
+
+    broken = (await store.ns.verifier.stats(verify=True)).broken
+    assert broken is not None
+    assert [(b.version, b.kind) for b in broken] == [(2, "hash"), (3, "hash")]
+    assert all(b.found.startswith("nothing JSON can hold") for b in broken)
+    history = await store.history("odd/ref")
+    assert [entry.chain_ok for entry in history.versions] == [True, False, False, True]
+
+
 async def test_verify_finds_edits_in_long_and_short_records_alike(
     store: RecordStore, data_redis: redis.Redis
 ) -> None:

@@ -5,14 +5,15 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime, timedelta
 
+import msgpack
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from baton.server import confidence
 from baton.server.clock import iso
 from baton.server.errors import InvalidInput
-from baton.server.integrity import canonical_bytes
+from baton.server.integrity import canonical_bytes, plain_json
 from baton.server.validation import parse_ref
 
 
@@ -89,3 +90,42 @@ def test_canonical_encoding_refuses_nan() -> None:
     for bad in (math.nan, math.inf):
         with pytest.raises(ValueError):
             canonical_bytes({"x": bad})
+
+
+INT64 = st.integers(min_value=-(2**63), max_value=2**64 - 1)  # what msgpack stores
+JSON_SCALARS = st.none() | st.booleans() | INT64 | st.text()
+
+
+def json_values(scalars: st.SearchStrategy[object]) -> st.SearchStrategy[object]:
+    return st.recursive(
+        scalars,
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+        max_leaves=12,
+    )
+
+
+@given(json_values(JSON_SCALARS))
+@example({"b": [1, None, True], "a": {"é": '\u2028\x00\x7f"\\', "É": -(2**63)}, "😀": ""})
+def test_the_floatless_encoding_writes_the_same_bytes(value: object) -> None:
+    """Hashes do not depend on the encoder: for JSON without floats, the fast encoder
+    writes exactly the canonical bytes json writes (keys sorted alike, same escapes)."""
+    assert canonical_bytes({"value": value}, floatless=True) == canonical_bytes({"value": value})
+
+
+@given(json_values(JSON_SCALARS | st.floats(allow_nan=False, allow_infinity=False)))
+@example(1e16)
+@example([0.5])
+def test_a_packed_value_with_a_float_is_never_called_plain(value: object) -> None:
+    """Values whose packed form might hold a float, bytes or an extension are hashed by
+    json: plain_json is never True for them."""
+    packed = msgpack.packb(value)
+    if plain_json(packed):
+        assert canonical_bytes({"v": value}, floatless=True) == canonical_bytes({"v": value})
+    assert not plain_json(msgpack.packb([value, 0.5]))
+    assert not plain_json(msgpack.packb([value, b"raw"]))
+
+
+def test_keys_that_are_not_text_keep_jsons_encoding() -> None:
+    """An object key that is not text (only the in-process API could pass one) is written
+    as json writes it, whichever encoder was asked for."""
+    assert canonical_bytes({2: "a", 10: "b"}, floatless=True) == b'{"2":"a","10":"b"}'
