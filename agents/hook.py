@@ -30,6 +30,7 @@ from baton.server.endpoint import base_url_of
 
 TYPE_CHECKING = False  # typing itself costs a few milliseconds of every call
 if TYPE_CHECKING:
+    from ssl import SSLSocket
     from typing import Any, TextIO
 
 # Claude Code's hook event names -> Baton's hook types.
@@ -102,7 +103,7 @@ class Baton:
         # the host as str only; getaddrinfo takes bytes too).
         host = self.host.encode() if self.host.isascii() else self.host
         address = (host, self.port)
-        stream = connect(address) if not self.tls else self._tls_connect(address)
+        stream = self._tls_connect(address) if self.tls else connect(address)
         try:
             stream.sendall(request)
             answer = b""
@@ -118,7 +119,7 @@ class Baton:
             raise Refused(_refusal(status, body_bytes))
         return json.loads(body_bytes or b"null")
 
-    def _tls_connect(self, address: tuple[str | bytes, int]) -> Any:
+    def _tls_connect(self, address: tuple[str | bytes, int]) -> SSLSocket:
         """A TLS stream to ``address`` (ssl needs socket.py's socket class anyway)."""
         import socket
         import ssl
@@ -137,12 +138,14 @@ def connect(address: tuple[str | bytes, int]) -> _socket.socket:
     host, port = address
     failure: OSError = OSError(f"no address found for {host!r}")
     for family, kind, proto, _, target in _socket.getaddrinfo(host, port, 0, _socket.SOCK_STREAM):
-        connection = _socket.socket(family, kind, proto)
-        try:
+        connection = None
+        try:  # a family the host cannot open (IPv6 turned off) moves on to the next address
+            connection = _socket.socket(family, kind, proto)
             connection.settimeout(TIMEOUT)
             connection.connect(target)
         except OSError as error:
-            connection.close()
+            if connection is not None:
+                connection.close()
             failure = error
         else:
             return connection

@@ -317,15 +317,38 @@ def test_the_hook_does_not_wait_for_a_server_that_keeps_the_connection_open() ->
     listener.close()
 
 
+def test_the_hook_tries_each_address_of_its_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host name that resolves to an address nobody answers on (or of a family the host
+    cannot open, IPv6 turned off) first still reaches Baton at its next address."""
+    import _socket
+    import socket
+
+    from baton.agents import hook
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    resolved = [
+        (_socket.AF_INET6, _socket.SOCK_STREAM, 6, "", ("::1", port, 0, 0)),
+        (_socket.AF_INET, _socket.SOCK_STREAM, 6, "", ("127.0.0.1", port)),
+    ]
+    monkeypatch.setattr(_socket, "getaddrinfo", lambda *args: resolved)
+    connection = hook.connect((b"baton.test", port))
+    accepted, _ = listener.accept()
+    assert connection.getpeername() == ("127.0.0.1", port)
+    for each in (connection, accepted, listener):
+        each.close()
+
+
 def test_the_hook_loads_only_the_light_standard_modules(api_url: str) -> None:
-    """A ``baton hook`` call over http:// imports neither socket.py (its enums cost ~7 ms of a
-    call), nor http.client or email, nor typing: it runs as a fresh process per tool use."""
+    """``baton hook`` over http://, from the command's entry point, imports neither socket.py
+    (its enums cost ~7 ms of a call), nor http.client or email, nor typing: it runs as a
+    fresh process per tool use."""
     heavy = ("socket", "http.client", "email", "typing", "ssl", "redis", "litestar")
     probe = (
         "import io, sys\n"
-        "from baton.agents.hook import run\n"
+        "from baton.server.entry import main\n"
         "sys.stdin = io.StringIO(sys.argv[1])\n"
-        f"status = run('PostToolUse', sys.stdin, {api_url!r}, 'hook-probe', None)\n"
+        "status = main(['hook', 'PostToolUse'])\n"
         f"print(status, [name for name in {heavy!r} if name in sys.modules])\n"
     )
     payload = claude_code(
@@ -336,8 +359,10 @@ def test_the_hook_loads_only_the_light_standard_modules(api_url: str) -> None:
         tool_name="Read",
         tool_input={"file_path": "README.md"},
     )
+    env = {**os.environ, "BATON_URL": api_url, "AGENT_ID": "hook-probe"}
     done = subprocess.run(
         [sys.executable, "-c", probe, json.dumps(payload)],
+        env=env,
         capture_output=True,
         text=True,
         check=False,

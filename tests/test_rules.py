@@ -112,17 +112,34 @@ def test_the_floatless_encoding_writes_the_same_bytes(value: object) -> None:
     assert canonical_bytes({"value": value}, floatless=True) == canonical_bytes({"value": value})
 
 
+def holds_float(value: object) -> bool:
+    if isinstance(value, float):
+        return True
+    if isinstance(value, list):
+        return any(holds_float(item) for item in value)
+    return isinstance(value, dict) and any(holds_float(item) for item in value.values())
+
+
 @given(json_values(JSON_SCALARS | st.floats(allow_nan=False, allow_infinity=False)))
 @example(1e16)
-@example([0.5])
-def test_a_packed_value_with_a_float_is_never_called_plain(value: object) -> None:
-    """Values whose packed form might hold a float, bytes or an extension are hashed by
-    json: plain_json is never True for them."""
-    packed = msgpack.packb(value)
-    if plain_json(packed):
-        assert canonical_bytes({"v": value}, floatless=True) == canonical_bytes({"v": value})
-    assert not plain_json(msgpack.packb([value, 0.5]))
-    assert not plain_json(msgpack.packb([value, b"raw"]))
+@example([0.5, "ł", "x" * 200, 50_000])
+def test_a_packed_value_holding_a_float_is_never_called_plain(value: object) -> None:
+    """A value holding a float is hashed by json: plain_json never says True for its packed
+    form (it may say False for one without: then json writes it, as it would anyway)."""
+    if holds_float(value):
+        assert not plain_json(msgpack.packb(value))
+
+
+@pytest.mark.parametrize(
+    "other",
+    [b"x", b"x" * 300, b"x" * 70_000, msgpack.ExtType(1, b"x"), msgpack.ExtType(5, b"x" * 20)],
+    ids=["bin8", "bin16", "bin32", "fixext", "ext8"],
+)
+def test_a_packed_value_holding_bytes_or_an_extension_is_never_called_plain(
+    other: object,
+) -> None:
+    """Bytes and extension values have no JSON form: their packed form is never plain."""
+    assert not plain_json(msgpack.packb({"value": [1, other]}))
 
 
 def test_keys_that_are_not_text_keep_jsons_encoding() -> None:
