@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 NPM_CLIENTS := tests/agentmemory/node_modules/.installed
 
-.PHONY: install browser wrk npm-clients demo lint test test-fast bench bench-ab serve clean
+.PHONY: install browser wrk npm-clients demo lint test test-fast bench bench-ab bench-floor serve clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -71,6 +71,10 @@ bench: $(STAMP) wrk
 ## make bench-ab BASE=<git revision>: that build and this checkout side by side, interleaved
 bench-ab: $(STAMP) wrk
 	$(BIN)/python -m tests.bench_ab $(BASE) $(ARGS)
+
+## make bench-floor: remember and recall next to the same requests on the same stack without Baton's work
+bench-floor: $(STAMP) wrk
+	$(BIN)/python -m tests.bench_floor $(ARGS)
 
 ## make serve: the REST API on http://127.0.0.1:8765 with the embedded Redis
 serve: $(STAMP)
