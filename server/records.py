@@ -7,7 +7,6 @@ caller built on; a writer that lost the race rebuilds and retries, so none loses
 
 from __future__ import annotations
 
-import json
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -31,6 +30,7 @@ from baton.server.integrity import (
     GENESIS_HASH,
     VERSION_FIELDS,
     ChainChecker,
+    canonical_bytes,
     digest,
     plain_json,
     tombstone_body,
@@ -137,8 +137,7 @@ class RecordStore(NamespaceStore):
             or expected_version < 0
         ):
             raise InvalidInput("expected_version", "must be a whole number, 0 for a new record")
-        packed = self._pack_value(value)
-        floatless = plain_json(packed)  # tags are text: the value decides the encoder
+        packed, floatless = self._pack_value(value)  # tags are text: the value decides
         created_at = utc_now()
         head_key = self.keys.head(ref)
 
@@ -269,11 +268,15 @@ class RecordStore(NamespaceStore):
             self.search.queue_index(batch, f"f:{ref}", text, kind="fact", agent=agent)
         return batch
 
-    def _pack_value(self, value: Any) -> bytes:
+    def _pack_value(self, value: Any) -> tuple[bytes, bool]:
+        """The value packed, and whether it is plain JSON without floats (``floatless``, see
+        ``integrity.canonical_bytes``). A value with no canonical encoding (bytes, NaN, keys
+        of mixed types) could not be hashed: it is refused here."""
         check_depth(value, "value")
         try:
-            json.dumps(value, allow_nan=False)
             packed = codec.pack(value)
+            floatless = plain_json(packed)
+            canonical_bytes({"value": value}, floatless=floatless)
         except (TypeError, ValueError, OverflowError) as error:
             raise InvalidInput("value", f"must be JSON-compatible data ({error})") from None
         if len(packed) > self.limits.max_value_bytes:
@@ -282,7 +285,7 @@ class RecordStore(NamespaceStore):
                 field="value",
                 limit=self.limits.max_value_bytes,
             )
-        return packed
+        return packed, floatless
 
     async def record_outcome(
         self,

@@ -78,11 +78,16 @@ async def test_expected_version_mismatch_writes_nothing(store: RecordStore) -> N
 async def test_bad_input_is_refused_before_anything_is_written(
     store: RecordStore, data_redis: redis.Redis
 ) -> None:
-    """Invalid refs, values and confidences raise clear errors and leave Redis empty."""
+    """Invalid refs, values (NaN, bytes, sets, keys of mixed types, integers past 64 bits:
+    nothing a canonical hash can be made of), confidences and tags raise clear errors and
+    leave Redis empty."""
     with pytest.raises(InvalidInput, match="ref"):
         await store.remember("no-scope", 1, agent="scout")
     with pytest.raises(InvalidInput, match="value"):
         await store.remember("a/b", {"x": float("nan")}, agent="scout")
+    for unhashable in (b"raw", {"x": {1, 2}}, {1: "a", "b": 2}, 2**64):
+        with pytest.raises(InvalidInput, match="value"):
+            await store.remember("a/b", unhashable, agent="scout")
     with pytest.raises(InvalidInput, match="confidence"):
         await store.remember("a/b", 1, agent="scout", confidence=1.5)
     with pytest.raises(InvalidInput, match="tags"):
