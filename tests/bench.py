@@ -191,9 +191,12 @@ def check_generator(baseline: Runs) -> None:
         )
 
 
-def top_up_inbox(raw: redis.Redis, baton: Target, agent: str, wanted: float) -> None:
-    """Hand packets to ``agent`` (with wrk, not measured) until its inbox holds ``wanted``."""
-    queued = Keys("default").queued(agent)
+def top_up_inbox(
+    raw: redis.Redis, baton: Target, agent: str, wanted: float, namespace: str = "default"
+) -> None:
+    """Hand packets to ``agent`` (with wrk, not measured) until its inbox in ``namespace``
+    holds ``wanted``."""
+    queued = Keys(namespace).queued(agent)
     while raw.zcard(queued) < wanted:
         wrk(baton.url, THROUGHPUT[2], connections=32, seconds=2, server_pids=baton.pids)
 

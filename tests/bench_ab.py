@@ -81,6 +81,13 @@ def compare(
         )
 
 
+def write_pins(url: str, *, moved: bool) -> None:
+    """The records the scenarios pin and recall; ``moved`` moves pin/0 on (one stale pin)."""
+    with httpx.Client(base_url=url, headers={"X-Baton-Agent": "bench"}) as http:
+        for n in range(1 if moved else 4):
+            http.post("/v1/records", json={"ref": f"pin/{n}", "value": "moved on" if moved else n})
+
+
 def serve_baseline(env: dict[str, str], log: Path) -> Target:
     """B-http, served as ``make bench`` serves it, once it answers."""
     port = free_port()
@@ -99,23 +106,24 @@ def main(revision: str, seconds: float, count: int) -> None:
     raw.set("bench:baseline", "x")
     builds: dict[str, Target] = {}
     try:
+        # Each build in a namespace of its own: writing the other's records would make every
+        # head it remembers stale, and each write would take the retry path.
         for label, extra in (("base", {"PYTHONPATH": str(importable)}), ("this", {})):
             port, log = free_port(), work / f"{label}.log"
+            extra = {**extra, "BATON_NAMESPACE": label}
             process = start([*BATON_SERVE, "--port", str(port)], log, {**env, **extra})
             builds[label] = Target(f"http://127.0.0.1:{port}", [process.pid])
             wait_for_http(builds[label].url, process, log)
         baseline = serve_baseline(env, work / "baseline.log")
-        with httpx.Client(base_url=builds["this"].url, headers={"X-Baton-Agent": "bench"}) as http:
-            for n in range(4):
-                http.post("/v1/records", json={"ref": f"pin/{n}", "value": n})
-            print(
-                f"{revision} (base) against this checkout: medians of {count} rounds of {seconds} s"
-            )
-            print("| scenario | B-http | base | this | this ÷ base |\n|---|---|---|---|---|")
-            compare(builds, baseline, THROUGHPUT, connections=32, seconds=seconds, count=count)
-            http.post("/v1/records", json={"ref": "pin/0", "value": "moved on"})
-        # Both builds pull from the same inbox: enough packets that neither finds it empty.
-        top_up_inbox(raw, builds["this"], "puller", (1 + 2 * count * seconds) * RESUME_CEILING)
+        for build in builds.values():
+            write_pins(build.url, moved=False)
+        print(f"{revision} (base) against this checkout: medians of {count} rounds of {seconds} s")
+        print("| scenario | B-http | base | this | this ÷ base |\n|---|---|---|---|---|")
+        compare(builds, baseline, THROUGHPUT, connections=32, seconds=seconds, count=count)
+        for label, build in builds.items():
+            write_pins(build.url, moved=True)
+            wanted = (1 + count * seconds) * RESUME_CEILING  # neither finds its inbox empty
+            top_up_inbox(raw, build, "puller", wanted, namespace=label)
         compare(builds, baseline, [RESUME], connections=1, seconds=seconds, count=count)
     finally:
         for process in psutil.Process().children():
