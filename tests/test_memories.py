@@ -12,6 +12,7 @@ import redis
 from baton.server.backend import Backend
 from baton.server.connection import async_redis
 from baton.server.errors import InvalidInput, NotFound
+from baton.server.keys import Keys
 from baton.server.memories import MemoryStore, jaccard
 from baton.server.models import Observation, Session
 from baton.server.observations import compress, concepts_of, open_question
@@ -133,6 +134,42 @@ async def test_common_word_queries_do_not_merge_whole_postings(
     for query in ("w0 w1", "w0 w2 w3", "w1 w2 w7"):
         assert len(await index.search(query, limit=10)) == 10
     assert "cmdstat_zunionstore" not in sync_redis.info("commandstats")
+    await client.aclose()
+
+
+def index_state(sync_redis: redis.Redis, namespace: str, terms: list[str]) -> list[Any]:
+    """Everything a namespace's search index holds for ``terms``: documents, meta, totals
+    and each term's postings with their scores."""
+    keys = Keys(namespace)
+    return [
+        sync_redis.hgetall(keys.search_docs),
+        sync_redis.hgetall(keys.search_meta),
+        sync_redis.hgetall(keys.search_stats),
+        *(sync_redis.zrange(keys.search_term(term), 0, -1, withscores=True) for term in terms),
+    ]
+
+
+async def test_reindexing_leaves_what_indexing_the_new_text_would(
+    redis_url: str, sync_redis: redis.Redis
+) -> None:
+    """A document indexed again (terms kept, dropped and added, then one removed) leaves
+    the index exactly as indexing only the final texts would: no stale posting, the same
+    scores, totals and document entries."""
+    client = async_redis(redis_url)
+    backend = Backend(client, Limits())
+    edited, fresh = backend.namespace("edited").search, backend.namespace("fresh").search
+    await edited.index("m:1", "alpha beta gamma gamma", kind="memory", project="p1")
+    await edited.index("m:2", "beta delta", kind="memory")
+    await edited.index("m:3", "gone soon", kind="memory")
+    await edited.index("m:1", "beta gamma epsilon", kind="observation", agent="a")
+    await edited.index("m:2", "beta delta", kind="memory")
+    await edited.remove(["m:3"])
+    await fresh.index("m:1", "beta gamma epsilon", kind="observation", agent="a")
+    await fresh.index("m:2", "beta delta", kind="memory")
+
+    terms = ["alpha", "beta", "gamma", "delta", "epsilon", "gone", "soon"]
+    assert index_state(sync_redis, "edited", terms) == index_state(sync_redis, "fresh", terms)
+    assert index_state(sync_redis, "edited", terms)[2] == {b"docs": b"2", b"total_length": b"5"}
     await client.aclose()
 
 
