@@ -4,9 +4,8 @@ This machine's speed moves a lot from one minute to the next, and not evenly (he
 lose more in a slow phase; docs/benchmarks.md), so two ``make bench`` runs cannot say what a
 change did. This serves the build at BASE and this checkout on one Valkey (each in a
 namespace of its own), next to the one-GET baseline, and drives all three with wrk in
-interleaved rounds, so every figure meets
-the same moments of the machine: the REST scenarios of ``make bench``, throughput at 32
-connections and ``resume``'s p50 at one.
+interleaved rounds, so every figure meets the same moments of the machine: the REST
+scenarios of ``make bench``, throughput at 32 connections and ``resume``'s p50 at one.
 
     .venv/bin/python -m tests.bench_ab REVISION [--seconds 3] [--rounds 5]
 """

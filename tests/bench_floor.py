@@ -20,7 +20,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-import httpx
 import psutil
 import redis
 from litestar import Litestar, get, post
@@ -32,7 +31,7 @@ from baton.server.connection import async_redis
 from baton.server.embedded import EmbeddedServer
 from baton.server.models import RecordVersion, Remembered
 from tests.bench import BATON_SERVE
-from tests.bench_ab import serve_baseline
+from tests.bench_ab import serve_baseline, write_pins
 from tests.bench_baselines import one_get
 from tests.bench_http import BASELINE, THROUGHPUT, Target, rounds
 from tests.benchkit import server_env, start, wait_for_baseline
@@ -98,9 +97,7 @@ def main(seconds: float, count: int) -> None:
         process = start([*BATON_SERVE, "--port", str(port)], work / "baton.log", env)
         baton = Target(f"http://127.0.0.1:{port}", [process.pid])
         wait_for_http(baton.url, process, work / "baton.log")
-        with httpx.Client(base_url=baton.url, headers={"X-Baton-Agent": "bench"}) as http:
-            for n in range(4):
-                http.post("/v1/records", json={"ref": f"pin/{n}", "value": n})
+        write_pins(baton.url, moved=False)
         port = free_port()
         command = [sys.executable, "-m", "tests.bench_floor", "--serve", str(port)]
         process = start(command, work / "floor.log", env)
