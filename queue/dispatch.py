@@ -244,19 +244,18 @@ class RQDispatcher:
         )
         return True
 
-    def drop_job_on(
-        self, batch: Batch, namespace: str, agent: str, packet_id: str, seq: int | str
-    ) -> bool:
-        """Queue the drop of a job claimed by ``resume`` on ``batch`` when the queue shares its
-        Redis (not a cluster), so queue depths stay true: only a job still waiting in the queue
-        is deleted (atomically); one a worker has taken is left to run, and it finds its packet
-        claimed and does nothing. False when it cannot: call :meth:`drop_job_later`."""
-        if not self.shares_data_redis or batch.cluster:
-            return False
-        batch.script(
-            self.discard_script, *self._discard_keys_and_args(namespace, agent, packet_id, seq)
-        )
-        return True
+    def drop_job_here(
+        self, namespace: str, agent: str, packet_id: str, seq: int | str
+    ) -> list[str] | None:
+        """What a script on the data Redis takes to drop the job of a packet claimed by
+        ``resume`` inside itself (``discard.lua``: its queue, its hash, its id), when the
+        queue shares that Redis, so queue depths stay true: only a job still waiting in the
+        queue is deleted; one a worker has taken is left to run, and it finds its packet
+        claimed and does nothing. None when it cannot: call :meth:`drop_job_later`."""
+        if not self.shares_data_redis:
+            return None
+        keys, args = self._discard_keys_and_args(namespace, agent, packet_id, seq)
+        return [*keys, *args]
 
     def drop_job_later(self, namespace: str, agent: str, packet_id: str, seq: int) -> None:
         """Drop the job of a packet claimed by ``resume`` off the caller's path (the queue is

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 import structlog
 from redis.asyncio import Redis
-from redis.typing import EncodableT, FieldT
 
 from baton.server import codec
 from baton.server.clock import utc_now
@@ -48,15 +47,8 @@ class Activity:
     ) -> None:
         """Queue an event on ``batch``. Events are a capped stream written after the change
         they describe (a crash in between loses the event, never data)."""
-        fields: dict[FieldT, EncodableT] = {
-            "kind": kind,
-            "agent": agent,
-            "text": text,
-            "ref": ref or "",
-            "packet": packet or "",
-            "at": utc_now(),
-        }
-        batch.pipe.xadd(self.keys.events, fields, maxlen=EVENTS_KEPT, approximate=True)
+        args = event_args(kind, agent, text, ref=ref, packet=packet)
+        batch.pipe.execute_command("XADD", self.keys.events, *args)
 
     async def emit(
         self, kind: str, agent: str, text: str, *, ref: str | None = None, packet: str | None = None
@@ -106,6 +98,18 @@ class Activity:
             batch.pipe.zadd(self.keys.sessions, {session_id: now_us}, nx=True)
         batch.pipe.zadd(self.keys.active_sessions, {session_id: now_us})
         batch.pipe.sadd(NAMESPACES, self.ns.name)  # so the periodic sweep visits it
+
+
+def event_args(
+    kind: str, agent: str, text: str, *, ref: str | None = None, packet: str | None = None
+) -> list[str]:
+    """The arguments of an event's XADD after the stream's key: capped at about
+    ``EVENTS_KEPT`` entries, then the event's fields."""
+    return [
+        *("MAXLEN", "~", str(EVENTS_KEPT), "*"),
+        *("kind", kind, "agent", agent, "text", text),
+        *("ref", ref or "", "packet", packet or "", "at", utc_now()),
+    ]
 
 
 async def follow(redis: Redis, keys: Keys, wait_ms: int) -> AsyncIterator[Event]:

@@ -57,12 +57,12 @@ class Dispatcher(Protocol):
         packet did not exist yet when it ran (then too, the caller calls :meth:`enqueue`)."""
         ...
 
-    def drop_job_on(
-        self, batch: Batch, namespace: str, agent: str, packet_id: str, seq: int | str
-    ) -> bool:
-        """Queue on ``batch`` the drop of the packet's job if no worker took it yet
-        (``resume`` claimed the packet), when the queue shares the batch's Redis; False when
-        it cannot, and the caller calls :meth:`drop_job_later`."""
+    def drop_job_here(
+        self, namespace: str, agent: str, packet_id: str, seq: int | str
+    ) -> list[str] | None:
+        """The keys and id a script on the data Redis drops the packet's job with (if no
+        worker took it yet: ``resume`` claimed the packet), when the queue shares that Redis;
+        None when it cannot, and the caller calls :meth:`drop_job_later`."""
         ...
 
     def drop_job_later(self, namespace: str, agent: str, packet_id: str, seq: int) -> None:

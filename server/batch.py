@@ -17,26 +17,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import msgpack
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 from redis.commands.core import AsyncScript
-from redis.exceptions import DataError
 
 from baton.server.connection import is_cluster_client, queue_script
 
 ScriptCall = tuple[AsyncScript, list[Any], list[Any]]
-AS_IS = frozenset({str, bytes})
-
-
-def _wire(value: Any) -> str | bytes:
-    """A command argument as redis-py sends it: text and bytes as they are, numbers as their
-    ``repr``; anything else (None, bool) is refused, as redis-py refuses it."""
-    if isinstance(value, str | bytes):
-        return value
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return repr(value)
-    raise DataError(f"Invalid input of type: {type(value).__name__!r}")
 
 
 class Batch:
@@ -66,22 +53,6 @@ class Batch:
             self.stages[-1].append((script, keys, args))
         else:
             self.stages.append([(script, keys, args)])
-
-    def packed_for_script(self, names: dict[Any, str]) -> bytes:
-        """This batch, unsent, as the list ``follow_ups.lua`` runs inside another script (one
-        Redis only): plain commands as they are, scripts by the name ``names`` gives their
-        sha."""
-        commands: list[list[Any]] = []
-        for stage in self.stages:
-            assert not isinstance(stage, list), "one Redis only: a cluster stages its scripts"
-            for args, _ in stage.command_stack:
-                if args[0] == "EVALSHA":
-                    args = (names[args[1]], *args[2:])
-                # (str and bytes, most arguments, go as they are without a call each)
-                commands.append([arg if type(arg) in AS_IS else _wire(arg) for arg in args])
-        # Lua's cmsgpack knows msgpack's raw strings, not its bin type: bytes go as raw.
-        packed: bytes = msgpack.packb(commands, use_bin_type=False)
-        return packed
 
     def __len__(self) -> int:
         return sum(len(stage) for stage in self.stages)

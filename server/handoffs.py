@@ -24,8 +24,10 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack
 import structlog
+from redis.typing import EncodableT
 
 from baton.server import codec
+from baton.server.activity import event_args
 from baton.server.clock import iso, now
 from baton.server.errors import Forbidden, InvalidInput, NotFound, StateConflict, describe
 from baton.server.keys import NAMESPACES, around_ref, job_id
@@ -49,7 +51,6 @@ from baton.server.validation import check_agent, check_ref, check_session_id
 
 if TYPE_CHECKING:
     from baton.server.backend import Namespace
-    from baton.server.batch import Batch
 
 log = structlog.get_logger("baton.handoffs")
 MAX_ID_ATTEMPTS = 20
@@ -365,48 +366,47 @@ class HandoffStore(NamespaceStore):
         now_us, now_iso = now()
         lease_us = now_us + int(lease * 1_000_000)
         dispatcher = self.ns.backend.dispatcher
-        drop_apart = False
+        pulled = reason == "resume" and dispatcher is not None
 
-        def follow_ups(batch: Batch, packet_id: str, job_seq: int | str) -> None:
-            """What follows a claim: its event and, for a pull, dropping the packet's job (it
-            would only find its packet claimed; dropping it keeps queue depths true)."""
-            nonlocal drop_apart
-            text = f"{claimant} claimed {packet_id} ({reason})"
-            self.activity.event(batch, "claim", claimant, text, packet=packet_id)
-            if reason == "resume" and dispatcher is not None:
-                drop_apart = not dispatcher.drop_job_on(
-                    batch, self.namespace, agent, packet_id, job_seq
-                )
+        def event_text(packet: str) -> str:
+            return f"{claimant} claimed {packet} ({reason})"
 
-        # One Redis: the script reads the pins and runs the follow-ups (with the packet it
-        # picks marked), one round trip. A cluster reads and follows up in a second one.
+        keys = [
+            self.keys.queued(agent),
+            self.keys.claimed(agent),
+            self.keys.expiring(agent),
+            self.keys.packet_prefix(agent),
+            self.keys.expired(agent),
+        ]
+        args: list[EncodableT] = [
+            packet_id,
+            now_us,
+            now_iso,
+            lease_us,
+            iso(lease_us),
+            claimant,
+            reason,
+            job,
+        ]
+        # One Redis: the script reads the pins and runs what follows the claim (its event
+        # and, for a pull, dropping the packet's RQ job: it would only find its packet
+        # claimed, and dropping it keeps queue depths true), the packet it picks marked: one
+        # round trip. A cluster reads and follows up in a second one.
         cluster = self.ns.backend.cluster
-        in_script: list[str | bytes] = ["", "", "", ""]
-        if not cluster:
-            batch = self.ns.batch()
-            follow_ups(batch, PACKET_MARK, JOB_SEQ_MARK)
-            packed = batch.packed_for_script(self.scripts.follow_up_names)
-            in_script = [*around_ref(self.keys), packed]
-        reply = await self.scripts.claim_packet(
-            keys=[
-                self.keys.queued(agent),
-                self.keys.claimed(agent),
-                self.keys.expiring(agent),
-                self.keys.packet_prefix(agent),
-                self.keys.expired(agent),
-            ],
-            args=[
-                packet_id,
-                now_us,
-                now_iso,
-                lease_us,
-                iso(lease_us),
-                claimant,
-                reason,
-                job,
-                *in_script,
-            ],
-        )
+        drop_here = None
+        if cluster:
+            args += ["", "", "", 0]
+        else:
+            event = event_args("claim", claimant, event_text(PACKET_MARK), packet=PACKET_MARK)
+            args += [*around_ref(self.keys), len(event), *event, self.keys.events]
+            if pulled:
+                assert dispatcher is not None
+                drop_here = dispatcher.drop_job_here(
+                    self.namespace, agent, PACKET_MARK, JOB_SEQ_MARK
+                )
+            args += drop_here or ["", "", ""]
+        drop_apart = pulled and drop_here is None
+        reply = await self.scripts.claim_packet(keys=keys, args=args)
         if not reply or reply[0] == 0:
             state = reply[1].decode() if reply else None
             message = (
@@ -423,8 +423,12 @@ class HandoffStore(NamespaceStore):
         wanted = [(pin.ref, pin.version) for pin in packet.pins]
         try:
             if cluster:
+                text = event_text(packet.id)
                 found = await self.ns.records.read_versions(
-                    wanted, lambda after: follow_ups(after, packet.id, job_seq)
+                    wanted,
+                    lambda after: self.activity.event(
+                        after, "claim", claimant, text, packet=packet.id
+                    ),
                 )
             else:
                 if len(reply) > 4:

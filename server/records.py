@@ -7,6 +7,7 @@ caller built on; a writer that lost the race rebuilds and retries, so none loses
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,7 @@ from redis.typing import EncodableT
 
 from baton.server import codec
 from baton.server import confidence as confidence_rules
+from baton.server.activity import event_args
 from baton.server.batch import Batch
 from baton.server.clock import utc_now
 from baton.server.errors import (
@@ -36,6 +38,7 @@ from baton.server.integrity import (
     tombstone_body,
     version_body,
 )
+from baton.server.keys import NAMESPACES
 from baton.server.models import (
     History,
     HistoryEntry,
@@ -157,13 +160,12 @@ class RecordStore(NamespaceStore):
         current, prev_hash = guess
         if not ref.startswith(UNINDEXED_SCOPE):
             await self.search.refresh_average()
-        # Index first: a crash after this leaves an index entry without a head, which readers
-        # skip; it never leaves a record that listing cannot find.
-        batch = self.ns.batch()
-        batch.pipe.zadd(self.keys.refs, {ref: 0})
-        batch.pipe.sadd(self.keys.agents, agent)
-        for tag in tag_list:
-            batch.pipe.sadd(self.keys.tag(tag), ref)
+        cluster = self.ns.backend.cluster
+        # What follows a write that won (listing, session touch, event, search document):
+        # inside the write's script on one Redis, round trips of their own on a cluster.
+        follow_keys, follow_args = (
+            ([], []) if cluster else self._follow_ups_inside(ref, value, agent, session, tag_list)
+        )
         new_hash = ""
         for _ in range(MAX_WRITE_ATTEMPTS):
             body = version_body(
@@ -177,38 +179,27 @@ class RecordStore(NamespaceStore):
                 prev_hash=prev_hash,
             )
             new_hash = digest(body, floatless=floatless)
-            fields: dict[str, EncodableT] = {
-                "value": packed,
-                "author": agent,
-                "session": session or "",
-                "created_at": created_at,
-                "tags": codec.pack(tag_list),
-                "version": current + 1,
-                "hash": new_hash,
-                "prev_hash": prev_hash,
-                "confidence": repr(confidence),
-            }
             keys = [head_key, self.keys.version(ref, current + 1), self.keys.version(ref, current)]
             # The head is checked by number and hash: a guess can be stale in both (a
             # version rolled back and written again by someone else).
-            built_on = "" if current == 0 else prev_hash
-            # What follows a write that won (session touch, event, search document): inside
-            # the script on one Redis, a round trip of its own after it on a cluster.
-            follow_ups = self._follow_ups(ref, current + 1, value, agent, session, tag_list)
             args: list[EncodableT] = [
                 current,
                 new_hash,
                 repr(confidence),
                 created_at,
                 agent,
-                built_on,
-                "" if batch.cluster else follow_ups.packed_for_script(self.scripts.follow_up_names),
+                "" if current == 0 else prev_hash,
+                prev_hash,
+                packed,
+                session or "",
+                codec.pack(tag_list),
             ]
-            batch.script(
-                self.scripts.remember, keys, [*args, *[i for pair in fields.items() for i in pair]]
-            )
-            reply = (await batch.execute())[-1]
-            batch = self.ns.batch()
+            if cluster:
+                reply = await self._write_apart(ref, agent, tag_list, keys, args)
+            else:
+                reply = await self.scripts.remember(
+                    keys=[*keys, *follow_keys], args=[*args, *follow_args]
+                )
             if reply[0] == 1:
                 current += 1
                 if len(reply) > 2:
@@ -231,7 +222,8 @@ class RecordStore(NamespaceStore):
         else:
             raise StoreUnavailable(f"{ref}: too many concurrent writers, try again", ref=ref)
         self.heads.note(ref, current, new_hash)
-        if follow_ups.cluster:
+        if cluster:
+            follow_ups = self._follow_ups(ref, current, value, agent, session, tag_list)
             failed = [
                 r
                 for r in await follow_ups.execute(raise_on_error=False)
@@ -248,6 +240,20 @@ class RecordStore(NamespaceStore):
             created_at=created_at,
         )
 
+    async def _write_apart(
+        self, ref: str, agent: str, tags: list[str], keys: list[str], args: list[EncodableT]
+    ) -> Any:
+        """One attempt at a write on a cluster: the listing entries (in other slots) first,
+        then the script; its reply. Listing first: a crash in between leaves an entry that
+        readers skip, never a record that listing cannot find."""
+        batch = self.ns.batch()
+        batch.pipe.zadd(self.keys.refs, {ref: 0})
+        batch.pipe.sadd(self.keys.agents, agent)
+        for tag in tags:
+            batch.pipe.sadd(self.keys.tag(tag), ref)
+        batch.script(self.scripts.remember, keys, args)
+        return (await batch.execute())[-1]
+
     def _follow_ups(
         self,
         ref: str,
@@ -257,8 +263,8 @@ class RecordStore(NamespaceStore):
         session: str | None,
         tags: list[str],
     ) -> Batch:
-        """What follows a write that won: the session's touched set, the activity event and
-        the search document (call ``search.refresh_average`` now and then before)."""
+        """What follows a write that won, sent apart on a cluster: the session's touched set,
+        the activity event and the search document."""
         batch = self.ns.batch()
         if session is not None:
             self.activity.queue_touch(batch, session, agent, {ref: version})
@@ -267,6 +273,26 @@ class RecordStore(NamespaceStore):
             text = f"{ref} {text_of(value)} {' '.join(tags)}"
             self.search.queue_index(batch, f"f:{ref}", text, kind="fact", agent=agent)
         return batch
+
+    def _follow_ups_inside(
+        self, ref: str, value: Any, agent: str, session: str | None, tags: list[str]
+    ) -> tuple[list[str], list[EncodableT]]:
+        """The keys and arguments ``remember.lua`` takes to run, on one Redis, what
+        :meth:`_follow_ups` sends apart on a cluster, and the listing entries."""
+        keys = [self.keys.refs, self.keys.agents, self.keys.events, *self.search.index_keys]
+        keys += [self.keys.tag(tag) for tag in tags]
+        if session is not None:
+            keys += [self.keys.session(session), self.keys.session_touched(session)]
+            keys += [self.keys.sessions, self.keys.active_sessions, NAMESPACES]
+        event = event_args("remember", agent, f"{agent} wrote {ref}", ref=ref)
+        args: list[EncodableT] = [ref, len(tags), self.ns.name, time.time_ns() // 1000]
+        args += [len(event), *event]
+        if ref.startswith(UNINDEXED_SCOPE):
+            args.append("")
+        else:
+            text = f"{ref} {text_of(value)} {' '.join(tags)}"
+            args += self.search.index_args(f"f:{ref}", text, kind="fact", agent=agent)
+        return keys, args
 
     def _pack_value(self, value: Any) -> tuple[bytes, bool]:
         """The value packed, and whether it is plain JSON without floats (``floatless``, see

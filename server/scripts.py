@@ -59,15 +59,6 @@ class Scripts:
         self.expire_leases = register("expire_leases")
         self.expire_packets = register("expire_packets")
         self.release_lock = register("release_lock")
-        # The scripts a follow-up batch may hold, by the name follow_ups.lua runs them by.
-        # Each script running follow-ups hands follow_ups.lua the functions it has: remember
-        # index_doc and touch_session, claim_packet discard_job (which runs on the queue
-        # Redis: in a follow-up, only when that is this one). Any other is logged as failed.
-        self.follow_up_names: dict[str | bytes, str] = {
-            self.index_doc.sha: "index_doc",
-            self.touch_session.sha: "touch_session",
-            register("discard_job").sha: "discard_job",
-        }
 
     async def load(self, redis: Redis) -> int:
         """Load every script not yet in Redis' cache (after a restart or SCRIPT FLUSH);

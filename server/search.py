@@ -24,6 +24,7 @@ from typing import Any
 
 import msgspec
 from redis.asyncio import Redis
+from redis.typing import EncodableT
 
 from baton.server.batch import Batch
 from baton.server.codec import pack
@@ -108,6 +109,20 @@ class SearchIndex:
     ) -> None:
         """Queue the one script call that (re)indexes ``doc`` on ``batch`` (call
         :meth:`refresh_average` first now and then: the length normalisation uses it)."""
+        args = self.index_args(doc, text, kind=kind, project=project, agent=agent)
+        batch.script(self.index_script, self.index_keys, args)
+
+    def index_args(
+        self,
+        doc: str,
+        text: str,
+        *,
+        kind: str,
+        project: str | None = None,
+        agent: str | None = None,
+    ) -> list[EncodableT]:
+        """What ``index_document`` (``lua/index.lua``) takes to (re)index ``doc``: the doc,
+        its entry, meta and length, then its term / posting score pairs."""
         terms = Counter(tokenize(text))
         length = sum(terms.values())
         entry = {
@@ -126,9 +141,7 @@ class SearchIndex:
             for item in (term, count * (K1 + 1) / (count + norm))
         ]
         meta = f"{kind}\t{project or ''}\t{agent or ''}"
-        batch.script(
-            self.index_script, self.index_keys, [doc, pack(entry), meta, length, *postings]
-        )
+        return [doc, pack(entry), meta, length, *postings]
 
     async def refresh_average(self) -> None:
         """Re-read the average document length the length normalisation uses (cached for a

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import msgpack
 import pytest
-from redis.exceptions import DataError, ResponseError
+from redis.exceptions import ResponseError
 
 from baton.server.backend import Backend
 from baton.server.batch import Batch
-from baton.server.connection import async_redis
 
 pytestmark = pytest.mark.anyio
 
@@ -47,20 +45,3 @@ async def test_a_script_redis_had_to_load_again_keeps_its_error_in_place(
             before, refused = await batch.execute(raise_on_error=False)
             assert before is True
             assert isinstance(refused, ResponseError)
-
-
-async def test_follow_ups_refuse_what_redis_py_refuses(redis_url: str) -> None:
-    """Commands packed to run inside a script (one Redis only) are sent as redis-py would
-    send them: numbers as their repr, and None or a bool refused before anything is sent."""
-    client = async_redis(redis_url)
-    try:
-        batch = Batch(client)
-        batch.pipe.zadd("batch:zset", {"member": 1.5})
-        assert msgpack.unpackb(batch.packed_for_script({}), raw=False) == [
-            ["ZADD", "batch:zset", "1.5", "member"]
-        ]
-        batch.pipe.hset("batch:hash", "field", None)  # type: ignore[arg-type]
-        with pytest.raises(DataError):
-            batch.packed_for_script({})
-    finally:
-        await client.aclose()

@@ -494,6 +494,23 @@ async def test_only_a_write_that_wins_leaves_its_event_search_document_and_touch
     assert await store.activity.touched("s-2") == {}
 
 
+async def test_a_write_opens_lists_and_reopens_its_session(store: RecordStore) -> None:
+    """A session id first used by a write is created (by the writer, active) and listed
+    among the sessions; a write in a session abandoned for idleness reopens it, and the
+    session's touched set holds the version each write made."""
+    await store.remember("open/a", 1, agent="scout", session="s-open")
+    [listed] = await store.ns.sessions.recent()
+    assert (listed.id, listed.agent, listed.status) == ("s-open", "scout", "active")
+    assert listed.touched == {"open/a": 1}
+
+    assert await store.ns.sessions.abandon_idle(0) == ["s-open"]
+    assert (await store.ns.sessions.get("s-open")).status == "abandoned"
+    await store.remember("open/a", 2, agent="executor", session="s-open")
+    reopened = await store.ns.sessions.get("s-open")
+    assert (reopened.agent, reopened.status, reopened.touched) == ("scout", "active", {"open/a": 2})
+    assert await store.ns.sessions.abandon_idle(3600) == []  # active again, idle for no time
+
+
 async def test_a_value_with_thousands_of_distinct_words_is_written_and_found(
     store: RecordStore,
 ) -> None:
