@@ -22,10 +22,9 @@ from redis.asyncio import Redis as AsyncRedis
 from rq import Queue, Retry
 from rq.job import Job
 
-from baton.server.batch import Batch
 from baton.server.clock import iso
 from baton.server.errors import describe
-from baton.server.keys import Keys, job_id, queue_name
+from baton.server.keys import job_id, queue_name
 from baton.server.scripts import lua_source
 from baton.server.settings import HandoffPolicy
 from baton.server.validation import PACKET_ID_PATTERN
@@ -166,7 +165,7 @@ class RQDispatcher:
         )
 
     def _job_commands(self, namespace: str, agent: str, packet_id: str, seq: int) -> bytes:
-        """RQ's own commands for the packet's job, as one argument of ``run_commands.lua``,
+        """RQ's own commands for the packet's job, as one argument for ``commands.lua``,
         each argument encoded as redis-py would send it: from the queue's template, or built
         by RQ on a pipeline that is never executed when there is none (a packet id of another
         shape, from an older version's export; a queue whose name holds the sample id)."""
@@ -228,21 +227,13 @@ class RQDispatcher:
             keys=[], args=[self._job_commands(namespace, agent, packet_id, seq)]
         )
 
-    def enqueue_on(
-        self, batch: Batch, namespace: str, agent: str, packet_id: str, seq: int
-    ) -> bool:
-        """Queue the job's script on ``batch`` when the queue shares the batch's Redis (and it
-        is not a cluster); else False, and the caller calls :meth:`enqueue` afterwards. The
-        script writes the job only if the packet exists when it runs, and answers -1 if not
-        (a script Redis had to load again runs after the rest of its pipeline)."""
-        if not self.shares_data_redis or batch.cluster:
-            return False
-        batch.script(
-            self.commands_script,
-            [Keys(namespace).packet(agent, packet_id)],
-            [self._job_commands(namespace, agent, packet_id, seq)],
-        )
-        return True
+    def job_here(self, namespace: str, agent: str, packet_id: str, seq: int) -> bytes | None:
+        """The packet's job as commands for a script on the data Redis to run inside itself
+        (``commands.lua``) right after writing the packet, when the queue shares that Redis;
+        None when it does not, and the caller calls :meth:`enqueue`."""
+        if not self.shares_data_redis:
+            return None
+        return self._job_commands(namespace, agent, packet_id, seq)
 
     def drop_job_here(
         self, namespace: str, agent: str, packet_id: str, seq: int | str

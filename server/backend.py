@@ -48,13 +48,10 @@ class Dispatcher(Protocol):
         """Ask a worker of ``agent`` to deliver the packet (idempotent per ``seq``)."""
         ...
 
-    def enqueue_on(
-        self, batch: Batch, namespace: str, agent: str, packet_id: str, seq: int
-    ) -> bool:
-        """Queue the packet's job on ``batch``, after what is on it already, when the queue
-        shares the batch's Redis (one round trip with the packet); False when it cannot, and
-        the caller calls :meth:`enqueue` once the batch has run. Its reply is -1 when the
-        packet did not exist yet when it ran (then too, the caller calls :meth:`enqueue`)."""
+    def job_here(self, namespace: str, agent: str, packet_id: str, seq: int) -> bytes | None:
+        """The packet's job as commands (``commands.lua``) for the script that writes the
+        packet to run right after it, when the queue shares the data Redis; None when it
+        cannot, and the caller calls :meth:`enqueue` once the packet is written."""
         ...
 
     def drop_job_here(

@@ -170,52 +170,74 @@ class HandoffStore(NamespaceStore):
             "job_seq": 0,
         }
         # The inbox's registration (for the sweeps), the packet, its activity event and (when
-        # the queue shares this Redis) its RQ job in one round trip, in that order: a worker
-        # never takes a job before its packet exists.
+        # the queue shares this Redis) its RQ job, in that order: a worker never takes a job
+        # before its packet exists. One script call on one Redis; a cluster sends the
+        # registration, the packet and the event in one batch and the job after it.
+        keys = [
+            self.keys.packet(to_agent, packet_id),
+            self.keys.queued(to_agent),
+            self.keys.expiring(to_agent),
+            self.keys.inbox_all(to_agent),
+        ]
+        args: list[EncodableT] = [
+            packet_id,
+            created_us,
+            fields["expires_us"],
+            created_at,
+            from_agent,
+            2 * len(fields),
+            *[item for pair in fields.items() for item in pair],
+        ]
+        text = f"{from_agent} handed {packet_id} to {to_agent}: {summary}"
+        dispatcher = self.ns.backend.dispatcher
+        job: bytes | None = None
+        if self.ns.backend.cluster:
+            stored, transitions = await self._create_apart(
+                to_agent, keys, args, from_agent, text, packet_id
+            )
+        else:
+            if dispatcher is not None:
+                job = dispatcher.job_here(self.namespace, to_agent, packet_id, 0)
+            event = event_args("handoff", from_agent, text, packet=packet_id)
+            keys += [NAMESPACES, self.keys.inboxes, self.keys.events]
+            args += [self.namespace, to_agent, len(event), *event, job or ""]
+            stored, transitions, *failed = await self.scripts.create_packet(keys=keys, args=args)
+            if failed:  # the event or the job: the packet itself is safe
+                log.warning(
+                    "a handoff's follow-ups failed", packet=packet_id, error=codec.text(failed[0])
+                )
+        if job is None:
+            # If the process dies here, the packet is queued without an RQ job: pull still
+            # sees it, and the periodic sweep enqueues the missing job (see sweep()).
+            await self._dispatch(to_agent, packet_id, 0)
+        packet = codec.packet(codec.pairs(stored))
+        packet.log = codec.transitions(transitions)
+        return packet
+
+    async def _create_apart(
+        self,
+        to_agent: str,
+        keys: builtins.list[str],
+        args: builtins.list[EncodableT],
+        from_agent: str,
+        text: str,
+        packet_id: str,
+    ) -> tuple[Any, Any]:
+        """A new packet on a cluster: the inbox's registration (other slots) first, then the
+        packet's script, then its event; the script's reply."""
         batch = self.ns.batch()
         batch.pipe.sadd(NAMESPACES, self.namespace)
         batch.pipe.sadd(self.keys.inboxes, to_agent)
-        batch.script(
-            self.scripts.create_packet,
-            [
-                self.keys.packet(to_agent, packet_id),
-                self.keys.queued(to_agent),
-                self.keys.expiring(to_agent),
-                self.keys.inbox_all(to_agent),
-            ],
-            [
-                packet_id,
-                created_us,
-                fields["expires_us"],
-                created_at,
-                from_agent,
-                *[item for pair in fields.items() for item in pair],
-            ],
-        )
-        text = f"{from_agent} handed {packet_id} to {to_agent}: {summary}"
+        batch.script(self.scripts.create_packet, keys, args)
         self.activity.event(batch, "handoff", from_agent, text, packet=packet_id)
-        dispatcher = self.ns.backend.dispatcher
-        job_queued = dispatcher is not None and dispatcher.enqueue_on(
-            batch, self.namespace, to_agent, packet_id, 0
-        )
         replies = await batch.execute(raise_on_error=False)
         for reply in replies[:3]:
             if isinstance(reply, Exception):
                 raise reply
-        stored, transitions = replies[2]
         if isinstance(replies[3], Exception):  # the event: the packet itself is safe
             log.warning("handoff event not written", packet=packet_id, error=describe(replies[3]))
-        if not job_queued or replies[4] == -1:
-            # If the process dies here, the packet is queued without an RQ job: pull still
-            # sees it, and the periodic sweep enqueues the missing job (see sweep()).
-            await self._dispatch(to_agent, packet_id, 0)
-        elif isinstance(replies[4], Exception):
-            log.warning(
-                "enqueue failed; the sweep will retry", packet=packet_id, error=describe(replies[4])
-            )
-        packet = codec.packet(codec.pairs(stored))
-        packet.log = codec.transitions(transitions)
-        return packet
+        stored, transitions = replies[2]
+        return stored, transitions
 
     def _check_pins(
         self, pins: Sequence[dict[str, Any] | Pin] | None

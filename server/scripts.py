@@ -17,7 +17,8 @@ from redis.commands.core import AsyncScript
 
 # The shared functions (files of Lua functions) each script gets in front of its own source.
 PRELUDES = {
-    "create_packet": ("move",),
+    "create_packet": ("move", "commands", "follow_ups"),
+    "run_commands": ("commands",),
     "claim_packet": ("move", "read", "discard", "follow_ups"),
     "settle_packet": ("move",),
     "expire_leases": ("move",),

@@ -160,6 +160,24 @@ async def test_a_failing_claim_follow_up_never_costs_the_claim(
     assert failures and all("WRONGTYPE" in entry["error"] for entry in failures)
 
 
+async def test_a_failing_handoff_event_never_costs_the_packet_or_its_job(
+    handoffs: HandoffStore, data_redis: redis.Redis, sync_redis: redis.Redis
+) -> None:
+    """If a handoff's event cannot be written (here the activity stream's key holds a
+    string), the packet is stored and queued all the same, its RQ job waits in the
+    receiver's queue, and the failure is logged with Redis' own message."""
+    data_redis.set(handoffs.keys.events, "not a stream")
+    with capture_logs() as logs:
+        packet_id = await hand(handoffs)
+    assert (await handoffs.get(packet_id)).state == "queued"
+    queue = Queue(queue_name("default", "executor"), connection=sync_redis)
+    assert queue.job_ids == [job_id("default", packet_id, 0)]
+    failures = [
+        entry for entry in logs if "failed" in entry["event"] or "not written" in entry["event"]
+    ]
+    assert failures and all("WRONGTYPE" in entry["error"] for entry in failures)
+
+
 async def test_a_redelivered_packet_drops_the_job_of_its_delivery(
     handoffs: HandoffStore, sync_redis: redis.Redis
 ) -> None:
@@ -403,9 +421,9 @@ async def test_after_a_script_flush_a_job_is_never_queued_before_its_packet(
     redis_url: str, sync_redis: redis.Redis
 ) -> None:
     """When Redis lost the packet script but not the job's (a restart, SCRIPT FLUSH), the
-    packet script runs after the rest of its pipeline: the job's script finds no packet yet
-    and writes nothing, and the job is enqueued once the packet exists. Redis' own command
-    log shows the packet written before the job is pushed, and one job in the queue."""
+    packet script is loaded again and a handoff still writes its packet before its job:
+    Redis' own command log shows the packet written before the job is pushed, and one job in
+    the queue."""
     async with open_backend(Settings(redis_url=redis_url)) as backend:
         handoffs = backend.namespace("default").handoffs
         sync_redis.script_flush()

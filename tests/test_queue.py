@@ -26,11 +26,11 @@ from rq.utils import str_to_date
 
 from baton.agents import BatonClient
 from baton.queue.dispatch import DELIVER, STORED_BLOCK, RQDispatcher, queue_name, zlib_stored
-from baton.server.batch import Batch
+from baton.server.backend import open_backend
 from baton.server.connection import async_redis
 from baton.server.handoffs import HandoffStore
-from baton.server.keys import Keys, job_id
-from baton.server.settings import HandoffPolicy
+from baton.server.keys import job_id
+from baton.server.settings import HandoffPolicy, Settings
 from tests.conftest import REPO, baton_process
 
 pytestmark = pytest.mark.anyio
@@ -450,26 +450,20 @@ def test_every_job_calls_the_handler_with_its_own_packet(
 async def test_a_job_written_with_its_packet_is_the_job_rq_itself_writes(
     redis_url: str, sync_redis: redis.Redis
 ) -> None:
-    """The job a handoff queues in its packet's round trip is written only once the packet
-    exists, holds what RQ's own enqueue writes (bar the packet id and the timestamps), waits
-    in the agent's RQ queue, and loads with RQ's ``Job.fetch``."""
-    client = async_redis(redis_url)
-    dispatcher = RQDispatcher(sync_redis, HandoffPolicy(), client, shares_data_redis=True)
-    try:
-        batch = Batch(client)
-        assert dispatcher.enqueue_on(batch, "default", "worker-a", "h_0000aaaa", 0)
-        assert await batch.execute() == [-1]  # no packet yet: no job either
-        sync_redis.hset(Keys("default").packet("worker-a", "h_0000aaaa"), "id", "h_0000aaaa")
-        batch = Batch(client)
-        assert dispatcher.enqueue_on(batch, "default", "worker-a", "h_0000aaaa", 0)
-        await batch.execute()
-    finally:
-        await client.aclose()
-    by_rq = sync_redis.pipeline()
-    dispatcher._enqueue_on(by_rq, "default", "worker-a", "h_0000bbbb", 0)
-    by_rq.execute()
+    """The job a handoff writes in its packet's own script (the queue on the data Redis)
+    holds what RQ's own enqueue writes (bar the packet id and the timestamps), waits in the
+    agent's RQ queue, and loads with RQ's ``Job.fetch``."""
+    async with open_backend(Settings(redis_url=redis_url)) as backend:
+        dispatcher = backend.dispatcher
+        assert isinstance(dispatcher, RQDispatcher) and dispatcher.shares_data_redis
+        packet = await backend.namespace("default").handoffs.handoff(
+            from_agent="scout", to_agent="worker-a", summary="s"
+        )
+        by_rq = sync_redis.pipeline()
+        dispatcher._enqueue_on(by_rq, "default", "worker-a", "h_0000bbbb", 0)
+        by_rq.execute()
 
-    ours, theirs = (job_id("default", packet, 0) for packet in ("h_0000aaaa", "h_0000bbbb"))
+    ours, theirs = (job_id("default", name, 0) for name in (packet.id, "h_0000bbbb"))
     varying = {b"created_at", b"enqueued_at", b"data", b"description"}
     stored = [sync_redis.hgetall(Job.key_for(job)) for job in (ours, theirs)]
     assert set(stored[0]) == set(stored[1])
@@ -479,7 +473,7 @@ async def test_a_job_written_with_its_packet_is_the_job_rq_itself_writes(
     job = Job.fetch(ours, connection=sync_redis)
     assert (job.func_name, job.args, job.get_status()) == (
         DELIVER,
-        ("default", "worker-a", "h_0000aaaa"),
+        ("default", "worker-a", packet.id),
         JobStatus.QUEUED,
     )
     assert Queue(queue_name("default", "worker-a"), connection=sync_redis).job_ids == [ours, theirs]
