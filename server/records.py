@@ -161,8 +161,9 @@ class RecordStore(NamespaceStore):
         if not ref.startswith(UNINDEXED_SCOPE):
             await self.search.refresh_average()
         cluster = self.ns.backend.cluster
-        # What follows a write that won (listing, session touch, event, search document):
-        # inside the write's script on one Redis, round trips of their own on a cluster.
+        # The listing entries (just before the version) and what follows a write that won
+        # (session touch, event, search document): inside the write's script on one Redis,
+        # round trips of their own on a cluster.
         follow_keys, follow_args = (
             ([], []) if cluster else self._follow_ups_inside(ref, value, agent, session, tag_list)
         )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 
 import pytest
 import redis
@@ -11,12 +13,11 @@ from rq.job import Job
 from structlog.testing import capture_logs
 
 from baton.queue.dispatch import DELIVER, FAILURE_TTL, queue_name
-from baton.server.backend import open_backend
+from baton.server.backend import Backend, open_backend
 from baton.server.errors import Forbidden, InvalidInput, NotFound, StateConflict
 from baton.server.handoffs import HandoffStore, job_id
-from baton.server.keys import Keys
+from baton.server.keys import NAMESPACES, Keys
 from baton.server.records import RecordStore
-from baton.server.scripts import lua_source
 from baton.server.settings import Settings
 from tests.conftest import as_agent
 
@@ -214,38 +215,130 @@ async def test_resume_drops_the_job_when_rq_has_its_own_redis(
     queues.close()
 
 
-async def test_resume_is_one_command_on_one_redis(redis_url: str, sync_redis: redis.Redis) -> None:
-    """On one Redis a resume is one round trip: a single script claims the packet, reads its
-    pins, writes the event and drops the job (Redis' MONITOR shows what clients sent, apart
-    from what scripts ran). A cluster reads the pins in a second one."""
-    # A database of its own: other Baton processes of the test session (an API server's
-    # sweeps) send commands to database 0 at any time.
-    own_database = f"{redis_url}?db=3"
-    settings = Settings(redis_url=own_database, queue_url=own_database)
-    async with open_backend(settings) as backend:
+async def commands_sent(
+    sync_redis: redis.Redis, redis_url: str, action: Callable[[], Awaitable[object]]
+) -> list[str]:
+    """The names of the commands clients sent to database 3 while ``action`` ran (Redis'
+    MONITOR shows them, and apart from them what scripts ran)."""
+    marker = redis.Redis.from_url(redis_url)
+    marker.ping()  # connected before MONITOR starts: it sends only the ECHO below
+    try:
+        with sync_redis.monitor() as monitor:
+            await action()
+            marker.echo("done")
+            sent = []
+            for entry in monitor.listen():
+                if entry["command"] == "ECHO done":
+                    return sent
+                if entry["db"] == 3 and entry["client_type"] != "lua":
+                    sent.append(entry["command"].split()[0])
+    finally:
+        marker.close()
+    raise AssertionError("MONITOR ended before the marker")
+
+
+def own_url(redis_url: str) -> str:
+    """Database 3: other Baton processes of the test session (an API server's sweeps) send
+    commands to database 0 at any time."""
+    return f"{redis_url}?db=3"
+
+
+@asynccontextmanager
+async def own_database(redis_url: str) -> AsyncIterator[Backend]:
+    """A backend on a database of its own (see :func:`own_url`), with its scripts loaded."""
+    url = own_url(redis_url)
+    async with open_backend(Settings(redis_url=url, queue_url=url)) as backend:
         await backend.redis.flushdb()
         await backend.scripts.load(backend.redis)
+        try:
+            yield backend
+        finally:
+            await backend.redis.flushdb()
+
+
+async def test_resume_is_one_command_on_one_redis(redis_url: str, sync_redis: redis.Redis) -> None:
+    """On one Redis a resume is one round trip: a single script claims the packet, reads its
+    pins, writes the event and drops the job. A cluster reads the pins in a second one."""
+    async with own_database(redis_url) as backend:
         ns = backend.namespace("default")
         for n in range(3):
             await ns.records.remember(f"one/{n}", n, agent="scout")
         await hand(ns.handoffs, pins=[{"ref": f"one/{n}"} for n in range(3)])
-        marker = redis.Redis.from_url(redis_url)
-        marker.ping()  # connected before MONITOR starts: it sends only the ECHO below
-        with sync_redis.monitor() as monitor:
+        resumed = None
+
+        async def resume() -> None:
+            nonlocal resumed
             resumed = await ns.handoffs.resume("executor")
-            marker.echo("resumed")
-            sent = []
-            for entry in monitor.listen():
-                if entry["command"] == "ECHO resumed":
-                    break
-                if entry["db"] == 3 and entry["client_type"] != "lua":
-                    sent.append(entry["command"].split()[0])
+
+        sent = await commands_sent(sync_redis, redis_url, resume)
         events = await ns.activity.recent(1)
-        await backend.redis.flushdb()
-    marker.close()
-    assert [pin.value for pin in resumed.pins] == [0, 1, 2]
+        queued_jobs = Queue(
+            queue_name("default", "executor"), connection=redis.Redis.from_url(own_url(redis_url))
+        ).count
+    assert resumed is not None and [pin.value for pin in resumed.pins] == [0, 1, 2]
     assert sent == ["EVALSHA"]
     assert [event.kind for event in events] == ["claim"]
+    assert queued_jobs == 0  # the job was dropped by the same script
+
+
+async def test_a_write_is_one_command_on_one_redis(redis_url: str, sync_redis: redis.Redis) -> None:
+    """On one Redis a write with tags and a session is one script call that leaves the
+    version, its listing entries (refs, agents, tags), the session's touch and listing, the
+    namespace's registration for the sweep, the event and the search document."""
+    async with own_database(redis_url) as backend:
+        ns = backend.namespace("default")
+        await ns.search.refresh_average()  # read now: the write itself sends nothing else
+
+        async def write() -> None:
+            await ns.records.remember(
+                "one/fact", "gravel road", agent="scout", session="s-one", tags=["x", "y"]
+            )
+
+        sent = await commands_sent(sync_redis, redis_url, write)
+        page = await ns.records.list_records(tags=["y"])
+        session = await ns.sessions.get("s-one")
+        [listed] = await ns.sessions.recent()
+        registered = await backend.redis.sismember(NAMESPACES, "default")
+        hits = await ns.search.search("gravel")
+        events = await ns.activity.recent(1)
+        agents = await backend.redis.smembers(ns.keys.agents)
+    assert sent == ["EVALSHA"]
+    assert [record.ref for record in page.records] == ["one/fact"]
+    assert (session.touched, listed.id, registered) == ({"one/fact": 1}, "s-one", True)
+    assert [hit.doc for hit in hits] == ["f:one/fact"]
+    assert [(event.kind, event.ref) for event in events] == [("remember", "one/fact")]
+    assert agents == {b"scout"}
+
+
+async def test_a_handoff_writes_its_packet_event_and_job_in_one_script(
+    redis_url: str, sync_redis: redis.Redis
+) -> None:
+    """On one Redis a handoff is two round trips: its pins read with its id taken, then one
+    script call for the inbox's registration, the packet, its event and its RQ job."""
+    async with own_database(redis_url) as backend:
+        ns = backend.namespace("default")
+        await ns.records.remember("one/pin", 1, agent="scout")
+        await hand(ns.handoffs)  # RQ builds the queue's job template (and asks the version)
+        packet = None
+
+        async def handoff() -> None:
+            nonlocal packet
+            packet = await ns.handoffs.handoff(
+                from_agent="scout", to_agent="executor", summary="s", pins=[{"ref": "one/pin"}]
+            )
+
+        sent = await commands_sent(sync_redis, redis_url, handoff)
+        queue = Queue(
+            queue_name("default", "executor"), connection=redis.Redis.from_url(own_url(redis_url))
+        )
+        job_ids = queue.job_ids
+        inboxes = await backend.redis.smembers(ns.keys.inboxes)
+        events = await ns.activity.recent(1)
+    assert packet is not None
+    assert sent == ["HGET", "HSETNX", "ZADD", "EVALSHA"]
+    assert job_ids[1:] == [job_id("default", packet.id, 0)]
+    assert inboxes == {b"executor"}
+    assert [(event.kind, event.packet) for event in events] == [("handoff", packet.id)]
 
 
 async def test_handoff_enqueues_one_rq_job_with_the_policy(
@@ -417,17 +510,15 @@ async def test_listing_filters_and_pages(handoffs: HandoffStore) -> None:
     assert [p.id for p in claimed.packets] == [ids[1]]
 
 
-async def test_after_a_script_flush_a_job_is_never_queued_before_its_packet(
+async def test_after_a_script_flush_a_handoff_still_writes_its_packet_before_its_job(
     redis_url: str, sync_redis: redis.Redis
 ) -> None:
-    """When Redis lost the packet script but not the job's (a restart, SCRIPT FLUSH), the
-    packet script is loaded again and a handoff still writes its packet before its job:
-    Redis' own command log shows the packet written before the job is pushed, and one job in
-    the queue."""
+    """When Redis lost its scripts (a restart, SCRIPT FLUSH), a handoff loads its script
+    again and still writes its packet before its job: Redis' own command log shows the
+    packet written before the job is pushed, and one job in the queue."""
     async with open_backend(Settings(redis_url=redis_url)) as backend:
         handoffs = backend.namespace("default").handoffs
         sync_redis.script_flush()
-        sync_redis.script_load(lua_source("run_commands"))
         sync_redis.config_set("slowlog-log-slower-than", 0)
         sync_redis.slowlog_reset()
         try:

@@ -60,11 +60,13 @@ end
 -- The version is written whatever happens next: a failing follow-up costs its event,
 -- session touch or search document (as a crash between two round trips would), never the
 -- write.
+local s = 11 + tags  -- the session's keys
 local function session_touch()
-  local session, s = ARGV[9], 11 + tags
   touch_session({KEYS[s], KEYS[s + 1]}, {ARGV[5], ARGV[4], ref, new})
-  redis.call('ZADD', KEYS[s + 2], 'NX', ARGV[14], session)
-  redis.call('ZADD', KEYS[s + 3], ARGV[14], session)
+end
+local function session_listing()  -- in the lists, and its namespace swept
+  redis.call('ZADD', KEYS[s + 2], 'NX', ARGV[14], ARGV[9])
+  redis.call('ZADD', KEYS[s + 3], ARGV[14], ARGV[9])
   redis.call('SADD', KEYS[s + 4], ARGV[13])
 end
 local document = 16 + tonumber(ARGV[15])
@@ -77,7 +79,7 @@ end
 
 local follow_ups = {event}
 if ARGV[9] ~= '' then
-  table.insert(follow_ups, 1, session_touch)
+  follow_ups = {session_touch, session_listing, event}
 end
 if ARGV[document] ~= '' then
   follow_ups[#follow_ups + 1] = search_document
