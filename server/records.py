@@ -80,6 +80,13 @@ HINTS_KEPT = 10_000
 UNINDEXED_SCOPE = "memory/"
 
 
+def fact_document(ref: str, value: Any, tags: list[str]) -> tuple[str, str] | None:
+    """A fact's search document (its id and text), or None for a ref not indexed as a fact."""
+    if ref.startswith(UNINDEXED_SCOPE):
+        return None
+    return f"f:{ref}", f"{ref} {text_of(value)} {' '.join(tags)}"
+
+
 class HeadHints:
     """The head (version, hash) of each record as this process last saw it, newest
     ``size`` records: a guess that spares a write reading the head first. Only a guess: the
@@ -270,9 +277,9 @@ class RecordStore(NamespaceStore):
         if session is not None:
             self.activity.queue_touch(batch, session, agent, {ref: version})
         self.activity.event(batch, "remember", agent, f"{agent} wrote {ref}", ref=ref)
-        if not ref.startswith(UNINDEXED_SCOPE):
-            text = f"{ref} {text_of(value)} {' '.join(tags)}"
-            self.search.queue_index(batch, f"f:{ref}", text, kind="fact", agent=agent)
+        document = fact_document(ref, value, tags)
+        if document is not None:
+            self.search.queue_index(batch, *document, kind="fact", agent=agent)
         return batch
 
     def _follow_ups_inside(
@@ -288,11 +295,11 @@ class RecordStore(NamespaceStore):
         event = event_args("remember", agent, f"{agent} wrote {ref}", ref=ref)
         args: list[EncodableT] = [ref, len(tags), self.ns.name, time.time_ns() // 1000]
         args += [len(event), *event]
-        if ref.startswith(UNINDEXED_SCOPE):
+        document = fact_document(ref, value, tags)
+        if document is None:
             args.append("")
         else:
-            text = f"{ref} {text_of(value)} {' '.join(tags)}"
-            args += self.search.index_args(f"f:{ref}", text, kind="fact", agent=agent)
+            args += self.search.index_args(*document, kind="fact", agent=agent)
         return keys, args
 
     def _pack_value(self, value: Any) -> tuple[bytes, bool]:
