@@ -28,8 +28,7 @@ from baton.server.batch import Batch
 from baton.server.errors import BatonError, InvalidInput
 from baton.server.integrity import OUTCOME_FIELDS, VERSION_FIELDS, ChainChecker
 from baton.server.keys import NAMESPACES
-from baton.server.records import BATCH, UNINDEXED_SCOPE
-from baton.server.search import text_of
+from baton.server.records import BATCH, fact_document
 from baton.server.validation import PACKET_ID_PATTERN, check_agent, check_ref
 
 if TYPE_CHECKING:
@@ -294,11 +293,13 @@ def _queue_record(ns: Namespace, batch: Batch, line: dict[str, Any]) -> None:
     for entry in line["outcomes"]:
         pipe.rpush(keys.outcomes(ref), msgpack.packb(entry))
     last = line["versions"][-1] if line["versions"] else None
-    if last is not None and "tombstone_hash" not in last and not ref.startswith(UNINDEXED_SCOPE):
-        ns.search.queue_index(
-            batch, f"f:{ref}", f"{ref} {text_of(last['value'])}", kind="fact", agent=last["author"]
-        )
-    if last is not None and "tombstone_hash" not in last and ref.startswith(UNINDEXED_SCOPE):
+    if last is None or "tombstone_hash" in last:
+        return
+    # Indexed exactly as remember indexes it: the same id and text, tags included.
+    document = fact_document(ref, last["value"], last["tags"])
+    if document is not None:
+        ns.search.queue_index(batch, *document, kind="fact", agent=last["author"])
+    else:
         memory = last["value"]
         ns.search.queue_index(
             batch,

@@ -101,6 +101,25 @@ def test_export_flush_import_round_trip(
     assert canonical(baton(redis_url, "export").stdout) == canonical(exported.stdout)
 
 
+def test_a_restored_fact_is_found_by_its_tags_as_a_written_one_is(
+    http: httpx.Client, redis_url: str, sync_redis: redis.Redis, tmp_path: Path
+) -> None:
+    """Import indexes a fact's text with its tags, as remember does: a search for a word
+    found only in a fact's tags finds it before an export and after the import alike."""
+    http.post("/v1/records", json={"ref": "deploy/window", "value": "friday", "tags": ["freeze"]})
+
+    def found() -> list[str]:
+        reply = http.get("/v1/records", params={"query": "freeze"}).json()
+        return [record["ref"] for record in reply["records"]]
+
+    written = found()
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text(baton(redis_url, "export").stdout)
+    sync_redis.flushdb()
+    assert baton(redis_url, "import", str(dump)).returncode == 0
+    assert found() == written == ["deploy/window"]
+
+
 def test_a_tampered_dump_is_refused_and_nothing_is_written(
     http: httpx.Client, redis_url: str, sync_redis: redis.Redis, tmp_path: Path
 ) -> None:
