@@ -20,7 +20,7 @@ import secrets
 import time
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgpack
 import structlog
@@ -45,7 +45,7 @@ from baton.server.models import (
     StalePin,
     SweepReport,
 )
-from baton.server.records import BATCH, MAX_NOTE, read_reply
+from baton.server.records import BATCH, MAX_NOTE
 from baton.server.store_base import NamespaceStore
 from baton.server.validation import check_agent, check_ref, check_session_id
 
@@ -63,7 +63,43 @@ JOB_SEQ_MARK = "\0job_seq\0"
 REPAIR_AFTER_SECONDS = 30
 
 
-def _resolved(pins: list[Pin], found: list[RecordVersion | None]) -> list[ResolvedPin]:
+class Pinned(NamedTuple):
+    """Of a pin's record and pinned version, what a resolved pin shows."""
+
+    current_version: int
+    value: Any
+    author: str
+    confidence: float
+    created_at: str
+
+    @classmethod
+    def of(cls, record: RecordVersion | None) -> Pinned | None:
+        if record is None:
+            return None
+        return cls(
+            record.current_version,
+            record.value,
+            record.author,
+            record.confidence,
+            record.created_at,
+        )
+
+    @classmethod
+    def read(cls, reply: list[Any]) -> Pinned | None:
+        """From a ``read_pin`` reply (claim_packet.lua); None for an unknown record or version."""
+        if not reply:
+            return None
+        current, value, author, created_at, confidence = reply
+        return cls(
+            int(current),
+            codec.unpack(value),
+            author.decode(),
+            float(confidence),
+            created_at.decode(),
+        )
+
+
+def _resolved(pins: list[Pin], found: list[Pinned | None]) -> list[ResolvedPin]:
     """Each pin's pinned version, flagged stale when the record has moved on (computed at
     every claim, never cached)."""
     resolved = []
@@ -446,20 +482,19 @@ class HandoffStore(NamespaceStore):
         try:
             if cluster:
                 text = event_text(packet.id)
-                found = await self.ns.records.read_versions(
+                versions = await self.ns.records.read_versions(
                     wanted,
                     lambda after: self.activity.event(
                         after, "claim", claimant, text, packet=packet.id
                     ),
                 )
+                found = [Pinned.of(version) for version in versions]
             else:
                 if len(reply) > 4:
                     log.warning(
                         "a claim's follow-ups failed", packet=packet.id, error=codec.text(reply[4])
                     )
-                found = [
-                    read_reply(ref, read) for (ref, _), read in zip(wanted, reply[3], strict=True)
-                ]
+                found = [Pinned.read(read) for read in reply[3]]
         finally:
             if drop_apart:  # the queue is on another Redis: the job goes even if a read failed
                 assert dispatcher is not None

@@ -19,7 +19,7 @@ from redis.commands.core import AsyncScript
 PRELUDES = {
     "create_packet": ("move", "commands", "follow_ups"),
     "run_commands": ("commands",),
-    "claim_packet": ("move", "read", "discard", "follow_ups"),
+    "claim_packet": ("move", "discard", "follow_ups"),
     "settle_packet": ("move",),
     "expire_leases": ("move",),
     "expire_packets": ("move",),

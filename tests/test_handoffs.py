@@ -78,6 +78,35 @@ async def test_stale_pin_is_flagged_and_serves_the_pinned_value(
     )
 
 
+async def test_a_resolved_pin_shows_what_recall_shows_of_its_version(
+    handoffs: HandoffStore, store: RecordStore
+) -> None:
+    """A pin shows its version's value, author, time and confidence exactly as recall reads
+    that version: the confidence outcomes moved while it is the current version, and what it
+    kept once the record moved on."""
+    for ref in ("a/moving", "a/steady"):
+        await store.remember(ref, f"{ref} v1", agent="scout", confidence=0.6)
+    await store.record_outcome("success", "RUN-1", agent="executor", refs=["a/moving", "a/steady"])
+    await hand(handoffs, pins=[{"ref": "a/moving"}, {"ref": "a/steady"}])
+    await store.remember("a/moving", "a/moving v2", agent="other", confidence=0.9)
+
+    resumed = await handoffs.resume("executor")
+    assert [(pin.ref, pin.stale) for pin in resumed.pins] == [
+        ("a/moving", True),
+        ("a/steady", False),
+    ]
+    for pin in resumed.pins:
+        shown = await store.recall(pin.ref, version=pin.version)
+        assert (pin.value, pin.author, pin.created_at, pin.current_version) == (
+            shown.value,
+            shown.author,
+            shown.created_at,
+            shown.current_version,
+        )
+        assert pin.confidence == shown.confidence
+    assert resumed.pins[1].confidence > 0.6  # moved by the outcome
+
+
 async def test_default_pins_are_the_senders_touched_set(
     handoffs: HandoffStore, store: RecordStore
 ) -> None:

@@ -1,5 +1,5 @@
 -- A Lua function, not a script: no keys and no arguments of its own.
--- Shared by recall and claim_packet (every claim reads its packet's pins). head: a record's
+-- Used by recall (a claim reads its pins with read_pin, in claim_packet.lua). head: a record's
 -- head hash; version_prefix: the prefix of its version keys (ends in ":v:"); wanted: the
 -- version wanted, or "" for the current one.
 -- Returns {head fields, version fields}, {} for an unknown record, or {head fields, {}} for
