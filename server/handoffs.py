@@ -19,6 +19,7 @@ import builtins
 import secrets
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -30,7 +31,7 @@ from baton.server import codec
 from baton.server.activity import event_args
 from baton.server.clock import iso, now
 from baton.server.errors import Forbidden, InvalidInput, NotFound, StateConflict, describe
-from baton.server.keys import NAMESPACES, around_ref, job_id
+from baton.server.keys import NAMESPACES, Keys, around_ref, job_id
 from baton.server.models import (
     PACKET_STATES,
     AgentSummary,
@@ -44,6 +45,7 @@ from baton.server.models import (
     Resumed,
     StalePin,
     SweepReport,
+    Transition,
 )
 from baton.server.records import BATCH, MAX_NOTE
 from baton.server.store_base import NamespaceStore
@@ -132,6 +134,113 @@ def _text_list(items: object, field: str, max_items: int, max_length: int) -> li
     return list(items)
 
 
+def _pin_refused(
+    wanted: list[tuple[str, int | None]], index: int, current: int | None
+) -> InvalidInput:
+    """Why pin ``index`` cannot be pinned: its record does not exist (``current`` None), or
+    it asks for a version after the current one."""
+    ref, version = wanted[index]
+    if current is None:
+        return InvalidInput(f"pins[{index}].ref", f"no record {ref}")
+    return InvalidInput(
+        f"pins[{index}].version", f"{ref} has no version {version} (current {current})"
+    )
+
+
+def _new_packet_id() -> str:
+    return f"h_{secrets.token_hex(4)}"
+
+
+@dataclass(frozen=True, slots=True)
+class _NewPacket:
+    """A checked handoff on its way into the store (its id is chosen per attempt)."""
+
+    from_agent: str
+    to_agent: str
+    summary: str
+    steps: list[str]
+    questions: list[str]
+    note: str | None
+    session: str | None
+    created_us: int
+    created_at: str
+    expires_us: int | None
+
+    def text(self, packet_id: str) -> str:
+        return f"{self.from_agent} handed {packet_id} to {self.to_agent}: {self.summary}"
+
+    def script_call(
+        self, keys: Keys, packet_id: str, pins: list[Pin] | None
+    ) -> tuple[list[str], list[EncodableT]]:
+        """The keys and arguments ``create_packet.lua`` takes to store the packet (without
+        what only one Redis sends); its pins field only when ``pins`` are resolved already."""
+        fields: dict[str, EncodableT] = {
+            "id": packet_id,
+            "from": self.from_agent,
+            "to": self.to_agent,
+            "summary": self.summary,
+            "next": msgpack.packb(self.steps),
+            "open": msgpack.packb(self.questions),
+            "note": self.note or "",
+            "session": self.session or "",
+            "created_at": self.created_at,
+            "created_us": self.created_us,
+            "expires_us": "" if self.expires_us is None else self.expires_us,
+            "deliveries": 0,
+            "redeliveries": 0,
+            "job_seq": 0,
+        }
+        if pins is not None:
+            fields["pins"] = msgpack.packb([[pin.ref, pin.version] for pin in pins])
+        to = self.to_agent
+        return [
+            keys.packet(to, packet_id),
+            keys.queued(to),
+            keys.expiring(to),
+            keys.inbox_all(to),
+        ], [
+            packet_id,
+            self.created_us,
+            fields["expires_us"],
+            self.created_at,
+            self.from_agent,
+            2 * len(fields),
+            *[item for pair in fields.items() for item in pair],
+        ]
+
+    def packet(self, packet_id: str, pins: list[Pin]) -> Packet:
+        """The packet as the script stored it (read back, it is the same)."""
+        return Packet(
+            id=packet_id,
+            from_agent=self.from_agent,
+            to_agent=self.to_agent,
+            summary=self.summary,
+            next=self.steps,
+            open=self.questions,
+            pins=pins,
+            note=self.note or None,
+            session=self.session,
+            state="queued",
+            created_at=self.created_at,
+            updated_at=self.created_at,
+            expires_at=None if self.expires_us is None else iso(self.expires_us),
+            lease_until=None,
+            claimed_by=None,
+            deliveries=0,
+            redeliveries=0,
+            error=None,
+            log=[
+                Transition(
+                    at=self.created_at,
+                    agent=self.from_agent,
+                    from_state="new",
+                    to_state="queued",
+                    reason="handed off",
+                )
+            ],
+        )
+
+
 class HandoffStore(NamespaceStore):
     """Handoff packets of one namespace."""
 
@@ -184,96 +293,100 @@ class HandoffStore(NamespaceStore):
         ):
             raise InvalidInput("expires_in", f"must be a number of seconds from 0 to {MAX_SECONDS}")
         wanted = self._check_pins(pins)
-
         created_us, created_at = now()
-        expires_us = None if expires_in is None else created_us + int(expires_in * 1_000_000)
-        packet_id, resolved = await self._new_id_and_pins(to_agent, created_us, wanted, session)
-        fields: dict[str, Any] = {
-            "id": packet_id,
-            "from": from_agent,
-            "to": to_agent,
-            "summary": summary,
-            "next": msgpack.packb(steps),
-            "open": msgpack.packb(questions),
-            "pins": msgpack.packb([[pin.ref, pin.version] for pin in resolved]),
-            "note": note or "",
-            "session": session or "",
-            "created_at": created_at,
-            "created_us": created_us,
-            "expires_us": "" if expires_us is None else expires_us,
-            "deliveries": 0,
-            "redeliveries": 0,
-            "job_seq": 0,
-        }
-        # The inbox's registration (for the sweeps), the packet, its activity event and (when
-        # the queue shares this Redis) its RQ job, in that order: a worker never takes a job
-        # before its packet exists. One script call on one Redis; a cluster sends the
-        # registration, the packet and the event in one batch and the job after it.
-        keys = [
-            self.keys.packet(to_agent, packet_id),
-            self.keys.queued(to_agent),
-            self.keys.expiring(to_agent),
-            self.keys.inbox_all(to_agent),
-        ]
-        args: list[EncodableT] = [
-            packet_id,
-            created_us,
-            fields["expires_us"],
-            created_at,
-            from_agent,
-            2 * len(fields),
-            *[item for pair in fields.items() for item in pair],
-        ]
-        text = f"{from_agent} handed {packet_id} to {to_agent}: {summary}"
-        dispatcher = self.ns.backend.dispatcher
-        job: bytes | None = None
+        new = _NewPacket(
+            from_agent=from_agent,
+            to_agent=to_agent,
+            summary=summary,
+            steps=steps,
+            questions=questions,
+            note=note,
+            session=session,
+            created_us=created_us,
+            created_at=created_at,
+            expires_us=None if expires_in is None else created_us + int(expires_in * 1_000_000),
+        )
         if self.ns.backend.cluster:
-            stored, transitions = await self._create_apart(
-                to_agent, keys, args, from_agent, text, packet_id
-            )
+            packet_id, resolved = await self._new_id_and_pins(to_agent, created_us, wanted, session)
+            await self._create_apart(new, packet_id, resolved)
+            job_queued = False
         else:
+            packet_id, resolved, job_queued = await self._create_here(new, wanted)
+        if not job_queued:
+            # If the process dies here, the packet is queued without an RQ job: pull still
+            # sees it, and the periodic sweep enqueues the missing job (see sweep()).
+            await self._dispatch(to_agent, packet_id, 0)
+        return new.packet(packet_id, resolved)
+
+    async def _create_here(
+        self, new: _NewPacket, wanted: builtins.list[tuple[str, int | None]] | None
+    ) -> tuple[str, builtins.list[Pin], bool]:
+        """On one Redis the whole handoff is one script call: the pins resolved (a refused
+        pin writes nothing), a free id taken, the inbox's registration, the packet, its event
+        and (when the queue shares this Redis) its RQ job, in that order, so a worker never
+        takes a job before its packet exists. The id, the resolved pins, and whether the job
+        is queued."""
+        dispatcher = self.ns.backend.dispatcher
+        head_prefix, head_suffix, _ = around_ref(self.keys)
+        if wanted is None:  # the session's touched records, at the versions it saw
+            touched = "" if new.session is None else self.keys.session_touched(new.session)
+            pin_args: builtins.list[EncodableT] = [-1, touched]
+        else:
+            pin_args = [len(wanted)]
+            for ref, version in wanted:
+                pin_args += [ref, "" if version is None else version]
+        for _ in range(MAX_ID_ATTEMPTS):
+            packet_id = _new_packet_id()
+            keys, args = new.script_call(self.keys, packet_id, None)
+            job = None
             if dispatcher is not None:
-                job = dispatcher.job_here(self.namespace, to_agent, packet_id, 0)
-            event = event_args("handoff", from_agent, text, packet=packet_id)
-            keys += [NAMESPACES, self.keys.inboxes, self.keys.events]
-            args += [self.namespace, to_agent, len(event), *event, job or ""]
-            stored, transitions, *failed = await self.scripts.create_packet(keys=keys, args=args)
+                job = dispatcher.job_here(self.namespace, new.to_agent, packet_id, 0)
+            event = event_args("handoff", new.from_agent, new.text(packet_id), packet=packet_id)
+            keys += [
+                NAMESPACES,
+                self.keys.inboxes,
+                self.keys.events,
+                self.keys.handoff_inbox,
+                self.keys.handoffs,
+            ]
+            args += [self.namespace, new.to_agent, len(event), *event, job or ""]
+            args += [head_prefix, head_suffix, *pin_args]
+            status, *details = await self.scripts.create_packet(keys=keys, args=args)
+            if status == b"taken":
+                continue
+            if status == b"refused":
+                assert wanted is not None
+                index, current = details
+                raise _pin_refused(wanted, int(index), int(current) if current else None)
+            pins, *failed = details
             if failed:  # the event or the job: the packet itself is safe
                 log.warning(
                     "a handoff's follow-ups failed", packet=packet_id, error=codec.text(failed[0])
                 )
-        if job is None:
-            # If the process dies here, the packet is queued without an RQ job: pull still
-            # sees it, and the periodic sweep enqueues the missing job (see sweep()).
-            await self._dispatch(to_agent, packet_id, 0)
-        packet = codec.packet(codec.pairs(stored))
-        packet.log = codec.transitions(transitions)
-        return packet
+            resolved = [
+                Pin(ref=ref.decode(), version=int(version))
+                for ref, version in zip(pins[::2], pins[1::2], strict=True)
+            ]
+            return packet_id, resolved, job is not None
+        raise RuntimeError("could not find a free packet id")  # 2^32 ids: practically never
 
     async def _create_apart(
-        self,
-        to_agent: str,
-        keys: builtins.list[str],
-        args: builtins.list[EncodableT],
-        from_agent: str,
-        text: str,
-        packet_id: str,
-    ) -> tuple[Any, Any]:
-        """A new packet on a cluster: the inbox's registration (other slots) first, then the
-        packet's script, then its event; the script's reply."""
+        self, new: _NewPacket, packet_id: str, pins: builtins.list[Pin]
+    ) -> None:
+        """A new packet on a cluster (its id taken and its pins resolved): the inbox's
+        registration (other slots) first, then the packet's script, then its event."""
+        keys, args = new.script_call(self.keys, packet_id, pins)
         batch = self.ns.batch()
         batch.pipe.sadd(NAMESPACES, self.namespace)
-        batch.pipe.sadd(self.keys.inboxes, to_agent)
+        batch.pipe.sadd(self.keys.inboxes, new.to_agent)
         batch.script(self.scripts.create_packet, keys, args)
-        self.activity.event(batch, "handoff", from_agent, text, packet=packet_id)
+        self.activity.event(batch, "handoff", new.from_agent, new.text(packet_id), packet=packet_id)
         replies = await batch.execute(raise_on_error=False)
         for reply in replies[:3]:
             if isinstance(reply, Exception):
                 raise reply
         if isinstance(replies[3], Exception):  # the event: the packet itself is safe
             log.warning("handoff event not written", packet=packet_id, error=describe(replies[3]))
-        stored, transitions = replies[2]
-        return stored, transitions
 
     def _check_pins(
         self, pins: Sequence[dict[str, Any] | Pin] | None
@@ -307,12 +420,12 @@ class HandoffStore(NamespaceStore):
         wanted: builtins.list[tuple[str, int | None]] | None,
         session: str | None,
     ) -> tuple[str, builtins.list[Pin]]:
-        """A free packet id, taken together with the indexes that find the packet (written
-        before the packet itself, so a crash in between leaves nothing unfindable), and the
-        pins resolved, in one round trip. Pins that do not resolve give the id back, so a
-        refused packet leaves nothing behind."""
+        """On a cluster: a free packet id, taken together with the indexes that find the
+        packet (written before the packet itself, so a crash in between leaves nothing
+        unfindable), and the pins resolved, in one round trip. Pins that do not resolve give
+        the id back, so a refused packet leaves nothing behind."""
         for _ in range(MAX_ID_ATTEMPTS):
-            packet_id = f"h_{secrets.token_hex(4)}"
+            packet_id = _new_packet_id()
             pipe = self.redis.pipeline(transaction=False)
             if wanted is not None:
                 for ref, _ in wanted:
@@ -348,13 +461,8 @@ class HandoffStore(NamespaceStore):
             )
         resolved = []
         for index, ((ref, version), current) in enumerate(zip(wanted, reads, strict=True)):
-            if current is None:
-                raise InvalidInput(f"pins[{index}].ref", f"no record {ref}")
-            if version is not None and version > int(current):
-                raise InvalidInput(
-                    f"pins[{index}].version",
-                    f"{ref} has no version {version} (current {int(current)})",
-                )
+            if current is None or (version is not None and version > int(current)):
+                raise _pin_refused(wanted, index, None if current is None else int(current))
             resolved.append(Pin(ref=ref, version=int(current) if version is None else version))
         return resolved
 

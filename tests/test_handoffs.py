@@ -17,6 +17,7 @@ from baton.server.backend import Backend, open_backend
 from baton.server.errors import Forbidden, InvalidInput, NotFound, StateConflict
 from baton.server.handoffs import HandoffStore, job_id
 from baton.server.keys import NAMESPACES, Keys
+from baton.server.models import Pin
 from baton.server.records import RecordStore
 from baton.server.settings import Settings
 from tests.conftest import as_agent
@@ -339,11 +340,12 @@ async def test_a_write_is_one_command_on_one_redis(redis_url: str, sync_redis: r
     assert agents == {b"scout"}
 
 
-async def test_a_handoff_writes_its_packet_event_and_job_in_one_script(
+async def test_a_handoff_is_one_command_on_one_redis(
     redis_url: str, sync_redis: redis.Redis
 ) -> None:
-    """On one Redis a handoff is two round trips: its pins read with its id taken, then one
-    script call for the inbox's registration, the packet, its event and its RQ job."""
+    """On one Redis a handoff is one script call: its pins resolved, its id taken, the
+    inbox's registration, the packet, its event and its RQ job; it answers the packet exactly
+    as stored."""
     async with own_database(redis_url) as backend:
         ns = backend.namespace("default")
         await ns.records.remember("one/pin", 1, agent="scout")
@@ -363,8 +365,10 @@ async def test_a_handoff_writes_its_packet_event_and_job_in_one_script(
         job_ids = queue.job_ids
         inboxes = await backend.redis.smembers(ns.keys.inboxes)
         events = await ns.activity.recent(1)
-    assert packet is not None
-    assert sent == ["HGET", "HSETNX", "ZADD", "EVALSHA"]
+        assert packet is not None
+        stored = await ns.handoffs.get(packet.id)
+    assert sent == ["EVALSHA"]
+    assert stored == packet and packet.pins == [Pin(ref="one/pin", version=1)]
     assert job_ids[1:] == [job_id("default", packet.id, 0)]
     assert inboxes == {b"executor"}
     assert [(event.kind, event.packet) for event in events] == [("handoff", packet.id)]
@@ -469,6 +473,20 @@ async def test_unclaimed_packets_expire(handoffs: HandoffStore) -> None:
     assert (await handoffs.resume("executor")).packet is None
 
 
+async def test_a_taken_packet_id_is_never_reused(
+    handoffs: HandoffStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A handoff whose random id another packet holds takes a fresh one, and leaves that
+    packet as it was."""
+    first = await handoffs.handoff(from_agent="scout", to_agent="executor", summary="first")
+    ids = iter([first.id, "h_0000beef"])
+    monkeypatch.setattr("baton.server.handoffs._new_packet_id", lambda: next(ids))
+    second = await handoffs.handoff(from_agent="other", to_agent="planner", summary="second")
+    assert second.id == "h_0000beef"
+    assert await handoffs.get(first.id) == first
+    assert (await handoffs.get(second.id)).summary == "second"
+
+
 async def test_bad_packets_are_refused_without_writing(
     handoffs: HandoffStore, store: RecordStore, data_redis: redis.Redis
 ) -> None:
@@ -481,6 +499,7 @@ async def test_bad_packets_are_refused_without_writing(
         ({"next_steps": ["ok", ""]}, "next[1]"),
         ({"pins": [{"ref": "no/such"}]}, "pins[0].ref"),
         ({"pins": [{"ref": "a/b", "version": 2}]}, "pins[0].version"),
+        ({"pins": [{"ref": "a/b"}, {"ref": "no/such"}]}, "pins[1].ref"),
         ({"expires_in": -1}, "expires_in"),
     ]:
         arguments = {"summary": "s", **options}
