@@ -209,7 +209,7 @@ class _NewPacket:
         ]
 
     def packet(self, packet_id: str, pins: list[Pin]) -> Packet:
-        """The packet as the script stored it (read back, it is the same)."""
+        """The packet as the script stored it, built from what was sent (not read back)."""
         return Packet(
             id=packet_id,
             from_agent=self.from_agent,

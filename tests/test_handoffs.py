@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
+import msgpack
 import pytest
 import redis
 from rq import Queue
@@ -112,9 +113,12 @@ async def test_default_pins_are_the_senders_touched_set(
     handoffs: HandoffStore, store: RecordStore
 ) -> None:
     """With pins omitted, every record the sender's session touched is pinned at the version
-    that session last saw, even if the record moved on since."""
+    that session last saw, even if the record moved on since, in the order Python sorts the
+    refs (byte by byte: upper case first); a session that touched nothing pins nothing."""
     session = (await store.ns.sessions.start(caller=as_agent("scout"))).id
-    await store.remember("a/one", 1, agent="scout", session=session)
+    idle = (await store.ns.sessions.start(caller=as_agent("scout"))).id
+    for ref in ("a/one", "a_b/x", "B/upper", "a-b/x"):
+        await store.remember(ref, 1, agent="scout", session=session)
     await store.remember("a/two", 1, agent="scout")
     await store.recall("a/two", agent="scout", session=session)
     await store.remember("a/two", 2, agent="other")
@@ -123,7 +127,13 @@ async def test_default_pins_are_the_senders_touched_set(
     packet = await handoffs.handoff(
         from_agent="scout", to_agent="executor", summary="s", session=session
     )
-    assert [(pin.ref, pin.version) for pin in packet.pins] == [("a/one", 1), ("a/two", 1)]
+    pinned = [(pin.ref, pin.version) for pin in packet.pins]
+    assert pinned == [("B/upper", 1), ("a-b/x", 1), ("a/one", 1), ("a/two", 1), ("a_b/x", 1)]
+    assert (await handoffs.get(packet.id)).pins == packet.pins
+    nothing = await handoffs.handoff(
+        from_agent="scout", to_agent="executor", summary="s", session=idle
+    )
+    assert nothing.pins == (await handoffs.get(nothing.id)).pins == []
 
 
 async def test_resume_claims_the_oldest_first_and_then_answers_empty(
@@ -355,7 +365,12 @@ async def test_a_handoff_is_one_command_on_one_redis(
         async def handoff() -> None:
             nonlocal packet
             packet = await ns.handoffs.handoff(
-                from_agent="scout", to_agent="executor", summary="s", pins=[{"ref": "one/pin"}]
+                from_agent="scout",
+                to_agent="executor",
+                summary="s",
+                pins=[{"ref": "one/pin"}],
+                note="n",
+                expires_in=60,
             )
 
         sent = await commands_sent(sync_redis, redis_url, handoff)
@@ -367,8 +382,10 @@ async def test_a_handoff_is_one_command_on_one_redis(
         events = await ns.activity.recent(1)
         assert packet is not None
         stored = await ns.handoffs.get(packet.id)
+        pins_field = await backend.redis.hget(ns.keys.packet("executor", packet.id), "pins")
     assert sent == ["EVALSHA"]
     assert stored == packet and packet.pins == [Pin(ref="one/pin", version=1)]
+    assert pins_field == msgpack.packb([["one/pin", 1]])  # whole numbers, as Python packs them
     assert job_ids[1:] == [job_id("default", packet.id, 0)]
     assert inboxes == {b"executor"}
     assert [(event.kind, event.packet) for event in events] == [("handoff", packet.id)]
@@ -485,6 +502,36 @@ async def test_a_taken_packet_id_is_never_reused(
     assert second.id == "h_0000beef"
     assert await handoffs.get(first.id) == first
     assert (await handoffs.get(second.id)).summary == "second"
+
+
+async def test_the_job_holding_a_claim_may_claim_again_and_no_other(
+    handoffs: HandoffStore,
+) -> None:
+    """The RQ job that claimed a packet may claim it again (RQ's retry after its handler
+    raised): the answer shows the renewed claim and one more delivery. Any other job is
+    told the packet is claimed."""
+    packet_id = await hand(handoffs)
+    first = await handoffs.claim_for_job("executor", packet_id, "job-1")
+    again = await handoffs.claim_for_job("executor", packet_id, "job-1")
+    other = await handoffs.claim_for_job("executor", packet_id, "job-2")
+    assert first.packet is not None and again.packet is not None
+    assert (first.packet.deliveries, again.packet.deliveries) == (1, 2)
+    assert (again.packet.state, again.packet.claimed_by) == ("claimed", "executor")
+    assert again.lease_until is not None and first.lease_until is not None
+    assert again.lease_until >= first.lease_until
+    assert other.packet is None and other.message == f"packet {packet_id} is claimed, not queued"
+    assert await handoffs.get(packet_id, with_log=False) == again.packet
+
+
+async def test_a_job_finds_its_expired_packet_expired(handoffs: HandoffStore) -> None:
+    """A packet that expired while queued is expired, not claimed, when its job comes."""
+    packet_id = await hand(handoffs, expires_in=0.05)
+    await asyncio.sleep(0.1)
+    claimed = await handoffs.claim_for_job("executor", packet_id, "job-1")
+    assert (
+        claimed.packet is None and claimed.message == f"packet {packet_id} is expired, not queued"
+    )
+    assert (await handoffs.get(packet_id)).state == "expired"
 
 
 async def test_bad_packets_are_refused_without_writing(

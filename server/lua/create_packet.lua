@@ -25,6 +25,18 @@
 -- names no record, current "", or a version after the current one).
 -- Runs after move.lua, commands.lua and follow_ups.lua (the loader puts them in front).
 
+-- Whether a sorts before b byte by byte, as Python sorts str refs (Lua's < follows the
+-- server's collation locale, which may not be C).
+local function bytewise_before(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then
+      return x < y
+    end
+  end
+  return #a < #b
+end
+
 -- The pins asked for, resolved, or nil and the refusal's reply. first: the first argument
 -- of the pins' part (the head key's prefix).
 local function resolved_pins(first)
@@ -36,7 +48,7 @@ local function resolved_pins(first)
       for i = 1, #touched, 2 do
         pins[#pins + 1] = {touched[i], tonumber(touched[i + 1])}
       end
-      table.sort(pins, function(a, b) return a[1] < b[1] end)
+      table.sort(pins, function(a, b) return bytewise_before(a[1], b[1]) end)
     end
     return pins
   end
@@ -70,7 +82,7 @@ if KEYS[5] then
   if redis.call('HSETNX', KEYS[8], ARGV[1], ARGV[tail + 1]) == 0 then
     return {'taken'}
   end
-  redis.call('ZADD', KEYS[9], ARGV[2], ARGV[1])
+  redis.call('ZADD', KEYS[9], 'NX', ARGV[2], ARGV[1])
   packet[#packet + 1] = 'pins'
   packet[#packet + 1] = cmsgpack.pack(pins)
   for _, pin in ipairs(pins) do
