@@ -704,7 +704,7 @@ class RecordStore(NamespaceStore):
 
 
 def read_reply(ref: str, reply: list[Any]) -> RecordVersion | None:
-    """The version a ``read_record`` reply (read.lua) found; None for an unknown record or
+    """The version a ``recall.lua`` reply found; None for an unknown record or
     version."""
     if not reply or not reply[1]:
         return None

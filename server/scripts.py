@@ -26,7 +26,6 @@ PRELUDES = {
     "index_doc": ("index",),
     "touch_session": ("touch",),
     "remember": ("index", "touch", "follow_ups"),
-    "recall": ("read",),
     "discard_job": ("discard",),
 }
 
