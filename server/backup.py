@@ -28,7 +28,9 @@ from baton.server.batch import Batch
 from baton.server.errors import BatonError, InvalidInput
 from baton.server.integrity import OUTCOME_FIELDS, VERSION_FIELDS, ChainChecker
 from baton.server.keys import NAMESPACES
+from baton.server.memories import memory_document
 from baton.server.records import BATCH, fact_document
+from baton.server.sessions import observation_document
 from baton.server.validation import PACKET_ID_PATTERN, check_agent, check_ref
 
 if TYPE_CHECKING:
@@ -303,8 +305,7 @@ def _queue_record(ns: Namespace, batch: Batch, line: dict[str, Any]) -> None:
         memory = last["value"]
         ns.search.queue_index(
             batch,
-            f"m:{ref.split('/', 1)[1]}",
-            " ".join([memory["content"], memory["title"], *memory["concepts"], *memory["files"]]),
+            *memory_document(ref.split("/", 1)[1], memory),
             kind="memory",
             project=memory["project"],
             agent=memory["agent_id"],
@@ -353,8 +354,13 @@ def _queue_session(ns: Namespace, batch: Batch, line: dict[str, Any]) -> None:
         pipe.hset(keys.observation_sessions, observation_id, session_id)
         ns.search.queue_index(
             batch,
-            f"o:{session_id}:{observation_id}",
-            f"{observation['title']} {observation['narrative']} {' '.join(observation['files'])}",
+            *observation_document(
+                session_id,
+                observation_id,
+                observation["title"],
+                observation["narrative"],
+                observation["files"],
+            ),
             kind="observation",
             project=observation["project"],
             agent=observation["agent"],

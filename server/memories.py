@@ -145,6 +145,12 @@ def memory_ref(memory_id: str) -> str:
     return f"memory/{memory_id}"
 
 
+def memory_document(memory_id: str, memory: dict[str, Any]) -> tuple[str, str]:
+    """A saved memory's search document (its id and text), from its stored value."""
+    words = [memory["content"], memory["title"], *memory["concepts"], *memory["files"]]
+    return f"m:{memory_id}", " ".join(words)
+
+
 class MemoryStore(NamespaceStore):
     """Memories, search and forgetting in one namespace."""
 
@@ -209,8 +215,8 @@ class MemoryStore(NamespaceStore):
             tags=["memory"],
             expected_version=0,
         )
-        text = " ".join([content, title, *concept_list, *file_list])
-        await self.index.index(f"m:{memory_id}", text, kind="memory", project=project, agent=agent)
+        doc, text = memory_document(memory_id, value)
+        await self.index.index(doc, text, kind="memory", project=project, agent=agent)
         if superseded is not None:
             await self._supersede(superseded, memory_id, agent)
         expires_at = None

@@ -60,6 +60,13 @@ def short(session_id: str) -> str:
     return session_id[:7]
 
 
+def observation_document(
+    session_id: str, observation_id: str, title: str, narrative: str, files: list[str]
+) -> tuple[str, str]:
+    """An observation's search document (its id and text)."""
+    return f"o:{session_id}:{observation_id}", f"{title} {narrative} {' '.join(files)}"
+
+
 class SessionStore(NamespaceStore):
     """Sessions and observations of one namespace."""
 
@@ -318,8 +325,7 @@ class SessionStore(NamespaceStore):
             pipe.sadd(self.keys.session_files(session_id), *files)
         self.ns.search.queue_index(
             batch,
-            f"o:{session_id}:{observation_id}",
-            f"{title} {narrative} {' '.join(files)}",
+            *observation_document(session_id, observation_id, title, narrative, files),
             kind="observation",
             project=observation.project,
             agent=agent,
