@@ -49,6 +49,7 @@ from baton.server.identity import CALLER, Caller
 from baton.server.keys import RATE_LIMIT_NAMESPACE, READY_PROBE
 from baton.server.logs import configure_logging
 from baton.server.mcp_server import Binding, create_mcp_server
+from baton.server.serving import settle_heap
 from baton.server.settings import Settings
 
 BODY_OVERHEAD = 64 * 1024
@@ -101,7 +102,15 @@ async def readyz(state: State) -> dict[str, Any]:
 
 
 # What `baton serve --workers N` hands to uvicorn: each worker builds its app from BATON_*.
-APP_FACTORY = "baton.server.api.app:create_app"
+APP_FACTORY = "baton.server.api.app:create_worker_app"
+
+
+def create_worker_app() -> Litestar:
+    """The app of one ``baton serve --workers N`` process, its heap settled once built
+    (:func:`~baton.server.serving.settle_heap`), as ``baton serve`` does with one."""
+    app = create_app()
+    settle_heap()
+    return app
 
 
 def create_app(settings: Settings | None = None) -> Litestar:
