@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import gc
 import os
-from typing import Any
 
 import uvicorn
+from litestar import Litestar
 
 # Dashboard streams never end by themselves: give them this long to close on shutdown.
 GRACEFUL_SHUTDOWN_SECONDS = 3
@@ -19,22 +19,31 @@ YOUNG_GENERATION_THRESHOLD = 10_000
 
 
 def settle_heap() -> None:
-    """Set up the cyclic garbage collector for a long-running server whose app is built:
-    what start-up made (modules, routes, schemas, scripts) is frozen, so that no collection
-    walks it again, and the young generation is collected after 10,000 more allocations
-    than frees rather than 700. Cycles made afterwards are still collected."""
+    """Set up the cyclic garbage collector for a long-running server that has started:
+    what start-up made (modules, routes, connections, scripts) is frozen, so that no
+    collection walks it again, and the young generation is collected after 10,000 more
+    allocations than frees rather than 700. Cycles made afterwards are still collected."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(YOUNG_GENERATION_THRESHOLD)
 
 
-def serve(app: Any, *, host: str, port: int, workers: int = 1, factory: bool = False) -> None:
-    """Serve ``app`` (an ASGI app, or with ``workers`` > 1 an import string) until stopped.
+def settled(app: Litestar) -> Litestar:
+    """``app``, set to settle its heap (:func:`settle_heap`) once its start-up is over."""
+    app.on_startup.append(settle_heap)
+    return app
+
+
+def serve(
+    app: Litestar | str, *, host: str, port: int, workers: int = 1, factory: bool = False
+) -> None:
+    """Serve ``app`` (a Litestar app, or with ``workers`` > 1 an import string) until stopped.
     uvloop and httptools are used when installed (they are Baton dependencies on Linux and
-    macOS); with ``workers`` > 1, that many processes share the port. Each process settles
-    its heap (:func:`settle_heap`) once its app is built."""
-    if workers == 1 and not factory:
-        settle_heap()
+    macOS); with ``workers`` > 1, that many processes share the port. An app object settles
+    its heap once started (:func:`settled`); each worker's factory settles its own
+    (``create_worker_app``)."""
+    if isinstance(app, Litestar):
+        settled(app)
     uvicorn.run(
         app,
         host=host,

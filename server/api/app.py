@@ -49,7 +49,7 @@ from baton.server.identity import CALLER, Caller
 from baton.server.keys import RATE_LIMIT_NAMESPACE, READY_PROBE
 from baton.server.logs import configure_logging
 from baton.server.mcp_server import Binding, create_mcp_server
-from baton.server.serving import settle_heap
+from baton.server.serving import settled
 from baton.server.settings import Settings
 
 BODY_OVERHEAD = 64 * 1024
@@ -106,11 +106,9 @@ APP_FACTORY = "baton.server.api.app:create_worker_app"
 
 
 def create_worker_app() -> Litestar:
-    """The app of one ``baton serve --workers N`` process, its heap settled once built
-    (:func:`~baton.server.serving.settle_heap`), as ``baton serve`` does with one."""
-    app = create_app()
-    settle_heap()
-    return app
+    """The app of one ``baton serve --workers N`` process, set to settle its heap once
+    started (:func:`~baton.server.serving.settled`), as ``baton serve`` does with one."""
+    return settled(create_app())
 
 
 def create_app(settings: Settings | None = None) -> Litestar:
