@@ -1,11 +1,13 @@
 """What Baton adds to the stack under it: ``make bench-floor``.
 
-``remember`` and ``recall`` next to their floor, the same request and answer on the same
-stack with none of Baton's work (``floor_app``: Litestar's decoding into Baton's request
-type, one script call over Baton's own path to Redis, Baton's answer type, served like
-``baton serve``), and next to B-http, in interleaved wrk rounds at 32 connections. A ratio
-target against B-http that the floor itself misses is out of reach of any change to Baton;
-one the floor meets easily leaves the gap to Baton's own work.
+``remember``, ``recall`` and ``resume`` next to their floor, the same request and answer on
+the same stack with none of Baton's work (``floor_app``: Litestar's decoding into Baton's
+request type, one script call over Baton's own path to Redis, Baton's answer type, served
+like ``baton serve``), and next to B-http, in interleaved wrk rounds: throughput at 32
+connections for remember and recall, p50 latency at one connection for resume (as ``make
+bench`` measures them). A ratio target against B-http that the floor itself misses is out
+of reach of any change to Baton; one the floor meets easily leaves the gap to Baton's own
+work.
 
     .venv/bin/python -m tests.bench_floor [--seconds 3] [--rounds 4]
     .venv/bin/python -m tests.bench_floor --serve PORT   (the floor alone)
@@ -26,14 +28,23 @@ from litestar import Litestar, get, post
 from litestar.params import JSONBody
 from redis.commands.core import AsyncScript
 
+from baton.server.api.packet_routes import ResumeBody
 from baton.server.api.record_routes import RememberBody
 from baton.server.connection import async_redis
 from baton.server.embedded import EmbeddedServer
-from baton.server.models import RecordVersion, Remembered
-from tests.bench import BATON_SERVE
+from baton.server.models import (
+    Packet,
+    Pin,
+    RecordVersion,
+    Remembered,
+    ResolvedPin,
+    Resumed,
+    StalePin,
+)
+from tests.bench import BATON_SERVE, RESUME_CEILING, top_up_inbox
 from tests.bench_ab import serve_baseline, write_pins
 from tests.bench_baselines import one_get
-from tests.bench_http import BASELINE, THROUGHPUT, Target, rounds
+from tests.bench_http import BASELINE, RESUME, THROUGHPUT, Target, rounds
 from tests.benchkit import server_env, start, wait_for_baseline
 from tests.conftest import free_port, wait_for_http
 
@@ -84,7 +95,58 @@ async def floor_recall(ref: str) -> RecordVersion:
     )
 
 
-floor_app = Litestar(route_handlers=[one_get, floor_remember, floor_recall], logging_config=None)
+@post("/v1/agents/{agent:str}/resume", status_code=200)
+async def floor_resume(agent: str, data: JSONBody[ResumeBody | None] = None) -> Resumed:
+    """resume's route, body and answer type (the bench's packet: four pins, one stale), one
+    script call."""
+    claimed = await floor_script("write")(keys=[f"bench:floor:{agent}"])
+    pins = [Pin(ref=f"pin/{n}", version=1) for n in range(4)]
+    packet = Packet(
+        id=f"p-{claimed}",
+        from_agent="bench",
+        to_agent=agent,
+        summary=f"s {claimed}",
+        next=["do it"],
+        open=[],
+        pins=pins,
+        note=None,
+        session=None,
+        state="claimed",
+        created_at=FLOOR_TIME,
+        updated_at=FLOOR_TIME,
+        expires_at=None,
+        lease_until=FLOOR_TIME,
+        claimed_by=agent,
+        deliveries=1,
+        redeliveries=0,
+        error=None,
+    )
+    resolved = [
+        ResolvedPin(
+            ref=pin.ref,
+            version=1,
+            current_version=2 if n == 0 else 1,
+            stale=n == 0,
+            value=n,
+            author="bench",
+            confidence=0.5,
+            created_at=FLOOR_TIME,
+        )
+        for n, pin in enumerate(pins)
+    ]
+    return Resumed(
+        agent=agent,
+        packet=packet,
+        pins=resolved,
+        stale=[StalePin(ref="pin/0", pinned_version=1, current_version=2)],
+        lease_until=FLOOR_TIME,
+        message="",
+    )
+
+
+floor_app = Litestar(
+    route_handlers=[one_get, floor_remember, floor_recall, floor_resume], logging_config=None
+)
 
 
 def main(seconds: float, count: int) -> None:
@@ -92,7 +154,8 @@ def main(seconds: float, count: int) -> None:
     embedded = EmbeddedServer(work / "data")
     try:
         env = server_env(embedded.ensure_running())
-        redis.Redis.from_url(env["BATON_REDIS_URL"]).set("bench:baseline", "x")
+        raw = redis.Redis.from_url(env["BATON_REDIS_URL"])
+        raw.set("bench:baseline", "x")
         port = free_port()
         process = start([*BATON_SERVE, "--port", str(port)], work / "baton.log", env)
         baton = Target(f"http://127.0.0.1:{port}", [process.pid])
@@ -111,6 +174,16 @@ def main(seconds: float, count: int) -> None:
             targets += [(floor.url, floored, floor.pids), (baton.url, scenario, baton.pids)]
         measured = rounds(targets, connections=32, seconds=seconds, count=count)
 
+        write_pins(baton.url, moved=True)  # pin/0 moves on: one stale pin, as make bench has
+        top_up_inbox(raw, baton, RESUME.agent, (1 + count * seconds) * RESUME_CEILING)
+        resume_floor = dataclasses.replace(RESUME, name="resume floor")
+        targets = [
+            (baseline.url, BASELINE, baseline.pids),
+            (floor.url, resume_floor, floor.pids),
+            (baton.url, RESUME, baton.pids),
+        ]
+        latency = rounds(targets, connections=1, seconds=seconds, count=count)
+
         b_http = measured[BASELINE.name].requests_per_second
         print(f"req/s at 32 connections, medians of {count} interleaved rounds of {seconds} s")
         print(f"B-http: {measured[BASELINE.name].describe()}")
@@ -123,6 +196,15 @@ def main(seconds: float, count: int) -> None:
                 f"| {scenario.name} | {low:,.0f} | {own:,.0f} | {low / b_http:.2f} "
                 f"| {own / b_http:.2f} | {own / low:.2f} |"
             )
+        b_one = latency[BASELINE.name].p50_ms
+        low, own = latency["resume floor"].p50_ms, latency[RESUME.name].p50_ms
+        print(f"\np50 at one connection: B-http {latency[BASELINE.name].describe(False)}")
+        print("| scenario | floor | Baton | floor ÷ B-http | Baton ÷ B-http | Baton ÷ floor |")
+        print("|---|---|---|---|---|---|")
+        print(
+            f"| resume | {low:.2f} ms | {own:.2f} ms | {low / b_one:.2f}× | {own / b_one:.2f}× "
+            f"| {own / low:.2f}× |"
+        )
     finally:
         for child in psutil.Process().children():
             child.terminate()
