@@ -72,7 +72,7 @@ bench: $(STAMP) wrk
 bench-ab: $(STAMP) wrk
 	$(BIN)/python -m tests.bench_ab $(BASE) $(ARGS)
 
-## make bench-floor: remember and recall next to the same requests on the same stack without Baton's work
+## make bench-floor: remember, recall and resume next to the same requests on the same stack without Baton's work
 bench-floor: $(STAMP) wrk
 	$(BIN)/python -m tests.bench_floor $(ARGS)
 
