@@ -140,7 +140,7 @@ async def floor_resume(agent: str, data: JSONBody[ResumeBody | None] = None) -> 
         pins=resolved,
         stale=[StalePin(ref="pin/0", pinned_version=1, current_version=2)],
         lease_until=FLOOR_TIME,
-        message="",
+        message=f"packet {packet.id} from {packet.from_agent}: {packet.summary}",
     )
 
 
