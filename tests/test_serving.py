@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -56,8 +59,6 @@ def test_two_workers_serve_one_consistent_memory(redis_url: str, tmp_path: Path)
 
 def test_a_bad_workers_count_is_refused(redis_url: str, tmp_path: Path) -> None:
     """``--workers 0`` is a usage error, not a server that never starts."""
-    import subprocess
-    import sys
 
     done = subprocess.run(
         [sys.executable, "-m", "baton.server.cli", "serve", "--workers", "0"],
@@ -135,8 +136,6 @@ def test_a_settled_heap_still_collects_the_cycles_made_after_it() -> None:
     """``settle_heap`` freezes what start-up made and starts young collections less often,
     but never stops collecting: a reference cycle dropped afterwards is reclaimed once enough
     objects are allocated, with no explicit ``gc.collect``."""
-    import subprocess
-    import sys
 
     program = """
 import gc, weakref
@@ -159,9 +158,6 @@ def test_a_worker_app_settles_its_heap_once_started(redis_url: str) -> None:
     """The app each ``baton serve --workers N`` process builds (``create_worker_app``)
     freezes what its start-up made and raises the young generation's threshold once its
     start-up is over, as ``baton serve`` does with one process."""
-    import os
-    import subprocess
-    import sys
 
     program = """
 import gc
