@@ -30,7 +30,15 @@ from redis.typing import EncodableT
 from baton.server import codec
 from baton.server.activity import event_args
 from baton.server.clock import iso, now
-from baton.server.errors import Forbidden, InvalidInput, NotFound, StateConflict, describe
+from baton.server.errors import (
+    BatonError,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    StateConflict,
+    StoreUnavailable,
+    describe,
+)
 from baton.server.keys import NAMESPACES, Keys, around_ref, job_id
 from baton.server.models import (
     PACKET_STATES,
@@ -732,23 +740,12 @@ class HandoffStore(NamespaceStore):
         handoff_id: str | None = None,
     ) -> OutcomeReport:
         """``RecordStore.record_outcome``, and with ``handoff_id`` the claimed packet is
-        completed in the same call. The claim is checked first, so a wrong packet id or
-        state changes no confidence."""
-        if handoff_id is not None:
-            packet = await self.get(handoff_id, with_log=False)
-            if packet.state != "claimed":
-                raise StateConflict(
-                    f"packet {handoff_id} is {packet.state}; only a claimed packet can be closed "
-                    "by an outcome",
-                    packet=handoff_id,
-                    state=packet.state,
-                )
-            if packet.claimed_by != agent:
-                raise Forbidden(
-                    f"packet {handoff_id} is claimed by {packet.claimed_by}, not {agent}",
-                    packet=handoff_id,
-                )
-        report = await self.ns.records.record_outcome(
+        completed in the same call. The outcome is checked first (nothing written), then the
+        packet completed (atomically: only its claimant, only once), then the confidences
+        moved: a wrong packet id or state, or a second outcome for the same packet racing
+        this one, changes no confidence."""
+        records = self.ns.records
+        plan = await records.plan_outcome(
             outcome,
             outcome_ref,
             agent=agent,
@@ -757,10 +754,20 @@ class HandoffStore(NamespaceStore):
             note=note,
             packet_id=handoff_id,
         )
-        if handoff_id is not None:
-            report.handoff = await self.complete(
-                handoff_id, agent, reason=f"{outcome} reported as {outcome_ref}"
-            )
+        if handoff_id is None:
+            return await records.apply_outcome(plan)
+        done = await self._settle(
+            handoff_id, agent, "claimed", "done", f"{outcome} reported as {outcome_ref}"
+        )
+        try:
+            report = await records.apply_outcome(plan)
+        except BatonError as error:
+            raise StoreUnavailable(
+                f"packet {handoff_id} is done, but its outcome was not recorded ({error.detail});"
+                " report it again without handoff_id",
+                packet=handoff_id,
+            ) from error
+        report.handoff = done
         return report
 
     # -- reading ------------------------------------------------------------------------------

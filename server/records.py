@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -73,6 +74,8 @@ MAX_OUTCOME_REF = 200
 log = structlog.get_logger("baton.records")
 
 MAX_NOTE = 4000
+# The most refs one outcome moves (as many as a packet pins, by default).
+MAX_OUTCOME_REFS = 200
 # Record heads a process keeps as write hints (see HeadHints), per namespace.
 HINTS_KEPT = 10_000
 # Memories (``memory/<id>``) have their own search documents; their records are not indexed
@@ -85,6 +88,17 @@ def fact_document(ref: str, value: Any, tags: list[str]) -> tuple[str, str] | No
     if ref.startswith(UNINDEXED_SCOPE):
         return None
     return f"f:{ref}", f"{ref} {text_of(value)} {' '.join(tags)}"
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomePlan:
+    """An outcome checked and ready to write (:meth:`RecordStore.plan_outcome`): its log
+    entry's common fields, each ref's head and outcome-log length as read, and the versions
+    the caller's session last saw."""
+
+    entry: dict[str, Any]
+    heads: dict[str, tuple[list[bytes | None], int]]
+    seen: dict[str, int]
 
 
 class HeadHints:
@@ -330,16 +344,34 @@ class RecordStore(NamespaceStore):
         refs: Sequence[str] | None = None,
         session: str | None = None,
         note: str | None = None,
-        packet_id: str | None = None,
     ) -> OutcomeReport:
         """Move the confidence of ``refs`` (default: what ``session`` touched) and log each move.
 
-        Every ref is checked before anything is written, so bad input never half-applies. The
-        move applies to the current version; when the caller's session last read an older one,
-        the report lists it under ``stale`` (the outcome is still recorded, not refused).
-        ``packet_id`` is only written into the log entries: settling a packet with its outcome
-        is :meth:`HandoffStore.record_outcome`'s job, which calls this.
+        Every ref is checked before anything is written (:meth:`plan_outcome`), so bad input
+        never half-applies. The move applies to the current version; when the caller's
+        session last read an older one, the report lists it under ``stale`` (the outcome is
+        still recorded, not refused). Closing a packet with its outcome is
+        :meth:`HandoffStore.record_outcome`'s job.
         """
+        plan = await self.plan_outcome(
+            outcome, outcome_ref, agent=agent, refs=refs, session=session, note=note
+        )
+        return await self.apply_outcome(plan)
+
+    async def plan_outcome(
+        self,
+        outcome: OutcomeKind,
+        outcome_ref: str,
+        *,
+        agent: str,
+        refs: Sequence[str] | None = None,
+        session: str | None = None,
+        note: str | None = None,
+        packet_id: str | None = None,
+    ) -> OutcomePlan:
+        """An outcome checked and its records' heads read, nothing written: every refusal
+        (bad input, unknown refs) happens here. ``packet_id`` is only written into the log
+        entries."""
         if outcome not in ("success", "failure"):
             raise InvalidInput("outcome", "must be 'success' or 'failure'")
         if not isinstance(outcome_ref, str) or not outcome_ref.strip():
@@ -362,6 +394,10 @@ class RecordStore(NamespaceStore):
             seen = {} if session is None else await self.activity.touched(session)
         if isinstance(refs, str) or not isinstance(refs, Sequence) or not refs:
             raise InvalidInput("refs", "must be a non-empty list of refs")
+        if len(refs) > MAX_OUTCOME_REFS:
+            raise InvalidInput(
+                "refs", f"has {len(refs)} refs; one outcome moves at most {MAX_OUTCOME_REFS}"
+            )
         refs = list(dict.fromkeys(check_ref(ref, self.limits.max_ref_length) for ref in refs))
 
         batch = self.ns.batch()
@@ -373,31 +409,40 @@ class RecordStore(NamespaceStore):
         missing = [ref for ref, (head, _) in heads.items() if head[0] is None]
         if missing:
             raise NotFound(f"unknown refs: {', '.join(missing)}; nothing was changed", refs=missing)
+        entry = {
+            "agent": agent,
+            "handoff_id": packet_id,
+            "note": note,
+            "outcome": outcome,
+            "outcome_ref": outcome_ref,
+            "session": session,
+        }
+        return OutcomePlan(entry=entry, heads=heads, seen=seen)
 
-        moves = []
-        for ref in refs:
-            head, length = heads[ref]
-            entry = {
-                "agent": agent,
-                "handoff_id": packet_id,
-                "note": note,
-                "outcome": outcome,
-                "outcome_ref": outcome_ref,
-                "ref": ref,
-                "session": session,
-            }
-            moves.append(await self._apply_outcome(ref, head, length, entry))
+    async def apply_outcome(self, plan: OutcomePlan) -> OutcomeReport:
+        """Write a planned outcome: each ref's move (on top of whatever was appended since
+        the plan read its head), then their events."""
+        entry = plan.entry
+        moves = [
+            await self._apply_outcome(ref, head, length, {**entry, "ref": ref})
+            for ref, (head, length) in plan.heads.items()
+        ]
         batch = self.ns.batch()
         for move in moves:
-            text = f"{outcome} on {move.ref} ({outcome_ref}): {move.before:.0%} -> {move.after:.0%}"
-            self.activity.event(batch, "outcome", agent, text, ref=move.ref)
+            text = (
+                f"{move.outcome} on {move.ref} ({move.outcome_ref}): "
+                f"{move.before:.0%} -> {move.after:.0%}"
+            )
+            self.activity.event(batch, "outcome", move.agent, text, ref=move.ref)
         await batch.execute()
         stale = [
-            StaleOutcome(ref=move.ref, seen_version=seen[move.ref], moved_version=move.version)
+            StaleOutcome(ref=move.ref, seen_version=plan.seen[move.ref], moved_version=move.version)
             for move in moves
-            if seen.get(move.ref, move.version) < move.version
+            if plan.seen.get(move.ref, move.version) < move.version
         ]
-        return OutcomeReport(outcome=outcome, outcome_ref=outcome_ref, moves=moves, stale=stale)
+        return OutcomeReport(
+            outcome=entry["outcome"], outcome_ref=entry["outcome_ref"], moves=moves, stale=stale
+        )
 
     async def _apply_outcome(
         self, ref: str, head: list[bytes | None], length: int, entry: dict[str, Any]

@@ -586,6 +586,51 @@ async def test_outcome_with_handoff_id_completes_the_packet(
     assert report.moves[0].after == pytest.approx(0.84)
 
 
+async def test_racing_outcomes_for_one_packet_move_confidence_once(
+    handoffs: HandoffStore, store: RecordStore, data_redis: redis.Redis
+) -> None:
+    """Outcomes sent at once for the same claimed packet: one closes it and moves the
+    confidence; every other is refused and moves nothing (its refusal is not half-applied)."""
+    await store.remember("listing/482/assessment", "apply", agent="scout", confidence=0.5)
+    packet_id = await hand(handoffs, pins=[{"ref": "listing/482/assessment"}])
+    await handoffs.resume("executor")
+
+    results = await asyncio.gather(
+        *(
+            handoffs.record_outcome(
+                "failure",
+                f"RUN-{n}",
+                agent="executor",
+                refs=["listing/482/assessment"],
+                handoff_id=packet_id,
+            )
+            for n in range(4)
+        ),
+        return_exceptions=True,
+    )
+    reports = [result for result in results if not isinstance(result, BaseException)]
+    assert len(reports) == 1
+    assert all(isinstance(result, StateConflict) for result in results if result not in reports)
+    record = await store.recall("listing/482/assessment")
+    assert record.confidence == pytest.approx(reports[0].moves[0].after)
+    head = data_redis.hgetall(Keys("default").head("listing/482/assessment"))
+    assert head[b"failures"] == b"1"
+    assert data_redis.llen(Keys("default").outcomes("listing/482/assessment")) == 1
+
+
+async def test_an_outcome_moves_at_most_as_many_refs_as_a_packet_pins(
+    store: RecordStore,
+) -> None:
+    """An outcome naming more refs than the limit is refused with the field at fault, before
+    any ref is looked up."""
+    with pytest.raises(InvalidInput) as caught:
+        await store.record_outcome(
+            "success", "RUN-1", agent="scout", refs=[f"no/such/{n}" for n in range(201)]
+        )
+    assert caught.value.field == "refs"
+    assert "201" in caught.value.detail
+
+
 async def test_listing_filters_and_pages(handoffs: HandoffStore) -> None:
     """Packets list newest first, filter by state and receiver, and page without gaps."""
     ids = [await hand(handoffs, to="a" if i % 2 else "b") for i in range(7)]
