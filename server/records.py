@@ -585,6 +585,8 @@ class RecordStore(NamespaceStore):
             or not (1 <= limit <= self.limits.max_page_size)
         ):
             raise InvalidInput("limit", f"must be from 1 to {self.limits.max_page_size}")
+        if cursor is not None:  # a cursor is the last ref of the page before
+            cursor = check_ref(cursor, self.limits.max_ref_length, field="cursor")
 
         def wanted(record: RecordVersion | None) -> bool:
             return (
@@ -671,8 +673,8 @@ class RecordStore(NamespaceStore):
             for start in range(0, len(refs), batch):
                 yield refs[start : start + batch]
             return
-        if after is not None:
-            low = f"({after}"
+        if after is not None and (not scope or after > f"{scope}/"):
+            low = f"({after}"  # a cursor before the scope starts it at the scope's first ref
         while True:
             raw = await self.redis.zrangebylex(self.keys.refs, low, high, start=0, num=batch)
             if not raw:

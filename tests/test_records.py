@@ -243,6 +243,22 @@ async def test_listing_pages_with_a_cursor_without_gaps(store: RecordStore) -> N
     assert seen == refs
 
 
+
+async def test_a_cursor_never_widens_the_scope(store: RecordStore) -> None:
+    """A cursor that sorts before the scope starts the page at the scope's first ref, one
+    after it gives an empty page: the scope filter holds whatever cursor is sent; a cursor
+    that is not a ref is refused with the field named."""
+    for ref in ["a/x", "geo/berlin", "t/one", "t/two", "u/z"]:
+        await store.remember(ref, ref, agent="s")
+    before = await store.list_records(scope="t", cursor="a/x")
+    assert [record.ref for record in before.records] == ["t/one", "t/two"]
+    assert (await store.list_records(scope="t", cursor="u/a")).records == []
+    paged = await store.list_records(scope="t", cursor="t/one")
+    assert [record.ref for record in paged.records] == ["t/two"]
+    with pytest.raises(InvalidInput) as caught:
+        await store.list_records(scope="t", cursor="a\x00")
+    assert caught.value.field == "cursor"
+
 async def test_namespaces_are_isolated(backend: Backend) -> None:
     """The same ref in two namespaces are two independent records."""
     await backend.namespace("alpha").records.remember("a/b", "alpha", agent="s")
