@@ -42,6 +42,12 @@ since the sender pinned them), and `record_outcome` to report whether acting on 
 
 P = ParamSpec("P")
 SHOWN_DECIMALS = 4
+# The fields holding figures Baton computes, rounded for a model; and those holding what an
+# agent stored, never touched.
+SHOWN_ROUNDED = frozenset(
+    {"confidence", "before", "after", "average_confidence", "score", "similarity"}
+)
+STORED_DATA = frozenset({"value", "data", "details"})
 
 Ref = Annotated[str, Field(description="A record ref 'scope/key'; the scope may hold slashes.")]
 Agent = Annotated[str, Field(description="An agent id, e.g. 'executor'.")]
@@ -89,15 +95,19 @@ def _resolve(binding: Binding, ctx: Context) -> ToolCall:
     return ToolCall(caller=caller, ns=binding.backend.namespace(caller.namespace))
 
 
-def rounded(value: Any) -> Any:
-    """Floats shown to a model at 4 decimal places (0.8400000000000001 -> 0.84); stored and
-    REST values stay exact, so hashes still verify from the REST answers."""
+def rounded(value: Any, key: str | None = None) -> Any:
+    """Baton's own figures (confidences, scores) shown to a model at 4 decimal places
+    (0.8400000000000001 -> 0.84); what agents stored (a record's value) is shown exactly as
+    stored, and REST answers stay exact, so hashes still verify from them."""
     if isinstance(value, float):
-        return round(value, SHOWN_DECIMALS)
+        return round(value, SHOWN_DECIMALS) if key in SHOWN_ROUNDED else value
     if isinstance(value, dict):
-        return {key: rounded(item) for key, item in value.items()}
+        return {
+            name: item if name in STORED_DATA else rounded(item, name)
+            for name, item in value.items()
+        }
     if isinstance(value, list):
-        return [rounded(item) for item in value]
+        return [rounded(item, key) for item in value]
     return value
 
 

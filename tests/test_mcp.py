@@ -166,6 +166,20 @@ async def test_an_outcome_on_a_record_read_at_an_older_version_says_so(
     assert "(current 2)" in bad_pin and "b'" not in bad_pin
 
 
+async def test_stored_numbers_come_back_exactly_as_written(scout: Client) -> None:
+    """Rounding is for Baton's own figures: a value's numbers (even under a key named like
+    one of them) come back unrounded from recall and resume, so writing back what was read
+    changes nothing."""
+    value = {"lat": 52.520008, "fee": 0.00001, "confidence": 0.123456789, "all": [1e-9]}
+    await call(scout, "remember", ref="geo/berlin", value=value, confidence=0.123456789)
+    recalled = await call(scout, "recall", ref="geo/berlin")
+    assert recalled["value"] == value
+    assert recalled["confidence"] == 0.1235
+    await call(scout, "handoff", to="scout", summary="s", pins=[{"ref": "geo/berlin"}])
+    resumed = await call(scout, "resume")
+    assert resumed["pins"][0]["value"] == value
+
+
 async def test_mistakes_are_error_results_not_crashes(scout: Client) -> None:
     """Bad input and unknown refs come back as isError results with a clear message, and the
     server keeps answering afterwards."""

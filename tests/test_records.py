@@ -243,7 +243,6 @@ async def test_listing_pages_with_a_cursor_without_gaps(store: RecordStore) -> N
     assert seen == refs
 
 
-
 async def test_a_cursor_never_widens_the_scope(store: RecordStore) -> None:
     """A cursor that sorts before the scope starts the page at the scope's first ref, one
     after it gives an empty page: the scope filter holds whatever cursor is sent; a cursor
@@ -258,6 +257,7 @@ async def test_a_cursor_never_widens_the_scope(store: RecordStore) -> None:
     with pytest.raises(InvalidInput) as caught:
         await store.list_records(scope="t", cursor="a\x00")
     assert caught.value.field == "cursor"
+
 
 async def test_namespaces_are_isolated(backend: Backend) -> None:
     """The same ref in two namespaces are two independent records."""
