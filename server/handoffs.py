@@ -57,7 +57,7 @@ from baton.server.models import (
 )
 from baton.server.records import BATCH, MAX_NOTE
 from baton.server.store_base import NamespaceStore
-from baton.server.validation import check_agent, check_ref, check_session_id
+from baton.server.validation import check_agent, check_ref, check_session_id, check_text
 
 if TYPE_CHECKING:
     from baton.server.backend import Namespace
@@ -137,8 +137,9 @@ def _text_list(items: object, field: str, max_items: int, max_length: int) -> li
     if len(items) > max_items:
         raise InvalidInput(field, f"has {len(items)} items; the limit is {max_items}")
     for index, item in enumerate(items):
-        if not item.strip() or len(item) > max_length:
+        if not item.strip():
             raise InvalidInput(f"{field}[{index}]", f"must be 1-{max_length} characters")
+        check_text(item, f"{field}[{index}]", max_length)
     return list(items)
 
 
@@ -282,10 +283,7 @@ class HandoffStore(NamespaceStore):
         session = None if session is None else check_session_id(session)
         if not isinstance(summary, str) or not summary.strip():
             raise InvalidInput("summary", "is required: one line on what is being handed over")
-        if len(summary) > self.limits.max_summary_length:
-            raise InvalidInput(
-                "summary", f"is longer than {self.limits.max_summary_length} characters"
-            )
+        check_text(summary, "summary", self.limits.max_summary_length)
         steps = _text_list(
             list(next_steps), "next", self.limits.max_steps, self.limits.max_step_length
         )

@@ -473,7 +473,7 @@ def _add_memory_tools(mcp: MCPServer, binding: Binding) -> None:
     ) -> Any:
         call = _resolve(binding, ctx)
         return await call.ns.sessions.resume_here(
-            cwd or os.getcwd(), override=override, caller_session=call.session
+            os.getcwd() if cwd is None else cwd, override=override, caller_session=call.session
         )
 
 

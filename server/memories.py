@@ -25,9 +25,10 @@ from baton.server.identity import Caller, check_session_owner, sweeper
 from baton.server.keys import NAMESPACES
 from baton.server.models import Observation, RecallHit, RecordVersion
 from baton.server.observations import concepts_of, observation_from
+from baton.server.records import MAX_NOTE
 from baton.server.search import text_of
 from baton.server.store_base import NamespaceStore
-from baton.server.validation import check_agent, check_session_id, check_size
+from baton.server.validation import check_agent, check_session_id, check_size, check_text
 
 if TYPE_CHECKING:
     from baton.server.backend import Namespace
@@ -468,12 +469,15 @@ class MemoryStore(NamespaceStore):
         if not memory_id and not session_id:
             raise InvalidInput("memoryId", "sessionId or memoryId is required")
         check_size(observation_ids, "observationIds")
+        check_text(reason, "reason", MAX_NOTE)
         agent = caller.agent
         if memory_id and not caller.admin:
             caller.require_owner((await self.get(memory_id)).agent_id, f"memory {memory_id}")
         if session_id:
             session_id = check_session_id(session_id, field="sessionId")
             await check_session_owner(self.redis, self.keys, session_id, caller)
+            if not await self.redis.exists(self.keys.session(session_id)):
+                raise NotFound(f"no session {session_id}", session=session_id)
         result = Forgotten(success=True, memories=[], observations=0, sessions=[], audit_ids=[])
         if memory_id:
             await self.records.forget(memory_ref(memory_id), agent=agent, reason=reason)
@@ -484,48 +488,60 @@ class MemoryStore(NamespaceStore):
                 await self.audit(agent, "forget", f"memory/{memory_id}", reason)
             )
         if session_id:
-            ids = list(observation_ids or [])
-            whole = not ids
-            if whole:
-                ids = [
-                    codec.text(raw)
-                    for raw in await self.redis.lrange(self.keys.observations(session_id), 0, -1)
-                ]
-            forgotten = [] if whole else await self._read_observations(session_id, ids)
-            removed = await self.index.remove([f"o:{session_id}:{oid}" for oid in ids])
+            await self._forget_in_session(result, agent, session_id, observation_ids, reason)
+        return result
+
+    async def _forget_in_session(
+        self,
+        result: Forgotten,
+        agent: str,
+        session_id: str,
+        observation_ids: Sequence[str] | None,
+        reason: str,
+    ) -> None:
+        """Forget some observations of a session (those it holds: the count says how many),
+        or, with none named, the whole session; an unknown session is refused."""
+        ids = list(observation_ids or [])
+        whole = not ids
+        if whole:
+            ids = [
+                codec.text(raw)
+                for raw in await self.redis.lrange(self.keys.observations(session_id), 0, -1)
+            ]
             pipe = self.redis.pipeline(transaction=False)
             for oid in ids:
                 pipe.delete(self.keys.observation(session_id, oid))
-                pipe.lrem(self.keys.observations(session_id), 0, oid)
-                pipe.hdel(self.keys.observation_sessions, oid)
-            if whole:
-                pipe.delete(
-                    self.keys.session(session_id),
-                    self.keys.session_touched(session_id),
-                    self.keys.observations(session_id),
-                    self.keys.session_files(session_id),
-                )
-                pipe.zrem(self.keys.sessions, session_id)
-                pipe.zrem(self.keys.active_sessions, session_id)
-            else:
-                pipe.hincrby(self.keys.session(session_id), "observation_count", -len(ids))
-            await pipe.execute()
-            if forgotten:
-                await self._scrub(session_id, forgotten)
-            result.observations = max(removed, len(ids) if whole else removed)
-            target = f"session/{session_id}" if whole else f"session/{session_id}/observations"
-            if whole:
-                result.sessions.append(session_id)
-            result.audit_ids.append(
-                await self.audit(
-                    agent,
-                    "forget",
-                    target,
-                    reason,
-                    {"observations": ids},
-                )
+            pipe.delete(
+                self.keys.session(session_id),
+                self.keys.session_touched(session_id),
+                self.keys.observations(session_id),
+                self.keys.session_files(session_id),
             )
-        return result
+            pipe.zrem(self.keys.sessions, session_id)
+            pipe.zrem(self.keys.active_sessions, session_id)
+            await pipe.execute()
+            result.sessions.append(session_id)
+            target = f"session/{session_id}"
+        else:
+            forgotten = await self._read_observations(session_id, ids)
+            deleted = await self.scripts.forget_observations(
+                keys=[self.keys.session(session_id), self.keys.observations(session_id)],
+                args=[self.keys.observation(session_id, ""), *ids],
+            )
+            if deleted == -1:
+                raise NotFound(f"no session {session_id}", session=session_id)
+            ids = [codec.text(raw) for raw in deleted]
+            if forgotten:
+                await self._scrub(session_id, [o for o in forgotten if o.id in ids])
+            target = f"session/{session_id}/observations"
+        await self.index.remove([f"o:{session_id}:{oid}" for oid in ids])
+        if ids:
+            await self.redis.hdel(self.keys.observation_sessions, *ids)
+        result.observations = len(ids)
+        if whole or ids:
+            result.audit_ids.append(
+                await self.audit(agent, "forget", target, reason, {"observations": ids})
+            )
 
     async def _read_observations(self, session_id: str, ids: Sequence[str]) -> list[Observation]:
         pipe = self.redis.pipeline(transaction=False)

@@ -60,6 +60,7 @@ from baton.server.validation import (
     check_ref,
     check_session_id,
     check_tags,
+    check_text,
 )
 
 if TYPE_CHECKING:
@@ -490,6 +491,7 @@ class RecordStore(NamespaceStore):
         """Replace every version's value of ``ref`` by a tombstone (see docs/integrity.md):
         the data is gone, the chain still verifies and shows when, by whom and why."""
         ref = check_ref(ref, self.limits.max_ref_length)
+        check_text(reason, "reason", MAX_NOTE)
         for _ in range(MAX_WRITE_ATTEMPTS):
             head = await self.redis.hmget(self.keys.head(ref), "version", "forgotten_at")
             if head[0] is None or head[1] is not None:

@@ -50,6 +50,7 @@ class Scripts:
         self.record_outcome = register("record_outcome")
         self.touch_session = register("touch_session")
         self.forget_record = register("forget_record")
+        self.forget_observations = register("forget_observations")
         self.search = register("search")
         self.index_doc = register("index_doc")
         self.create_packet = register("create_packet")

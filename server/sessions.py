@@ -26,7 +26,13 @@ from baton.server.observations import (
     open_question,
 )
 from baton.server.store_base import NamespaceStore
-from baton.server.validation import check_depth, check_session_id, check_size
+from baton.server.validation import (
+    MAX_PATH,
+    check_depth,
+    check_session_id,
+    check_size,
+    check_text,
+)
 
 if TYPE_CHECKING:
     from baton.server.backend import Namespace
@@ -41,9 +47,16 @@ STATUS_PREFERENCE = {"completed": 0, "abandoned": 1, "active": 2}
 def normalise_cwd(cwd: object, field: str = "cwd") -> str:
     if not isinstance(cwd, str) or not cwd.strip():
         raise InvalidInput(field, "is required: the absolute working directory")
+    check_text(cwd, field, MAX_PATH)
     if not os.path.isabs(cwd):
         raise InvalidInput(field, f"{cwd!r} is not an absolute path")
     return os.path.normpath(cwd)
+
+
+def _started(meta: dict[bytes, bytes]) -> bool:
+    """Whether a session hash is a started session's, not only a counter left behind (by
+    earlier versions' forgetting observations of an unknown session)."""
+    return b"agent" in meta and b"started_at" in meta
 
 
 def within(cwd: str, project: str) -> bool:
@@ -158,7 +171,7 @@ class SessionStore(NamespaceStore):
         pipe.hgetall(self.keys.session_touched(session_id))
         pipe.smembers(self.keys.session_files(session_id))
         meta, touched, files = await pipe.execute()
-        if not meta:
+        if not _started(meta):
             raise NotFound(f"no session {session_id}", session=session_id)
         return self._session(session_id, meta, touched, files)
 
@@ -204,7 +217,7 @@ class SessionStore(NamespaceStore):
         return [
             self._session(session_id, *replies[3 * i : 3 * i + 3])
             for i, session_id in enumerate(ids)
-            if replies[3 * i]
+            if _started(replies[3 * i])
         ]
 
     async def abandon_idle(self, idle_seconds: float) -> list[str]:
@@ -355,6 +368,8 @@ class SessionStore(NamespaceStore):
     ) -> ResumeHere:
         """The "where were we" answer for a working directory (rules in docs/sessions.md)."""
         base = normalise_cwd(cwd)
+        if override is not None:
+            check_text(override, "override", MAX_PATH)
         project_path = os.path.normpath(os.path.join(base, override)) if override else base
         candidates = [s for s in await self.recent(RECENT_SESSIONS) if s.id != caller_session]
         matches = [s for s in candidates if s.cwd and within(s.cwd, project_path)]

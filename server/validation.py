@@ -19,6 +19,10 @@ TAG_PATTERN = re.compile(r"[A-Za-z0-9._:/+-]+")
 PACKET_ID_PATTERN = re.compile(r"h_[0-9a-f]{8}")
 MAX_DEPTH = 64  # JSON nesting accepted in values and hook data
 MAX_LIST = 1000  # ids in one request (observation ids, expand ids, memory ids)
+MAX_PATH = 4096  # a working directory (Linux's PATH_MAX)
+# Control characters refused in text a person reads (a terminal escape, a NUL); tab, line
+# feed and carriage return are kept.
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 class Ref(NamedTuple):
@@ -118,3 +122,13 @@ def check_size(items: Sequence[Any] | None, field: str, limit: int = MAX_LIST) -
     """Refuse a list of more than ``limit`` items."""
     if items is not None and len(items) > limit:
         raise InvalidInput(field, f"holds {len(items)} items; at most {limit} are accepted")
+
+
+def check_text(text: object, field: str, max_length: int) -> str:
+    """Refuse text that is not a string, is longer than ``max_length`` characters or holds
+    control characters (see ``CONTROL_CHARACTERS``); return it unchanged."""
+    if not isinstance(text, str) or len(text) > max_length:
+        raise InvalidInput(field, f"must be text of at most {max_length} characters")
+    if CONTROL_CHARACTERS.search(text):
+        raise InvalidInput(field, "must not hold control characters (NUL, escape, ...)")
+    return text

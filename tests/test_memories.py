@@ -610,6 +610,67 @@ async def test_forgetting_observations_scrubs_what_was_derived_from_them(
     assert (await sessions.memories.recall("hunter2secret")).results == []
 
 
+async def test_forgetting_observations_counts_only_what_the_session_held(
+    sessions: SessionStore, data_redis: redis.Redis
+) -> None:
+    """Forgetting observations lowers the session's count by the ones it really deleted
+    (unknown ids and repeats count nothing); an unknown session is refused, and nothing is
+    written for it, not even a counter."""
+    caller = as_agent("claude")
+    await sessions.start(caller=caller, session_id="s-count", project="app", cwd="/repo")
+    first = await observe(sessions, "s-count", "/repo", hook="prompt_submit", prompt="one")
+    await observe(sessions, "s-count", "/repo", hook="prompt_submit", prompt="two")
+    forgotten = await sessions.memories.forget(
+        caller=caller, session_id="s-count", observation_ids=[first, first, "o_nope"]
+    )
+    assert forgotten.observations == 1
+    again = await sessions.memories.forget(
+        caller=caller, session_id="s-count", observation_ids=[first]
+    )
+    assert again.observations == 0 and again.audit_ids == []
+    assert (await sessions.get("s-count")).observation_count == 1
+
+    audited = data_redis.xlen(Keys("default").audit)
+    for observation_ids in (["o_x"], None):
+        with pytest.raises(NotFound):
+            await sessions.memories.forget(
+                caller=caller, session_id="ghost-1", observation_ids=observation_ids
+            )
+    assert not data_redis.keys(f"{Keys('default').session('ghost-1')}*")
+    assert data_redis.xlen(Keys("default").audit) == audited
+
+
+async def test_a_session_hash_without_a_start_is_not_a_session(
+    sessions: SessionStore, data_redis: redis.Redis
+) -> None:
+    """A counter left without a session (by earlier versions' forgetting) reads as no session:
+    404, not a crash, and it is not listed."""
+    data_redis.hset(Keys("default").session("ghost-2"), "observation_count", -2)
+    with pytest.raises(NotFound):
+        await sessions.get("ghost-2")
+
+
+async def test_text_people_read_is_bounded_and_has_no_control_characters(
+    sessions: SessionStore, store: RecordStore
+) -> None:
+    """Forget reasons, working directories and overrides are refused when too long or when
+    they hold a NUL or an escape, with the field named; nothing is written."""
+    await store.remember("a/b", 1, agent="s")
+    for reason in ("x" * 4001, "bad\x00reason", "\x1b[31mred"):
+        with pytest.raises(InvalidInput) as caught:
+            await store.forget("a/b", agent="s", reason=reason)
+        assert caught.value.field == "reason"
+    assert (await store.recall("a/b")).value == 1
+    for cwd, override, field in (
+        ("/" + "d" * 5000, None, "cwd"),
+        ("/repo\x00", None, "cwd"),
+        ("/repo", "x" * 5000, "override"),
+    ):
+        with pytest.raises(InvalidInput) as caught:
+            await sessions.resume_here(cwd, override=override)
+        assert caught.value.field == field
+
+
 async def test_events_without_a_working_directory_are_kept(sessions: SessionStore) -> None:
     """A hook that sends cwd "" or none loses nothing: the event is stored, the session's
     directory stays unknown until an event names one."""
