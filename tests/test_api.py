@@ -10,9 +10,14 @@ from typing import Any
 
 import httpx
 import pytest
+import redis
+from litestar import Litestar, get
 from litestar.exceptions import LitestarDeprecationWarning
+from litestar.testing import TestClient
+from structlog.testing import capture_logs
 
 from baton.server.api.app import create_app
+from baton.server.api.problems import EXCEPTION_HANDLERS
 from tests.conftest import REPO
 
 PROBLEM = "application/problem+json"
@@ -215,6 +220,46 @@ def test_health_and_openapi(http: httpx.Client) -> None:
     schema = http.get("/schema/openapi.json").json()
     assert "/v1/records" in schema["paths"]
     assert "/v1/records/{ref}" in schema["paths"]
+
+
+def test_a_method_a_route_lacks_is_a_405_naming_the_methods_it_has(http: httpx.Client) -> None:
+    """405 answers carry Allow (RFC 9110), as problem+json."""
+    response = http.request("TRACE", "/v1/whoami")
+    assert_problem(response, 405)
+    assert "GET" in response.headers["allow"]
+
+
+def test_agentmemory_routes_answer_every_error_in_agentmemorys_shape() -> None:
+    """On /agentmemory/ a lost Redis or an unexpected error is {"error": ...} with its
+    status, as agentmemory's clients read errors; elsewhere it is problem+json."""
+
+    async def lost_redis() -> None:
+        raise redis.exceptions.ConnectionError("gone")
+
+    async def broken() -> None:
+        raise RuntimeError("bug")
+
+    app = Litestar(
+        route_handlers=[
+            get(path)(handler)
+            for path, handler in [
+                ("/agentmemory/lost", lost_redis),
+                ("/agentmemory/broken", broken),
+                ("/v1/lost", lost_redis),
+            ]
+        ],
+        exception_handlers=EXCEPTION_HANDLERS,
+    )
+    with TestClient(app) as client, capture_logs():
+        lost = client.get("/agentmemory/lost")
+        assert lost.status_code == 503
+        assert lost.json() == {
+            "error": "Baton cannot reach its Redis server right now; retry shortly"
+        }
+        broken_answer = client.get("/agentmemory/broken")
+        assert broken_answer.status_code == 500
+        assert broken_answer.json() == {"error": "an unexpected error occurred; it has been logged"}
+        assert_problem(client.get("/v1/lost"), 503)
 
 
 def test_error_responses_match_their_openapi_entry(http: httpx.Client) -> None:

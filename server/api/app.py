@@ -55,7 +55,7 @@ from baton.server.settings import Settings
 BODY_OVERHEAD = 64 * 1024
 
 
-@get("/healthz", tags=["operations"], summary="The process is up")
+@get("/healthz", tags=["operations"], summary="The process is up", responses=problems())
 async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
@@ -91,6 +91,7 @@ def _rate_limited(caller: Caller | None) -> bool:
     "/readyz",
     tags=["operations"],
     summary="Redis answers, accepts writes, and the scripts are loaded",
+    responses=problems(),
 )
 async def readyz(state: State) -> dict[str, Any]:
     """Ready means writes would succeed: a probe key is written (a full disk or an out of

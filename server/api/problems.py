@@ -17,6 +17,7 @@ from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 from litestar.types import ExceptionHandlersMap
 from prometheus_client import Counter
 
+from baton.server.api.auth import AGENTMEMORY
 from baton.server.connection import write_refused
 from baton.server.errors import BatonError, describe
 
@@ -71,10 +72,19 @@ def problems(*statuses: int) -> dict[int, ResponseSpec]:
 
 
 def _problem(
-    request: Request[Any, Any, Any], status: int, title: str, detail: str, **extra: Any
+    request: Request[Any, Any, Any],
+    status: int,
+    title: str,
+    detail: str,
+    headers: dict[str, str] | None = None,
+    **extra: Any,
 ) -> Response[Any]:
+    """The error as problem+json; on agentmemory's routes as its clients read errors,
+    ``{"error": detail}``."""
+    if request.url.path.startswith(AGENTMEMORY):
+        return Response({"error": detail}, status_code=status, headers=headers)
     return ProblemDetailsException(
-        status_code=status, title=title, detail=detail, extra=extra or None
+        status_code=status, title=title, detail=detail, headers=headers, extra=extra or None
     ).to_response(request)
 
 
@@ -110,10 +120,13 @@ def _field_of(item: dict[str, Any]) -> str:
 
 
 def http_error(request: Request[Any, Any, Any], error: HTTPException) -> Response[Any]:
-    if request.url.path.startswith("/agentmemory/"):  # agentmemory's clients read {"error"}
-        return Response({"error": str(error.detail)}, status_code=error.status_code)
+    """Litestar's own refusals, with their headers (a 405's ``Allow``)."""
     return _problem(
-        request, error.status_code, HTTPStatus(error.status_code).phrase, str(error.detail)
+        request,
+        error.status_code,
+        HTTPStatus(error.status_code).phrase,
+        str(error.detail),
+        headers=error.headers,
     )
 
 
@@ -144,8 +157,6 @@ def redis_refused(
     status, detail = refused
     REDIS_REFUSALS.inc()
     log.warning("redis refused a write", error=detail, path=request.url.path)
-    if request.url.path.startswith("/agentmemory/"):
-        return Response({"error": detail}, status_code=status)
     title = "Insufficient storage" if status == 507 else "Store unavailable"
     return _problem(request, status, title, detail)
 
