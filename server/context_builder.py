@@ -143,7 +143,7 @@ class ContextBuilder:
     ) -> Enriched:
         """What earlier sessions did to ``files``, related memories, and past bugs."""
         if not files or not all(isinstance(f, str) and f for f in files):
-            raise InvalidInput("files", "sessionId (string) and files (string[]) are required")
+            raise InvalidInput("files", "must be a non-empty list of non-empty file paths")
         if not all(isinstance(term, str) for term in terms):
             raise InvalidInput("terms", "terms must be an array of strings")
         parts = []

@@ -159,9 +159,12 @@ def create_mcp_server(binding: Binding) -> MCPServer:
         value: Annotated[Any, Field(description="The fact: any JSON value.")],
         ctx: Context,
         tags: Annotated[list[str], Field(description="Labels for finding it again.")] = [],  # noqa: B006
-        confidence: Annotated[float, Field(ge=0, le=1, description="How sure you are.")] = 0.5,
+        confidence: Annotated[
+            float, Field(strict=True, ge=0, le=1, description="How sure you are.")
+        ] = 0.5,
         expected_version: Annotated[
-            int | None, Field(ge=0, description="Only write on top of this version (0 = new).")
+            int | None,
+            Field(strict=True, ge=0, description="Only write on top of this version (0 = new)."),
         ] = None,
     ) -> Any:
         call = _resolve(binding, ctx)
@@ -186,14 +189,16 @@ def create_mcp_server(binding: Binding) -> MCPServer:
     async def recall(
         ctx: Context,
         ref: Annotated[str | None, Field(description="One record to read.")] = None,
-        version: Annotated[int | None, Field(ge=1, description="A past version of ref.")] = None,
+        version: Annotated[
+            int | None, Field(strict=True, ge=1, description="A past version of ref.")
+        ] = None,
         scope: Annotated[str | None, Field(description="Records in this scope and below.")] = None,
         tags: Annotated[list[str], Field(description="Records carrying these tags.")] = [],  # noqa: B006
         tags_mode: Annotated[
             Literal["all", "any"], Field(description="Match all or any tag.")
         ] = "all",
-        min_confidence: Annotated[float | None, Field(ge=0, le=1)] = None,
-        limit: Annotated[int, Field(ge=1, le=500)] = 50,
+        min_confidence: Annotated[float | None, Field(strict=True, ge=0, le=1)] = None,
+        limit: Annotated[int, Field(strict=True, ge=1, le=500)] = 50,
         cursor: Annotated[
             str | None, Field(description="next_cursor of the previous page.")
         ] = None,
@@ -244,7 +249,8 @@ def create_mcp_server(binding: Binding) -> MCPServer:
             Field(description="[{ref, version}] to pin; version omitted = current."),
         ] = None,
         expires_in: Annotated[
-            float | None, Field(gt=0, description="Seconds until unclaimed packet expires.")
+            float | None,
+            Field(strict=True, gt=0, description="Seconds until unclaimed packet expires."),
         ] = None,
         note: str | None = None,
     ) -> Any:
@@ -273,7 +279,8 @@ def create_mcp_server(binding: Binding) -> MCPServer:
     async def resume(
         ctx: Context,
         lease_seconds: Annotated[
-            float | None, Field(gt=0, description="How long you hold the packet (default 15 min).")
+            float | None,
+            Field(strict=True, gt=0, description="How long you hold the packet (default 15 min)."),
         ] = None,
     ) -> Any:
         call = _resolve(binding, ctx)
@@ -318,7 +325,9 @@ def create_mcp_server(binding: Binding) -> MCPServer:
     @_as_tool_error
     async def memory_stats(
         ctx: Context,
-        verify: Annotated[bool, Field(description="Recompute every hash chain.")] = False,
+        verify: Annotated[
+            bool, Field(strict=True, description="Recompute every hash chain.")
+        ] = False,
     ) -> Any:
         call = _resolve(binding, ctx)
         stats = await call.ns.verifier.stats(verify=verify)
@@ -354,7 +363,7 @@ def _add_memory_tools(mcp: MCPServer, binding: Binding) -> None:
         files: Csv = None,
         project: Annotated[str | None, Field(description="A stable project id.")] = None,
         agentId: str | None = None,
-        ttlDays: Annotated[float | None, Field(gt=0)] = None,
+        ttlDays: Annotated[float | None, Field(strict=True, gt=0)] = None,
     ) -> Any:
         call = _resolve(binding, ctx)
         saved = await call.ns.memories.save(
@@ -380,9 +389,9 @@ def _add_memory_tools(mcp: MCPServer, binding: Binding) -> None:
     async def memory_recall(
         query: str,
         ctx: Context,
-        limit: Annotated[int, Field(ge=1, le=MAX_RECALL)] = 10,
+        limit: Annotated[int, Field(strict=True, ge=1, le=MAX_RECALL)] = 10,
         format: Literal["full", "compact", "narrative"] = "full",
-        token_budget: Annotated[int | None, Field(ge=1)] = None,
+        token_budget: Annotated[int | None, Field(strict=True, ge=1)] = None,
         project: str | None = None,
         agentId: Annotated[
             str | None,
@@ -414,7 +423,7 @@ def _add_memory_tools(mcp: MCPServer, binding: Binding) -> None:
         ctx: Context,
         query: str | None = None,
         expandIds: Csv = None,
-        limit: Annotated[int, Field(ge=1, le=MAX_RECALL)] = 10,
+        limit: Annotated[int, Field(strict=True, ge=1, le=MAX_RECALL)] = 10,
         project: str | None = None,
     ) -> Any:
         if not query and not expandIds:

@@ -432,6 +432,8 @@ class MemoryStore(NamespaceStore):
         """Compact hits for ``query``; or, with ``expand_ids``, those memories and
         observations in full."""
         check_size(expand_ids, "expandIds", MAX_EXPAND)
+        if expand_ids is not None and not expand_ids and not query:
+            raise InvalidInput("expandIds", "names no ids; give ids to expand, or a query")
         if expand_ids:
             docs = []
             for item in expand_ids:

@@ -166,6 +166,19 @@ async def test_an_outcome_on_a_record_read_at_an_older_version_says_so(
     assert "(current 2)" in bad_pin and "b'" not in bad_pin
 
 
+async def test_numbers_are_numbers_as_over_rest(scout: Client) -> None:
+    """A true where a number is expected is refused, as REST refuses it, rather than read as
+    1; a whole number where a decimal is expected is fine. An empty list of ids to expand
+    names expandIds."""
+    assert "confidence" in await error_text(scout, "remember", ref="a/b", value=1, confidence=True)
+    assert "expected_version" in await error_text(
+        scout, "remember", ref="a/b", value=1, expected_version=True
+    )
+    assert (await call(scout, "remember", ref="a/b", value=1, confidence=1))["version"] == 1
+    assert "version" in await error_text(scout, "recall", ref="a/b", version=True)
+    assert "expandIds" in await error_text(scout, "memory_smart_search", expandIds=",")
+
+
 async def test_stored_numbers_come_back_exactly_as_written(scout: Client) -> None:
     """Rounding is for Baton's own figures: a value's numbers (even under a key named like
     one of them) come back unrounded from recall and resume, so writing back what was read
