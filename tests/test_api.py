@@ -262,6 +262,39 @@ def test_agentmemory_routes_answer_every_error_in_agentmemorys_shape() -> None:
         assert_problem(client.get("/v1/lost"), 503)
 
 
+def test_request_bodies_are_documented_as_the_server_decodes_them(http: httpx.Client) -> None:
+    """Every documented request body refuses unknown fields and says so; an optional
+    number's bound is in the document and enforced; a body the server lets be left out is
+    not required."""
+    schema = http.get("/schema/openapi.json").json()
+    components = schema["components"]["schemas"]
+    bodies = [
+        (path, method, operation["requestBody"])
+        for path, item in schema["paths"].items()
+        for method, operation in item.items()
+        if isinstance(operation, dict) and "requestBody" in operation
+    ]
+    assert len(bodies) >= 15
+    for path, method, body in bodies:
+        declared = body["content"]["application/json"]["schema"]
+        refs = [declared, *declared.get("oneOf", []), *declared.get("anyOf", [])]
+        (name,) = [ref["$ref"].rsplit("/", 1)[1] for ref in refs if "$ref" in ref]
+        assert components[name]["additionalProperties"] is False, (path, method)
+
+    resume = schema["paths"]["/v1/agents/{agent}/resume"]["post"]["requestBody"]
+    assert resume["required"] is False
+    lease = components["ResumeBody"]["properties"]["lease_seconds"]["anyOf"][0]
+    assert lease["exclusiveMinimum"] == 0
+    headers = {"X-Baton-Agent": "reader"}
+    assert http.post("/v1/agents/reader/resume", headers=headers).status_code == 200
+    assert_problem(
+        http.post("/v1/agents/reader/resume", headers=headers, json={"lease_seconds": 0}),
+        422,
+        "lease_seconds",
+    )
+    assert_problem(http.post("/v1/agents/reader/resume", headers=headers, json={"lease": 5}), 422)
+
+
 def test_error_responses_match_their_openapi_entry(http: httpx.Client) -> None:
     """Errors are declared in the OpenAPI document, as problem+json with the members they
     carry: a version conflict, an unknown record, invalid input."""

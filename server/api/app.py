@@ -36,6 +36,7 @@ from baton.server.api.deps import DEPENDENCIES, CallerDep
 from baton.server.api.event_streams import EventHub
 from baton.server.api.metrics import REQUESTS, MetricsController
 from baton.server.api.observability import observe_requests
+from baton.server.api.openapi_bodies import ExactBodiesJson
 from baton.server.api.packet_routes import HandoffController
 from baton.server.api.problems import EXCEPTION_HANDLERS, problems
 from baton.server.api.record_routes import RecordController
@@ -210,7 +211,11 @@ def create_app(settings: Settings | None = None) -> Litestar:
             version=version("baton-server"),
             description="Versioned, hash-chained shared memory and handoffs for AI agents.",
             path="/schema",
-            render_plugins=[ScalarRenderPlugin(), SwaggerRenderPlugin(path="/swagger")],
+            render_plugins=[
+                ExactBodiesJson(),
+                ScalarRenderPlugin(),
+                SwaggerRenderPlugin(path="/swagger"),
+            ],
         ),
         logging_config=None,
     )
