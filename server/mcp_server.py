@@ -17,19 +17,31 @@ import secrets
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, ParamSpec
+from typing import Annotated, Any, Literal, ParamSpec, get_args
 
 import msgspec
 import redis.exceptions
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from baton.server.backend import Backend, Namespace, open_backend
 from baton.server.connection import write_refused
 from baton.server.errors import BatonError
 from baton.server.identity import CALLER, Caller, local
-from baton.server.memories import MAX_RECALL, split_list
+from baton.server.memories import MAX_RECALL, Forgotten, MemorySaved, Recall, split_list
+from baton.server.models import (
+    History,
+    OutcomeReport,
+    Packet,
+    RecordPage,
+    RecordVersion,
+    Remembered,
+    Resumed,
+    ResumeHere,
+    Session,
+    Stats,
+)
 from baton.server.settings import Settings
 
 INSTRUCTIONS = """\
@@ -48,6 +60,13 @@ SHOWN_ROUNDED = frozenset(
     {"confidence", "before", "after", "average_confidence", "score", "similarity"}
 )
 STORED_DATA = frozenset({"value", "data", "details"})
+
+
+class SessionList(msgspec.Struct, kw_only=True):
+    """``memory_sessions``' answer: the most recently started sessions, newest first."""
+
+    sessions: list[Session]
+
 
 Ref = Annotated[str, Field(description="A record ref 'scope/key'; the scope may hold slashes.")]
 Agent = Annotated[str, Field(description="An agent id, e.g. 'executor'.")]
@@ -111,10 +130,44 @@ def rounded(value: Any, key: str | None = None) -> Any:
     return value
 
 
+def output_model(result: Any) -> type[BaseModel]:
+    """A tool's output model: it publishes msgspec's JSON schema of ``result`` (a Struct,
+    or a union of Structs) as the tool's ``outputSchema``, the REST answer's shape, and lets
+    the tool's JSON object through as it is. MCP clients check results against it."""
+    members: tuple[type[msgspec.Struct], ...] = get_args(result) or (result,)
+    _, definitions = msgspec.json.schema_components(members, ref_template="{name}")
+    shapes = [_inlined(definitions[member.__name__], definitions) for member in members]
+    schema = {**(shapes[0] if len(shapes) == 1 else {"anyOf": shapes}), "type": "object"}
+
+    class Output(BaseModel):
+        model_config = ConfigDict(extra="allow")
+
+        @classmethod
+        def __get_pydantic_json_schema__(cls, *_: Any) -> dict[str, Any]:
+            return schema
+
+    Output.__name__ = Output.__qualname__ = "_".join(member.__name__ for member in members)
+    return Output
+
+
+def _inlined(schema: Any, definitions: dict[str, Any]) -> Any:
+    """``schema`` with every ``$ref`` replaced by its definition: self-contained, as pydantic
+    resolves a published schema's references against its own definitions (the result types
+    are not recursive)."""
+    if isinstance(schema, list):
+        return [_inlined(item, definitions) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    if "$ref" in schema:
+        return _inlined(definitions[schema["$ref"]], definitions)
+    return {key: _inlined(value, definitions) for key, value in schema.items()}
+
+
 def _as_tool_error(
     function: Callable[P, Awaitable[Any]],
 ) -> Callable[P, Awaitable[dict[str, Any]]]:
-    """Turn Baton's errors into isError results and results into plain JSON objects."""
+    """Turn Baton's errors into isError results and results into plain JSON objects,
+    published with the schema of the function's declared result (:func:`output_model`)."""
 
     @functools.wraps(function)
     async def call(*args: P.args, **kwargs: P.kwargs) -> dict[str, Any]:
@@ -135,10 +188,10 @@ def _as_tool_error(
         return built
 
     # Tools advertise structured output: a JSON object shaped like the REST response.
-    call.__signature__ = inspect.signature(function).replace(  # type: ignore[attr-defined]
-        return_annotation=dict[str, Any]
-    )
-    call.__annotations__ = {**function.__annotations__, "return": dict[str, Any]}
+    signature = inspect.signature(function)
+    output = output_model(signature.return_annotation)
+    call.__signature__ = signature.replace(return_annotation=output)  # type: ignore[attr-defined]
+    call.__annotations__ = {**function.__annotations__, "return": output}
     return call
 
 
@@ -166,7 +219,7 @@ def create_mcp_server(binding: Binding) -> MCPServer:
             int | None,
             Field(strict=True, ge=0, description="Only write on top of this version (0 = new)."),
         ] = None,
-    ) -> Any:
+    ) -> Remembered:
         call = _resolve(binding, ctx)
         return await call.ns.records.remember(
             ref,
@@ -203,7 +256,7 @@ def create_mcp_server(binding: Binding) -> MCPServer:
             str | None, Field(description="next_cursor of the previous page.")
         ] = None,
         query: Annotated[str | None, Field(description="Free text to match in values.")] = None,
-    ) -> Any:
+    ) -> RecordVersion | RecordPage:
         call = _resolve(binding, ctx)
         if ref is not None:
             return await call.ns.records.recall(
@@ -226,7 +279,7 @@ def create_mcp_server(binding: Binding) -> MCPServer:
         )
     )
     @_as_tool_error
-    async def history(ref: Ref, ctx: Context) -> Any:
+    async def history(ref: Ref, ctx: Context) -> History:
         return await _resolve(binding, ctx).ns.records.history(ref)
 
     @mcp.tool(
@@ -253,7 +306,7 @@ def create_mcp_server(binding: Binding) -> MCPServer:
             Field(strict=True, gt=0, description="Seconds until unclaimed packet expires."),
         ] = None,
         note: str | None = None,
-    ) -> Any:
+    ) -> Packet:
         call = _resolve(binding, ctx)
         return await call.ns.handoffs.handoff(
             from_agent=call.agent,
@@ -282,7 +335,7 @@ def create_mcp_server(binding: Binding) -> MCPServer:
             float | None,
             Field(strict=True, gt=0, description="How long you hold the packet (default 15 min)."),
         ] = None,
-    ) -> Any:
+    ) -> Resumed:
         call = _resolve(binding, ctx)
         return await call.ns.handoffs.resume(
             call.agent, lease_seconds=lease_seconds, session=call.session
@@ -303,7 +356,7 @@ def create_mcp_server(binding: Binding) -> MCPServer:
         refs: Annotated[list[str] | None, Field(description="The facts the decision used.")] = None,
         note: str | None = None,
         handoff_id: Annotated[str | None, Field(description="Packet to complete.")] = None,
-    ) -> Any:
+    ) -> OutcomeReport:
         call = _resolve(binding, ctx)
         return await call.ns.handoffs.record_outcome(
             outcome,
@@ -328,7 +381,7 @@ def create_mcp_server(binding: Binding) -> MCPServer:
         verify: Annotated[
             bool, Field(strict=True, description="Recompute every hash chain.")
         ] = False,
-    ) -> Any:
+    ) -> Stats:
         call = _resolve(binding, ctx)
         stats = await call.ns.verifier.stats(verify=verify)
         stats.handoffs = await call.ns.handoffs.counts()
@@ -364,7 +417,7 @@ def _add_memory_tools(mcp: MCPServer, binding: Binding) -> None:
         project: Annotated[str | None, Field(description="A stable project id.")] = None,
         agentId: str | None = None,
         ttlDays: Annotated[float | None, Field(strict=True, gt=0)] = None,
-    ) -> Any:
+    ) -> MemorySaved:
         call = _resolve(binding, ctx)
         saved = await call.ns.memories.save(
             content,
@@ -400,7 +453,7 @@ def _add_memory_tools(mcp: MCPServer, binding: Binding) -> None:
                 "shared ones (your own id, unless admin)."
             ),
         ] = None,
-    ) -> Any:
+    ) -> Recall:
         call = _resolve(binding, ctx)
         agent = call.caller.acting_as(agentId).agent if agentId else None
         return await call.ns.memories.recall(
@@ -425,7 +478,7 @@ def _add_memory_tools(mcp: MCPServer, binding: Binding) -> None:
         expandIds: Csv = None,
         limit: Annotated[int, Field(strict=True, ge=1, le=MAX_RECALL)] = 10,
         project: str | None = None,
-    ) -> Any:
+    ) -> Recall:
         if not query and not expandIds:
             raise ToolError("give a query, or expandIds to expand")
         return await _resolve(binding, ctx).ns.memories.smart_search(
@@ -437,8 +490,10 @@ def _add_memory_tools(mcp: MCPServer, binding: Binding) -> None:
 
     @mcp.tool(description="Recent sessions, newest first: where they ran and what they did.")
     @_as_tool_error
-    async def memory_sessions(ctx: Context, limit: Annotated[int, Field(ge=1, le=500)] = 20) -> Any:
-        return {"sessions": await _resolve(binding, ctx).ns.sessions.recent(limit)}
+    async def memory_sessions(
+        ctx: Context, limit: Annotated[int, Field(strict=True, ge=1, le=500)] = 20
+    ) -> SessionList:
+        return SessionList(sessions=await _resolve(binding, ctx).ns.sessions.recent(limit))
 
     @mcp.tool(
         description=(
@@ -453,7 +508,7 @@ def _add_memory_tools(mcp: MCPServer, binding: Binding) -> None:
         sessionId: str | None = None,
         observationIds: Csv = None,
         reason: str = "forgotten on request",
-    ) -> Any:
+    ) -> Forgotten:
         call = _resolve(binding, ctx)
         return await call.ns.memories.forget(
             caller=call.caller,
@@ -479,7 +534,7 @@ def _add_memory_tools(mcp: MCPServer, binding: Binding) -> None:
         override: Annotated[
             str | None, Field(description="Another project path, absolute or relative to cwd.")
         ] = None,
-    ) -> Any:
+    ) -> ResumeHere:
         call = _resolve(binding, ctx)
         return await call.ns.sessions.resume_here(
             os.getcwd() if cwd is None else cwd, override=override, caller_session=call.session

@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
+import jsonschema
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -84,6 +85,40 @@ async def test_tool_list_and_required_parameters(scout: Client) -> None:
     assert outcome["outcome"]["enum"] == ["success", "failure"]
     assert {"refs", "note", "handoff_id"} <= set(outcome)
     assert "verify" in tools["memory_stats"].input_schema["properties"]
+
+
+async def test_each_tool_publishes_the_shape_of_its_answer(scout: Client) -> None:
+    """Every tool's outputSchema is its REST answer's shape (the SDK client checks each
+    result against it, so every other test here exercises it): remember's requires its
+    version and hash as an integer and a string, and recall's admits one record or a page."""
+    tools = {tool.name: tool for tool in (await scout.list_tools()).tools}
+    for tool in tools.values():
+        schema = tool.output_schema
+        assert schema is not None and schema["type"] == "object"
+        assert "properties" in schema or "anyOf" in schema, tool.name
+    remembered = tools["remember"].output_schema
+    assert remembered is not None
+    assert {"ref", "version", "hash", "prev_hash"} <= set(remembered["required"])
+    assert remembered["properties"]["version"]["type"] == "integer"
+    jsonschema.validate(
+        {
+            "ref": "a/b",
+            "version": 1,
+            "hash": "h",
+            "prev_hash": "p",
+            "superseded": None,
+            "created_at": "t",
+        },
+        remembered,
+    )
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"ref": "a/b", "version": "1"}, remembered)
+    recall = tools["recall"].output_schema
+    assert recall is not None
+    assert [set(member["properties"]) >= {"records"} for member in recall["anyOf"]] == [
+        False,
+        True,
+    ]
 
 
 async def test_every_tool_in_the_reference_story(scout: Client, executor: Client) -> None:
