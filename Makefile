@@ -16,9 +16,11 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-## make npm-clients: agentmemory's hook scripts and MCP shim, pinned by the lock file
-$(NPM_CLIENTS): tests/agentmemory/package-lock.json
+## make npm-clients: agentmemory's hook scripts and MCP shim, and the MCP Inspector's CLI,
+## pinned by their lock files
+$(NPM_CLIENTS): tests/agentmemory/package-lock.json tests/mcp-inspector/package-lock.json
 	cd tests/agentmemory && npm ci --ignore-scripts --omit=optional --omit=peer --no-audit --no-fund --loglevel=error
+	cd tests/mcp-inspector && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
 	touch $(NPM_CLIENTS)
 
 npm-clients: $(NPM_CLIENTS)
