@@ -31,7 +31,6 @@ from baton.server import codec
 from baton.server.activity import event_args
 from baton.server.clock import iso, now
 from baton.server.errors import (
-    BatonError,
     Forbidden,
     InvalidInput,
     NotFound,
@@ -290,8 +289,8 @@ class HandoffStore(NamespaceStore):
         questions = _text_list(
             list(open_questions), "open", self.limits.max_steps, self.limits.max_step_length
         )
-        if note is not None and (not isinstance(note, str) or len(note) > MAX_NOTE):
-            raise InvalidInput("note", f"must be text of at most {MAX_NOTE} characters")
+        if note is not None:
+            check_text(note, "note", MAX_NOTE)
         if expires_in is not None and (
             isinstance(expires_in, bool)
             or not isinstance(expires_in, int | float)
@@ -759,11 +758,16 @@ class HandoffStore(NamespaceStore):
         )
         try:
             report = await records.apply_outcome(plan)
-        except BatonError as error:
+        except Exception as error:
+            if isinstance(error, StoreUnavailable) and "moved" in error.extra:
+                detail, extra = error.detail, error.extra  # some refs moved: it says which
+            else:
+                detail = f"its outcome was not recorded ({describe(error)}); report it again"
+                extra = {}
             raise StoreUnavailable(
-                f"packet {handoff_id} is done, but its outcome was not recorded ({error.detail});"
-                " report it again without handoff_id",
+                f"packet {handoff_id} is done; {detail}, without handoff_id",
                 packet=handoff_id,
+                **extra,
             ) from error
         report.handoff = done
         return report

@@ -23,7 +23,7 @@ import msgspec
 import redis.exceptions
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from baton.server.backend import Backend, Namespace, open_backend
 from baton.server.connection import write_refused
@@ -68,6 +68,15 @@ class SessionList(msgspec.Struct, kw_only=True):
     sessions: list[Session]
 
 
+def _not_a_boolean(value: Any) -> Any:
+    """Refuse true and false where a number is expected (pydantic would read them as 1 and
+    0; REST refuses them); numbers written as text are read as numbers, as before."""
+    if isinstance(value, bool):
+        raise ValueError("must be a number, not true or false")
+    return value
+
+
+NOT_BOOLEAN = BeforeValidator(_not_a_boolean)
 Ref = Annotated[str, Field(description="A record ref 'scope/key'; the scope may hold slashes.")]
 Agent = Annotated[str, Field(description="An agent id, e.g. 'executor'.")]
 
@@ -213,11 +222,12 @@ def create_mcp_server(binding: Binding) -> MCPServer:
         ctx: Context,
         tags: Annotated[list[str], Field(description="Labels for finding it again.")] = [],  # noqa: B006
         confidence: Annotated[
-            float, Field(strict=True, ge=0, le=1, description="How sure you are.")
+            float, Field(ge=0, le=1, description="How sure you are."), NOT_BOOLEAN
         ] = 0.5,
         expected_version: Annotated[
             int | None,
-            Field(strict=True, ge=0, description="Only write on top of this version (0 = new)."),
+            Field(ge=0, description="Only write on top of this version (0 = new)."),
+            NOT_BOOLEAN,
         ] = None,
     ) -> Remembered:
         call = _resolve(binding, ctx)
@@ -243,15 +253,15 @@ def create_mcp_server(binding: Binding) -> MCPServer:
         ctx: Context,
         ref: Annotated[str | None, Field(description="One record to read.")] = None,
         version: Annotated[
-            int | None, Field(strict=True, ge=1, description="A past version of ref.")
+            int | None, Field(ge=1, description="A past version of ref."), NOT_BOOLEAN
         ] = None,
         scope: Annotated[str | None, Field(description="Records in this scope and below.")] = None,
         tags: Annotated[list[str], Field(description="Records carrying these tags.")] = [],  # noqa: B006
         tags_mode: Annotated[
             Literal["all", "any"], Field(description="Match all or any tag.")
         ] = "all",
-        min_confidence: Annotated[float | None, Field(strict=True, ge=0, le=1)] = None,
-        limit: Annotated[int, Field(strict=True, ge=1, le=500)] = 50,
+        min_confidence: Annotated[float | None, Field(ge=0, le=1), NOT_BOOLEAN] = None,
+        limit: Annotated[int, Field(ge=1, le=500), NOT_BOOLEAN] = 50,
         cursor: Annotated[
             str | None, Field(description="next_cursor of the previous page.")
         ] = None,
@@ -303,7 +313,8 @@ def create_mcp_server(binding: Binding) -> MCPServer:
         ] = None,
         expires_in: Annotated[
             float | None,
-            Field(strict=True, gt=0, description="Seconds until unclaimed packet expires."),
+            Field(gt=0, description="Seconds until unclaimed packet expires."),
+            NOT_BOOLEAN,
         ] = None,
         note: str | None = None,
     ) -> Packet:
@@ -333,7 +344,8 @@ def create_mcp_server(binding: Binding) -> MCPServer:
         ctx: Context,
         lease_seconds: Annotated[
             float | None,
-            Field(strict=True, gt=0, description="How long you hold the packet (default 15 min)."),
+            Field(gt=0, description="How long you hold the packet (default 15 min)."),
+            NOT_BOOLEAN,
         ] = None,
     ) -> Resumed:
         call = _resolve(binding, ctx)
@@ -378,9 +390,7 @@ def create_mcp_server(binding: Binding) -> MCPServer:
     @_as_tool_error
     async def memory_stats(
         ctx: Context,
-        verify: Annotated[
-            bool, Field(strict=True, description="Recompute every hash chain.")
-        ] = False,
+        verify: Annotated[bool, Field(description="Recompute every hash chain.")] = False,
     ) -> Stats:
         call = _resolve(binding, ctx)
         stats = await call.ns.verifier.stats(verify=verify)
@@ -416,7 +426,7 @@ def _add_memory_tools(mcp: MCPServer, binding: Binding) -> None:
         files: Csv = None,
         project: Annotated[str | None, Field(description="A stable project id.")] = None,
         agentId: str | None = None,
-        ttlDays: Annotated[float | None, Field(strict=True, gt=0)] = None,
+        ttlDays: Annotated[float | None, Field(gt=0), NOT_BOOLEAN] = None,
     ) -> MemorySaved:
         call = _resolve(binding, ctx)
         saved = await call.ns.memories.save(
@@ -442,9 +452,9 @@ def _add_memory_tools(mcp: MCPServer, binding: Binding) -> None:
     async def memory_recall(
         query: str,
         ctx: Context,
-        limit: Annotated[int, Field(strict=True, ge=1, le=MAX_RECALL)] = 10,
+        limit: Annotated[int, Field(ge=1, le=MAX_RECALL), NOT_BOOLEAN] = 10,
         format: Literal["full", "compact", "narrative"] = "full",
-        token_budget: Annotated[int | None, Field(strict=True, ge=1)] = None,
+        token_budget: Annotated[int | None, Field(ge=1), NOT_BOOLEAN] = None,
         project: str | None = None,
         agentId: Annotated[
             str | None,
@@ -476,7 +486,7 @@ def _add_memory_tools(mcp: MCPServer, binding: Binding) -> None:
         ctx: Context,
         query: str | None = None,
         expandIds: Csv = None,
-        limit: Annotated[int, Field(strict=True, ge=1, le=MAX_RECALL)] = 10,
+        limit: Annotated[int, Field(ge=1, le=MAX_RECALL), NOT_BOOLEAN] = 10,
         project: str | None = None,
     ) -> Recall:
         if not query and not expandIds:
@@ -491,7 +501,7 @@ def _add_memory_tools(mcp: MCPServer, binding: Binding) -> None:
     @mcp.tool(description="Recent sessions, newest first: where they ran and what they did.")
     @_as_tool_error
     async def memory_sessions(
-        ctx: Context, limit: Annotated[int, Field(strict=True, ge=1, le=500)] = 20
+        ctx: Context, limit: Annotated[int, Field(ge=1, le=500), NOT_BOOLEAN] = 20
     ) -> SessionList:
         return SessionList(sessions=await _resolve(binding, ctx).ns.sessions.recent(limit))
 

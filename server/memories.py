@@ -465,9 +465,11 @@ class MemoryStore(NamespaceStore):
         observation_ids: Sequence[str] | None = None,
         reason: str = "forgotten on request",
     ) -> Forgotten:
-        """Forget a memory, some observations of a session, or a whole session. What is
+        """Forget a memory, some observations of a session, or a whole session (a session
+        named with neither observation ids nor a memory, as agentmemory does). What is
         forgotten leaves the search index and the live views; each act is audited. Another
-        agent's memory or session is refused (a memory saved without an agent is shared)."""
+        agent's memory or session is refused (a memory saved without an agent is shared); an
+        unknown session is refused before anything is forgotten."""
         if not memory_id and not session_id:
             raise InvalidInput("memoryId", "sessionId or memoryId is required")
         check_size(observation_ids, "observationIds")
@@ -475,6 +477,8 @@ class MemoryStore(NamespaceStore):
         agent = caller.agent
         if memory_id and not caller.admin:
             caller.require_owner((await self.get(memory_id)).agent_id, f"memory {memory_id}")
+        if memory_id and not observation_ids:
+            session_id = None  # a memory and a session: the memory alone, never the session
         if session_id:
             session_id = check_session_id(session_id, field="sessionId")
             await check_session_owner(self.redis, self.keys, session_id, caller)
@@ -502,7 +506,9 @@ class MemoryStore(NamespaceStore):
         reason: str,
     ) -> None:
         """Forget some observations of a session (those it holds: the count says how many),
-        or, with none named, the whole session; an unknown session is refused."""
+        or, with none named, the whole session; an unknown session is refused. Search
+        documents go first: an interrupted forget leaves data a retry finds, never an index
+        entry pointing at nothing."""
         ids = list(observation_ids or [])
         whole = not ids
         if whole:
@@ -510,6 +516,8 @@ class MemoryStore(NamespaceStore):
                 codec.text(raw)
                 for raw in await self.redis.lrange(self.keys.observations(session_id), 0, -1)
             ]
+        await self.index.remove([f"o:{session_id}:{oid}" for oid in ids])
+        if whole:
             pipe = self.redis.pipeline(transaction=False)
             for oid in ids:
                 pipe.delete(self.keys.observation(session_id, oid))
@@ -527,8 +535,12 @@ class MemoryStore(NamespaceStore):
         else:
             forgotten = await self._read_observations(session_id, ids)
             deleted = await self.scripts.forget_observations(
-                keys=[self.keys.session(session_id), self.keys.observations(session_id)],
-                args=[self.keys.observation(session_id, ""), *ids],
+                keys=[
+                    self.keys.session(session_id),
+                    self.keys.observations(session_id),
+                    self.keys.observation(session_id, ""),
+                ],
+                args=ids,
             )
             if deleted == -1:
                 raise NotFound(f"no session {session_id}", session=session_id)
@@ -536,7 +548,6 @@ class MemoryStore(NamespaceStore):
             if forgotten:
                 await self._scrub(session_id, [o for o in forgotten if o.id in ids])
             target = f"session/{session_id}/observations"
-        await self.index.remove([f"o:{session_id}:{oid}" for oid in ids])
         if ids:
             await self.redis.hdel(self.keys.observation_sessions, *ids)
         result.observations = len(ids)

@@ -75,8 +75,6 @@ MAX_OUTCOME_REF = 200
 log = structlog.get_logger("baton.records")
 
 MAX_NOTE = 4000
-# The most refs one outcome moves (as many as a packet pins, by default).
-MAX_OUTCOME_REFS = 200
 # Record heads a process keeps as write hints (see HeadHints), per namespace.
 HINTS_KEPT = 10_000
 # Memories (``memory/<id>``) have their own search documents; their records are not indexed
@@ -379,8 +377,8 @@ class RecordStore(NamespaceStore):
             raise InvalidInput("outcome_ref", "is required: an external reference like 'RUN-42'")
         if len(outcome_ref) > MAX_OUTCOME_REF:
             raise InvalidInput("outcome_ref", f"is longer than {MAX_OUTCOME_REF} characters")
-        if note is not None and (not isinstance(note, str) or len(note) > MAX_NOTE):
-            raise InvalidInput("note", f"must be text of at most {MAX_NOTE} characters")
+        if note is not None:
+            check_text(note, "note", MAX_NOTE)
         agent = check_agent(agent)
         session = None if session is None else check_session_id(session)
         if refs is None:
@@ -392,13 +390,13 @@ class RecordStore(NamespaceStore):
             if not refs:
                 raise InvalidInput("refs", f"session {session} has touched no records; give refs")
         else:
+            if isinstance(refs, str) or not isinstance(refs, Sequence) or not refs:
+                raise InvalidInput("refs", "must be a non-empty list of refs")
+            if len(refs) > self.limits.max_pins:  # as many as a packet pins
+                raise InvalidInput(
+                    "refs", f"has {len(refs)} refs; the limit is {self.limits.max_pins}"
+                )
             seen = {} if session is None else await self.activity.touched(session)
-        if isinstance(refs, str) or not isinstance(refs, Sequence) or not refs:
-            raise InvalidInput("refs", "must be a non-empty list of refs")
-        if len(refs) > MAX_OUTCOME_REFS:
-            raise InvalidInput(
-                "refs", f"has {len(refs)} refs; one outcome moves at most {MAX_OUTCOME_REFS}"
-            )
         refs = list(dict.fromkeys(check_ref(ref, self.limits.max_ref_length) for ref in refs))
 
         batch = self.ns.batch()
@@ -422,12 +420,25 @@ class RecordStore(NamespaceStore):
 
     async def apply_outcome(self, plan: OutcomePlan) -> OutcomeReport:
         """Write a planned outcome: each ref's move (on top of whatever was appended since
-        the plan read its head), then their events."""
+        the plan read its head), then their events (a failure there is logged: the moves
+        stand). Interrupted after some moves, it says which refs moved and which did not,
+        so that reporting again moves none twice."""
         entry = plan.entry
-        moves = [
-            await self._apply_outcome(ref, head, length, {**entry, "ref": ref})
-            for ref, (head, length) in plan.heads.items()
-        ]
+        moves: list[OutcomeEntry] = []
+        for ref, (head, length) in plan.heads.items():
+            try:
+                moves.append(await self._apply_outcome(ref, head, length, {**entry, "ref": ref}))
+            except Exception as error:
+                if not moves:
+                    raise
+                moved = [move.ref for move in moves]
+                left = [other for other in plan.heads if other not in moved]
+                raise StoreUnavailable(
+                    f"the outcome moved {', '.join(moved)} but not {', '.join(left)} "
+                    f"({describe(error)}); report it again for those refs only",
+                    moved=moved,
+                    not_moved=left,
+                ) from error
         batch = self.ns.batch()
         for move in moves:
             text = (
@@ -435,7 +446,10 @@ class RecordStore(NamespaceStore):
                 f"{move.before:.0%} -> {move.after:.0%}"
             )
             self.activity.event(batch, "outcome", move.agent, text, ref=move.ref)
-        await batch.execute()
+        try:
+            await batch.execute()
+        except Exception as error:
+            log.warning("an outcome's events failed", error=describe(error))
         stale = [
             StaleOutcome(ref=move.ref, seen_version=plan.seen[move.ref], moved_version=move.version)
             for move in moves

@@ -136,6 +136,8 @@ class SessionStore(NamespaceStore):
         session is refused. Ending again updates the end time, summary, title and concepts:
         agentmemory's Stop hook ends the session after every turn."""
         session_id = check_session_id(session_id, field="sessionId")
+        # Not check_text: hooks send what the agent printed, escapes included; refusing it
+        # would lose the session's end.
         if summary is not None and len(summary) > self.limits.max_summary_length:
             raise InvalidInput(
                 "summary", f"is longer than {self.limits.max_summary_length} characters"
@@ -144,7 +146,8 @@ class SessionStore(NamespaceStore):
         if concepts and any(not isinstance(c, str) or len(c) > MAX_CONCEPT for c in concepts):
             raise InvalidInput("concepts", f"must be words of at most {MAX_CONCEPT} characters")
         await check_session_owner(self.redis, self.keys, session_id, caller)
-        if not await self.redis.exists(self.keys.session(session_id)):
+        started = await self.redis.hmget(self.keys.session(session_id), "agent", "started_at")
+        if None in started:
             return SessionEnded(ended=False, session=None)
         fields: dict[FieldT, EncodableT] = {"status": "completed", "ended_at": utc_now()}
         if summary:

@@ -20,9 +20,9 @@ PACKET_ID_PATTERN = re.compile(r"h_[0-9a-f]{8}")
 MAX_DEPTH = 64  # JSON nesting accepted in values and hook data
 MAX_LIST = 1000  # ids in one request (observation ids, expand ids, memory ids)
 MAX_PATH = 4096  # a working directory (Linux's PATH_MAX)
-# Control characters refused in text a person reads (a terminal escape, a NUL); tab, line
-# feed and carriage return are kept.
-CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# Control characters refused in text a person reads (a NUL, a terminal escape, the 8-bit
+# CSI); tab, line feed and carriage return are kept.
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
 class Ref(NamedTuple):

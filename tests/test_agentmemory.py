@@ -320,6 +320,8 @@ def test_errors_use_agentmemorys_shape(am: httpx.Client) -> None:
     assert am.post("/observe", json={"hookType": "stop"}).status_code == 400
     assert am.post("/search", json={}).json()["error"].startswith("query is required")
     assert am.post("/forget", json={}).json() == {"error": "sessionId or memoryId is required"}
+    unknown = am.post("/forget", json={"sessionId": "never-started"})
+    assert (unknown.status_code, unknown.json()) == (200, {"success": True, "deleted": 0})
     assert am.get("/livez").json()["status"] == "ok"
 
 

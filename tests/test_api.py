@@ -275,6 +275,8 @@ def test_request_bodies_are_documented_as_the_server_decodes_them(http: httpx.Cl
         if isinstance(operation, dict) and "requestBody" in operation
     ]
     assert len(bodies) >= 15
+    swagger = http.get("/schema/swagger").text  # Swagger UI embeds the document
+    assert '"additionalProperties":false' in swagger.replace(" ", "")
     for path, method, body in bodies:
         declared = body["content"]["application/json"]["schema"]
         refs = [declared, *declared.get("oneOf", []), *declared.get("anyOf", [])]

@@ -203,14 +203,19 @@ async def test_an_outcome_on_a_record_read_at_an_older_version_says_so(
 
 async def test_numbers_are_numbers_as_over_rest(scout: Client) -> None:
     """A true where a number is expected is refused, as REST refuses it, rather than read as
-    1; a whole number where a decimal is expected is fine. An empty list of ids to expand
-    names expandIds."""
+    1; a whole number where a decimal is expected is fine, and so is a number as text (models
+    send them); the bounds are in the input schema. An empty list of ids to expand names
+    expandIds."""
     assert "confidence" in await error_text(scout, "remember", ref="a/b", value=1, confidence=True)
     assert "expected_version" in await error_text(
         scout, "remember", ref="a/b", value=1, expected_version=True
     )
     assert (await call(scout, "remember", ref="a/b", value=1, confidence=1))["version"] == 1
     assert "version" in await error_text(scout, "recall", ref="a/b", version=True)
+    assert len((await call(scout, "recall", scope="a", limit="10"))["records"]) == 1
+    tools = {tool.name: tool for tool in (await scout.list_tools()).tools}
+    confidence = tools["remember"].input_schema["properties"]["confidence"]
+    assert (confidence["type"], confidence["minimum"], confidence["maximum"]) == ("number", 0, 1)
     assert "expandIds" in await error_text(scout, "memory_smart_search", expandIds=",")
 
 

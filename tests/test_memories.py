@@ -640,14 +640,37 @@ async def test_forgetting_observations_counts_only_what_the_session_held(
     assert data_redis.xlen(Keys("default").audit) == audited
 
 
+async def test_a_memory_named_with_a_session_forgets_the_memory_only(
+    sessions: SessionStore,
+) -> None:
+    """memoryId with a sessionId and no observation ids forgets the memory, and the session
+    and its observations stay (agentmemory's rule)."""
+    caller = as_agent("claude")
+    await sessions.start(caller=caller, session_id="s-keep", project="app", cwd="/repo")
+    await observe(sessions, "s-keep", "/repo", hook="prompt_submit", prompt="keep me")
+    saved = await sessions.memories.save("forget this note", agent_id="claude")
+    assert saved.memory is not None
+    forgotten = await sessions.memories.forget(
+        caller=caller, memory_id=saved.memory.id, session_id="s-keep"
+    )
+    assert (forgotten.memories, forgotten.sessions) == ([saved.memory.id], [])
+    assert (await sessions.get("s-keep")).observation_count == 1
+
+
 async def test_a_session_hash_without_a_start_is_not_a_session(
     sessions: SessionStore, data_redis: redis.Redis
 ) -> None:
     """A counter left without a session (by earlier versions' forgetting) reads as no session:
     404, not a crash, and it is not listed."""
-    data_redis.hset(Keys("default").session("ghost-2"), "observation_count", -2)
+    keys = Keys("default")
+    data_redis.hset(keys.session("ghost-2"), "observation_count", -2)
+    data_redis.zadd(keys.sessions, {"ghost-2": 1e12})
     with pytest.raises(NotFound):
         await sessions.get("ghost-2")
+    assert "ghost-2" not in [session.id for session in await sessions.recent(10)]
+    ended = await sessions.end("ghost-2", caller=as_agent("claude"))
+    assert not ended.ended
+    assert data_redis.hkeys(keys.session("ghost-2")) == [b"observation_count"]
 
 
 async def test_text_people_read_is_bounded_and_has_no_control_characters(

@@ -369,13 +369,18 @@ class AgentMemoryController(Controller):
             or not all(isinstance(item, str) for item in observation_ids)
         ):
             return error("observationIds must be an array of ids")
-        result = await memories.forget(
-            caller=caller,
-            memory_id=_string(body, "memoryId"),
-            session_id=_string(body, "sessionId"),
-            observation_ids=observation_ids,
-            reason=_string(body, "reason") or "forgotten on request",
-        )
+        try:
+            result = await memories.forget(
+                caller=caller,
+                memory_id=_string(body, "memoryId"),
+                session_id=_string(body, "sessionId"),
+                observation_ids=observation_ids,
+                reason=_string(body, "reason") or "forgotten on request",
+            )
+        except NotFound as missing:
+            if "session" not in missing.extra:
+                raise
+            return Response({"success": True, "deleted": 0})  # agentmemory's answer for it
         deleted = len(result.memories) + result.observations + 2 * len(result.sessions)
         return Response({"success": True, "deleted": deleted})
 

@@ -14,7 +14,6 @@ from litestar import Litestar, asgi, get
 from litestar.datastructures import State
 from litestar.middleware.rate_limit import RateLimitConfig
 from litestar.openapi.config import OpenAPIConfig
-from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
 from litestar.plugins.jinja import JinjaTemplateEngine
 from litestar.static_files import create_static_files_router
 from litestar.stores.redis import RedisStore
@@ -36,7 +35,11 @@ from baton.server.api.deps import DEPENDENCIES, CallerDep
 from baton.server.api.event_streams import EventHub
 from baton.server.api.metrics import REQUESTS, MetricsController
 from baton.server.api.observability import observe_requests
-from baton.server.api.openapi_bodies import ExactBodiesJson
+from baton.server.api.openapi_bodies import (
+    JsonWithExactBodies,
+    ScalarWithExactBodies,
+    SwaggerWithExactBodies,
+)
 from baton.server.api.packet_routes import HandoffController
 from baton.server.api.problems import EXCEPTION_HANDLERS, problems
 from baton.server.api.record_routes import RecordController
@@ -212,9 +215,9 @@ def create_app(settings: Settings | None = None) -> Litestar:
             description="Versioned, hash-chained shared memory and handoffs for AI agents.",
             path="/schema",
             render_plugins=[
-                ExactBodiesJson(),
-                ScalarRenderPlugin(),
-                SwaggerRenderPlugin(path="/swagger"),
+                JsonWithExactBodies(),
+                ScalarWithExactBodies(),
+                SwaggerWithExactBodies(path="/swagger"),
             ],
         ),
         logging_config=None,

@@ -5,8 +5,8 @@ enforces: ``additionalProperties: false`` for a body that refuses unknown fields
 of an optional number (``lease_seconds > 0``), and that a body typed ``X | None`` may be
 left out. A client generated from the document would send what the server refuses. Here
 each body's schema is replaced by msgspec's own (the decoder's view of the type), and such
-bodies are marked optional, when ``/schema/openapi.json`` is first rendered (building the
-document costs ~0.3 s: not at start-up).
+bodies are marked optional, by the plugins rendering the document (building it costs
+~0.3 s: not at start-up). ``app.openapi_schema`` itself is left as Litestar builds it.
 """
 
 from __future__ import annotations
@@ -17,7 +17,11 @@ from typing import Any, get_args
 import msgspec
 from litestar import Litestar, Request
 from litestar.handlers import HTTPRouteHandler
-from litestar.openapi.plugins import JsonRenderPlugin
+from litestar.openapi.plugins import (
+    JsonRenderPlugin,
+    ScalarRenderPlugin,
+    SwaggerRenderPlugin,
+)
 from litestar.routes import HTTPRoute
 
 REF_TEMPLATE = "#/components/schemas/{name}"
@@ -45,25 +49,37 @@ def _structs(annotation: Any) -> Iterator[type[msgspec.Struct]]:
         yield from _structs(argument)
 
 
-class ExactBodiesJson(JsonRenderPlugin):
-    """``/schema/openapi.json``, its request bodies completed on the first render (the
-    document is built once and kept by Litestar, so once is enough)."""
+class CompletesBodies:
+    """Mixed into a render plugin: it completes the request bodies of the document it
+    renders (the document is Litestar's, built once and kept; msgspec's schemas are made
+    once here)."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.completed = False
+    components: dict[str, Any] | None = None
 
     def render(self, request: Request[Any, Any, Any], openapi_schema: dict[str, Any]) -> bytes:
-        if not self.completed:
-            complete_request_bodies(request.app, openapi_schema)
-            self.completed = True
-        return super().render(request, openapi_schema)
+        if self.components is None:
+            types = body_types(request.app)
+            _, self.components = msgspec.json.schema_components(types, ref_template=REF_TEMPLATE)
+        complete_request_bodies(openapi_schema, self.components)
+        rendered: bytes = super().render(request, openapi_schema)  # type: ignore[misc]
+        return rendered
 
 
-def complete_request_bodies(app: Litestar, document: dict[str, Any]) -> None:
-    """Put msgspec's schema of every body type (and of the types inside them) into the
-    app's OpenAPI ``document``, and mark bodies that may be left out as not required."""
-    _, components = msgspec.json.schema_components(body_types(app), ref_template=REF_TEMPLATE)
+class JsonWithExactBodies(CompletesBodies, JsonRenderPlugin):
+    """``/schema/openapi.json``."""
+
+
+class ScalarWithExactBodies(CompletesBodies, ScalarRenderPlugin):
+    """``/schema``: Scalar's page."""
+
+
+class SwaggerWithExactBodies(CompletesBodies, SwaggerRenderPlugin):
+    """``/schema/swagger``: Swagger UI's page, the document embedded."""
+
+
+def complete_request_bodies(document: dict[str, Any], components: dict[str, Any]) -> None:
+    """Put msgspec's schemas of the body types (and of the types inside them) into an
+    OpenAPI ``document``, and mark bodies that may be left out as not required."""
     document.setdefault("components", {}).setdefault("schemas", {}).update(components)
     for path_item in document.get("paths", {}).values():
         for operation in path_item.values():

@@ -1,5 +1,6 @@
 -- KEYS[1] session hash   KEYS[2] the session's observation list
--- ARGV[1] prefix of the session's observation keys (ends in ":obs:")   ARGV[2..] observation ids
+-- KEYS[3] prefix of the session's observation keys (ends in ":obs:")
+-- ARGV[1..] observation ids
 -- Deletes each listed observation the session holds and lowers its observation_count by the
 -- number deleted (ids it does not hold, or listed twice, count once or not at all).
 -- Returns the ids deleted, or -1 when there is no such session (nothing is written).
@@ -8,9 +9,9 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   return -1
 end
 local deleted = {}
-for i = 2, #ARGV do
+for i = 1, #ARGV do
   if redis.call('LREM', KEYS[2], 0, ARGV[i]) > 0 then
-    redis.call('DEL', ARGV[1] .. ARGV[i])
+    redis.call('DEL', KEYS[3] .. ARGV[i])
     deleted[#deleted + 1] = ARGV[i]
   end
 end
