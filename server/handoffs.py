@@ -741,24 +741,27 @@ class HandoffStore(NamespaceStore):
         packet completed (atomically: only its claimant, only once), then the confidences
         moved: a wrong packet id or state, or a second outcome for the same packet racing
         this one, changes no confidence."""
-        records = self.ns.records
-        plan = await records.plan_outcome(
-            outcome,
-            outcome_ref,
-            agent=agent,
-            refs=refs,
-            session=session,
-            note=note,
-            packet_id=handoff_id,
-        )
-        if handoff_id is None:
-            return await records.apply_outcome(plan)
-        done = await self._settle(
-            handoff_id, agent, "claimed", "done", f"{outcome} reported as {outcome_ref}"
-        )
+        completed: list[Packet] = []
+
+        async def complete() -> None:
+            assert handoff_id is not None
+            reason = f"{outcome} reported as {outcome_ref}"
+            completed.append(await self._settle(handoff_id, agent, "claimed", "done", reason))
+
         try:
-            report = await records.apply_outcome(plan)
+            report = await self.ns.records.record_outcome(
+                outcome,
+                outcome_ref,
+                agent=agent,
+                refs=refs,
+                session=session,
+                note=note,
+                packet_id=handoff_id,
+                before_moves=None if handoff_id is None else complete,
+            )
         except Exception as error:
+            if not completed:
+                raise  # refused or failed before the packet was completed: nothing changed
             if isinstance(error, StoreUnavailable) and "moved" in error.extra:
                 detail, extra = error.detail, error.extra  # some refs moved: it says which
             else:
@@ -769,7 +772,7 @@ class HandoffStore(NamespaceStore):
                 packet=handoff_id,
                 **extra,
             ) from error
-        report.handoff = done
+        report.handoff = completed[0] if completed else None
         return report
 
     # -- reading ------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -91,7 +91,7 @@ def fact_document(ref: str, value: Any, tags: list[str]) -> tuple[str, str] | No
 
 @dataclass(frozen=True, slots=True)
 class OutcomePlan:
-    """An outcome checked and ready to write (:meth:`RecordStore.plan_outcome`): its log
+    """An outcome checked and ready to write (:meth:`RecordStore.record_outcome`): its log
     entry's common fields, each ref's head and outcome-log length as read, and the versions
     the caller's session last saw."""
 
@@ -343,34 +343,18 @@ class RecordStore(NamespaceStore):
         refs: Sequence[str] | None = None,
         session: str | None = None,
         note: str | None = None,
+        packet_id: str | None = None,
+        before_moves: Callable[[], Awaitable[object]] | None = None,
     ) -> OutcomeReport:
         """Move the confidence of ``refs`` (default: what ``session`` touched) and log each move.
 
-        Every ref is checked before anything is written (:meth:`plan_outcome`), so bad input
-        never half-applies. The move applies to the current version; when the caller's
-        session last read an older one, the report lists it under ``stale`` (the outcome is
-        still recorded, not refused). Closing a packet with its outcome is
-        :meth:`HandoffStore.record_outcome`'s job.
+        Every ref is checked and read before anything is written, so bad input never
+        half-applies; ``before_moves`` runs then, and if it raises nothing moves
+        (:meth:`HandoffStore.record_outcome` completes the packet there). The move applies to
+        the current version; when the caller's session last read an older one, the report
+        lists it under ``stale`` (the outcome is still recorded, not refused). ``packet_id``
+        is only written into the log entries.
         """
-        plan = await self.plan_outcome(
-            outcome, outcome_ref, agent=agent, refs=refs, session=session, note=note
-        )
-        return await self.apply_outcome(plan)
-
-    async def plan_outcome(
-        self,
-        outcome: OutcomeKind,
-        outcome_ref: str,
-        *,
-        agent: str,
-        refs: Sequence[str] | None = None,
-        session: str | None = None,
-        note: str | None = None,
-        packet_id: str | None = None,
-    ) -> OutcomePlan:
-        """An outcome checked and its records' heads read, nothing written: every refusal
-        (bad input, unknown refs) happens here. ``packet_id`` is only written into the log
-        entries."""
         if outcome not in ("success", "failure"):
             raise InvalidInput("outcome", "must be 'success' or 'failure'")
         if not isinstance(outcome_ref, str) or not outcome_ref.strip():
@@ -416,9 +400,11 @@ class RecordStore(NamespaceStore):
             "outcome_ref": outcome_ref,
             "session": session,
         }
-        return OutcomePlan(entry=entry, heads=heads, seen=seen)
+        if before_moves is not None:
+            await before_moves()
+        return await self._apply_outcome_plan(OutcomePlan(entry=entry, heads=heads, seen=seen))
 
-    async def apply_outcome(self, plan: OutcomePlan) -> OutcomeReport:
+    async def _apply_outcome_plan(self, plan: OutcomePlan) -> OutcomeReport:
         """Write a planned outcome: each ref's move (on top of whatever was appended since
         the plan read its head), then their events (a failure there is logged: the moves
         stand). Interrupted after some moves, it says which refs moved and which did not,
