@@ -193,7 +193,7 @@ class MemoryStore(NamespaceStore):
         ):
             raise InvalidInput("ttl_days", f"must be a number of days from 0 to {MAX_TTL_DAYS}")
 
-        superseded, similar = await self._closest(content, project)
+        superseded, similar = await self._closest(content, project, agent)
         memory_id = f"mem_{secrets.token_hex(6)}"
         title = content.strip().splitlines()[0][:80]
         version = superseded.version + 1 if superseded else 1
@@ -215,6 +215,7 @@ class MemoryStore(NamespaceStore):
             agent=agent or "anonymous",
             tags=["memory"],
             expected_version=0,
+            as_memory=True,
         )
         doc, text = memory_document(memory_id, value)
         await self.index.index(doc, text, kind="memory", project=project, agent=agent)
@@ -259,17 +260,20 @@ class MemoryStore(NamespaceStore):
                 agent=agent or "anonymous",
                 tags=["memory"],
                 expected_version=record.version,
+                as_memory=True,
             )
         except VersionConflict:
             return
         await self.index.remove([f"m:{old.id}"])
 
     async def _closest(
-        self, content: str, project: str | None
+        self, content: str, project: str | None, agent: str | None
     ) -> tuple[Memory | None, SimilarTo | None]:
         """The memory to supersede (first candidate over 0.7, in rank order) and the best
         candidate over 0.4 as a hint. A memory of a project is only ever matched by a save in
-        that same project (it never leaves its project); an unscoped memory matches any save."""
+        that same project (it never leaves its project); an unscoped memory matches any save.
+        Only a memory ``agent`` may change (its own, or a shared one) is superseded; another
+        agent's near-copy is only a hint."""
         hits = await self.index.search(content, limit=CANDIDATES, kinds=["memory"])
         hits = [hit for hit in hits if not (hit.project and hit.project != project)]
         memories = await self.get_many([hit.doc.removeprefix("m:") for hit in hits])
@@ -279,7 +283,7 @@ class MemoryStore(NamespaceStore):
             if memory is None or not memory.is_latest:
                 continue
             similarity = jaccard(content, memory.content)
-            if similarity > SUPERSEDE_ABOVE:
+            if similarity > SUPERSEDE_ABOVE and memory.agent_id in (None, agent):
                 return memory, None
             if similarity > SIMILAR_ABOVE and (best is None or similarity > best.similarity):
                 best = SimilarTo(id=memory.id, title=memory.title, similarity=round(similarity, 2))

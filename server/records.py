@@ -22,6 +22,7 @@ from baton.server.activity import event_args
 from baton.server.batch import Batch
 from baton.server.clock import utc_now
 from baton.server.errors import (
+    Forbidden,
     InvalidInput,
     NotFound,
     StoreUnavailable,
@@ -147,9 +148,18 @@ class RecordStore(NamespaceStore):
         tags: Iterable[str] = (),
         confidence: float = 0.5,
         expected_version: int | None = None,
+        as_memory: bool = False,
     ) -> Remembered:
-        """Append version N+1 of ``ref``; with ``expected_version`` set, only on top of it."""
+        """Append version N+1 of ``ref``; with ``expected_version`` set, only on top of it.
+        Records under ``memory/`` are saved memories, whose owner is in their value: only
+        the memory store writes them (``as_memory``), after its ownership checks."""
         ref = check_ref(ref, self.limits.max_ref_length)
+        if ref.startswith(UNINDEXED_SCOPE) and not as_memory:
+            raise Forbidden(
+                f"{ref} is a saved memory: memories are written through the memory API "
+                "(POST /v1/memories, memory_save), never as records",
+                ref=ref,
+            )
         agent = check_agent(agent)
         session = None if session is None else check_session_id(session)
         tag_list = check_tags(list(tags), self.limits.max_tags, self.limits.max_tag_length)

@@ -588,6 +588,7 @@ async def main(quick: bool, output: Path) -> None:
                     "agent_id": None,
                 },
                 agent="bench",
+                as_memory=True,
             )
             await memories.index.index(f"m:mem_{i:012x}", content, kind="memory")
 

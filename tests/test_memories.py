@@ -11,7 +11,7 @@ import redis
 
 from baton.server.backend import Backend
 from baton.server.connection import async_redis
-from baton.server.errors import InvalidInput, NotFound
+from baton.server.errors import Forbidden, InvalidInput, NotFound
 from baton.server.keys import Keys
 from baton.server.memories import MemoryStore, jaccard
 from baton.server.models import Observation, Session
@@ -229,6 +229,25 @@ async def test_similar_memory_is_hinted_not_superseded(memories: MemoryStore) ->
         first.memory.id,
         round(similarity, 2),
     )
+
+
+async def test_another_agents_near_copy_never_supersedes_a_memory(
+    memories: MemoryStore, store: RecordStore
+) -> None:
+    """A near-copy saved by another agent is a new memory with a hint: bob's memory stays
+    latest, unchanged and searchable. A memory record cannot be written as a record."""
+    bobs = await memories.save(BASE + " and a sliding expiry window", agent_id="bob")
+    alices = await memories.save(BASE + " and a sliding expiry window!", agent_id="alice")
+    assert bobs.memory and alices.memory and alices.similar_to
+    assert (alices.memory.version, alices.memory.supersedes) == (1, [])
+    assert alices.similar_to.id == bobs.memory.id
+    kept = await memories.get(bobs.memory.id)
+    assert (kept.is_latest, kept.superseded_by) == (True, None)
+    found = await memories.recall("sliding expiry", agent_id="bob")
+    assert [hit.id for hit in found.results] == [bobs.memory.id]
+    with pytest.raises(Forbidden):
+        await store.remember(f"memory/{bobs.memory.id}", {"agent_id": "alice"}, agent="alice")
+    assert (await store.recall(f"memory/{bobs.memory.id}")).version == 1
 
 
 async def test_different_explicit_projects_never_supersede(memories: MemoryStore) -> None:
