@@ -308,6 +308,22 @@ def test_failed_logins_are_limited_per_client_address(own_db: str, tmp_path: Pat
         assert httpx.post(f"{url}/login", data={"token": secret}).status_code == 429
 
 
+@pytest.mark.parametrize("mode", ["open", "secured"])
+def test_guessing_the_agentmemory_secret_is_limited_too(
+    own_db: str, tmp_path: Path, mode: str
+) -> None:
+    """Wrong AGENTMEMORY_SECRET guesses count as failed logins, open mode or secured: past
+    the limit even the right secret waits, so guessing cannot go on at full speed."""
+    if mode == "secured":
+        baton(own_db, "token", "add", "--agent", "someone")
+    log = tmp_path / "serve.log"
+    options = {"AGENTMEMORY_SECRET": "s3cret", "BATON_AUTH_FAILURES": "3/minute"}
+    with running_server(own_db, log, **options) as url:
+        guesses = [client(url, f"guess{i}").get("/agentmemory/sessions") for i in range(3)]
+        assert [guess.status_code for guess in guesses] == [401, 401, 401]
+        assert client(url, "s3cret").get("/agentmemory/sessions").status_code == 429
+
+
 def test_agentmemory_secret_acts_as_one_configured_agent(own_db: str, tmp_path: Path) -> None:
     """AGENTMEMORY_SECRET authenticates the agentmemory routes as AGENTMEMORY_AGENT, not as
     anyone: a body agentId naming another agent is 403, and the secret opens no /v1 route."""

@@ -172,24 +172,27 @@ class Gate:
         """What proves who is calling (see the module docstring)."""
         secret = _bearer(headers)
         agentmemory = scope["path"].startswith(AGENTMEMORY)
+        guards_secret = agentmemory and bool(self.agentmemory_secret)
+        if secured or guards_secret:  # an address over the limit guesses no more, at all
+            await self.check_failures(scope, redis)
         if (
-            agentmemory
-            and self.agentmemory_secret
+            guards_secret
             and secret
-            and hmac.compare_digest(secret.encode(), self.agentmemory_secret.encode())
+            and hmac.compare_digest(secret.encode(), (self.agentmemory_secret or "").encode())
         ):
             return Credential(
                 "agentmemory-secret", agent=self.agentmemory_agent, scopes=(self.default_namespace,)
             )
         if not secured:
-            if agentmemory and self.agentmemory_secret:
+            if guards_secret:
+                if secret:  # a wrong secret is a failed login
+                    await self.count_failure(scope, redis)
                 raise Unauthorized("unauthorized")  # agentmemory says no more
             if agentmemory and not _loopback_client(scope):
                 raise Unauthorized(
                     "unauthorized: set AGENTMEMORY_SECRET to allow non-loopback clients"
                 )
             return OPEN
-        await self.check_failures(scope, redis)
         tokens = TokenStore(redis)
         login = headers.cookie(LOGIN_COOKIE)
         if secret is None and login is None:
