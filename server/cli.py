@@ -60,12 +60,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 2
     print(f"baton: serving http://{args.host}:{args.port} (redis: {url})", file=sys.stderr)
     if args.workers > 1:
-        serve_workers(APP_FACTORY, host=args.host, port=args.port, workers=args.workers)
+        serve_workers(
+            APP_FACTORY,
+            host=args.host,
+            port=args.port,
+            workers=args.workers,
+            trusted_proxies=settings.trusted_proxies,
+        )
     else:
         serve(
             create_app(replace(settings, host=args.host, port=args.port)),
             host=args.host,
             port=args.port,
+            trusted_proxies=settings.trusted_proxies,
         )
     return 0
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import os
+from collections.abc import Sequence
 
 import uvicorn
 from litestar import Litestar
@@ -35,13 +36,20 @@ def settled(app: Litestar) -> Litestar:
 
 
 def serve(
-    app: Litestar | str, *, host: str, port: int, workers: int = 1, factory: bool = False
+    app: Litestar | str,
+    *,
+    host: str,
+    port: int,
+    workers: int = 1,
+    factory: bool = False,
+    trusted_proxies: Sequence[str] = (),
 ) -> None:
     """Serve ``app`` (a Litestar app, or with ``workers`` > 1 an import string) until stopped.
     uvloop and httptools are used when installed (they are Baton dependencies on Linux and
     macOS); with ``workers`` > 1, that many processes share the port. An app object settles
     its heap once started (:func:`settled`); each worker's factory settles its own
-    (``create_worker_app``)."""
+    (``create_worker_app``). ``X-Forwarded-For`` is believed only from ``trusted_proxies``
+    (uvicorn would believe it from any loopback client)."""
     if isinstance(app, Litestar):
         settled(app)
     uvicorn.run(
@@ -54,12 +62,23 @@ def serve(
         http="auto",
         access_log=False,
         log_config=None,
+        proxy_headers=bool(trusted_proxies),
+        forwarded_allow_ips=list(trusted_proxies) or None,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
     )
 
 
-def serve_workers(app_factory: str, *, host: str, port: int, workers: int) -> None:
+def serve_workers(
+    app_factory: str, *, host: str, port: int, workers: int, trusted_proxies: Sequence[str] = ()
+) -> None:
     """``workers`` processes, each building its app with ``app_factory`` (an import string)
     from the environment, which carries the host and port the parent was given."""
     os.environ["BATON_HOST"], os.environ["BATON_PORT"] = host, str(port)
-    serve(app_factory, host=host, port=port, workers=workers, factory=True)
+    serve(
+        app_factory,
+        host=host,
+        port=port,
+        workers=workers,
+        factory=True,
+        trusted_proxies=trusted_proxies,
+    )

@@ -64,6 +64,9 @@ class Settings:
     agentmemory_agent: str = "agentmemory"
     token: str | None = None
     allowed_hosts: tuple[str, ...] = ()
+    # Proxies whose X-Forwarded-For/-Proto are believed (IPs or networks); none by default,
+    # so a client's address (failed-login limits, loopback checks) cannot be claimed.
+    trusted_proxies: tuple[str, ...] = ()
     rate_limit: tuple[int, str] | None = (600, "second")
     auth_failure_limit: tuple[int, str] | None = (20, "minute")
     signing_key: str | None = None
@@ -113,6 +116,11 @@ class Settings:
                 host.strip().lower()
                 for host in env.get("BATON_ALLOWED_HOSTS", "").split(",")
                 if host.strip()
+            ),
+            trusted_proxies=tuple(
+                proxy.strip()
+                for proxy in env.get("BATON_TRUSTED_PROXIES", "").split(",")
+                if proxy.strip()
             ),
             session_idle_seconds=float(env.get("BATON_SESSION_IDLE_HOURS", "24")) * 3600,
             api_url=env.get("BATON_URL") or None,

@@ -296,12 +296,18 @@ def test_revoking_the_last_token_leaves_the_server_closed(own_db: str, tmp_path:
 
 def test_failed_logins_are_limited_per_client_address(own_db: str, tmp_path: Path) -> None:
     """Wrong tokens count against BATON_AUTH_FAILURES per address: past it even a valid
-    token waits (429 with Retry-After), on the API and the dashboard login alike."""
+    token waits (429 with Retry-After), on the API and the dashboard login alike. A client
+    cannot claim another address with X-Forwarded-For (no proxy is trusted by default)."""
     secret = baton(own_db, "token", "add", "--agent", "only").stdout.strip()
     log = tmp_path / "serve.log"
     with running_server(own_db, log, BATON_AUTH_FAILURES="3/minute") as url:
         assert httpx.get(f"{url}/v1/stats").status_code == 401  # no token: not a failed login
-        codes = [client(url, f"bt_guess{i}").get("/v1/stats").status_code for i in range(3)]
+        codes = [
+            client(url, f"bt_guess{i}")
+            .get("/v1/stats", headers={"X-Forwarded-For": f"10.1.{i}.1"})
+            .status_code
+            for i in range(3)
+        ]
         assert codes == [401, 401, 401]
         locked = client(url, secret).get("/v1/stats")
         assert locked.status_code == 429 and int(locked.headers["retry-after"]) > 0
