@@ -152,6 +152,19 @@ def test_dashboard_login_trades_the_token_for_an_opaque_cookie(
     assert client(secured, tokens["scout"]).get("/agentmemory/sessions").status_code == 200
 
 
+def test_metrics_which_span_every_namespace_need_an_unscoped_token(
+    auth_redis: str, secured: str, tokens: dict[str, str]
+) -> None:
+    """/metrics shows every namespace's agents and packet counts: a token scoped to one
+    namespace is refused; an agent token without scopes scrapes it."""
+    scoped = baton(
+        auth_redis, "token", "add", "--agent", "scraper", "--scope", "team-b"
+    ).stdout.strip()
+    assert client(secured, scoped).get("/metrics").status_code == 403
+    scrape = client(secured, tokens["scout"]).get("/metrics")
+    assert scrape.status_code == 200 and "baton_requests_total" in scrape.text
+
+
 def test_scoped_tokens_stay_in_their_namespaces(auth_redis: str, secured: str) -> None:
     """A token scoped to a namespace works there without any header; naming another
     namespace is 403, and naming one twice (or header and query apart) is 400 for anybody."""

@@ -8,7 +8,9 @@ from typing import Any
 from litestar import Controller, Request, Response, get
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, generate_latest
 
+from baton.server.api.deps import CallerDep
 from baton.server.api.observability import RequestMetrics
+from baton.server.errors import Forbidden
 from baton.server.keys import NAMESPACES
 
 PACKETS = Gauge(
@@ -44,8 +46,14 @@ class MetricsController(Controller):
     include_in_schema = False
 
     @get()
-    async def metrics(self, request: Request[Any, Any, Any]) -> Response[bytes]:
-        """Refresh Baton's gauges from the store, then render the whole registry."""
+    async def metrics(self, request: Request[Any, Any, Any], caller: CallerDep) -> Response[bytes]:
+        """Refresh Baton's gauges from the store, then render the whole registry. They span
+        every namespace (agents, packet counts): a token limited to some namespaces is
+        refused."""
+        if "*" not in caller.credential.scopes:
+            raise Forbidden(
+                "/metrics covers every namespace; scrape it with a token not limited to namespaces"
+            )
         backend = request.app.state.backend
         for raw in sorted(await backend.redis.smembers(NAMESPACES)):
             namespace = raw.decode()
