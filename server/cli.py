@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 import msgspec
+import redis.exceptions
 
 from baton.server.backend import Namespace, open_backend
 from baton.server.connection import async_redis, embedded_server, queue_url, redis_url
@@ -49,6 +50,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     configure_logging()
     url = redis_url(settings)  # start the embedded server before accepting traffic
     _check_queue_url(settings)
+    asyncio.run(_in_namespace(None, _reach))  # an unreachable Redis: one line, not a traceback
     if args.host not in LOOPBACK and not args.insecure_open and not asyncio.run(_tokens_exist()):
         print(
             f"baton: refusing to serve on {args.host} without tokens: anyone who can reach the "
@@ -75,6 +77,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
             trusted_proxies=settings.trusted_proxies,
         )
     return 0
+
+
+async def _reach(ns: Namespace) -> object:
+    return await ns.redis.ping()
 
 
 async def _tokens_exist() -> bool:
@@ -531,11 +537,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.port = args.port or settings.port
         if args.workers < 1:
             parser.error("--workers must be 1 or more")
+        if not 0 < args.port <= 65535:
+            parser.error("--port must be from 1 to 65535")
     try:
         result: int = args.handler(args)
     except (BatonError, EmbeddedServerError) as error:
         print(f"baton: {error}", file=sys.stderr)
         return 2
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as error:
+        print(f"baton: cannot reach Redis ({error}); check BATON_REDIS_URL", file=sys.stderr)
+        return 1
     return result
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Literal, TypeVar, get_args
 
 from baton.server.endpoint import DEFAULT_HOST, DEFAULT_PORT, base_url
 
@@ -102,13 +104,13 @@ class Settings:
             )
         data_dir = env.get("BATON_DATA_DIR")
         return cls(
-            redis_url=env.get("BATON_REDIS_URL") or None,
+            redis_url=_redis_url(env.get("BATON_REDIS_URL"), "BATON_REDIS_URL"),
             data_dir=Path(data_dir).expanduser().resolve() if data_dir else default_data_dir(),
             appendfsync=appendfsync,
             namespace=env.get("BATON_NAMESPACE", "default"),
             host=env.get("BATON_HOST", DEFAULT_HOST),
-            port=int(env.get("BATON_PORT", DEFAULT_PORT)),
-            queue_url=env.get("BATON_QUEUE_URL") or None,
+            port=_number(env, "BATON_PORT", DEFAULT_PORT, int, highest=65535),
+            queue_url=_redis_url(env.get("BATON_QUEUE_URL"), "BATON_QUEUE_URL"),
             agentmemory_secret=env.get("AGENTMEMORY_SECRET") or None,
             agentmemory_agent=env.get("AGENTMEMORY_AGENT") or "agentmemory",
             token=env.get("BATON_TOKEN") or None,
@@ -122,38 +124,45 @@ class Settings:
                 for proxy in env.get("BATON_TRUSTED_PROXIES", "").split(",")
                 if proxy.strip()
             ),
-            session_idle_seconds=float(env.get("BATON_SESSION_IDLE_HOURS", "24")) * 3600,
+            session_idle_seconds=_number(env, "BATON_SESSION_IDLE_HOURS", 24.0, float) * 3600,
             api_url=env.get("BATON_URL") or None,
             limits=Limits(
-                max_value_bytes=int(env.get("BATON_MAX_VALUE_BYTES", Limits.max_value_bytes)),
-                max_ref_length=int(env.get("BATON_MAX_REF_LENGTH", Limits.max_ref_length)),
-                max_tags=int(env.get("BATON_MAX_TAGS", Limits.max_tags)),
-                max_page_size=int(env.get("BATON_MAX_PAGE_SIZE", Limits.max_page_size)),
-                max_summary_length=int(env.get("BATON_MAX_SUMMARY", Limits.max_summary_length)),
-                max_steps=int(env.get("BATON_MAX_STEPS", Limits.max_steps)),
-                max_pins=int(env.get("BATON_MAX_PINS", Limits.max_pins)),
+                max_value_bytes=_number(env, "BATON_MAX_VALUE_BYTES", Limits.max_value_bytes, int),
+                max_ref_length=_number(env, "BATON_MAX_REF_LENGTH", Limits.max_ref_length, int),
+                max_tags=_number(env, "BATON_MAX_TAGS", Limits.max_tags, int),
+                max_page_size=_number(env, "BATON_MAX_PAGE_SIZE", Limits.max_page_size, int),
+                max_summary_length=_number(
+                    env, "BATON_MAX_SUMMARY", Limits.max_summary_length, int
+                ),
+                max_steps=_number(env, "BATON_MAX_STEPS", Limits.max_steps, int),
+                max_pins=_number(env, "BATON_MAX_PINS", Limits.max_pins, int),
             ),
             rate_limit=_rate(env.get("BATON_RATE_LIMIT", "600/second"), "BATON_RATE_LIMIT"),
             auth_failure_limit=_rate(
                 env.get("BATON_AUTH_FAILURES", "20/minute"), "BATON_AUTH_FAILURES"
             ),
             signing_key=env.get("BATON_SIGNING_KEY") or None,
-            max_streams=int(env.get("BATON_MAX_STREAMS", "16")),
+            max_streams=_number(env, "BATON_MAX_STREAMS", 16, int),
             access_log=_access_log(env.get("BATON_ACCESS_LOG", "errors")),
-            stop_seconds=float(env.get("BATON_STOP_SECONDS", "30")),
+            stop_seconds=_number(env, "BATON_STOP_SECONDS", 30.0, float),
             checkpoint_seconds=_seconds(
                 env.get("BATON_CHECKPOINT_INTERVAL", "300"), "BATON_CHECKPOINT_INTERVAL"
             ),
             handoffs=HandoffPolicy(
-                lease_seconds=float(env.get("BATON_LEASE_SECONDS", HandoffPolicy.lease_seconds)),
-                max_deliveries=int(env.get("BATON_MAX_DELIVERIES", HandoffPolicy.max_deliveries)),
-                handler_tries=int(env.get("BATON_HANDLER_TRIES", HandoffPolicy.handler_tries)),
+                lease_seconds=_number(
+                    env, "BATON_LEASE_SECONDS", HandoffPolicy.lease_seconds, float
+                ),
+                max_deliveries=_number(
+                    env, "BATON_MAX_DELIVERIES", HandoffPolicy.max_deliveries, int
+                ),
+                handler_tries=_number(env, "BATON_HANDLER_TRIES", HandoffPolicy.handler_tries, int),
                 retry_intervals=_intervals(env.get("BATON_RETRY_INTERVALS")),
-                sweep_seconds=int(env.get("BATON_SWEEP_SECONDS", HandoffPolicy.sweep_seconds)),
+                sweep_seconds=_number(env, "BATON_SWEEP_SECONDS", HandoffPolicy.sweep_seconds, int),
             ),
         )
 
 
+NumberT = TypeVar("NumberT", int, float)
 RATE_UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
 
 
@@ -176,6 +185,42 @@ def _rate(raw: str, variable: str) -> tuple[int, str] | None:
             f"got {raw!r}"
         )
     return int(count), unit.strip()
+
+
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://", "redis+cluster://", "rediss+cluster://")
+
+
+def _redis_url(raw: str | None, variable: str) -> str | None:
+    """A Redis URL with a scheme Baton connects with, or None when unset."""
+    if not raw:
+        return None
+    if not raw.startswith(REDIS_SCHEMES):
+        raise ValueError(f"{variable} must start with {', '.join(REDIS_SCHEMES)}; got {raw!r}")
+    return raw
+
+
+def _number(
+    env: Mapping[str, str],
+    variable: str,
+    default: NumberT,
+    kind: Callable[[str], NumberT],
+    *,
+    highest: float | None = None,
+) -> NumberT:
+    """A positive number from ``variable`` (a whole one for ``kind`` int), at most
+    ``highest``; a clear error naming the variable otherwise."""
+    raw = env.get(variable)
+    if raw is None:
+        return default
+    try:
+        value = kind(raw.strip())
+    except ValueError:
+        value = None
+    if value is None or not math.isfinite(value) or value <= 0 or value > (highest or math.inf):
+        whole = "a whole number" if kind is int else "a number"
+        bound = f" up to {highest:g}" if highest else ""
+        raise ValueError(f"{variable} must be {whole} above 0{bound}, got {raw!r}")
+    return value
 
 
 def _seconds(raw: str, variable: str) -> float | None:

@@ -27,6 +27,7 @@ from baton.server.validation import check_agent
 LOGIN_SECONDS = 12 * 3600
 DURATION = re.compile(r"^(\d+)([smhd])$")
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+MAX_LIFETIME = 10 * 365 * 86_400  # ten years, as every other expiry
 
 
 class Token(msgspec.Struct, kw_only=True):
@@ -41,9 +42,14 @@ class Token(msgspec.Struct, kw_only=True):
     last_used_at: str | None = None
 
     def expired(self) -> bool:
-        return self.expires_at is not None and datetime.fromisoformat(
-            self.expires_at
-        ) <= datetime.now(UTC)
+        """Past its expiry; a token whose expiry cannot be read (one made, before lifetimes
+        were bounded, to expire past year 9999) counts as expired, never as a 500."""
+        if self.expires_at is None:
+            return False
+        try:
+            return datetime.fromisoformat(self.expires_at) <= datetime.now(UTC)
+        except ValueError:
+            return True
 
     def allows(self, namespace: str) -> bool:
         return "*" in self.scopes or namespace in self.scopes
@@ -63,7 +69,10 @@ def parse_duration(text: str) -> int:
     match = DURATION.match(text.strip())
     if not match or int(match.group(1)) == 0:
         raise InvalidInput("expires", "give a duration like 30d, 12h, 15m or 90s")
-    return int(match.group(1)) * UNITS[match.group(2)]
+    seconds = int(match.group(1)) * UNITS[match.group(2)]
+    if seconds > MAX_LIFETIME:
+        raise InvalidInput("expires", "a token lives at most ten years (3650d)")
+    return seconds
 
 
 class TokenStore:

@@ -242,6 +242,8 @@ def test_revoked_and_expired_tokens_stop_working(auth_redis: str, secured: str) 
     time.sleep(1.2)
     assert client(secured, short).get("/v1/stats").status_code == 401
     assert baton(auth_redis, "token", "add", "--agent", "x", "--expires", "soon").returncode == 2
+    too_long = baton(auth_redis, "token", "add", "--agent", "x", "--expires", "99999999d")
+    assert too_long.returncode == 2 and "ten years" in too_long.stderr
 
 
 def test_serving_a_public_address_without_tokens_is_refused(redis_url: str) -> None:

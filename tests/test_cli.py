@@ -68,6 +68,40 @@ def test_bad_namespace_is_a_clear_cli_error(redis_url: str) -> None:
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("BATON_LEASE_SECONDS", "abc"),
+        ("BATON_LEASE_SECONDS", "-5"),
+        ("BATON_SESSION_IDLE_HOURS", "nan"),
+        ("BATON_PORT", "99999"),
+        ("BATON_MAX_PINS", "2.5"),
+        ("BATON_REDIS_URL", "garbage"),
+    ],
+)
+def test_a_bad_setting_is_named_not_a_traceback(redis_url: str, variable: str, value: str) -> None:
+    """A setting that is not a usable value stops the command with one line naming the
+    variable (a negative lease used to start, and fail every resume as the caller's fault)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "baton.server.cli", "stats"],
+        env={**os.environ, "BATON_REDIS_URL": redis_url, variable: value},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert variable in done.stderr and "Traceback" not in done.stderr
+
+
+def test_an_unreachable_redis_is_one_line(tmp_path: Path) -> None:
+    """Commands and serve against a Redis that does not answer say so in one line."""
+    for command in (["stats"], ["serve", "--port", "18999"]):
+        done = baton("redis://127.0.0.1:1", *command)
+        assert done.returncode == 1, done.stderr
+        assert "cannot reach Redis" in done.stderr and "Traceback" not in done.stderr
+
+
 def test_queue_folder_never_shadows_the_standard_library() -> None:
     """With the repo root first on sys.path, `import queue` is still the standard library's
     and Baton's queue package is reached as baton.queue."""
