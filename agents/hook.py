@@ -293,7 +293,7 @@ def handle(event: str, stdin: TextIO, baton: Baton) -> str:
     raw = stdin.read()
     try:
         payload = json.loads(raw) if raw.strip() else {}
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than json follows
         raise ValueError("the payload on stdin is not JSON; nothing recorded") from None
     if not isinstance(payload, dict):
         raise ValueError("the payload on stdin is not a JSON object; nothing recorded")

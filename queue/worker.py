@@ -69,6 +69,10 @@ def _rq_logs_to_stderr() -> None:
 
 
 def import_handlers(modules: Sequence[str]) -> None:
+    """Import the modules that register handlers, looked up in the current directory first
+    (as ``python -m`` and ``rq worker --path .`` do; a console script would not)."""
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
     for module in modules:
         importlib.import_module(module)
 

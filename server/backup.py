@@ -220,7 +220,7 @@ def read_dump(lines: Iterable[str]) -> list[dict[str, Any]]:
             continue
         try:
             line = json.loads(text)
-        except json.JSONDecodeError as error:
+        except (json.JSONDecodeError, RecursionError) as error:  # nested past json's reach
             raise InvalidInput(
                 "dump", f"line {number}: not JSON ({error}); nothing was written"
             ) from None

@@ -22,7 +22,7 @@ from baton.server.logs import configure_logging
 from baton.server.models import PACKET_STATES
 from baton.server.settings import Settings
 from baton.server.tokens import TokenStore, parse_duration
-from baton.server.validation import check_agent
+from baton.server.validation import check_agent, check_namespace
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -145,6 +145,10 @@ def cmd_import(args: argparse.Namespace) -> int:
             lines = read_dump(source)  # every line checked before anything is written
     except OSError as error:
         raise SystemExit(f"baton: cannot read {args.dump}: {error}") from None
+    except UnicodeDecodeError as error:
+        raise SystemExit(
+            f"baton: {args.dump} is not UTF-8 text ({error.reason}); nothing was written"
+        ) from None
 
     async def run(ns: Namespace) -> dict[str, int] | None:
         if not await namespace_is_empty(ns) and not (args.replace or args.merge):
@@ -338,7 +342,7 @@ def cmd_agent_run(args: argparse.Namespace) -> int:
     configure_logging()
     settings = _settings()
     if args.namespace:
-        settings = replace(settings, namespace=args.namespace)
+        settings = replace(settings, namespace=check_namespace(args.namespace))
     _check_queue_url(settings)
     modules = list(args.module) + [
         module for module in os.environ.get("BATON_AGENT_MODULES", "").split(",") if module
@@ -347,6 +351,9 @@ def cmd_agent_run(args: argparse.Namespace) -> int:
         run_agent(settings, args.name, modules, burst=args.burst)
     except AgentNotRegistered as error:
         print(f"baton: {error}", file=sys.stderr)
+        return 2
+    except ImportError as error:
+        print(f"baton: cannot import a handler module: {error}", file=sys.stderr)
         return 2
     return 0
 

@@ -22,7 +22,7 @@ from baton.server import codec
 from baton.server.clock import iso, utc_now
 from baton.server.errors import InvalidInput, NotFound
 from baton.server.keys import TOKENS, login_key, token_key
-from baton.server.validation import check_agent
+from baton.server.validation import check_agent, check_namespace
 
 LOGIN_SECONDS = 12 * 3600
 DURATION = re.compile(r"^(\d+)([smhd])$")
@@ -89,6 +89,9 @@ class TokenStore:
     ) -> Issued:
         """Create a token; the returned secret is shown once and never stored."""
         agent = check_agent(agent, field="agent")
+        for scope in scopes or []:
+            if scope != "*":
+                check_namespace(scope, field="scope")
         secret = "bt_" + secrets.token_urlsafe(32)
         token = Token(
             id=f"tok_{secrets.token_hex(4)}",

@@ -173,6 +173,7 @@ def test_a_corrupt_dump_changes_nothing_and_names_its_line(
             },
         ),
         (10, "not json"),
+        (11, "[" * 100_000),  # nested past what json follows
     ):
         corrupt = list(lines)
         corrupt[number - 1] = broken if isinstance(broken, str) else json.dumps(broken)
@@ -181,6 +182,10 @@ def test_a_corrupt_dump_changes_nothing_and_names_its_line(
         assert refused.returncode == 2, refused.stderr
         assert f"line {number}: " in refused.stderr and "Traceback" not in refused.stderr
         assert written_keys(sync_redis) == []
+    dump.write_bytes(b"\xff\xfe" + bytes(range(256)))
+    binary = baton(redis_url, "import", str(dump))
+    assert binary.returncode != 0 and "not UTF-8" in binary.stderr
+    assert "Traceback" not in binary.stderr and written_keys(sync_redis) == []
 
 
 def test_importing_into_a_namespace_that_holds_data_needs_a_choice(

@@ -255,16 +255,17 @@ def test_baton_hook_gets_the_previous_session_back(
         api_url,
     )
     assert (unknown.returncode, unknown.stdout, unknown.stderr) == (0, "", "")
-    garbled = subprocess.run(
-        [sys.executable, "-m", "baton.server.cli", "hook", "PostToolUse"],
-        input="{not json",
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={**os.environ, "BATON_URL": api_url},
-    )
-    assert garbled.returncode == 0 and len(garbled.stderr.splitlines()) == 1
+    for malformed in ("{not json", "[" * 100_000):  # the second nests past json's recursion
+        garbled = subprocess.run(
+            [sys.executable, "-m", "baton.server.cli", "hook", "PostToolUse"],
+            input=malformed,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env={**os.environ, "BATON_URL": api_url},
+        )
+        assert garbled.returncode == 0 and len(garbled.stderr.splitlines()) == 1, garbled.stderr
     assert_no_empty_session(api_url)
 
 

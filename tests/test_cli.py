@@ -94,6 +94,19 @@ def test_a_bad_setting_is_named_not_a_traceback(redis_url: str, variable: str, v
     assert variable in done.stderr and "Traceback" not in done.stderr
 
 
+def test_names_the_cli_cannot_use_are_refused(redis_url: str) -> None:
+    """A token scope or an agent's namespace that could never be used, and a handler module
+    that does not import, are refused in one line each."""
+    for command, word in (
+        (["token", "add", "--agent", "x", "--scope", "BAD"], "scope"),
+        (["agent", "run", "executor", "--namespace", "BAD", "--burst"], "namespace"),
+        (["agent", "run", "executor", "--module", "no_such_handlers_here", "--burst"], "import"),
+    ):
+        done = baton(redis_url, *command)
+        assert done.returncode == 2, done.stderr
+        assert word in done.stderr and "Traceback" not in done.stderr
+
+
 def test_an_unreachable_redis_is_one_line(tmp_path: Path) -> None:
     """Commands and serve against a Redis that does not answer say so in one line."""
     for command in (["stats"], ["serve", "--port", "18999"]):
