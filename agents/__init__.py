@@ -13,15 +13,36 @@ if TYPE_CHECKING:  # what __getattr__ loads, for type checkers
     from typing import Any
 
     from baton.agents.agent_runtime import agent
-    from baton.agents.client import AsyncBatonClient, BatonAPIError, BatonClient
+    from baton.agents.client import (
+        AsyncBatonClient,
+        BatonAPIError,
+        BatonClient,
+        ConflictError,
+        ForbiddenError,
+        InvalidInputError,
+        NotFoundError,
+        TooLargeError,
+        UnauthorizedError,
+        UnavailableError,
+        UnreachableError,
+    )
 
-__all__ = ["AsyncBatonClient", "BatonAPIError", "BatonClient", "agent"]
-_HOMES = {
-    "AsyncBatonClient": "client",
-    "BatonAPIError": "client",
-    "BatonClient": "client",
-    "agent": "agent_runtime",
-}
+__all__ = [
+    "AsyncBatonClient",
+    "BatonAPIError",
+    "BatonClient",
+    "ConflictError",
+    "ForbiddenError",
+    "InvalidInputError",
+    "NotFoundError",
+    "TooLargeError",
+    "UnauthorizedError",
+    "UnavailableError",
+    "UnreachableError",
+    "agent",
+]
+# Where each name lives: the handler registry, or the client (with its errors).
+_HOMES = {name: "agent_runtime" if name == "agent" else "client" for name in __all__}
 
 
 def __getattr__(name: str) -> Any:

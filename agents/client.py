@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
+from urllib.parse import quote
 
 import httpx
 import msgspec
@@ -76,6 +77,13 @@ class UnavailableError(BatonAPIError):
     """503: Baton cannot reach its Redis; retry later."""
 
 
+class UnreachableError(BatonAPIError):
+    """Baton itself did not answer (refused, timed out, cut off); ``status`` is 0."""
+
+    def __init__(self, error: httpx.TransportError) -> None:
+        super().__init__(0, {"title": "Unreachable", "detail": f"{type(error).__name__}: {error}"})
+
+
 _ERRORS: dict[int, type[BatonAPIError]] = {
     400: InvalidInputError,
     401: UnauthorizedError,
@@ -109,6 +117,16 @@ def _decode(call: Call[T], response: httpx.Response) -> T:
     return msgspec.json.decode(response.content, type=call.result)
 
 
+def _in_path(text: str, *, segments: bool = False) -> str:
+    """``text`` escaped for a URL path: one segment, or with ``segments`` (a ref) one per
+    slash; "." and ".." are spelled out, so no value can make the path reach another route."""
+    parts = text.split("/") if segments else [text]
+    return "/".join(
+        quote(part, safe="") if part not in (".", "..") else part.replace(".", "%2E")
+        for part in parts
+    )
+
+
 def _drop_none(values: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in values.items() if value is not None}
 
@@ -137,7 +155,10 @@ class Calls:
     @staticmethod
     def recall(ref: str, version: int | None = None) -> Call[RecordVersion]:
         return Call(
-            "GET", f"/v1/records/{ref}", RecordVersion, params=_drop_none({"version": version})
+            "GET",
+            f"/v1/records/{_in_path(ref, segments=True)}",
+            RecordVersion,
+            params=_drop_none({"version": version}),
         )
 
     @staticmethod
@@ -162,11 +183,11 @@ class Calls:
 
     @staticmethod
     def history(ref: str) -> Call[History]:
-        return Call("GET", f"/v1/history/{ref}", History)
+        return Call("GET", f"/v1/history/{_in_path(ref, segments=True)}", History)
 
     @staticmethod
     def outcomes(ref: str) -> Call[list[OutcomeEntry]]:
-        return Call("GET", f"/v1/outcomes/{ref}", list[OutcomeEntry])
+        return Call("GET", f"/v1/outcomes/{_in_path(ref, segments=True)}", list[OutcomeEntry])
 
     @staticmethod
     def record_outcome(
@@ -211,15 +232,17 @@ class Calls:
     @staticmethod
     def resume(agent: str, lease_seconds: float | None = None) -> Call[Resumed]:
         body = _drop_none({"lease_seconds": lease_seconds})
-        return Call("POST", f"/v1/agents/{agent}/resume", Resumed, json=body)
+        return Call("POST", f"/v1/agents/{_in_path(agent)}/resume", Resumed, json=body)
 
     @staticmethod
     def settle(packet_id: str, action: str, body: dict[str, Any]) -> Call[Packet]:
-        return Call("POST", f"/v1/handoffs/{packet_id}/{action}", Packet, json=_drop_none(body))
+        return Call(
+            "POST", f"/v1/handoffs/{_in_path(packet_id)}/{action}", Packet, json=_drop_none(body)
+        )
 
     @staticmethod
     def get_handoff(packet_id: str) -> Call[Packet]:
-        return Call("GET", f"/v1/handoffs/{packet_id}", Packet)
+        return Call("GET", f"/v1/handoffs/{_in_path(packet_id)}", Packet)
 
     @staticmethod
     def list_handoffs(
@@ -287,7 +310,12 @@ class BatonClient:
         )
 
     def _send(self, call: Call[T]) -> T:
-        response = self._http.request(call.method, call.path, json=call.json, params=call.params)
+        try:
+            response = self._http.request(
+                call.method, call.path, json=call.json, params=call.params
+            )
+        except httpx.TransportError as error:
+            raise UnreachableError(error) from error
         return _decode(call, response)
 
     def close(self) -> None:
@@ -380,9 +408,12 @@ class AsyncBatonClient:
         )
 
     async def _send(self, call: Call[T]) -> T:
-        response = await self._http.request(
-            call.method, call.path, json=call.json, params=call.params
-        )
+        try:
+            response = await self._http.request(
+                call.method, call.path, json=call.json, params=call.params
+            )
+        except httpx.TransportError as error:
+            raise UnreachableError(error) from error
         return _decode(call, response)
 
     async def aclose(self) -> None:

@@ -6,7 +6,13 @@ import httpx
 import pytest
 
 from baton.agents import AsyncBatonClient, BatonClient
-from baton.agents.client import ConflictError, ForbiddenError, NotFoundError
+from baton.agents.client import (
+    ConflictError,
+    ForbiddenError,
+    InvalidInputError,
+    NotFoundError,
+    UnreachableError,
+)
 from tests.test_api import assert_problem
 
 
@@ -128,3 +134,25 @@ async def test_async_client_speaks_the_same_api(api_url: str, redis_url: str) ->
         with pytest.raises(NotFoundError):
             await executor.recall("no/such")
         assert (await executor.complete(packet.id)).state == "done"
+
+
+def test_client_values_never_reach_another_route(scout: BatonClient) -> None:
+    """Ids and refs are escaped into the URL path: one shaped like a path to another route
+    is refused as the unknown id or bad ref it is."""
+    with pytest.raises(NotFoundError):
+        scout.get_handoff("../../v1/stats")
+    with pytest.raises(InvalidInputError):
+        scout.recall("../../v1/stats")
+
+
+@pytest.mark.anyio
+async def test_a_server_that_does_not_answer_is_a_client_error() -> None:
+    """A refused connection is the client's own UnreachableError, in both clients, not a
+    raw httpx exception."""
+    with BatonClient("http://127.0.0.1:1", agent="scout") as baton:
+        with pytest.raises(UnreachableError) as caught:
+            baton.stats()
+    assert caught.value.status == 0 and "ConnectError" in caught.value.detail
+    async with AsyncBatonClient("http://127.0.0.1:1", agent="scout") as baton_async:
+        with pytest.raises(UnreachableError):
+            await baton_async.stats()
