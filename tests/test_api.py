@@ -152,8 +152,10 @@ def test_oversized_value_is_413(http: httpx.Client) -> None:
 
 
 def test_request_body_over_the_limit_is_413(http: httpx.Client) -> None:
-    """A body far over the limit is cut off by the server with a 413 problem."""
-    assert_problem(remember(http, "a/b", "x" * 400_000), 413)
+    """A body far over the limit is cut off by the server with a 413 problem naming the
+    body's limit (the value limit and room for the rest of the body)."""
+    body = assert_problem(remember(http, "a/b", "x" * 400_000), 413)
+    assert (body["field"], body["limit"]) == ("body", 65_536 + 64 * 1024)
 
 
 @pytest.mark.parametrize(

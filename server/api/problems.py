@@ -120,13 +120,18 @@ def _field_of(item: dict[str, Any]) -> str:
 
 
 def http_error(request: Request[Any, Any, Any], error: HTTPException) -> Response[Any]:
-    """Litestar's own refusals, with their headers (a 405's ``Allow``)."""
+    """Litestar's own refusals, with their headers (a 405's ``Allow``); a body cut off for
+    its size names the limit, as a value over its own limit does."""
+    extra: dict[str, Any] = {}
+    if error.status_code == 413 and (handler := request.scope.get("route_handler")) is not None:
+        extra = {"field": "body", "limit": handler.resolve_request_max_body_size()}
     return _problem(
         request,
         error.status_code,
         HTTPStatus(error.status_code).phrase,
         str(error.detail),
         headers=error.headers,
+        **extra,
     )
 
 
