@@ -11,6 +11,7 @@ import redis.exceptions
 import structlog
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, ValidationException
+from litestar.handlers import HTTPRouteHandler
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.plugins.problem_details import ProblemDetailsException
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
@@ -123,7 +124,8 @@ def http_error(request: Request[Any, Any, Any], error: HTTPException) -> Respons
     """Litestar's own refusals, with their headers (a 405's ``Allow``); a body cut off for
     its size names the limit, as a value over its own limit does."""
     extra: dict[str, Any] = {}
-    if error.status_code == 413 and (handler := request.scope.get("route_handler")) is not None:
+    handler = request.scope.get("route_handler")
+    if error.status_code == 413 and isinstance(handler, HTTPRouteHandler):
         extra = {"field": "body", "limit": handler.resolve_request_max_body_size()}
     return _problem(
         request,
