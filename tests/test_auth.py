@@ -152,6 +152,22 @@ def test_dashboard_login_trades_the_token_for_an_opaque_cookie(
     assert client(secured, tokens["scout"]).get("/agentmemory/sessions").status_code == 200
 
 
+def test_an_open_event_stream_ends_when_its_token_is_revoked(auth_redis: str, secured: str) -> None:
+    """The dashboard's event stream asks the gate again while it runs: revoking its token
+    ends it within seconds (it used to deliver events for as long as it stayed open)."""
+    made = baton(auth_redis, "token", "add", "--agent", "watcher")
+    secret, token_id = made.stdout.strip(), made.stderr.split()[1]
+    headers = {"Authorization": f"Bearer {secret}"}
+    with httpx.stream("GET", f"{secured}/v1/dashboard/events", headers=headers, timeout=30) as live:
+        assert live.status_code == 200
+        lines = live.iter_lines()
+        assert next(lines) == ": connected"
+        assert baton(auth_redis, "token", "revoke", token_id).returncode == 0
+        revoked = time.monotonic()
+        list(lines)  # returns once the server ends the stream (else: a read timeout)
+    assert time.monotonic() - revoked < 15
+
+
 def test_metrics_which_span_every_namespace_need_an_unscoped_token(
     auth_redis: str, secured: str, tokens: dict[str, str]
 ) -> None:

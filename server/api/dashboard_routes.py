@@ -27,11 +27,16 @@ from baton.server.dashboard import (
     PendingView,
     RecordView,
 )
+from baton.server.errors import BatonError
 from baton.server.tokens import LOGIN_SECONDS, TokenStore
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 STATIC = Path(__file__).resolve().parent.parent / "static"
+# How long the event stream waits for an event before a keep-alive comment; and how often
+# it asks the gate again whether its caller still may listen (a revoked token, an ended
+# login or a session taken away stop the stream within this).
 EVENT_WAIT_MS = 15_000
+RECHECK_SECONDS = 5.0
 CHART = {"width": 640, "height": 180, "pad": 24}
 
 
@@ -129,22 +134,42 @@ class DashboardData(Controller):
         return await dashboard.activity(limit)
 
     @get("/events", include_in_schema=False)  # a text/event-stream, see docs/dashboard.md
-    async def events(self, caller: CallerDep, state: State) -> ServerSentEvent:
+    async def events(
+        self, caller: CallerDep, state: State, request: Request[Any, Any, Any]
+    ) -> ServerSentEvent:
         hub: EventHub = state.events
         owner = caller.credential.token_id or f"agent:{caller.agent}"
         subscription = hub.subscribe(caller.namespace, owner)
         queue = await subscription.__aenter__()  # before the response: 429 beyond the cap
+        scope, gate, redis = request.scope, state.gate, state.backend.redis
+
+        async def still_allowed() -> bool:
+            try:
+                await gate.identify(scope, redis)
+            except BatonError:
+                return False
+            return True
 
         async def stream() -> AsyncIterator[ServerSentEventMessage]:
+            loop = asyncio.get_running_loop()
+            checked = waited = loop.time()
             try:
                 yield ServerSentEventMessage(comment="connected")
                 while True:
                     try:
-                        event = await asyncio.wait_for(queue.get(), EVENT_WAIT_MS / 1000)
+                        event = await asyncio.wait_for(queue.get(), RECHECK_SECONDS)
                     except TimeoutError:
+                        event = None
+                    if loop.time() - checked >= RECHECK_SECONDS:
+                        if not await still_allowed():
+                            return
+                        checked = loop.time()
+                    if event is not None:
+                        yield ServerSentEventMessage(data=event.text, event=event.kind, id=event.id)
+                        waited = loop.time()
+                    elif loop.time() - waited >= EVENT_WAIT_MS / 1000:
                         yield ServerSentEventMessage(comment="keep-alive")
-                        continue
-                    yield ServerSentEventMessage(data=event.text, event=event.kind, id=event.id)
+                        waited = loop.time()
             finally:
                 await subscription.__aexit__(None, None, None)
 
