@@ -126,6 +126,34 @@ async def test_mcp_over_http_needs_a_token_and_uses_its_agent(
     assert recalled.structured_content["author"] == "executor"  # type: ignore[index]
 
 
+def test_an_mcp_session_answers_only_the_agent_that_opened_it(
+    secured: str, tokens: dict[str, str]
+) -> None:
+    """An MCP session id is visible to the namespace (records carry mcp-<id>): another
+    agent's token cannot send over it or close it (403, before the SDK sees the request);
+    its owner can."""
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"},
+        },
+    }
+    accept = {"Accept": "application/json, text/event-stream"}
+    scout = client(secured, tokens["scout"], **accept)
+    opened = scout.post("/mcp/", json=initialize)
+    assert opened.status_code == 200
+    session = {"mcp-session-id": opened.headers["mcp-session-id"]}
+    executor = client(secured, tokens["executor"], **accept)
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    assert executor.post("/mcp/", json=listing, headers=session).status_code == 403
+    assert executor.delete("/mcp/", headers=session).status_code == 403
+    assert scout.delete("/mcp/", headers=session).status_code == 200
+
+
 def test_dashboard_login_trades_the_token_for_an_opaque_cookie(
     secured: str, tokens: dict[str, str]
 ) -> None:

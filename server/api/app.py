@@ -33,6 +33,7 @@ from baton.server.api.dashboard_routes import (
 )
 from baton.server.api.deps import DEPENDENCIES, CallerDep
 from baton.server.api.event_streams import EventHub
+from baton.server.api.mcp_sessions import SessionOwners
 from baton.server.api.metrics import REQUESTS, MetricsController
 from baton.server.api.observability import observe_requests
 from baton.server.api.openapi_bodies import (
@@ -156,9 +157,11 @@ def create_app(settings: Settings | None = None) -> Litestar:
         ),
     )
 
+    guarded_mcp_app = SessionOwners().guard(mcp_app)
+
     @asgi("/mcp", is_mount=True, copy_scope=True, opt={"mcp": True})
     async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
-        await mcp_app(scope, receive, send)
+        await guarded_mcp_app(scope, receive, send)
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
