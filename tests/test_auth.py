@@ -18,6 +18,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.conftest import REPO, running_server
+from tests.test_identity_matrix import MCP_INITIALIZE
 
 
 def baton(url: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -132,19 +133,9 @@ def test_an_mcp_session_answers_only_the_agent_that_opened_it(
     """An MCP session id is visible to the namespace (records carry mcp-<id>): another
     agent's token cannot send over it or close it (403, before the SDK sees the request);
     its owner can."""
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "test", "version": "1"},
-        },
-    }
     accept = {"Accept": "application/json, text/event-stream"}
     scout = client(secured, tokens["scout"], **accept)
-    opened = scout.post("/mcp/", json=initialize)
+    opened = scout.post("/mcp/", json=MCP_INITIALIZE)
     assert opened.status_code == 200
     session = {"mcp-session-id": opened.headers["mcp-session-id"]}
     executor = client(secured, tokens["executor"], **accept)
