@@ -93,6 +93,11 @@ def test_an_agent_token_acts_only_as_its_agent(secured: str, tokens: dict[str, s
     assert packet["from"] == "scout"
     assert scout.post("/v1/agents/executor/resume").status_code == 403
 
+    both = httpx.get(
+        f"{secured}/v1/whoami",
+        headers=[("Authorization", f"Bearer {tokens[name]}") for name in ("scout", "executor")],
+    )
+    assert (both.status_code, both.json()["field"]) == (400, "authorization")
     executor = client(secured, tokens["executor"])
     assert executor.post("/v1/agents/executor/resume").json()["packet"]["id"] == packet["id"]
     assert scout.post(f"/v1/handoffs/{packet['id']}/complete").status_code == 403

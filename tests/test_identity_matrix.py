@@ -297,6 +297,10 @@ def tricks(world: World) -> dict[str, tuple[str | None, list[tuple[str, str]]]]:
             [("X-Baton-Namespace", "default"), ("x-query", "other")],
         ),
         "another agent's session": (world.tokens["mallory"], [("X-Baton-Session", "s-bob")]),
+        "a second Authorization header with the victim's token": (
+            world.tokens["mallory"],
+            [("Authorization", f"Bearer {world.tokens['bob']}")],
+        ),
     }
 
 

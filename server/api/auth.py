@@ -33,6 +33,7 @@ from litestar.types import ASGIApp, HTTPResponseStartEvent, Receive, Scope, Send
 from redis.asyncio import Redis
 
 from baton.server.errors import (
+    Ambiguous,
     BatonError,
     Forbidden,
     MisdirectedRequest,
@@ -170,6 +171,8 @@ class Gate:
         self, scope: Scope, headers: Headers, redis: Redis, secured: bool
     ) -> Credential:
         """What proves who is calling (see the module docstring)."""
+        if len(headers.all(b"authorization")) > 1:  # which one would count? neither
+            raise Ambiguous("authorization", "given more than once; send it once")
         secret = _bearer(headers)
         agentmemory = scope["path"].startswith(AGENTMEMORY)
         guards_secret = agentmemory and bool(self.agentmemory_secret)
