@@ -259,8 +259,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["scout"]:
         return scout.main(arguments[1:])
-    args = build_parser().parse_args(arguments)
+    parser = build_parser()
+    args = parser.parse_args(arguments)
     path = Path(args.write_transcript) if args.write_transcript else None
+    if path is not None and not path.parent.is_dir():  # checked before the demo runs
+        parser.error(
+            f"cannot write the transcript to {path}: {path.parent} is not a directory "
+            "(outside the repository, give --write-transcript PATH)"
+        )
     return run(args.keep, path)
 
 

@@ -116,3 +116,20 @@ def test_compose_services_run_real_baton_commands() -> None:
             build_parser().parse_args(command[1:])
     assert services["scout"]["profiles"] == ["scout"]
     assert (REPO / "Dockerfile").exists()
+
+
+def test_a_transcript_path_that_cannot_be_written_is_refused_before_the_demo_runs(
+    tmp_path: Path,
+) -> None:
+    """Outside the repository the default transcript path has no docs/ folder: the demo
+    refuses at once, saying what to pass, rather than failing after its whole run."""
+    done = subprocess.run(
+        [sys.executable, "-m", "baton.server.cli", "demo", "--write-transcript"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "--write-transcript PATH" in done.stderr and "Traceback" not in done.stderr
