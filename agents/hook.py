@@ -52,6 +52,10 @@ HOOK_TYPES = frozenset(CLAUDE_EVENTS.values())
 FILE_KEYS = ("file_path", "path", "file", "notebook_path")
 TIMEOUT = 3.0
 TRANSCRIPT_TAIL = 256 * 1024  # bytes of the transcript read for the last assistant message
+# A tool's output can be megabytes (a file read), past the API's body limit; what Baton keeps
+# of an event is its title, a few hundred characters of narrative and the files, so longer
+# strings are cut before sending.
+LONGEST_STRING = 16 * 1024
 COMPACT_BUDGET = 1500
 
 
@@ -246,6 +250,17 @@ def last_assistant_message(transcript_path: object) -> str | None:
     return None
 
 
+def trimmed(value: Any) -> Any:
+    """``value`` with every string longer than ``LONGEST_STRING`` cut to it (marked)."""
+    if isinstance(value, str):
+        return value if len(value) <= LONGEST_STRING else value[:LONGEST_STRING] + " [cut]"
+    if isinstance(value, dict):
+        return {key: trimmed(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [trimmed(item) for item in value]
+    return value
+
+
 def files_of(payload: dict[str, Any]) -> list[str]:
     tool_input = payload.get("tool_input")
     if not isinstance(tool_input, dict):
@@ -322,7 +337,7 @@ def handle(event: str, stdin: TextIO, baton: Baton) -> str:
             "project": project,
             "cwd": cwd,
             "timestamp": utc_now(),
-            "data": payload,
+            "data": trimmed(payload),
         },
     )
     if kind in ("stop", "session_end"):

@@ -369,3 +369,24 @@ def test_the_hook_loads_only_the_light_standard_modules(api_url: str) -> None:
         check=False,
     )
     assert (done.stdout.strip(), done.stderr) == ("0 []", "")
+
+
+def test_a_tool_output_of_megabytes_is_still_recorded(api_url: str, tmp_path: Path) -> None:
+    """A Read of a 5 MB file hands the hook a 5 MB payload, far over the API's body limit:
+    the hook cuts long strings (Baton keeps a few hundred characters of them) and the event
+    is recorded, quietly."""
+    project = tmp_path / "repo"
+    project.mkdir()
+    reading = claude_code(
+        "PostToolUse",
+        "s-huge-read",
+        project,
+        tmp_path / "t.jsonl",
+        tool_name="Read",
+        tool_input={"file_path": str(project / "big.log")},
+        tool_response={"content": "x" * 5_000_000},
+    )
+    done = baton_hook("PostToolUse", reading, api_url)
+    assert (done.returncode, done.stderr) == (0, "")
+    session = httpx.get(f"{api_url}/v1/sessions/s-huge-read", headers={"X-Baton-Agent": "x"})
+    assert session.json()["observation_count"] == 1
