@@ -155,6 +155,7 @@ def test_dashboard_login_trades_the_token_for_an_opaque_cookie(
 ) -> None:
     """The dashboard's login form posts the token once; the browser keeps only an opaque,
     HttpOnly, SameSite=Strict cookie (never the token, never in a URL); logging out ends it.
+    A write carried by the cookie from another origin (another localhost port) is refused.
     agentmemory routes accept a Baton token."""
     assert httpx.get(f"{secured}/").status_code == 401
     with httpx.Client(base_url=secured) as browser:
@@ -168,7 +169,10 @@ def test_dashboard_login_trades_the_token_for_an_opaque_cookie(
         assert tokens["admin"] not in cookie and "token" not in login.headers["location"]
         assert "Pending handoffs" in browser.get("/").text
         assert browser.get("/v1/whoami").json()["agent"] == "admin"
-        assert browser.post("/logout").status_code == 303
+        other_port = {"Origin": "http://127.0.0.1:9"}  # same site, another origin
+        assert browser.post("/logout", headers=other_port).status_code == 403
+        own = {"Origin": secured}
+        assert browser.post("/logout", headers=own).status_code == 303
         stale = cookie.split(";")[0].split("=", 1)[1]
     with httpx.Client(base_url=secured, cookies={"baton_login": stale}) as replayed:
         assert replayed.get("/").status_code == 401

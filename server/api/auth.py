@@ -204,6 +204,8 @@ class Gate:
         if token is None:  # a wrong secret is a failed login; no secret at all is not
             await self.count_failure(scope, redis)
             raise Unauthorized("unknown, revoked or expired token")
+        if secret is None:
+            _check_same_origin(scope, headers)
         return Credential(
             "token",
             agent=token.agent,
@@ -296,6 +298,18 @@ class Headers:
                 if key == name and value:
                     return value
         return None
+
+
+def _check_same_origin(scope: Scope, headers: Headers) -> None:
+    """A write carried by the dashboard's login cookie comes from the dashboard's own pages:
+    SameSite=Strict keeps other sites' pages out, not same-site ones (another port on
+    localhost), so an ``Origin`` naming another host or port is refused."""
+    origin = headers.first(b"origin")
+    if scope.get("method") not in UNSAFE_METHODS or origin is None:
+        return
+    host = (headers.first(b"host") or "").lower()
+    if urlsplit(origin).netloc.lower() != host:
+        raise Forbidden(f"a write from {origin} with the dashboard's login cookie refused")
 
 
 def _bearer(headers: Headers) -> str | None:
