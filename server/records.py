@@ -10,7 +10,6 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -88,17 +87,6 @@ def fact_document(ref: str, value: Any, tags: list[str]) -> tuple[str, str] | No
     if ref.startswith(UNINDEXED_SCOPE):
         return None
     return f"f:{ref}", f"{ref} {text_of(value)} {' '.join(tags)}"
-
-
-@dataclass(frozen=True, slots=True)
-class OutcomePlan:
-    """An outcome checked and ready to write (:meth:`RecordStore.record_outcome`): its log
-    entry's common fields, each ref's head and outcome-log length as read, and the versions
-    the caller's session last saw."""
-
-    entry: dict[str, Any]
-    heads: dict[str, tuple[list[bytes | None], int]]
-    seen: dict[str, int]
 
 
 class HeadHints:
@@ -412,23 +400,27 @@ class RecordStore(NamespaceStore):
         }
         if before_moves is not None:
             await before_moves()
-        return await self._apply_outcome_plan(OutcomePlan(entry=entry, heads=heads, seen=seen))
+        return await self._write_outcome(entry, heads, seen)
 
-    async def _apply_outcome_plan(self, plan: OutcomePlan) -> OutcomeReport:
-        """Write a planned outcome: each ref's move (on top of whatever was appended since
-        the plan read its head), then their events (a failure there is logged: the moves
-        stand). Interrupted after some moves, it says which refs moved and which did not,
-        so that reporting again moves none twice."""
-        entry = plan.entry
+    async def _write_outcome(
+        self,
+        entry: dict[str, Any],
+        heads: dict[str, tuple[list[bytes | None], int]],
+        seen: dict[str, int],
+    ) -> OutcomeReport:
+        """Write a checked outcome: each ref's move (on top of whatever was appended since
+        its head was read), then their events (a failure there is logged: the moves stand).
+        Interrupted after some moves, it says which refs moved and which did not, so that
+        reporting again moves none twice. ``seen``: the versions the session last read."""
         moves: list[OutcomeEntry] = []
-        for ref, (head, length) in plan.heads.items():
+        for ref, (head, length) in heads.items():
             try:
                 moves.append(await self._apply_outcome(ref, head, length, {**entry, "ref": ref}))
             except Exception as error:
                 if not moves:
                     raise
                 moved = [move.ref for move in moves]
-                left = [other for other in plan.heads if other not in moved]
+                left = [other for other in heads if other not in moved]
                 raise StoreUnavailable(
                     f"the outcome moved {', '.join(moved)} but not {', '.join(left)} "
                     f"({describe(error)}); report it again for those refs only",
@@ -447,9 +439,9 @@ class RecordStore(NamespaceStore):
         except Exception as error:
             log.warning("an outcome's events failed", error=describe(error))
         stale = [
-            StaleOutcome(ref=move.ref, seen_version=plan.seen[move.ref], moved_version=move.version)
+            StaleOutcome(ref=move.ref, seen_version=seen[move.ref], moved_version=move.version)
             for move in moves
-            if plan.seen.get(move.ref, move.version) < move.version
+            if seen.get(move.ref, move.version) < move.version
         ]
         return OutcomeReport(
             outcome=entry["outcome"], outcome_ref=entry["outcome_ref"], moves=moves, stale=stale
