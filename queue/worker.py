@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import os
+import signal
 import sys
 import threading
 import time
@@ -26,6 +28,7 @@ from baton.server.settings import Settings
 
 log = structlog.get_logger("baton.worker")
 EXIT_STOPPED = 143  # 128 + SIGTERM: stopped by a signal, its handler cut short
+ORPHAN_CHECK_SECONDS = 1.0
 
 
 class AgentWorker(SimpleWorker):
@@ -52,6 +55,28 @@ class AgentWorker(SimpleWorker):
 
 
 WORKER_CLASS = AgentWorker
+
+
+@functools.cache
+def _forked_children_stop_with_the_worker() -> None:
+    """Make every process this worker forks stop once the worker is gone. RQ forks its
+    scheduler (``with_scheduler``) and runs it until told to stop: a worker that dies
+    without stopping it (SIGKILL, the OOM killer, the stop grace's ``os._exit``) would leave
+    it running for ever, heart-beating and holding its queues' scheduler locks."""
+    os.register_at_fork(after_in_child=_stop_when_orphaned)
+
+
+def _stop_when_orphaned() -> None:
+    """In a forked child: SIGTERM itself once its parent is gone (RQ's scheduler then stops
+    cleanly, releasing its locks; a process without a handler just ends)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(ORPHAN_CHECK_SECONDS)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="baton-orphan-watch", daemon=True).start()
 
 
 class AgentNotRegistered(LookupError):
@@ -93,6 +118,7 @@ def run_agent(
     queue = Queue(queue_name(settings.namespace, name), connection=connection)
     worker = WORKER_CLASS([queue], connection=connection)
     worker.stop_seconds = settings.stop_seconds
+    _forked_children_stop_with_the_worker()
     return worker.work(burst=burst, with_scheduler=True)
 
 
@@ -110,6 +136,7 @@ def run_maintenance(settings: Settings, *, burst: bool = False) -> bool:
     cron.register(sweep, MAINTENANCE_QUEUE, interval=settings.handoffs.sweep_seconds)
     stop = threading.Event()
     threading.Thread(target=_tick, args=(cron, stop), name="baton-cron", daemon=True).start()
+    _forked_children_stop_with_the_worker()
     try:
         return worker.work(with_scheduler=True)
     finally:

@@ -357,6 +357,38 @@ async def test_sigterm_stops_a_worker_stuck_in_a_handler_within_its_grace(
     assert (await handoffs.get(packet_id)).state == "done"
 
 
+def running(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie nobody reaped has stopped)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except FileNotFoundError:
+        return False
+    return state not in ("Z", "X")
+
+
+def test_the_scheduler_a_worker_forked_stops_when_the_worker_is_killed(
+    redis_url: str, sync_redis: redis.Redis
+) -> None:
+    """RQ runs a worker's scheduler in a process forked from it. SIGKILL the worker (the
+    OOM killer, kill -9) and that process stops within seconds, releasing its scheduler
+    locks, instead of heart-beating into Redis for ever."""
+    worker = baton_process("agent", "run", "tester", "-m", "tests.handlers", redis_url=redis_url)
+    deadline = time.monotonic() + 30
+    while not (schedulers := sync_redis.keys("rq:scheduler:*")):
+        assert time.monotonic() < deadline and worker.poll() is None, worker.stdout
+        time.sleep(0.1)
+    scheduler = int(sync_redis.hget(schedulers[0], "pid") or 0)
+    assert running(scheduler)
+
+    worker.kill()
+    worker.wait(10)
+    deadline = time.monotonic() + 10
+    while running(scheduler) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not running(scheduler)
+    assert sync_redis.keys("rq:scheduler*") == []
+
+
 def test_agent_run_without_a_handler_says_how_to_register_one(redis_url: str) -> None:
     """Starting a worker for an agent nobody registered fails fast with a clear message."""
     worker = baton_process("agent", "run", "nobody", "-m", "tests.handlers", redis_url=redis_url)
