@@ -22,6 +22,7 @@ from baton.server import codec
 from baton.server.clock import iso, utc_now
 from baton.server.errors import InvalidInput, NotFound
 from baton.server.keys import TOKENS, login_key, token_key
+from baton.server.scripts import lua_source
 from baton.server.validation import check_agent, check_namespace
 
 LOGIN_SECONDS = 12 * 3600
@@ -78,6 +79,7 @@ def parse_duration(text: str) -> int:
 class TokenStore:
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
+        self.note_use_script = redis.register_script(lua_source("note_token_use"))
 
     async def add(
         self,
@@ -142,8 +144,12 @@ class TokenStore:
         stored = await self.redis.hget(TOKENS, token.id)  # gone once revoked
         if stored is None or not hmac.compare_digest(codec.text(stored), sha) or token.expired():
             return None
-        await self.redis.hset(token_key(sha), "last_used_at", utc_now())
+        await self.note_use(sha)
         return token
+
+    async def note_use(self, sha: str) -> bool:
+        """Stamp the token's ``last_used_at``, unless it was revoked meanwhile (False)."""
+        return bool(await self.note_use_script(keys=[token_key(sha)], args=[utc_now()]))
 
     async def list(self) -> list[Token]:
         shas = await self.redis.hgetall(TOKENS)

@@ -14,9 +14,11 @@ from pathlib import Path
 import httpx
 import pytest
 import redis
+import redis.asyncio
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from baton.server.tokens import TokenStore, digest
 from tests.conftest import REPO, running_server
 from tests.test_identity_matrix import MCP_INITIALIZE
 
@@ -288,6 +290,21 @@ def test_revoked_and_expired_tokens_stop_working(auth_redis: str, secured: str) 
     assert baton(auth_redis, "token", "add", "--agent", "x", "--expires", "soon").returncode == 2
     too_long = baton(auth_redis, "token", "add", "--agent", "x", "--expires", "99999999d")
     assert too_long.returncode == 2 and "ten years" in too_long.stderr
+
+
+@pytest.mark.anyio
+async def test_a_token_revoked_while_in_use_leaves_nothing_behind(own_db: str) -> None:
+    """A request checks a token, the token is revoked, then the request notes the token's
+    use: the note finds the token gone and writes nothing (no hash holding only
+    last_used_at is left behind)."""
+    store = redis.asyncio.Redis.from_url(own_db)
+    tokens = TokenStore(store)
+    issued = await tokens.add("temp")
+    assert await tokens.note_use(digest(issued.secret))
+    await tokens.revoke(issued.token.id)
+    assert not await tokens.note_use(digest(issued.secret))
+    assert await store.keys("*") == []
+    await store.aclose()
 
 
 def test_serving_a_public_address_without_tokens_is_refused(redis_url: str) -> None:
