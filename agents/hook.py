@@ -23,7 +23,9 @@ from __future__ import annotations
 import _socket  # socket.py's C core: socket.py itself builds enums on import (~7 ms a call)
 import json
 import os
+import select
 import sys
+import time
 
 from baton.server.clock import utc_now
 from baton.server.endpoint import base_url_of
@@ -57,6 +59,10 @@ TRANSCRIPT_TAIL = 256 * 1024  # bytes of the transcript read for the last assist
 # strings are cut before sending.
 LONGEST_STRING = 16 * 1024
 COMPACT_BUDGET = 1500
+# Claude Code writes the payload and closes stdin at once; a caller that keeps the pipe open
+# is not waited on past this (the agent waits on its hook).
+STDIN_SECONDS = 5.0
+READ_SIZE = 65536
 
 
 class Refused(Exception):
@@ -300,12 +306,37 @@ def run(event: str, stdin: TextIO, base_url: str, agent: str | None, token: str 
     return 0
 
 
+def read_payload(stdin: TextIO) -> str:
+    """What comes on stdin until it closes, or what came within ``STDIN_SECONDS`` when the
+    writer keeps it open. A terminal (no payload piped in) is refused at once."""
+    if stdin.isatty():
+        raise ValueError("the hook's JSON payload comes on stdin (Claude Code pipes it in)")
+    try:
+        descriptor = stdin.fileno()
+        select.select([descriptor], [], [], 0)
+    except (OSError, ValueError):  # not a file (a StringIO), or a pipe select cannot wait on
+        return stdin.read()
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + STDIN_SECONDS
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([descriptor], [], [], left)[0]:
+            if not chunks:
+                raise ValueError(f"no payload came on stdin within {STDIN_SECONDS:g} s")
+            break  # the writer keeps stdin open: what came is the payload
+        chunk = os.read(descriptor, READ_SIZE)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks).decode("utf-8", errors="replace")
+
+
 def handle(event: str, stdin: TextIO, baton: Baton) -> str:
     """Record the event; the text to print for Claude Code (may be empty)."""
     if not event:
         raise ValueError("name the hook event, e.g. baton hook PostToolUse")
     kind = CLAUDE_EVENTS.get(event, event)
-    raw = stdin.read()
+    raw = read_payload(stdin)
     try:
         payload = json.loads(raw) if raw.strip() else {}
     except (ValueError, RecursionError):  # RecursionError: nested deeper than json follows

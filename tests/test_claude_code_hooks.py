@@ -390,3 +390,51 @@ def test_a_tool_output_of_megabytes_is_still_recorded(api_url: str, tmp_path: Pa
     assert (done.returncode, done.stderr) == (0, "")
     session = httpx.get(f"{api_url}/v1/sessions/s-huge-read", headers={"X-Baton-Agent": "x"})
     assert session.json()["observation_count"] == 1
+
+
+def test_a_payload_on_a_pipe_left_open_is_recorded_without_waiting_for_ever(
+    api_url: str, tmp_path: Path
+) -> None:
+    """A caller that writes the payload and keeps stdin open (Claude Code closes it) does
+    not hang the hook: after a few seconds it records what came, and exits 0."""
+    payload = claude_code("PostToolUse", "s-open-pipe", tmp_path, tmp_path / "t.jsonl")
+    hook = subprocess.Popen(
+        [str(Path(sys.executable).with_name("baton")), "hook", "PostToolUse"],
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "BATON_URL": api_url},
+    )
+    assert hook.stdin is not None and hook.stderr is not None
+    hook.stdin.write(json.dumps(payload).encode())
+    hook.stdin.flush()
+    try:
+        assert hook.wait(timeout=30) == 0
+        assert hook.stderr.read() == b""
+    finally:
+        hook.stdin.close()
+        hook.kill()
+    session = httpx.get(f"{api_url}/v1/sessions/s-open-pipe", headers={"X-Baton-Agent": "x"})
+    assert session.json()["observation_count"] == 1
+
+
+def test_a_hook_run_from_a_terminal_says_where_its_payload_comes_from(api_url: str) -> None:
+    """``baton hook PostToolUse`` typed at a terminal does not sit waiting for input: it
+    says at once that the payload comes on stdin, and exits 0."""
+    import pty
+
+    primary, terminal = pty.openpty()
+    try:
+        done = subprocess.run(
+            [str(Path(sys.executable).with_name("baton")), "hook", "PostToolUse"],
+            stdin=terminal,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+            env={**os.environ, "BATON_URL": api_url},
+        )
+    finally:
+        os.close(primary)
+        os.close(terminal)
+    assert done.returncode == 0
+    assert "payload comes on stdin" in done.stderr
