@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import random
+import secrets
 import socket
 import subprocess
 import sys
@@ -33,6 +34,9 @@ if TYPE_CHECKING:
     from baton.server.handoffs import HandoffStore
 
 REPO = Path(__file__).resolve().parent.parent
+# Every process the suite starts inherits this mark, so one left running is found.
+RUN_MARK = f"BATON_TEST_RUN={secrets.token_hex(8)}"
+os.environ["BATON_TEST_RUN"] = RUN_MARK.partition("=")[2]
 
 
 @pytest.fixture(scope="session")
@@ -65,6 +69,38 @@ def written_keys(client: redis.Redis) -> list[bytes]:
     """Every key but the registration the shared API's RQ scheduler renews in the background
     (``rq:scheduler:<id>``, at any moment): what a test that wrote nothing must find none of."""
     return [key for key in client.keys("*") if not key.startswith(b"rq:scheduler:")]
+
+
+def started_by_this_run() -> dict[int, str]:
+    """The live processes (by pid, with their command line) started by this test run,
+    found by the mark in their environment; none where there is no /proc."""
+    found = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            environment = (entry / "environ").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rpartition(")")[2].split()[0]
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # gone meanwhile, or another user's
+            continue
+        if RUN_MARK.encode() in environment and state not in ("Z", "X"):
+            found[int(entry.name)] = command[:200]
+    return found
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """A test leaves no process it started running (one would write into later tests'
+    store, as an orphaned RQ scheduler once did); its processes get a few seconds to exit.
+    Processes of fixtures, started before the test's call, are left to their fixtures."""
+    before = started_by_this_run()
+    result = yield
+    deadline = time.monotonic() + 10
+    while (left := started_by_this_run().keys() - before.keys()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if left:
+        still = started_by_this_run()
+        raise AssertionError(f"processes left running: {[still.get(pid) for pid in left]}")
+    return result
 
 
 @pytest.fixture(autouse=True)
