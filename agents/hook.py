@@ -25,7 +25,6 @@ import json
 import os
 import select
 import sys
-import time
 
 from baton.server.clock import utc_now
 from baton.server.endpoint import base_url_of
@@ -60,7 +59,7 @@ TRANSCRIPT_TAIL = 256 * 1024  # bytes of the transcript read for the last assist
 LONGEST_STRING = 16 * 1024
 COMPACT_BUDGET = 1500
 # Claude Code writes the payload and closes stdin at once; a caller that keeps the pipe open
-# is not waited on past this (the agent waits on its hook).
+# is not waited on for longer than this after its last byte (the agent waits on its hook).
 STDIN_SECONDS = 5.0
 READ_SIZE = 65536
 
@@ -307,8 +306,9 @@ def run(event: str, stdin: TextIO, base_url: str, agent: str | None, token: str 
 
 
 def read_payload(stdin: TextIO) -> str:
-    """What comes on stdin until it closes, or what came within ``STDIN_SECONDS`` when the
-    writer keeps it open. A terminal (no payload piped in) is refused at once."""
+    """What comes on stdin until it closes, or until nothing more came for
+    ``STDIN_SECONDS`` (a writer that keeps it open). A terminal (no payload piped in) is
+    refused at once. Where select cannot wait on a pipe (Windows), stdin is read to its end."""
     if stdin.isatty():
         raise ValueError("the hook's JSON payload comes on stdin (Claude Code pipes it in)")
     try:
@@ -317,10 +317,8 @@ def read_payload(stdin: TextIO) -> str:
     except (OSError, ValueError):  # not a file (a StringIO), or a pipe select cannot wait on
         return stdin.read()
     chunks: list[bytes] = []
-    deadline = time.monotonic() + STDIN_SECONDS
     while True:
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([descriptor], [], [], left)[0]:
+        if not select.select([descriptor], [], [], STDIN_SECONDS)[0]:
             if not chunks:
                 raise ValueError(f"no payload came on stdin within {STDIN_SECONDS:g} s")
             break  # the writer keeps stdin open: what came is the payload

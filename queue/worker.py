@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-import functools
 import importlib
 import logging
 import os
-import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from types import FrameType
 
 import structlog
+from redis.exceptions import RedisError
 from rq import Queue
 from rq.cron import CronScheduler
+from rq.scheduler import RQScheduler
 from rq.worker import SimpleWorker, WorkerStatus
 
 from baton.agents.agent_runtime import handler_for, registered
@@ -28,7 +29,6 @@ from baton.server.settings import Settings
 
 log = structlog.get_logger("baton.worker")
 EXIT_STOPPED = 143  # 128 + SIGTERM: stopped by a signal, its handler cut short
-ORPHAN_CHECK_SECONDS = 1.0
 
 
 class AgentWorker(SimpleWorker):
@@ -55,28 +55,6 @@ class AgentWorker(SimpleWorker):
 
 
 WORKER_CLASS = AgentWorker
-
-
-@functools.cache
-def _forked_children_stop_with_the_worker() -> None:
-    """Make every process this worker forks stop once the worker is gone. RQ forks its
-    scheduler (``with_scheduler``) and runs it until told to stop: a worker that dies
-    without stopping it (SIGKILL, the OOM killer, the stop grace's ``os._exit``) would leave
-    it running for ever, heart-beating and holding its queues' scheduler locks."""
-    os.register_at_fork(after_in_child=_stop_when_orphaned)
-
-
-def _stop_when_orphaned() -> None:
-    """In a forked child: SIGTERM itself once its parent is gone (RQ's scheduler then stops
-    cleanly, releasing its locks; a process without a handler just ends)."""
-    parent = os.getppid()
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(ORPHAN_CHECK_SECONDS)
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    threading.Thread(target=watch, name="baton-orphan-watch", daemon=True).start()
 
 
 class AgentNotRegistered(LookupError):
@@ -118,8 +96,49 @@ def run_agent(
     queue = Queue(queue_name(settings.namespace, name), connection=connection)
     worker = WORKER_CLASS([queue], connection=connection)
     worker.stop_seconds = settings.stop_seconds
-    _forked_children_stop_with_the_worker()
-    return worker.work(burst=burst, with_scheduler=True)
+    if burst:  # RQ then moves due retries once, in this process
+        return worker.work(burst=True, with_scheduler=True)
+    with scheduling(worker):
+        return worker.work()
+
+
+@contextmanager
+def scheduling(worker: AgentWorker) -> Iterator[None]:
+    """RQ's scheduler for the worker's queues (it enqueues the retries whose interval is
+    over) as a thread of the worker, instead of the process RQ would fork for it: that
+    process outlived a worker killed with SIGKILL, heart-beating into Redis for ever. On a
+    normal stop it releases its locks; after a kill they expire within a minute."""
+    scheduler = RQScheduler(worker.queues, connection=worker.connection)
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=_schedule, args=(scheduler, stop), name="baton-scheduler", daemon=True
+    )
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+
+
+def _schedule(scheduler: RQScheduler, stop: threading.Event) -> None:
+    """RQ's scheduler loop (``RQScheduler.work``) without its signal handlers (the worker
+    owns the signals); a round that fails on Redis is logged and the next one tried."""
+    while not stop.is_set():
+        try:
+            if scheduler.last_heartbeat is None:
+                scheduler.register_birth()
+            if scheduler.should_reacquire_locks:
+                scheduler.acquire_locks()  # type: ignore[no-untyped-call]  # unannotated in rq
+            scheduler.heartbeat()  # type: ignore[no-untyped-call]
+            scheduler.enqueue_scheduled_jobs()  # type: ignore[no-untyped-call]
+        except RedisError as error:
+            log.warning("scheduler round failed; trying again", error=str(error))
+        stop.wait(scheduler.interval)
+    try:
+        scheduler.stop()  # type: ignore[no-untyped-call]  # releases its locks, deletes its key
+    except RedisError as error:
+        log.warning("scheduler could not release its locks; they expire", error=str(error))
 
 
 def run_maintenance(settings: Settings, *, burst: bool = False) -> bool:
@@ -136,9 +155,8 @@ def run_maintenance(settings: Settings, *, burst: bool = False) -> bool:
     cron.register(sweep, MAINTENANCE_QUEUE, interval=settings.handoffs.sweep_seconds)
     stop = threading.Event()
     threading.Thread(target=_tick, args=(cron, stop), name="baton-cron", daemon=True).start()
-    _forked_children_stop_with_the_worker()
     try:
-        return worker.work(with_scheduler=True)
+        return worker.work()
     finally:
         stop.set()
 

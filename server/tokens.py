@@ -144,8 +144,7 @@ class TokenStore:
         stored = await self.redis.hget(TOKENS, token.id)  # gone once revoked
         if stored is None or not hmac.compare_digest(codec.text(stored), sha) or token.expired():
             return None
-        await self.note_use(sha)
-        return token
+        return token if await self.note_use(sha) else None  # revoked a moment ago
 
     async def note_use(self, sha: str) -> bool:
         """Stamp the token's ``last_used_at``, unless it was revoked meanwhile (False)."""

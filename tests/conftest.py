@@ -3,9 +3,11 @@ and a real ``baton serve`` process for the HTTP tests."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -73,33 +75,48 @@ def written_keys(client: redis.Redis) -> list[bytes]:
 
 def started_by_this_run() -> dict[int, str]:
     """The live processes (by pid, with their command line) started by this test run,
-    found by the mark in their environment; none where there is no /proc."""
+    found by the mark in their environment; none where there is no /proc. (A process that
+    rewrites its title, as valkey-server does, overwrites its environment and is not seen.)"""
     found = {}
     for entry in Path("/proc").glob("[0-9]*"):
         try:
             environment = (entry / "environ").read_bytes().split(b"\0")
-            state = (entry / "stat").read_text().rpartition(")")[2].split()[0]
-            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:  # gone meanwhile, or another user's
+            state = (entry / "stat").read_bytes().rpartition(b")")[2].split()[0]
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+        except (OSError, IndexError):  # gone meanwhile, or another user's
             continue
-        if RUN_MARK.encode() in environment and state not in ("Z", "X"):
-            found[int(entry.name)] = command[:200]
+        if RUN_MARK.encode() in environment and state not in (b"Z", b"X"):
+            found[int(entry.name)] = command.decode(errors="replace")[:200]
     return found
+
+
+def stop_left_behind(before: dict[int, str]) -> list[str]:
+    """The processes started since ``before`` that are still running after a few seconds'
+    grace, killed (so they cannot touch later tests); their command lines."""
+    deadline = time.monotonic() + 10
+    while (now := started_by_this_run()).keys() - before.keys() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = {pid: command for pid, command in now.items() if pid not in before}
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    return list(left.values())
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
-    """A test leaves no process it started running (one would write into later tests'
-    store, as an orphaned RQ scheduler once did); its processes get a few seconds to exit.
-    Processes of fixtures, started before the test's call, are left to their fixtures."""
+    """A test leaves no process it started running: such a process could write into a later
+    test's store (an orphaned RQ scheduler once did). What is left is killed, and fails a
+    test that passed. Processes of fixtures, started before the test's call, are left to
+    their fixtures."""
     before = started_by_this_run()
-    result = yield
-    deadline = time.monotonic() + 10
-    while (left := started_by_this_run().keys() - before.keys()) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if left:
-        still = started_by_this_run()
-        raise AssertionError(f"processes left running: {[still.get(pid) for pid in left]}")
+    try:
+        result = yield
+    except BaseException:
+        stop_left_behind(before)
+        raise
+    if left := stop_left_behind(before):
+        raise AssertionError(f"processes left running (now killed): {left}")
     return result
 
 

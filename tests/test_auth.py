@@ -298,13 +298,15 @@ async def test_a_token_revoked_while_in_use_leaves_nothing_behind(own_db: str) -
     use: the note finds the token gone and writes nothing (no hash holding only
     last_used_at is left behind)."""
     store = redis.asyncio.Redis.from_url(own_db)
-    tokens = TokenStore(store)
-    issued = await tokens.add("temp")
-    assert await tokens.note_use(digest(issued.secret))
-    await tokens.revoke(issued.token.id)
-    assert not await tokens.note_use(digest(issued.secret))
-    assert await store.keys("*") == []
-    await store.aclose()
+    try:
+        tokens = TokenStore(store)
+        issued = await tokens.add("temp")
+        assert await tokens.note_use(digest(issued.secret))
+        await tokens.revoke(issued.token.id)
+        assert not await tokens.note_use(digest(issued.secret))
+        assert await store.keys("*") == []
+    finally:
+        await store.aclose()
 
 
 def test_serving_a_public_address_without_tokens_is_refused(redis_url: str) -> None:

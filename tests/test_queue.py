@@ -357,35 +357,52 @@ async def test_sigterm_stops_a_worker_stuck_in_a_handler_within_its_grace(
     assert (await handoffs.get(packet_id)).state == "done"
 
 
-def running(pid: int) -> bool:
-    """Whether process ``pid`` runs (a zombie nobody reaped has stopped)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except FileNotFoundError:
-        return False
-    return state not in ("Z", "X")
-
-
-def test_the_scheduler_a_worker_forked_stops_when_the_worker_is_killed(
+def test_a_workers_scheduler_runs_inside_it_and_dies_with_it(
     redis_url: str, sync_redis: redis.Redis
 ) -> None:
-    """RQ runs a worker's scheduler in a process forked from it. SIGKILL the worker (the
-    OOM killer, kill -9) and that process stops within seconds, releasing its scheduler
-    locks, instead of heart-beating into Redis for ever."""
+    """The scheduler of a worker (RQ's, which enqueues retries once their interval is over)
+    runs in the worker's own process, not in one forked from it: SIGKILL the worker (the OOM
+    killer, kill -9) and nothing of it keeps writing to Redis (a forked scheduler used to
+    heart-beat for ever)."""
     worker = baton_process("agent", "run", "tester", "-m", "tests.handlers", redis_url=redis_url)
-    deadline = time.monotonic() + 30
-    while not (schedulers := sync_redis.keys("rq:scheduler:*")):
-        assert time.monotonic() < deadline and worker.poll() is None, worker.stdout
-        time.sleep(0.1)
-    scheduler = int(sync_redis.hget(schedulers[0], "pid") or 0)
-    assert running(scheduler)
+    try:
+        deadline = time.monotonic() + 30
+        while not (schedulers := sync_redis.keys("rq:scheduler:*")):
+            assert time.monotonic() < deadline and worker.poll() is None, "no scheduler"
+            time.sleep(0.1)
+        assert sync_redis.hget(schedulers[0], "pid") == str(worker.pid).encode()
+    finally:
+        worker.kill()
+        worker.wait(10)
+    last = sync_redis.hget(schedulers[0], "last_heartbeat")
+    time.sleep(2.5)  # a live scheduler beats every second
+    assert sync_redis.hget(schedulers[0], "last_heartbeat") == last
 
-    worker.kill()
-    worker.wait(10)
-    deadline = time.monotonic() + 10
-    while running(scheduler) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not running(scheduler)
+
+async def test_a_retry_waits_out_its_interval_then_the_scheduler_runs_it(
+    redis_url: str, sync_redis: redis.Redis
+) -> None:
+    """A failing handler's retries wait in RQ's scheduled registry for their interval; the
+    worker's scheduler enqueues them when it is over, so the packet gets all its tries and
+    fails with deliveries 3. A stopped worker takes its scheduler's locks and key with it."""
+    settings = Settings(redis_url=redis_url, handoffs=HandoffPolicy(retry_intervals=(1,)))
+    async with open_backend(settings) as backend:
+        handoffs = backend.namespace("default").handoffs
+        [packet_id] = await queue_packets(handoffs, "tester", 1, note="raise")
+        worker = baton_process(
+            "agent", "run", "tester", "-m", "tests.handlers", redis_url=redis_url
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while (packet := await handoffs.get(packet_id)).state != "failed":
+                assert time.monotonic() < deadline and worker.poll() is None, packet
+                await asyncio.sleep(0.2)
+        finally:
+            worker.terminate()
+            output = worker.communicate(timeout=30)[0]
+    assert packet.deliveries == 3 and packet.log is not None, output
+    assert [t.reason for t in packet.log if t.to_state == "claimed"] == ["worker", "retry", "retry"]
+    assert worker.returncode == 0, output
     assert sync_redis.keys("rq:scheduler*") == []
 
 
