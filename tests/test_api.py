@@ -231,6 +231,28 @@ def test_a_method_a_route_lacks_is_a_405_naming_the_methods_it_has(http: httpx.C
     assert "GET" in response.headers["allow"]
 
 
+def test_options_names_every_method_of_every_documented_path(http: httpx.Client) -> None:
+    """OPTIONS on each path of the OpenAPI document answers 204 with an Allow header naming
+    exactly the methods the document has for that path, and OPTIONS (Litestar 2 named only
+    the first handler's method on paths with GET and POST in separate handlers)."""
+    document = http.get("/schema/openapi.json").json()
+    wrong = {}
+    for path, operations in document["paths"].items():
+        kinds = {
+            parameter["name"]: parameter["schema"].get("type")
+            for operation in operations.values()
+            for parameter in operation.get("parameters", [])
+            if parameter["in"] == "path"
+        }
+        url = path.format(**{name: 1 if kind == "integer" else "x" for name, kind in kinds.items()})
+        answer = http.options(url)
+        documented = sorted({method.upper() for method in operations} | {"OPTIONS"})
+        if answer.status_code != 204 or answer.headers["allow"] != ", ".join(documented):
+            wrong[path] = (answer.status_code, answer.headers.get("allow"), documented)
+    assert len(document["paths"]) > 30
+    assert wrong == {}
+
+
 def test_agentmemory_routes_answer_every_error_in_agentmemorys_shape() -> None:
     """On /agentmemory/ a lost Redis or an unexpected error is {"error": ...} with its
     status, as agentmemory's clients read errors; elsewhere it is problem+json."""

@@ -23,6 +23,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from baton.queue.sweeps import sweep_forever
 from baton.server.api.agentmemory_routes import AgentMemoryController
+from baton.server.api.allow import AllowEveryMethod
 from baton.server.api.auth import Gate, caller_of, gate_middleware
 from baton.server.api.checkpoint_routes import CheckpointController
 from baton.server.api.dashboard_routes import (
@@ -223,5 +224,6 @@ def create_app(settings: Settings | None = None) -> Litestar:
                 SwaggerWithExactBodies(path="/swagger"),
             ],
         ),
+        before_send=[AllowEveryMethod()],
         logging_config=None,
     )
