@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +30,7 @@ from baton.server.errors import BatonError, InvalidInput
 from baton.server.integrity import OUTCOME_FIELDS, VERSION_FIELDS, ChainChecker
 from baton.server.keys import NAMESPACES
 from baton.server.memories import memory_document
-from baton.server.records import BATCH, fact_document
+from baton.server.records import BATCH, UNINDEXED_SCOPE, fact_document
 from baton.server.sessions import observation_document
 from baton.server.validation import PACKET_ID_PATTERN, check_agent, check_ref
 
@@ -249,13 +250,16 @@ async def clear_namespace(ns: Namespace) -> int:
 
 
 async def import_dump(
-    ns: Namespace, lines: list[dict[str, Any]], *, atomic: bool = False
+    ns: Namespace, lines: list[dict[str, Any]], *, atomic: bool = False, merge: bool = False
 ) -> dict[str, int]:
     """Write a checked dump (see :func:`read_dump`) into ``store``'s namespace. With
     ``atomic`` (and a single Redis, not a cluster), all of it in one MULTI/EXEC: a failure
-    part-way writes nothing."""
+    part-way writes nothing. With ``merge``, each record, packet and session of the dump
+    replaces the one with its id (what the namespace held of it is cleared first, in the
+    same transaction); without, the namespace is taken to hold none of them."""
     redis = ns.redis
     await ns.search.refresh_average()
+    held = await _held(ns, lines) if merge else Held()
     single = atomic and not ns.backend.cluster
     if single:
         await ns.backend.scripts.load(redis)  # no NOSCRIPT inside the transaction
@@ -265,19 +269,94 @@ async def import_dump(
         queued = Batch(redis, transaction=single)
         for line in lines[start : start + batch]:
             if line["type"] == "record":
+                if line["ref"] in held.versions:
+                    _queue_clear_record(ns, queued, line, held.versions[line["ref"]])
                 _queue_record(ns, queued, line)
                 counts["records"] += 1
                 counts["versions"] += len(line["versions"])
                 counts["outcomes"] += len(line["outcomes"])
             elif line["type"] == "packet":
+                if merge:
+                    _queue_clear_packet(ns, queued.pipe, line)
                 _queue_packet(ns, queued.pipe, line)
                 counts["packets"] += 1
             else:
+                if line["id"] in held.observations:
+                    _queue_clear_session(ns, queued, line["id"], held.observations[line["id"]])
                 _queue_session(ns, queued, line)
                 counts["sessions"] += 1
         queued.pipe.sadd(NAMESPACES, ns.name)
         await queued.execute()
     return counts
+
+
+@dataclass
+class Held:
+    """What a namespace holds of a dump's ids: each record's current version, and each
+    session's observation ids."""
+
+    versions: dict[str, int] = field(default_factory=dict)
+    observations: dict[str, list[str]] = field(default_factory=dict)
+
+
+async def _held(ns: Namespace, lines: list[dict[str, Any]]) -> Held:
+    refs = [line["ref"] for line in lines if line["type"] == "record"]
+    sessions = [line["id"] for line in lines if line["type"] == "session"]
+    pipe = ns.redis.pipeline(transaction=False)
+    for ref in refs:
+        pipe.hget(ns.keys.head(ref), "version")
+    for session_id in sessions:
+        pipe.exists(ns.keys.session(session_id))
+        pipe.lrange(ns.keys.observations(session_id), 0, -1)
+    answers = await pipe.execute()
+    held = Held()
+    for ref, version in zip(refs, answers, strict=False):
+        if version is not None:
+            held.versions[ref] = int(version)
+    pairs = answers[len(refs) :]
+    for session_id, exists, observation_ids in zip(sessions, pairs[::2], pairs[1::2], strict=True):
+        if exists or observation_ids:
+            held.observations[session_id] = [codec.text(each) for each in observation_ids]
+    return held
+
+
+def _queue_clear_record(ns: Namespace, batch: Batch, line: dict[str, Any], held: int) -> None:
+    """Clear the namespace's copy of the dump's record (every version, the head, outcomes
+    and its search document) so the dump's copy replaces it instead of mixing with it."""
+    keys, ref = ns.keys, line["ref"]
+    versions = [keys.version(ref, number) for number in range(1, held + 1)]
+    batch.pipe.delete(keys.head(ref), keys.outcomes(ref), *versions)
+    ns.search.queue_remove(batch, f"f:{ref}")
+    if ref.startswith(UNINDEXED_SCOPE):  # a memory, indexed under its id
+        ns.search.queue_remove(batch, f"m:{ref.removeprefix(UNINDEXED_SCOPE)}")
+
+
+def _queue_clear_packet(ns: Namespace, pipe: Pipeline, line: dict[str, Any]) -> None:
+    """Clear the namespace's copy of the dump's packet: its hash, its log, and its place in
+    any state's set of its inbox."""
+    keys, packet_id, agent = ns.keys, line["fields"]["id"], line["fields"]["to"]
+    pipe.delete(keys.packet(agent, packet_id), keys.packet_log(agent, packet_id))
+    for state_set in (keys.queued, keys.claimed, keys.failed, keys.expired, keys.expiring):
+        pipe.zrem(state_set(agent), packet_id)
+
+
+def _queue_clear_session(
+    ns: Namespace, batch: Batch, session_id: str, observation_ids: list[str]
+) -> None:
+    """Clear the namespace's copy of the dump's session: its hashes and lists, and each of
+    its observations with its search document."""
+    keys, pipe = ns.keys, batch.pipe
+    pipe.delete(
+        keys.session(session_id),
+        keys.session_touched(session_id),
+        keys.session_files(session_id),
+        keys.observations(session_id),
+        *(keys.observation(session_id, each) for each in observation_ids),
+    )
+    if observation_ids:
+        pipe.hdel(keys.observation_sessions, *observation_ids)
+    for each in observation_ids:
+        ns.search.queue_remove(batch, f"o:{session_id}:{each}")
 
 
 def _queue_record(ns: Namespace, batch: Batch, line: dict[str, Any]) -> None:

@@ -155,7 +155,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             return None
         if args.replace:
             await clear_namespace(ns)
-        return await import_dump(ns, lines, atomic=True)
+        return await import_dump(ns, lines, atomic=True, merge=args.merge)
 
     counts = asyncio.run(_in_namespace(args.namespace, run))
     if counts is None:

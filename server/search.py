@@ -159,11 +159,16 @@ class SearchIndex:
         self.queue_index(batch, doc, text, **fields)
         await batch.execute()
 
+    def queue_remove(self, batch: Batch, doc: str) -> None:
+        """Queue taking ``doc`` out of the index on ``batch`` (the indexing script, given no
+        entry)."""
+        batch.script(self.index_script, self.index_keys, [doc, "", "", 0])
+
     async def remove(self, docs: Iterable[str]) -> int:
         """Take documents out of the index; returns how many were in it."""
         batch = Batch(self.redis)
         for doc in docs:
-            batch.script(self.index_script, self.index_keys, [doc, "", "", 0])
+            self.queue_remove(batch, doc)
         return sum(int(result) for result in await batch.execute())
 
     async def search(

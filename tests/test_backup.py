@@ -188,6 +188,52 @@ def test_a_corrupt_dump_changes_nothing_and_names_its_line(
     assert "Traceback" not in binary.stderr and written_keys(sync_redis) == []
 
 
+def zebracorn_found(http: httpx.Client) -> bool:
+    return bool(http.post("/v1/memories/recall", json={"query": "zebracorn"}).json()["results"])
+
+
+def test_merging_a_dump_over_what_moved_on_since_leaves_exactly_the_dump(
+    http: httpx.Client, redis_url: str, tmp_path: Path
+) -> None:
+    """Export, then every record, packet and session of the dump moves on (a new version and
+    outcome, the packet claimed, another observation); `import --merge` of the dump puts
+    each of them back as the dump has it, nothing appended twice: the export after it is
+    the dump again, every chain verifies, and search no longer finds what came after."""
+    populate(http)
+    exported = baton(redis_url, "export").stdout
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text(exported)
+
+    http.post("/v1/records", json={"ref": "source/rate", "value": "30s"})
+    http.post(
+        "/v1/outcomes", json={"outcome": "success", "outcome_ref": "RUN-2", "refs": ["source/rate"]}
+    )
+    http.post("/v1/agents/executor/resume", headers={"X-Baton-Agent": "executor"})
+    http.post(
+        "/v1/observations",
+        json={
+            "hook_type": "post_tool_use",
+            "session_id": "sess-1",
+            "project": "app",
+            "cwd": "/srv/app",
+            "timestamp": "t",
+            "data": {"tool_name": "Bash", "tool_input": {"command": "zebracorn"}},
+        },
+    )
+    assert canonical(baton(redis_url, "export").stdout) != canonical(exported)
+    assert zebracorn_found(http)
+
+    for _ in range(2):  # and merging it again changes nothing
+        merged = baton(redis_url, "import", "--merge", str(dump))
+        assert merged.returncode == 0, merged.stderr
+        assert canonical(baton(redis_url, "export").stdout) == canonical(exported)
+    assert http.get("/v1/stats", params={"verify": True}).json()["broken"] == []
+    assert [p["state"] for p in http.get("/v1/handoffs").json()["packets"]] == ["queued"]
+    resumed = http.post("/v1/agents/executor/resume", headers={"X-Baton-Agent": "executor"})
+    assert resumed.json()["packet"] is not None  # back in its queue, claimable once
+    assert not zebracorn_found(http)
+
+
 def test_importing_into_a_namespace_that_holds_data_needs_a_choice(
     http: httpx.Client, redis_url: str, sync_redis: redis.Redis, tmp_path: Path
 ) -> None:
