@@ -216,12 +216,16 @@ def test_malformed_json_is_a_400_problem(http: httpx.Client) -> None:
 
 
 def test_health_and_openapi(http: httpx.Client) -> None:
-    """Health, readiness and the OpenAPI schema are served."""
+    """Health, readiness and the OpenAPI schema are served; /schema itself is the
+    interactive page the README points to."""
     assert http.get("/healthz").json() == {"status": "ok"}
     assert http.get("/readyz").json()["status"] == "ready"
     schema = http.get("/schema/openapi.json").json()
     assert "/v1/records" in schema["paths"]
     assert "/v1/records/{ref}" in schema["paths"]
+    for page in ("/schema", "/schema/swagger"):
+        answer = http.get(page)
+        assert answer.headers["content-type"].startswith("text/html"), page
 
 
 def test_a_method_a_route_lacks_is_a_405_naming_the_methods_it_has(http: httpx.Client) -> None:

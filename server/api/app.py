@@ -218,9 +218,9 @@ def create_app(settings: Settings | None = None) -> Litestar:
             version=version("baton-server"),
             description="Versioned, hash-chained shared memory and handoffs for AI agents.",
             path="/schema",
-            render_plugins=[
-                JsonWithExactBodies(),
+            render_plugins=[  # the first is also served at /schema itself
                 ScalarWithExactBodies(),
+                JsonWithExactBodies(),
                 SwaggerWithExactBodies(path="/swagger"),
             ],
         ),

@@ -70,7 +70,7 @@ class JsonWithExactBodies(CompletesBodies, JsonRenderPlugin):
 
 
 class ScalarWithExactBodies(CompletesBodies, ScalarRenderPlugin):
-    """``/schema``: Scalar's page."""
+    """``/schema`` and ``/schema/scalar``: Scalar's page."""
 
 
 class SwaggerWithExactBodies(CompletesBodies, SwaggerRenderPlugin):
