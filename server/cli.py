@@ -19,7 +19,7 @@ from baton.server.connection import async_redis, embedded_server, queue_url, red
 from baton.server.embedded import EmbeddedServerError
 from baton.server.errors import BatonError
 from baton.server.logs import configure_logging
-from baton.server.models import PACKET_STATES
+from baton.server.models import PACKET_STATES, Stats
 from baton.server.settings import Settings
 from baton.server.tokens import TokenStore, parse_duration
 from baton.server.validation import check_agent, check_namespace
@@ -209,9 +209,12 @@ async def _in_namespace(namespace: str | None, action: Callable[[Namespace], Any
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    stats = asyncio.run(
-        _in_namespace(args.namespace, lambda ns: ns.verifier.stats(scope=args.scope))
-    )
+    async def counted(ns: Namespace) -> Stats:
+        stats = await ns.verifier.stats(scope=args.scope)
+        stats.handoffs = await ns.handoffs.counts()  # as GET /v1/stats has them
+        return stats
+
+    stats = asyncio.run(_in_namespace(args.namespace, counted))
     print(msgspec.json.format(msgspec.json.encode(stats)).decode())
     return 0
 

@@ -241,8 +241,12 @@ def _intervals(raw: str | None) -> tuple[int, ...]:
     if not raw:
         return HandoffPolicy.retry_intervals
     try:
-        return tuple(int(part) for part in raw.split(","))
+        intervals = tuple(int(part) for part in raw.split(","))
     except ValueError:
+        intervals = (-1,)
+    if min(intervals) < 0:
         raise ValueError(
-            f"BATON_RETRY_INTERVALS must be whole seconds separated by commas, got {raw!r}"
-        ) from None
+            f"BATON_RETRY_INTERVALS must be whole seconds (0 or more) separated by commas, "
+            f"got {raw!r}"
+        )
+    return intervals

@@ -53,11 +53,14 @@ async def test_verify_exits_non_zero_naming_the_broken_link(
 
 @pytest.mark.anyio
 async def test_stats_prints_counts_as_json(store: RecordStore, redis_url: str) -> None:
-    """`baton stats` prints the namespace's counts."""
+    """`baton stats` prints the namespace's counts, packets by state included (as
+    GET /v1/stats)."""
     await store.remember("a/b", 1, agent="scout")
     await store.remember("a/b", 2, agent="scout")
+    await store.ns.handoffs.handoff(from_agent="scout", to_agent="executor", summary="s")
     stats = json.loads(baton(redis_url, "stats").stdout)
     assert (stats["refs"], stats["versions"], stats["agents"]) == (1, 2, 1)
+    assert stats["handoffs"]["queued"] == 1
 
 
 def test_bad_namespace_is_a_clear_cli_error(redis_url: str) -> None:
@@ -77,6 +80,8 @@ def test_bad_namespace_is_a_clear_cli_error(redis_url: str) -> None:
         ("BATON_PORT", "99999"),
         ("BATON_MAX_PINS", "2.5"),
         ("BATON_REDIS_URL", "garbage"),
+        ("BATON_RETRY_INTERVALS", "-5,30"),
+        ("BATON_RETRY_INTERVALS", "5,soon"),
     ],
 )
 def test_a_bad_setting_is_named_not_a_traceback(redis_url: str, variable: str, value: str) -> None:
