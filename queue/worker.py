@@ -123,17 +123,20 @@ def scheduling(worker: AgentWorker) -> Iterator[None]:
 
 def _schedule(scheduler: RQScheduler, stop: threading.Event) -> None:
     """RQ's scheduler loop (``RQScheduler.work``) without its signal handlers (the worker
-    owns the signals); a round that fails on Redis is logged and the next one tried."""
+    owns the signals); a round that fails is logged and the next one tried (nothing would
+    start the thread again, as RQ restarts its forked scheduler)."""
+    born = False
     while not stop.is_set():
         try:
-            if scheduler.last_heartbeat is None:
+            if not born:
                 scheduler.register_birth()
+                born = True
             if scheduler.should_reacquire_locks:
                 scheduler.acquire_locks()  # type: ignore[no-untyped-call]  # unannotated in rq
             scheduler.heartbeat()  # type: ignore[no-untyped-call]
             scheduler.enqueue_scheduled_jobs()  # type: ignore[no-untyped-call]
-        except RedisError as error:
-            log.warning("scheduler round failed; trying again", error=str(error))
+        except Exception:
+            log.exception("scheduler round failed; trying again")
         stop.wait(scheduler.interval)
     try:
         scheduler.stop()  # type: ignore[no-untyped-call]  # releases its locks, deletes its key

@@ -276,8 +276,8 @@ async def import_dump(
                 counts["versions"] += len(line["versions"])
                 counts["outcomes"] += len(line["outcomes"])
             elif line["type"] == "packet":
-                if merge:
-                    _queue_clear_packet(ns, queued.pipe, line)
+                if (agent := held.packet_agents.get(line["fields"]["id"])) is not None:
+                    _queue_clear_packet(ns, queued.pipe, line["fields"]["id"], agent)
                 _queue_packet(ns, queued.pipe, line)
                 counts["packets"] += 1
             else:
@@ -292,19 +292,23 @@ async def import_dump(
 
 @dataclass
 class Held:
-    """What a namespace holds of a dump's ids: each record's current version, and each
-    session's observation ids."""
+    """What a namespace holds of a dump's ids: each record's current version, each
+    session's observation ids, and the inbox each packet is in."""
 
     versions: dict[str, int] = field(default_factory=dict)
     observations: dict[str, list[str]] = field(default_factory=dict)
+    packet_agents: dict[str, str] = field(default_factory=dict)
 
 
 async def _held(ns: Namespace, lines: list[dict[str, Any]]) -> Held:
     refs = [line["ref"] for line in lines if line["type"] == "record"]
+    packets = [line["fields"]["id"] for line in lines if line["type"] == "packet"]
     sessions = [line["id"] for line in lines if line["type"] == "session"]
     pipe = ns.redis.pipeline(transaction=False)
     for ref in refs:
         pipe.hget(ns.keys.head(ref), "version")
+    for packet_id in packets:
+        pipe.hget(ns.keys.handoff_inbox, packet_id)
     for session_id in sessions:
         pipe.exists(ns.keys.session(session_id))
         pipe.lrange(ns.keys.observations(session_id), 0, -1)
@@ -313,7 +317,10 @@ async def _held(ns: Namespace, lines: list[dict[str, Any]]) -> Held:
     for ref, version in zip(refs, answers, strict=False):
         if version is not None:
             held.versions[ref] = int(version)
-    pairs = answers[len(refs) :]
+    for packet_id, agent in zip(packets, answers[len(refs) :], strict=False):
+        if agent is not None:
+            held.packet_agents[packet_id] = codec.text(agent)
+    pairs = answers[len(refs) + len(packets) :]
     for session_id, exists, observation_ids in zip(sessions, pairs[::2], pairs[1::2], strict=True):
         if exists or observation_ids:
             held.observations[session_id] = [codec.text(each) for each in observation_ids]
@@ -331,13 +338,20 @@ def _queue_clear_record(ns: Namespace, batch: Batch, line: dict[str, Any], held:
         ns.search.queue_remove(batch, f"m:{ref.removeprefix(UNINDEXED_SCOPE)}")
 
 
-def _queue_clear_packet(ns: Namespace, pipe: Pipeline, line: dict[str, Any]) -> None:
-    """Clear the namespace's copy of the dump's packet: its hash, its log, and its place in
-    any state's set of its inbox."""
-    keys, packet_id, agent = ns.keys, line["fields"]["id"], line["fields"]["to"]
+def _queue_clear_packet(ns: Namespace, pipe: Pipeline, packet_id: str, agent: str) -> None:
+    """Clear the namespace's copy of the dump's packet, in the inbox it is in (perhaps not
+    the dump's): its hash, its log, and its place in that inbox's sets."""
+    keys = ns.keys
     pipe.delete(keys.packet(agent, packet_id), keys.packet_log(agent, packet_id))
-    for state_set in (keys.queued, keys.claimed, keys.failed, keys.expired, keys.expiring):
-        pipe.zrem(state_set(agent), packet_id)
+    for inbox_set in (
+        keys.queued,
+        keys.claimed,
+        keys.failed,
+        keys.expired,
+        keys.expiring,
+        keys.inbox_all,
+    ):
+        pipe.zrem(inbox_set(agent), packet_id)
 
 
 def _queue_clear_session(

@@ -234,6 +234,26 @@ def test_merging_a_dump_over_what_moved_on_since_leaves_exactly_the_dump(
     assert not zebracorn_found(http)
 
 
+def test_a_merged_packet_leaves_the_inbox_it_was_in(
+    http: httpx.Client, redis_url: str, tmp_path: Path
+) -> None:
+    """A dump's packet whose id the namespace holds in another agent's inbox (a dump from
+    elsewhere) replaces it there too: only the dump's receiver can claim it afterwards."""
+    populate(http)
+    lines = [json.loads(line) for line in baton(redis_url, "export").stdout.splitlines()]
+    [packet] = [line for line in lines if line["type"] == "packet"]
+    packet["fields"]["to"] = "reviewer"
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text("\n".join(json.dumps(line) for line in lines))
+
+    merged = baton(redis_url, "import", "--merge", str(dump))
+    assert merged.returncode == 0, merged.stderr
+    for agent, claims in (("executor", False), ("reviewer", True)):
+        resumed = http.post(f"/v1/agents/{agent}/resume", headers={"X-Baton-Agent": agent})
+        assert (resumed.json()["packet"] is not None) is claims, agent
+    assert len(http.get("/v1/handoffs").json()["packets"]) == 1
+
+
 def test_importing_into_a_namespace_that_holds_data_needs_a_choice(
     http: httpx.Client, redis_url: str, sync_redis: redis.Redis, tmp_path: Path
 ) -> None:

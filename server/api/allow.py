@@ -8,27 +8,24 @@ is rewritten from it before the answer goes out.
 
 from __future__ import annotations
 
-import re
-
 from litestar import Litestar
+from litestar.routes import HTTPRoute
 from litestar.types import Message, Scope
 
 ALLOW = b"allow"
-PARAMETER_TYPE = re.compile(r":[^}]*}")  # "{ref:path}" in the route table is "{ref}" in scope
 
 
 class AllowEveryMethod:
     """A ``before_send`` hook: the start of an OPTIONS answer with an ``Allow`` header gets
-    the route's every method (read from the app's route table on first use)."""
+    the route's every method (read from the app's routes on first use)."""
 
     def __init__(self) -> None:
         self.allowed: dict[str, bytes] = {}
 
     def learn(self, app: Litestar) -> None:
-        for path, handlers in app.route_handler_method_map.items():
-            methods = sorted(method for method in handlers if method.isupper())  # not "asgi"
-            if methods:
-                self.allowed[PARAMETER_TYPE.sub("}", path)] = ", ".join(methods).encode()
+        for route in app.routes:
+            if isinstance(route, HTTPRoute):  # path_format is what scope["path_template"] holds
+                self.allowed[route.path_format] = ", ".join(sorted(route.methods)).encode()
 
     async def __call__(self, message: Message, scope: Scope) -> None:
         if message["type"] != "http.response.start" or scope.get("method") != "OPTIONS":
