@@ -26,6 +26,21 @@ def baton(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def observe(http: httpx.Client, command: str) -> None:
+    """A Bash tool use in session sess-1."""
+    http.post(
+        "/v1/observations",
+        json={
+            "hook_type": "post_tool_use",
+            "session_id": "sess-1",
+            "project": "app",
+            "cwd": "/srv/app",
+            "timestamp": "t",
+            "data": {"tool_name": "Bash", "tool_input": {"command": command}},
+        },
+    )
+
+
 def populate(http: httpx.Client) -> None:
     for n in range(3):
         http.post(
@@ -48,17 +63,7 @@ def populate(http: httpx.Client) -> None:
         "/v1/handoffs", json={"to": "executor", "summary": "s", "pins": [{"ref": "source/rate"}]}
     )
     http.post("/v1/sessions", json={"id": "sess-1", "project": "app", "cwd": "/srv/app"})
-    http.post(
-        "/v1/observations",
-        json={
-            "hook_type": "post_tool_use",
-            "session_id": "sess-1",
-            "project": "app",
-            "cwd": "/srv/app",
-            "timestamp": "t",
-            "data": {"tool_name": "Bash", "tool_input": {"command": "ls"}},
-        },
-    )
+    observe(http, "ls")
     assert saved["success"]
 
 
@@ -209,17 +214,7 @@ def test_merging_a_dump_over_what_moved_on_since_leaves_exactly_the_dump(
         "/v1/outcomes", json={"outcome": "success", "outcome_ref": "RUN-2", "refs": ["source/rate"]}
     )
     http.post("/v1/agents/executor/resume", headers={"X-Baton-Agent": "executor"})
-    http.post(
-        "/v1/observations",
-        json={
-            "hook_type": "post_tool_use",
-            "session_id": "sess-1",
-            "project": "app",
-            "cwd": "/srv/app",
-            "timestamp": "t",
-            "data": {"tool_name": "Bash", "tool_input": {"command": "zebracorn"}},
-        },
-    )
+    observe(http, "zebracorn")
     assert canonical(baton(redis_url, "export").stdout) != canonical(exported)
     assert zebracorn_found(http)
 
