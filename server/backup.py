@@ -72,13 +72,18 @@ async def export(ns: Namespace, scope: str | None = None) -> AsyncIterator[dict[
             outcomes = [
                 msgpack.unpackb(raw) for raw in await redis.lrange(keys.outcomes(ref), 0, -1)
             ]
-            yield {
+            line: dict[str, Any] = {
                 "type": "record",
                 "ref": ref,
                 "head": _decode(head),
                 "versions": versions,
                 "outcomes": outcomes,
             }
+            if ref.startswith(UNINDEXED_SCOPE):  # a memory: its ttl, if it has one
+                expires = await redis.zscore(keys.memory_expiry, ref.removeprefix(UNINDEXED_SCOPE))
+                if expires is not None:
+                    line["expires_us"] = int(expires)
+            yield line
     if scope is not None:
         return
     inboxes = codec.hash_fields(await redis.hgetall(keys.handoff_inbox))
@@ -188,6 +193,9 @@ def _problem(line: Any) -> str | None:
         for name, kind in fields.items():
             if not isinstance(item.get(name), kind):
                 return f"{prefix}{name} is missing or not a {_names(kind)}"
+    expires = line.get("expires_us")
+    if expires is not None and (isinstance(expires, bool) or not isinstance(expires, int)):
+        return "expires_us is not a whole number (microseconds since the epoch)"
     if line["type"] == "session" and not isinstance(line["meta"].get("started_at"), str):
         return "meta.started_at is missing"
     if line["type"] == "packet":
@@ -334,8 +342,10 @@ def _queue_clear_record(ns: Namespace, batch: Batch, line: dict[str, Any], held:
     versions = [keys.version(ref, number) for number in range(1, held + 1)]
     batch.pipe.delete(keys.head(ref), keys.outcomes(ref), *versions)
     ns.search.queue_remove(batch, f"f:{ref}")
-    if ref.startswith(UNINDEXED_SCOPE):  # a memory, indexed under its id
-        ns.search.queue_remove(batch, f"m:{ref.removeprefix(UNINDEXED_SCOPE)}")
+    if ref.startswith(UNINDEXED_SCOPE):  # a memory, indexed under its id, perhaps with a ttl
+        memory_id = ref.removeprefix(UNINDEXED_SCOPE)
+        ns.search.queue_remove(batch, f"m:{memory_id}")
+        batch.pipe.zrem(keys.memory_expiry, memory_id)
 
 
 def _queue_clear_packet(ns: Namespace, pipe: Pipeline, packet_id: str, agent: str) -> None:
@@ -387,6 +397,8 @@ def _queue_record(ns: Namespace, batch: Batch, line: dict[str, Any]) -> None:
             pipe.sadd(keys.tag(tag), ref)
     for entry in line["outcomes"]:
         pipe.rpush(keys.outcomes(ref), msgpack.packb(entry))
+    if line.get("expires_us") is not None:  # a memory's ttl
+        pipe.zadd(keys.memory_expiry, {ref.removeprefix(UNINDEXED_SCOPE): line["expires_us"]})
     last = line["versions"][-1] if line["versions"] else None
     if last is None or "tombstone_hash" in last:
         return

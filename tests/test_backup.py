@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -123,6 +124,29 @@ def test_a_restored_fact_is_found_by_its_tags_as_a_written_one_is(
     sync_redis.flushdb()
     assert baton(redis_url, "import", str(dump)).returncode == 0
     assert found() == written == ["deploy/window"]
+
+
+def test_a_restored_memory_keeps_its_ttl(
+    http: httpx.Client, redis_url: str, sync_redis: redis.Redis, tmp_path: Path
+) -> None:
+    """A memory saved with ttl_days still expires after export, flush and import, at the
+    time it was given (the dump carries it): found before, never found once it has passed."""
+    saved = http.post("/v1/memories", json={"content": "ephemeral kiwi", "ttl_days": 3 / 86_400})
+    assert saved.json()["memory"]["expires_at"] is not None
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text(baton(redis_url, "export").stdout)
+    assert '"expires_us"' in dump.read_text()
+
+    sync_redis.flushdb()
+    assert baton(redis_url, "import", str(dump)).returncode == 0
+
+    def found() -> bool:
+        reply = http.post("/v1/memories/recall", json={"query": "ephemeral kiwi"}).json()
+        return bool(reply["results"])
+
+    assert found()
+    time.sleep(3.2)
+    assert not found()
 
 
 def test_a_tampered_dump_is_refused_and_nothing_is_written(
