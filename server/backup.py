@@ -321,14 +321,15 @@ async def _held(ns: Namespace, lines: list[dict[str, Any]]) -> Held:
         pipe.exists(ns.keys.session(session_id))
         pipe.lrange(ns.keys.observations(session_id), 0, -1)
     answers = await pipe.execute()
+    versions, agents = answers[: len(refs)], answers[len(refs) : len(refs) + len(packets)]
+    pairs = answers[len(refs) + len(packets) :]
     held = Held()
-    for ref, version in zip(refs, answers, strict=False):
+    for ref, version in zip(refs, versions, strict=True):
         if version is not None:
             held.versions[ref] = int(version)
-    for packet_id, agent in zip(packets, answers[len(refs) :], strict=False):
+    for packet_id, agent in zip(packets, agents, strict=True):
         if agent is not None:
             held.packet_agents[packet_id] = codec.text(agent)
-    pairs = answers[len(refs) + len(packets) :]
     for session_id, exists, observation_ids in zip(sessions, pairs[::2], pairs[1::2], strict=True):
         if exists or observation_ids:
             held.observations[session_id] = [codec.text(each) for each in observation_ids]
