@@ -422,7 +422,8 @@ def write_refused(error: redis.exceptions.ResponseError) -> tuple[int, str] | No
     and a read-only replica are 503 (retry later, or elsewhere)."""
     message = str(error).split("('", 1)[-1].rstrip("',)")
     if "MISCONF" in message:
-        return 507, f"Baton's Redis cannot write to its disk right now: {message}"
+        cause = "disk full" if "No space left" in message else "disk unwritable"
+        return 507, f"{cause}: Baton's Redis cannot write to its disk right now ({message})"
     if "OOM" in message:
         return 503, f"Baton's Redis is out of memory: {message}"
     if "READONLY" in message:

@@ -34,6 +34,7 @@ from redis.retry import Retry
 
 SOCKET_NAME = "valkey.sock"
 SUPERVISE_SECONDS = 1.0
+STOP_SECONDS = 5.0  # a silent server's grace between SIGTERM and SIGKILL
 log = structlog.get_logger("baton.embedded")
 PID_NAME = "valkey.pid"
 LOCK_NAME = "valkey.lock"
@@ -51,6 +52,10 @@ class ClientOptions(TypedDict, total=False):
 
 class EmbeddedServerError(RuntimeError):
     """The embedded server could not be found, started or stopped."""
+
+
+class LockHeld(EmbeddedServerError):
+    """Another process holds the data dir's start lock."""
 
 
 def valkey_binary() -> str:
@@ -115,8 +120,11 @@ class EmbeddedServer:
         )
 
     def ping(self) -> bool:
-        """True when a server answers on the socket. A socket this user does not own is never
-        connected to: whoever answers there would see every write and token."""
+        """True when a server answers on the socket, whatever it answers: a server that
+        replies ``MISCONF`` (its disk is full), ``LOADING`` or ``BUSY`` is alive and holds
+        acknowledged writes in memory, and must never be taken for a dead one. A socket this
+        user does not own is never connected to: whoever answers there would see every write
+        and token."""
         try:
             owner = self.socket_path.lstat().st_uid
         except FileNotFoundError:
@@ -128,27 +136,53 @@ class EmbeddedServer:
             )
         client = self.client(socket_timeout=2)
         try:
-            return bool(client.ping())
-        except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError, OSError):
+            client.ping()
+        except (redis.BusyLoadingError, redis.ResponseError):
+            return True  # an error reply is an answer (BusyLoadingError is a ConnectionError)
+        except (redis.ConnectionError, redis.TimeoutError, OSError):
             return False
         finally:
             client.close()
+        return True
+
+    def condition(self) -> str | None:
+        """Why a running server refuses writes, in words (``"disk full: …"``), or None."""
+        client = self.client(socket_timeout=2, decode_responses=True)
+        try:
+            info = client.info("persistence")
+        except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError, OSError):
+            return None
+        finally:
+            client.close()
+        if info.get("aof_last_write_status") == "err":
+            return (
+                "disk full: the append-only file cannot be written; writes are refused "
+                "(507) until space is freed on the data disk, then resume by themselves"
+            )
+        if info.get("loading"):
+            return "loading its append-only file"
+        return None
+
+    def pids(self) -> list[int]:
+        """Every live valkey-server serving this data dir, found by its working directory
+        (``--dir``), not by the pid file: a pid file or socket removed by hand must never let
+        a second server start on the same append-only file."""
+        home = os.path.realpath(self.data_dir)
+        found = []
+        for process in psutil.process_iter(["name", "cwd", "status"]):
+            name = process.info["name"] or ""
+            if (
+                ("valkey" in name or "redis" in name)
+                and process.info["cwd"] == home
+                and process.info["status"] != psutil.STATUS_ZOMBIE
+            ):
+                found.append(process.pid)
+        return sorted(found)
 
     def pid(self) -> int | None:
         """The pid of this data dir's live valkey-server, or None."""
-        try:
-            pid = int(self.pid_path.read_text().strip())
-        except (OSError, ValueError):
-            return None
-        try:
-            process = psutil.Process(pid)
-            name = process.name()
-            is_valkey = ("valkey" in name or "redis" in name) and (
-                process.status() != psutil.STATUS_ZOMBIE
-            )
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            return None
-        return pid if is_valkey else None
+        pids = self.pids()
+        return pids[0] if pids else None
 
     def ensure_running(self, timeout: float = 20.0) -> str:
         """Start the server unless one already answers; return its ``unix://`` URL."""
@@ -162,6 +196,22 @@ class EmbeddedServer:
             self._clear_stale(timeout)
             self._start(timeout)
         return self.url
+
+    def revive(self, timeout: float = 20.0) -> bool:
+        """The supervisor's check: start the server again when nothing answers on the socket
+        (True when it did). Never while another process holds the start lock (it is
+        starting, checking or stopping the server): that round is skipped."""
+        if self.ping():
+            return False
+        try:
+            with self._locked(0):
+                if self.ping():
+                    return False
+                self._clear_stale(timeout)
+                self._start(timeout)
+        except LockHeld:
+            return False
+        return True
 
     def stop(self, timeout: float = 20.0) -> bool:
         """Shut the server down cleanly; False when none was running."""
@@ -203,6 +253,7 @@ class EmbeddedServer:
             )
         finally:
             client.close()
+        report["condition"] = self.condition() or "ok"
         return report
 
     @contextlib.contextmanager
@@ -215,8 +266,8 @@ class EmbeddedServer:
                     fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     break
                 except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise EmbeddedServerError(
+                    if time.monotonic() >= deadline:
+                        raise LockHeld(
                             f"another process holds {self.data_dir / LOCK_NAME} for too long"
                         ) from None
                     time.sleep(0.05)
@@ -226,18 +277,23 @@ class EmbeddedServer:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
     def _clear_stale(self, timeout: float) -> None:
-        """Remove what a crashed server left: a silent process of ours, its pid file, its socket."""
-        pid = self.pid()
-        if pid is not None:
-            # Alive but not answering: it may still be loading a large append-only file.
+        """Remove what a crashed server left: its pid file and socket, and a process of ours
+        that stays silent for ``timeout`` (it may be loading a large append-only file; one
+        that answers anything, an error included, is kept). A silent one is asked to stop
+        (SIGTERM: it flushes its append-only file) before it is killed."""
+        for pid in self.pids():
             deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline and self.pid() is not None:
+            while time.monotonic() < deadline and psutil.pid_exists(pid):
                 if self.ping():
                     return
                 time.sleep(0.1)
-            if self.pid() is not None:
-                os.kill(pid, signal.SIGKILL)
-                _wait_for_exit(pid, timeout)
+            if psutil.pid_exists(pid):
+                log.warning("embedded server silent: stopping it", pid=pid, seconds=timeout)
+                for signum, grace in ((signal.SIGTERM, STOP_SECONDS), (signal.SIGKILL, timeout)):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signum)
+                    if _exited(pid, grace):
+                        break
         self._remove_runtime_files()
 
     def _remove_runtime_files(self) -> None:
@@ -245,6 +301,11 @@ class EmbeddedServer:
             path.unlink(missing_ok=True)
 
     def _start(self, timeout: float) -> None:
+        if running := self.pids():
+            raise EmbeddedServerError(
+                f"valkey-server {running} still serves {self.data_dir} without answering on "
+                f"{self.socket_path}: not starting a second one on the same append-only file"
+            )
         command = [
             valkey_binary(),
             "--daemonize",
@@ -289,19 +350,16 @@ class EmbeddedServer:
 
 
 async def supervise(server: EmbeddedServer, interval: float = SUPERVISE_SECONDS) -> None:
-    """Keep the embedded server up for as long as the API runs: when it stops answering (it
-    crashed, was killed), start it again from its append-only file. What it acknowledged in
-    the last second before dying may be lost with ``appendfsync everysec`` (see
-    docs/operations.md); ``always`` loses nothing acknowledged."""
+    """Keep the embedded server up for as long as the API runs: when nothing answers on its
+    socket (it crashed, was killed), start it again from its append-only file. A server that
+    answers with an error (a full disk's ``MISCONF``, ``LOADING``) is alive and left alone.
+    What it acknowledged in the last second before dying may be lost with ``appendfsync
+    everysec`` (see docs/operations.md); ``always`` loses nothing acknowledged."""
     while True:
         await asyncio.sleep(interval)
         try:
-            if not await asyncio.to_thread(server.ping):
-                log.warning(
-                    "embedded server not answering: restarting it", socket=str(server.socket_path)
-                )
-                await asyncio.to_thread(server.ensure_running)
-                log.info("embedded server restarted")
+            if await asyncio.to_thread(server.revive):
+                log.warning("embedded server was not answering: restarted it")
         except EmbeddedServerError as error:
             log.error("cannot restart the embedded server", error=str(error))
 
@@ -334,3 +392,14 @@ def private_dir(path: Path) -> None:
 def _wait_for_exit(pid: int, timeout: float) -> None:
     with contextlib.suppress(psutil.NoSuchProcess):
         psutil.Process(pid).wait(timeout)
+
+
+def _exited(pid: int, timeout: float) -> bool:
+    """Whether ``pid`` is gone within ``timeout`` seconds."""
+    try:
+        psutil.Process(pid).wait(timeout)
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.TimeoutExpired:
+        return False
+    return True

@@ -61,6 +61,25 @@ def redis_url(embedded: EmbeddedServer) -> str:
 
 
 @pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 4 MiB tmpfs as the data dir, so the disk can really fill up (needs root)."""
+    mount = tmp_path / "disk"
+    mount.mkdir(mode=0o700)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m,mode=700", "tmpfs", str(mount)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert mounted.returncode == 0, f"this test mounts a tmpfs (as root): {mounted.stderr}"
+    try:
+        yield mount
+    finally:
+        EmbeddedServer(mount).stop()
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+@pytest.fixture
 def sync_redis(redis_url: str) -> Iterator[redis.Redis]:
     client = redis.Redis.from_url(redis_url)
     yield client

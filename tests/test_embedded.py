@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -216,3 +219,98 @@ def test_data_dirs_are_private(tmp_path: Path) -> None:
     broken = baton("stats", data_dir=Path("/dev/null/baton"))
     assert broken.returncode == 2 and "Traceback" not in broken.stderr
     assert "cannot use /dev/null/baton" in broken.stderr
+
+
+def fill_until_refused(server: EmbeddedServer, disk: Path) -> int:
+    """Fill ``disk`` and keep writing until the server refuses a write (``MISCONF``);
+    the number of writes it acknowledged on the way."""
+    client = server.client()
+    with open(disk / "filler", "wb") as out, contextlib.suppress(OSError):
+        out.write(b"\0" * 8 * 2**20)  # more than the disk has left
+    acknowledged = 0
+    deadline = time.monotonic() + 15
+    try:
+        while time.monotonic() < deadline:
+            try:
+                client.set(f"full:{acknowledged}", "x" * 4000)
+            except redis.ResponseError as error:
+                assert "MISCONF" in str(error)
+                return acknowledged
+            acknowledged += 1
+            time.sleep(0.01)
+    finally:
+        client.close()
+    raise AssertionError("the server never refused a write on a full disk")
+
+
+def test_a_server_on_a_full_disk_is_alive_and_never_replaced(small_disk: Path) -> None:
+    """A server that refuses writes (MISCONF: its append-only file cannot be written) still
+    answers: it is never taken for dead, restarted or killed (its memory holds acknowledged
+    writes); `baton status` says "disk full"; once space returns it takes writes again
+    without a restart, and every acknowledged write is there."""
+    server = EmbeddedServer(small_disk)
+    server.ensure_running()
+    pid = server.pid()
+    acknowledged = fill_until_refused(server, small_disk)
+
+    assert server.ping()
+    assert server.revive() is False
+    server.ensure_running(timeout=2)
+    assert server.pids() == [pid]
+    report = json.loads(baton("status", data_dir=small_disk).stdout)
+    assert report["running"] is True
+    assert report["condition"].startswith("disk full")
+
+    (small_disk / "filler").unlink()
+    client = server.client()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            client.set("after", 1)
+            break
+        except redis.ResponseError:
+            time.sleep(0.2)
+    assert client.get("after") == b"1"
+    assert server.pids() == [pid]
+    assert server.status()["condition"] == "ok"
+    server.stop()
+    server.ensure_running()
+    stored = server.client().mget([f"full:{n}" for n in range(acknowledged)])
+    assert None not in stored
+
+
+def test_no_restart_while_another_process_holds_the_start_lock(data_dir: Path) -> None:
+    """The supervisor's check skips its round while another process holds the data dir's
+    start lock (it may be starting or checking the server), and restarts a dead server once
+    the lock is free."""
+    server = EmbeddedServer(data_dir)
+    server.ensure_running()
+    old_pid = server.pid()
+    assert old_pid is not None
+    os.kill(old_pid, signal.SIGKILL)
+    psutil.Process(old_pid).wait(10) if psutil.pid_exists(old_pid) else None
+
+    with open(data_dir / "valkey.lock", "a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        assert server.revive() is False
+        assert server.pids() == []
+        fcntl.flock(held, fcntl.LOCK_UN)
+    assert server.revive() is True
+    assert server.pids() not in ([], [old_pid])
+
+
+def test_a_server_whose_socket_and_pid_file_vanished_is_not_doubled(data_dir: Path) -> None:
+    """A live server whose socket and pid file were removed is still found (by its data
+    dir): it is stopped cleanly before another starts, so two servers never share one
+    append-only file, and every write survives."""
+    server = EmbeddedServer(data_dir)
+    server.ensure_running()
+    write_numbers(server, 200)
+    old_pid = server.pid()
+    server.socket_path.unlink()
+    server.pid_path.unlink()
+
+    server.ensure_running(timeout=1)
+    assert len(servers_for(data_dir)) == 1
+    assert server.pid() != old_pid
+    assert server.client().dbsize() == 200
