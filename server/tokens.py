@@ -16,14 +16,19 @@ import time
 from datetime import UTC, datetime
 
 import msgspec
+import redis.exceptions
+import structlog
 from redis.asyncio import Redis
 
 from baton.server import codec
 from baton.server.clock import iso, utc_now
+from baton.server.connection import write_refused
 from baton.server.errors import InvalidInput, NotFound
 from baton.server.keys import TOKENS, login_key, token_key
 from baton.server.scripts import lua_source
 from baton.server.validation import check_agent, check_namespace
+
+log = structlog.get_logger("baton.tokens")
 
 LOGIN_SECONDS = 12 * 3600
 DURATION = re.compile(r"^(\d+)([smhd])$")
@@ -147,8 +152,16 @@ class TokenStore:
         return token if await self.note_use(sha) else None  # revoked a moment ago
 
     async def note_use(self, sha: str) -> bool:
-        """Stamp the token's ``last_used_at``, unless it was revoked meanwhile (False)."""
-        return bool(await self.note_use_script(keys=[token_key(sha)], args=[utc_now()]))
+        """Stamp the token's ``last_used_at``, unless it was revoked meanwhile (False).
+        Bookkeeping only: when Redis refuses writes (a full disk, out of memory) the stamp is
+        skipped and the request goes on, so reads keep working."""
+        try:
+            return bool(await self.note_use_script(keys=[token_key(sha)], args=[utc_now()]))
+        except redis.exceptions.ResponseError as error:
+            if write_refused(error) is None:
+                raise
+            log.debug("last_used_at not stamped: Redis refuses writes", error=str(error))
+            return True
 
     async def list(self) -> list[Token]:
         shas = await self.redis.hgetall(TOKENS)

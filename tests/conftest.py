@@ -3,6 +3,7 @@ and a real ``baton serve`` process for the HTTP tests."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import random
@@ -15,7 +16,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
@@ -25,11 +26,12 @@ from redis.cluster import RedisCluster
 from redis.retry import Retry
 
 from baton.server.backend import Backend, Namespace, open_backend
-from baton.server.connection import is_cluster
+from baton.server.connection import async_redis, is_cluster
 from baton.server.embedded import EmbeddedServer, valkey_binary
 from baton.server.identity import Caller, Credential
 from baton.server.records import RecordStore
 from baton.server.settings import Settings
+from baton.server.tokens import TokenStore
 
 if TYPE_CHECKING:
     from baton.agents import BatonClient
@@ -291,6 +293,19 @@ def as_agent(
         session=session,
         credential=Credential("token", agent=agent, admin=admin),
     )
+
+
+def issue(url: str, agent: str, **options: Any) -> str:
+    """A new token's secret for ``agent``, written straight into the store at ``url``."""
+
+    async def add() -> str:
+        client = async_redis(url)
+        try:
+            return (await TokenStore(client).add(agent, **options)).secret
+        finally:
+            await client.aclose()
+
+    return asyncio.run(add())
 
 
 def free_port() -> int:

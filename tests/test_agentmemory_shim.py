@@ -4,7 +4,6 @@ tokens (the shim sends ``AGENTMEMORY_SECRET`` as its bearer)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from collections.abc import AsyncIterator, Iterator
@@ -17,23 +16,10 @@ import pytest
 import redis
 from mcp import Client, StdioServerParameters
 
-from baton.server.connection import async_redis
-from baton.server.tokens import TokenStore
-from tests.conftest import REPO, running_server
+from tests.conftest import REPO, issue, running_server
 
 pytestmark = pytest.mark.anyio
 SHIM = REPO / "tests/agentmemory/node_modules/@agentmemory/mcp/bin.mjs"
-
-
-def issue(url: str, agent: str) -> str:
-    async def add() -> str:
-        client = async_redis(url)
-        try:
-            return (await TokenStore(client).add(agent)).secret
-        finally:
-            await client.aclose()
-
-    return asyncio.run(add())
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -18,9 +20,10 @@ import pytest
 
 from baton.server.backend import Backend
 from baton.server.connection import async_redis
-from baton.server.embedded import EmbeddedServer
+from baton.server.embedded import EmbeddedServer, valkey_binary
 from baton.server.settings import Limits
-from tests.conftest import REPO, free_port, wait_for_http
+from tests.conftest import REPO, free_port, issue, wait_for_http
+from tests.test_identity_matrix import MCP_INITIALIZE
 
 
 def start_api(log: Path, **env: str) -> tuple[subprocess.Popen[bytes], str]:
@@ -264,3 +267,87 @@ def test_a_full_disk_under_write_load_loses_no_acknowledged_write(small_disk: Pa
         stop.set()
         process.terminate()
         process.wait(10)
+
+
+def request_lines(log: Path) -> list[dict[str, object]]:
+    """The access-log lines of an API's log (JSON lines)."""
+    lines = []
+    for text in log.read_text().splitlines():
+        with contextlib.suppress(ValueError):
+            entry = json.loads(text)
+            if isinstance(entry, dict) and entry.get("event") == "request":
+                lines.append(entry)
+    return lines
+
+
+def test_a_full_disk_leaves_reads_working_with_tokens(small_disk: Path) -> None:
+    """With tokens on and the data disk full, authenticated reads still answer 200 (the
+    token's last-use stamp is bookkeeping and is skipped): records, whoami, the dashboard's
+    data and MCP's initialize. Writes answer 507, and the access log records 507."""
+    server = EmbeddedServer(small_disk)
+    token = issue(server.ensure_running(), "scout")
+    log = small_disk.parent / "api.log"
+    process, url = start_api(log, BATON_DATA_DIR=str(small_disk))
+    headers = {"Authorization": f"Bearer {token}"}
+    try:
+        with httpx.Client(base_url=url, timeout=10, headers=headers) as http:
+            assert http.post("/v1/records", json={"ref": "disk/a", "value": 1}).status_code == 201
+            with open(small_disk / "filler", "wb") as out, contextlib.suppress(OSError):
+                out.write(b"\0" * 8 * 2**20)
+            deadline = time.monotonic() + 15
+            write = http.post("/v1/records", json={"ref": "disk/b", "value": "x" * 4000})
+            while write.status_code == 201 and time.monotonic() < deadline:
+                write = http.post("/v1/records", json={"ref": "disk/b", "value": "x" * 4000})
+            assert write.status_code == 507
+            read = http.get("/v1/records/disk/a")
+            assert read.status_code == 200, read.text
+            assert read.json()["value"] == 1
+            assert http.get("/v1/whoami").json()["agent"] == "scout"
+            assert http.get("/v1/dashboard/pending").status_code == 200
+            initialized = http.post(
+                "/mcp",
+                json=MCP_INITIALIZE,
+                headers={"Accept": "application/json, text/event-stream"},
+            )
+            assert initialized.status_code == 200
+    finally:
+        process.terminate()
+        process.wait(10)
+    statuses = {entry["path"]: entry["status"] for entry in request_lines(log)}
+    assert statuses["/v1/records"] == 507
+
+
+def test_a_store_lost_under_the_gate_is_a_logged_503(tmp_path: Path) -> None:
+    """With tokens on, a request whose token cannot be checked because Redis is gone is
+    answered 503 problem+json, and the access log records 503 (not 500)."""
+    port = free_port()
+    store = subprocess.Popen(
+        [valkey_binary(), "--port", str(port), "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+    )
+    redis_url = f"redis://127.0.0.1:{port}"
+    log = tmp_path / "api.log"
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            time.sleep(0.05)
+        token = issue(redis_url, "scout")
+        process, url = start_api(log, BATON_REDIS_URL=redis_url)
+        try:
+            store.kill()
+            store.wait(10)
+            answer = httpx.get(
+                f"{url}/v1/whoami", headers={"Authorization": f"Bearer {token}"}, timeout=10
+            )
+            assert answer.status_code == 503
+            assert answer.headers["content-type"].startswith("application/problem+json")
+        finally:
+            process.terminate()
+            process.wait(10)
+    finally:
+        store.kill()
+        store.wait(10)
+    assert [entry["status"] for entry in request_lines(log)] == [503]

@@ -23,11 +23,9 @@ import redis
 from litestar.routes import ASGIRoute, HTTPRoute
 
 from baton.server.api.app import create_app
-from baton.server.connection import async_redis
 from baton.server.mcp_server import Binding, create_mcp_server
 from baton.server.settings import Settings
-from baton.server.tokens import TokenStore
-from tests.conftest import running_server, written_keys
+from tests.conftest import issue, running_server, written_keys
 
 ALWAYS_OPEN = ("/healthz", "/readyz", "/agentmemory/livez", "/login", "/static", "/schema")
 UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
@@ -182,17 +180,6 @@ def test_every_route_and_tool_has_an_example() -> None:
 
 
 # -- the secured server and its victims --------------------------------------------------------
-
-
-def issue(url: str, agent: str, **options: Any) -> str:
-    async def add() -> str:
-        client = async_redis(url)
-        try:
-            return (await TokenStore(client).add(agent, **options)).secret
-        finally:
-            await client.aclose()
-
-    return asyncio.run(add())
 
 
 @dataclass

@@ -83,11 +83,15 @@ def access_lines(log: Path) -> list[dict[str, object]]:
 
 @pytest.mark.parametrize(
     ("policy", "logged"),
-    [("errors", ["/v1/records/no/such"]), ("all", ["/v1/records", "/v1/records/no/such"])],
+    [
+        ("errors", ["/v1/records/no/such", "/v1/whoami"]),
+        ("all", ["/v1/records", "/v1/records/no/such", "/v1/whoami"]),
+    ],
 )
 def test_access_log_policy(redis_url: str, tmp_path: Path, policy: str, logged: list[str]) -> None:
     """By default only failed (and slow) requests get an access-log line;
-    ``BATON_ACCESS_LOG=all`` logs every request, with its status and agent."""
+    ``BATON_ACCESS_LOG=all`` logs every request, with its status and agent. A request the
+    gate refuses before any route runs is logged with the status its client got."""
     log = tmp_path / "serve.log"
     with (
         running_server(redis_url, log, BATON_ACCESS_LOG=policy) as url,
@@ -95,9 +99,12 @@ def test_access_log_policy(redis_url: str, tmp_path: Path, policy: str, logged: 
     ):
         assert http.post("/v1/records", json={"ref": "log/x", "value": 1}).status_code == 201
         assert http.get("/v1/records/no/such").status_code == 404
+        refused = http.get("/v1/whoami", headers={"Host": "elsewhere.example"})
+        assert refused.status_code == 421
     entries = [entry for entry in access_lines(log) if str(entry["path"]).startswith("/v1/")]
     assert [entry["path"] for entry in entries] == logged
-    assert entries[-1]["status"] == 404 and entries[-1]["agent"] == "logger"
+    assert entries[-2]["status"] == 404 and entries[-2]["agent"] == "logger"
+    assert entries[-1]["status"] == 421
 
 
 def samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:

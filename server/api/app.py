@@ -6,10 +6,12 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
+from datetime import timedelta
 from importlib.metadata import version
 from typing import Any, cast
 
 import msgspec
+import redis.exceptions
 from litestar import Litestar, asgi, get
 from litestar.datastructures import State
 from litestar.middleware.rate_limit import RateLimitConfig
@@ -49,7 +51,7 @@ from baton.server.api.session_routes import MemoryController
 from baton.server.backend import Backend, open_backend
 from baton.server.checkpoints import load_signing_key
 from baton.server.clock import utc_now
-from baton.server.connection import async_redis, embedded_server, redis_url
+from baton.server.connection import async_redis, embedded_server, redis_url, write_refused
 from baton.server.embedded import supervise
 from baton.server.identity import CALLER, Caller
 from baton.server.keys import RATE_LIMIT_NAMESPACE, READY_PROBE
@@ -118,6 +120,21 @@ def create_worker_app() -> Litestar:
     return settled(create_app())
 
 
+class CountingStore(RedisStore):
+    """The rate limit's Redis store. Counting requests is bookkeeping: while Redis refuses
+    writes (a full disk, out of memory) a count is not stored and the request goes on, so
+    reads keep working; requests are not limited for that time."""
+
+    async def set(
+        self, key: str, value: str | bytes, expires_in: int | timedelta | None = None
+    ) -> None:
+        try:
+            await super().set(key, value, expires_in)
+        except redis.exceptions.ResponseError as error:
+            if write_refused(error) is None:
+                raise
+
+
 def create_app(settings: Settings | None = None) -> Litestar:
     """Build the API. Redis is connected at start-up (the embedded one unless configured)."""
     settings = settings or Settings.from_env()
@@ -142,7 +159,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             store="rate_limit",
         )
         middleware.append(limiter.middleware)
-        stores["rate_limit"] = RedisStore(
+        stores["rate_limit"] = CountingStore(
             async_redis(url), namespace=RATE_LIMIT_NAMESPACE, handle_client_shutdown=True
         )
     mcp = create_mcp_server(binding)

@@ -18,6 +18,7 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from baton.server.api.problems import answer_error
 from baton.server.identity import CALLER
 from baton.server.settings import AccessLog
 
@@ -91,10 +92,12 @@ def observe_requests(
             streaming = False
             path = scope["path"]  # before the app runs: a mounted app (/mcp) shortens it
 
+            started_response = False
+
             async def send_and_watch(message: Message) -> None:
-                nonlocal status, streaming
+                nonlocal status, streaming, started_response
                 if message["type"] == "http.response.start":
-                    status = message["status"]
+                    status, started_response = message["status"], True
                     streaming = scope["method"] == "GET" and any(
                         name == b"content-type" and value.startswith(b"text/event-stream")
                         for name, value in message.get("headers", ())
@@ -103,6 +106,12 @@ def observe_requests(
 
             try:
                 await app(scope, receive, send_and_watch)
+            except Exception as error:
+                # Raised by a middleware (the gate), outside the routes' exception handling:
+                # answer it here, as the handlers would, so the log holds the status sent.
+                if started_response:
+                    raise
+                await answer_error(scope, receive, send_and_watch, error)
             finally:
                 seconds = time.perf_counter() - started
                 # A GET stream (the dashboard's, an MCP session's) lasts as long as its

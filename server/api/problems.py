@@ -15,7 +15,7 @@ from litestar.handlers import HTTPRouteHandler
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.plugins.problem_details import ProblemDetailsException
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
-from litestar.types import ExceptionHandlersMap
+from litestar.types import ExceptionHandlersMap, Receive, Scope, Send
 from prometheus_client import Counter
 
 from baton.server.api.auth import AGENTMEMORY
@@ -188,3 +188,14 @@ EXCEPTION_HANDLERS: ExceptionHandlersMap = {
     redis.exceptions.ResponseError: redis_refused,
     Exception: unexpected_error,
 }
+
+
+async def answer_error(scope: Scope, receive: Receive, send: Send, error: Exception) -> None:
+    """Send the response :data:`EXCEPTION_HANDLERS` give ``error`` (the handler of its
+    nearest class): for an error raised in a middleware, before Litestar's own handling."""
+    handler = next(
+        EXCEPTION_HANDLERS[kind] for kind in type(error).__mro__ if kind in EXCEPTION_HANDLERS
+    )
+    request: Request[Any, Any, Any] = Request(scope, receive)
+    response = handler(request, error)
+    await response.to_asgi_response(app=None, request=request)(scope, receive, send)
