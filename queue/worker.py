@@ -38,7 +38,23 @@ class AgentWorker(SimpleWorker):
     handler may finish within ``stop_seconds``; past that its packet goes back to its queue
     (redelivered at once instead of after its lease) and the process exits."""
 
-    stop_seconds: float = 30.0
+    stop_seconds: float = 3.0
+
+    def unsubscribe(self) -> None:
+        """RQ's, reordered so it never waits on its own pubsub thread: RQ 3 reads the
+        worker's command channel with a 60 s timeout and, on stop, unsubscribes first and
+        then joins the thread without a bound (redis-py 8). A thread that read the
+        unsubscribe reply before being told to stop went on waiting up to 60 s for a
+        subscription, and so did the worker's exit. Here the thread is told first; the
+        unsubscribe reply wakes it and it ends; it is waited on for a second at most (it is
+        a daemon thread)."""
+        thread = self.pubsub_thread
+        if thread is None:
+            return
+        thread.stop(timeout=0)
+        self.pubsub.unsubscribe()
+        thread.join(timeout=1)
+        self.pubsub.close()
 
     def request_stop(self, signum: int, frame: FrameType | None) -> None:
         if self.get_state() == WorkerStatus.BUSY:

@@ -74,7 +74,7 @@ class Settings:
     signing_key: str | None = None
     max_streams: int = 16
     access_log: AccessLog = "errors"
-    stop_seconds: float = 30.0
+    stop_seconds: float = 3.0
     checkpoint_seconds: float | None = 300.0
     session_idle_seconds: float = 24 * 3600
     limits: Limits = field(default_factory=Limits)
@@ -144,7 +144,7 @@ class Settings:
             signing_key=env.get("BATON_SIGNING_KEY") or None,
             max_streams=_number(env, "BATON_MAX_STREAMS", 16, int),
             access_log=_access_log(env.get("BATON_ACCESS_LOG", "errors")),
-            stop_seconds=_number(env, "BATON_STOP_SECONDS", 30.0, float),
+            stop_seconds=_number(env, "BATON_STOP_SECONDS", 3.0, float),
             checkpoint_seconds=_seconds(
                 env.get("BATON_CHECKPOINT_INTERVAL", "300"), "BATON_CHECKPOINT_INTERVAL"
             ),

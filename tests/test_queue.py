@@ -26,6 +26,7 @@ from rq.utils import str_to_date
 
 from baton.agents import BatonClient
 from baton.queue.dispatch import DELIVER, STORED_BLOCK, RQDispatcher, queue_name, zlib_stored
+from baton.queue.worker import AgentWorker
 from baton.server.backend import open_backend
 from baton.server.connection import async_redis
 from baton.server.handoffs import HandoffStore
@@ -320,8 +321,9 @@ async def test_a_handler_longer_than_its_lease_keeps_its_packet(
 async def test_sigterm_stops_a_worker_stuck_in_a_handler_within_its_grace(
     handoffs: HandoffStore, api_url: str, redis_url: str
 ) -> None:
-    """SIGTERM during a handler that would run 10 minutes: past BATON_STOP_SECONDS the
-    worker gives the packet back to its queue and exits; the next worker handles it."""
+    """SIGTERM during a handler that would run 10 minutes: past the stop grace (3 s unless
+    BATON_STOP_SECONDS says otherwise) the worker gives the packet back to its queue and
+    exits; the next worker handles it."""
     [packet_id] = await queue_packets(handoffs, "tester", 1, note="hang")
     worker = baton_process(
         "agent",
@@ -331,7 +333,6 @@ async def test_sigterm_stops_a_worker_stuck_in_a_handler_within_its_grace(
         "tests.handlers",
         redis_url=redis_url,
         api_url=api_url,
-        BATON_STOP_SECONDS="2",
     )
     await until_claimed(handoffs, packet_id)
     stopping = time.monotonic()
@@ -526,3 +527,52 @@ async def test_a_job_written_with_its_packet_is_the_job_rq_itself_writes(
         JobStatus.QUEUED,
     )
     assert Queue(queue_name("default", "worker-a"), connection=sync_redis).job_ids == [ours, theirs]
+
+
+@pytest.mark.parametrize(
+    "command", [("agent", "run", "tester", "-m", "tests.handlers"), ("worker",)], ids=str
+)
+def test_sigterm_stops_an_idle_worker_within_seconds(
+    redis_url: str, sync_redis: redis.Redis, command: tuple[str, ...]
+) -> None:
+    """SIGTERM to an idle `baton agent run` or `baton worker` ends it in a few seconds, with
+    exit 0 and its RQ registration gone (RQ's pubsub thread used to hold it a minute)."""
+    for _ in range(2):
+        worker = baton_process(*command, redis_url=redis_url)
+        try:
+            deadline = time.monotonic() + 30
+            while not sync_redis.smembers("rq:workers"):
+                assert time.monotonic() < deadline and worker.poll() is None, "never started"
+                time.sleep(0.1)
+            time.sleep(0.5)
+            stopping = time.monotonic()
+            worker.send_signal(signal.SIGTERM)
+            output = worker.communicate(timeout=90)[0]
+            took = time.monotonic() - stopping
+        finally:
+            worker.kill()
+            worker.wait(10)
+        assert worker.returncode == 0, output
+        assert took < 5, f"took {took:.1f} s to stop:\n{output}"
+        assert sync_redis.smembers("rq:workers") == set()
+
+
+def test_a_worker_never_waits_on_its_command_thread_to_stop(redis_url: str) -> None:
+    """A worker's stop does not wait on its pubsub thread (RQ's channel for commands) even
+    when that thread has already seen the unsubscribe and waits for a new subscription (RQ
+    alone then waits up to 60 s)."""
+    connection = redis.Redis.from_url(redis_url)
+    worker = AgentWorker([Queue("stop-test", connection=connection)], connection=connection)
+    worker.subscribe()
+    deadline = time.monotonic() + 10
+    while not worker.pubsub.subscribed:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    worker.pubsub.unsubscribe()  # the thread reads this reply before it is told to stop
+    while worker.pubsub.subscribed:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    stopping = time.monotonic()
+    worker.unsubscribe()
+    assert time.monotonic() - stopping < 3
+    connection.close()
