@@ -44,7 +44,7 @@ def _settings() -> Settings:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from baton.server.api.app import APP_FACTORY, create_app
-    from baton.server.serving import serve, serve_workers
+    from baton.server.serving import PortInUse, check_port, serve, serve_workers
 
     settings = _settings()
     configure_logging()
@@ -60,6 +60,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    try:
+        check_port(args.host, args.port)
+    except PortInUse as error:
+        print(f"baton: {error}", file=sys.stderr)
+        return 3
     print(f"baton: serving http://{args.host}:{args.port} (redis: {url})", file=sys.stderr)
     if args.workers > 1:
         serve_workers(

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import gc
 import os
+import socket
 from collections.abc import Sequence
 
+import psutil
 import uvicorn
 from litestar import Litestar
 
@@ -17,6 +19,42 @@ GRACEFUL_SHUTDOWN_SECONDS = 3
 # collected every few dozen requests, each collection walking what those requests held
 # (docs/benchmarks.md, "Ninth round").
 YOUNG_GENERATION_THRESHOLD = 10_000
+
+
+class PortInUse(OSError):
+    """The address ``baton serve`` was asked to listen on is taken: the one line to print."""
+
+
+def check_port(host: str, port: int) -> None:
+    """Raise :class:`PortInUse`, naming the process that holds it where it can be seen,
+    unless ``host:port`` can be bound now (as uvicorn binds it: ``SO_REUSEADDR``)."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as error:
+        raise PortInUse(
+            f"cannot listen on {host}:{port}: {error.strerror or error}{_holder(port)}; "
+            "stop it or pass --port"
+        ) from None
+
+
+def _holder(port: int) -> str:
+    """`` (held by NAME, pid N: COMMAND)`` for the process listening on ``port``, or ``""``."""
+    try:
+        listening = [
+            each.pid
+            for each in psutil.net_connections(kind="tcp")
+            if each.status == psutil.CONN_LISTEN and each.laddr and each.laddr.port == port
+        ]
+        if not listening or listening[0] is None:
+            return ""
+        holder = psutil.Process(listening[0])
+        command = " ".join(holder.cmdline())[:120]
+        return f" (held by {holder.name()}, pid {holder.pid}: {command})"
+    except (psutil.Error, OSError):
+        return ""
 
 
 def settle_heap() -> None:

@@ -7,6 +7,7 @@ import concurrent.futures
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ import httpx
 import psutil
 import pytest
 
-from tests.conftest import running_server
+from tests.conftest import REPO, running_server
 
 WRITES = 60
 
@@ -205,3 +206,25 @@ def test_a_served_api_does_not_collect_garbage_every_few_requests(http: httpx.Cl
     with concurrent.futures.ThreadPoolExecutor(32) as pool:
         list(pool.map(write, range(1000)))
     assert young_collections() - before <= 1
+
+
+def test_a_busy_port_is_one_line_naming_its_holder(redis_url: str) -> None:
+    """`baton serve` on a port another process listens on exits 3 before announcing
+    anything, with one line that names the port and the process holding it."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "baton.server.cli", "serve", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "BATON_REDIS_URL": redis_url},
+            cwd=REPO,
+            timeout=60,
+        )
+    assert done.returncode == 3
+    [line] = done.stderr.strip().splitlines()
+    assert f"cannot listen on 127.0.0.1:{port}" in line
+    assert f"pid {os.getpid()}" in line
+    assert "baton: serving" not in done.stderr
