@@ -5,15 +5,19 @@ One JSON object a line, each with a ``type``:
 - ``record``: a ref's head and every version (all stored fields, values as JSON, tombstones
   for forgotten versions) and its outcomes log — hashes included;
 - ``packet``: a handoff packet's fields and transition log;
-- ``session``: a session's fields, touched refs, files and observations.
+- ``session``: a session's fields, touched refs, files and observations;
+- ``end``, last: how many lines came before it and the sha256 of their text, so a dump cut
+  short (even at a line boundary) or edited line by line is refused.
 
-Import checks every record's version chain and outcomes chain first and writes nothing if
-any link is broken, naming the first one. Packets come back in their inboxes (queued packets
+Import reads and checks the whole dump before it writes anything (every line's shape and
+types, versions numbered 1..N with the head at N, every hash chain, the end line) and names
+the first fault as ``line N: field: …``. Packets come back in their inboxes (queued packets
 get their RQ job from the next sweep); search documents are rebuilt.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
@@ -30,6 +34,7 @@ from baton.server.errors import BatonError, InvalidInput
 from baton.server.integrity import OUTCOME_FIELDS, VERSION_FIELDS, ChainChecker
 from baton.server.keys import NAMESPACES
 from baton.server.memories import memory_document
+from baton.server.models import PACKET_STATES
 from baton.server.records import BATCH, UNINDEXED_SCOPE, fact_document
 from baton.server.sessions import observation_document
 from baton.server.validation import PACKET_ID_PATTERN, check_agent, check_ref
@@ -122,6 +127,32 @@ async def export(ns: Namespace, scope: str | None = None) -> AsyncIterator[dict[
         }
 
 
+async def dump_lines(ns: Namespace, scope: str | None = None) -> AsyncIterator[str]:
+    """The dump as text lines (each ending in a newline): :func:`export`'s, then the end."""
+    sealed = Seal()
+    async for line in export(ns, scope):
+        text = json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n"
+        sealed.add(text)
+        yield text
+    yield json.dumps(sealed.end()) + "\n"
+
+
+class Seal:
+    """The end line's figures over the lines before it: their count and the sha256 of their
+    text (line endings normalised to ``\n``, blank lines skipped)."""
+
+    def __init__(self) -> None:
+        self.lines = 0
+        self.digest = hashlib.sha256()
+
+    def add(self, text: str) -> None:
+        self.lines += 1
+        self.digest.update(text.rstrip("\r\n").encode() + b"\n")
+
+    def end(self) -> dict[str, Any]:
+        return {"type": "end", "lines": self.lines, "sha256": self.digest.hexdigest()}
+
+
 def check_record(line: dict[str, Any]) -> str | None:
     """The first broken link of an exported record, described, or None when it verifies."""
     ref = line["ref"]
@@ -172,47 +203,139 @@ OBSERVATION_FIELDS: Shape = {
     "project": str,
     "agent": str,
 }
+# The fields of a stored hash that hold structured data (msgpack); every other one is text.
+STRUCTURED = {
+    "head": (),
+    "version": BINARY_VERSION_FIELDS,
+    "packet": BINARY_PACKET_FIELDS,
+    "meta": ("concepts",),
+    "touched": (),
+    "observation": ("files", "data"),
+}
+
+
+class Refusal(Exception):
+    """What is wrong with a dump line: the field at fault and why."""
+
+
+def _check_types(item: dict[str, Any], shape: Shape, where: str) -> None:
+    for name, kind in shape.items():
+        if not isinstance(item.get(name), kind):
+            raise Refusal(f"{where}{name} is missing or not a {_names(kind)}")
+
+
+def _check_hash(fields: dict[str, Any], kind: str, where: str) -> None:
+    """A stored hash's fields: strings or numbers, but for its structured ones."""
+    for name, value in fields.items():
+        if name in STRUCTURED[kind]:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise Refusal(f"{where}{name} is a {_json_name(value)}, not a string or number")
+
+
+def _whole(value: Any, where: str) -> int:
+    """``value`` as a whole number (hash fields come back as text), or a refusal."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise Refusal(f"{where} is not a whole number")
+    try:
+        return int(value)
+    except ValueError:
+        raise Refusal(f"{where} is not a whole number ({value!r})") from None
+
+
+def _check_record(line: dict[str, Any]) -> None:
+    ref = line["ref"]
+    try:
+        check_ref(ref)
+    except BatonError as error:
+        raise Refusal(error.detail) from None
+    _check_hash(line["head"], "head", "head.")
+    if not line["versions"]:
+        raise Refusal("versions is empty (a record has at least one)")
+    for index, version in enumerate(line["versions"]):
+        where = f"versions[{index}]."
+        if not isinstance(version, dict):
+            raise Refusal(f"versions[{index}] is not an object")
+        _check_hash(version, "version", where)
+        if _whole(version.get("version"), where + "version") != index + 1:
+            raise Refusal(f"{where}version is {version.get('version')}, expected {index + 1}")
+        tags = version.get("tags")
+        if not isinstance(tags, list) or not all(isinstance(tag, str) for tag in tags):
+            raise Refusal(f"{where}tags is not a list of strings")
+        if not isinstance(version.get("author"), str):
+            raise Refusal(f"{where}author is missing or not a string")
+    if _whole(line["head"].get("version"), "head.version") != len(line["versions"]):
+        raise Refusal(
+            f"head.version is {line['head'].get('version')} but the dump has versions "
+            f"1..{len(line['versions'])}"
+        )
+    if not all(isinstance(entry, dict) for entry in line["outcomes"]):
+        raise Refusal("outcomes holds something other than objects")
+    try:
+        problem = check_record(line)
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise Refusal(f"{ref}: malformed record ({type(error).__name__}: {error})") from None
+    if problem is not None:
+        raise Refusal(problem)
+
+
+def _check_packet(line: dict[str, Any]) -> None:
+    fields = line["fields"]
+    _check_types(fields, PACKET_FIELDS, "fields.")
+    _check_hash(fields, "packet", "fields.")
+    if not PACKET_ID_PATTERN.fullmatch(fields["id"]):
+        raise Refusal(f"fields.id {fields['id']!r} is not a packet id (h_ and 8 hex digits)")
+    try:
+        check_agent(fields["to"], field="fields.to")
+    except BatonError as error:
+        raise Refusal(error.detail) from None
+    if fields["state"] not in PACKET_STATES:
+        raise Refusal(f"fields.state {fields['state']!r} is not one of {', '.join(PACKET_STATES)}")
+    _whole(fields["created_us"], "fields.created_us")
+    if fields.get("expires_us"):
+        _whole(fields["expires_us"], "fields.expires_us")
+
+
+def _check_session(line: dict[str, Any]) -> None:
+    meta = line["meta"]
+    _check_hash(meta, "meta", "meta.")
+    started = meta.get("started_at")
+    if not isinstance(started, str):
+        raise Refusal("meta.started_at is missing")
+    try:
+        datetime.fromisoformat(started)
+    except ValueError:
+        raise Refusal(f"meta.started_at {started!r} is not an ISO 8601 time") from None
+    concepts = meta.get("concepts", [])
+    if not isinstance(concepts, list) or not all(isinstance(c, str) for c in concepts):
+        raise Refusal("meta.concepts is not a list of strings")
+    _check_hash(line["touched"], "touched", "touched.")
+    if not all(isinstance(each, str) for each in line["files"]):
+        raise Refusal("files is not a list of strings")
+    for index, observation in enumerate(line["observations"]):
+        where = f"observations[{index}]."
+        if not isinstance(observation, dict):
+            raise Refusal(f"observations[{index}] is missing or not a dict")
+        _check_types(observation, OBSERVATION_FIELDS, where)
+        _check_hash(observation, "observation", where)
+
+
+CHECKS = {"record": _check_record, "packet": _check_packet, "session": _check_session}
 
 
 def _problem(line: Any) -> str | None:
     """What is wrong with one parsed line, or None."""
     if not isinstance(line, dict) or line.get("type") not in SHAPES:
         kind = line.get("type") if isinstance(line, dict) else type(line).__name__
-        return f"unknown line type {kind!r} (record, packet or session)"
-    wanted: list[tuple[dict[str, Any], Shape, str]] = [(line, SHAPES[line["type"]], "")]
-    if line["type"] == "packet" and isinstance(line.get("fields"), dict):
-        wanted.append((line["fields"], PACKET_FIELDS, "fields."))
-    if line["type"] == "session" and isinstance(line.get("observations"), list):
-        wanted += [
-            (o, OBSERVATION_FIELDS, f"observations[{i}].")
-            if isinstance(o, dict)
-            else ({}, {"": dict}, f"observations[{i}]")
-            for i, o in enumerate(line["observations"])
-        ]
-    for item, fields, prefix in wanted:
-        for name, kind in fields.items():
-            if not isinstance(item.get(name), kind):
-                return f"{prefix}{name} is missing or not a {_names(kind)}"
-    expires = line.get("expires_us")
-    if expires is not None and (isinstance(expires, bool) or not isinstance(expires, int)):
-        return "expires_us is not a whole number (microseconds since the epoch)"
-    if line["type"] == "session" and not isinstance(line["meta"].get("started_at"), str):
-        return "meta.started_at is missing"
-    if line["type"] == "packet":
-        if not PACKET_ID_PATTERN.fullmatch(line["fields"]["id"]):
-            return f"fields.id {line['fields']['id']!r} is not a packet id (h_ and 8 hex digits)"
-        try:
-            check_agent(line["fields"]["to"], field="fields.to")
-        except BatonError as error:
-            return error.detail
-    if line["type"] == "record":
-        try:
-            check_ref(line["ref"])
-            return check_record(line)
-        except BatonError as error:
-            return error.detail
-        except (KeyError, TypeError, ValueError, AttributeError) as error:
-            return f"{line['ref']}: malformed record ({type(error).__name__}: {error})"
+        return f"unknown line type {kind!r} (record, packet, session or end)"
+    try:
+        _check_types(line, SHAPES[line["type"]], "")
+        expires = line.get("expires_us")
+        if expires is not None and (isinstance(expires, bool) or not isinstance(expires, int)):
+            raise Refusal("expires_us is not a whole number (microseconds since the epoch)")
+        CHECKS[line["type"]](line)
+    except Refusal as refusal:
+        return str(refusal)
     return None
 
 
@@ -220,23 +343,53 @@ def _names(kind: type | tuple[type, ...]) -> str:
     return " or ".join(k.__name__ for k in kind) if isinstance(kind, tuple) else kind.__name__
 
 
+def _json_name(value: Any) -> str:
+    """The JSON name of a decoded value's type."""
+    names = {dict: "object", list: "list", bool: "boolean", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
+
+
 def read_dump(lines: Iterable[str]) -> list[dict[str, Any]]:
-    """Parse a dump and check every line (shape, types, every hash chain) before anything is
-    written; raise InvalidInput naming the first bad line as ``line N: …``."""
-    parsed = []
+    """Parse a whole dump and check it before anything is written: every line (shape,
+    types, versions, every hash chain) and the end line (count and sha256 of the lines
+    before it). Raise InvalidInput naming the first fault as ``line N: …``; return the
+    lines without the end line."""
+    parsed: list[dict[str, Any]] = []
+    sealed = Seal()
+    end: dict[str, Any] | None = None
+    number = 0
     for number, text in enumerate(lines, start=1):
         if not text.strip():
             continue
+        if end is not None:
+            raise _refused(number, "a line after the end line")
         try:
             line = json.loads(text)
         except (json.JSONDecodeError, RecursionError) as error:  # nested past json's reach
-            raise InvalidInput(
-                "dump", f"line {number}: not JSON ({error}); nothing was written"
-            ) from None
+            raise _refused(number, f"not JSON ({error})") from None
+        if isinstance(line, dict) and line.get("type") == "end":
+            end = line
+            if line != sealed.end():
+                raise _refused(
+                    number,
+                    f"the end line says {line.get('lines')} lines with sha256 "
+                    f"{str(line.get('sha256'))[:12]}…, the dump has {sealed.lines} with "
+                    f"{sealed.digest.hexdigest()[:12]}… (edited or cut)",
+                )
+            continue
         if (problem := _problem(line)) is not None:
-            raise InvalidInput("dump", f"line {number}: {problem}; nothing was written")
+            raise _refused(number, problem)
+        sealed.add(text)
         parsed.append(line)
+    if end is None:
+        raise _refused(
+            number + 1, "the dump ends without its end line: cut short, or not made by export"
+        )
     return parsed
+
+
+def _refused(number: int, problem: str) -> InvalidInput:
+    return InvalidInput("dump", f"line {number}: {problem}; nothing was written")
 
 
 async def namespace_is_empty(ns: Namespace) -> bool:
@@ -258,23 +411,38 @@ async def clear_namespace(ns: Namespace) -> int:
 
 
 async def import_dump(
-    ns: Namespace, lines: list[dict[str, Any]], *, atomic: bool = False, merge: bool = False
+    ns: Namespace,
+    lines: list[dict[str, Any]],
+    *,
+    atomic: bool = False,
+    merge: bool = False,
+    replace: bool = False,
 ) -> dict[str, int]:
     """Write a checked dump (see :func:`read_dump`) into ``store``'s namespace. With
     ``atomic`` (and a single Redis, not a cluster), all of it in one MULTI/EXEC: a failure
-    part-way writes nothing. With ``merge``, each record, packet and session of the dump
-    replaces the one with its id (what the namespace held of it is cleared first, in the
-    same transaction); without, the namespace is taken to hold none of them."""
+    part-way writes nothing. With ``replace`` everything the namespace held goes first (in
+    that same transaction on a single Redis, so a failed import leaves it as it was). With
+    ``merge``, each record, packet and session of the dump replaces the one with its id
+    (what the namespace held of it is cleared first, in the same transaction); with
+    neither, the namespace is taken to hold none of them."""
     redis = ns.redis
+    single = atomic and not ns.backend.cluster
+    stale: list[bytes] = []
+    if replace and single:  # deleted inside the import's own transaction
+        stale = [key async for key in redis.scan_iter(match=ns.keys.everything, count=1000)]
+    elif replace:
+        await clear_namespace(ns)
     await ns.search.refresh_average()
     held = await _held(ns, lines) if merge else Held()
-    single = atomic and not ns.backend.cluster
     if single:
         await ns.backend.scripts.load(redis)  # no NOSCRIPT inside the transaction
     counts = {"records": 0, "versions": 0, "outcomes": 0, "packets": 0, "sessions": 0}
     batch = len(lines) or 1 if single else BATCH
-    for start in range(0, len(lines), batch):
+    for start in range(0, max(len(lines), 1), batch):
         queued = Batch(redis, transaction=single)
+        for first in range(0, len(stale), 1000):
+            queued.pipe.delete(*stale[first : first + 1000])
+        stale = []
         for line in lines[start : start + batch]:
             if line["type"] == "record":
                 if line["ref"] in held.versions:

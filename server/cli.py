@@ -15,7 +15,13 @@ import msgspec
 import redis.exceptions
 
 from baton.server.backend import Namespace, open_backend
-from baton.server.connection import async_redis, embedded_server, queue_url, redis_url
+from baton.server.connection import (
+    async_redis,
+    embedded_server,
+    queue_url,
+    redis_url,
+    write_refused,
+)
 from baton.server.embedded import EmbeddedServerError
 from baton.server.errors import BatonError
 from baton.server.logs import configure_logging
@@ -128,14 +134,14 @@ def cmd_token(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from baton.server.backup import export
+    from baton.server.backup import dump_lines
 
     async def run(ns: Namespace) -> int:
         count = 0
-        async for line in export(ns, args.scope):
-            sys.stdout.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n")
+        async for text in dump_lines(ns, args.scope):
+            sys.stdout.write(text)
             count += 1
-        return count
+        return count - 1  # the end line
 
     count = asyncio.run(_in_namespace(args.namespace, run))
     print(f"baton: exported {count} lines", file=sys.stderr)
@@ -143,7 +149,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from baton.server.backup import clear_namespace, import_dump, namespace_is_empty, read_dump
+    from baton.server.backup import import_dump, namespace_is_empty, read_dump
 
     try:
         with open(args.dump, encoding="utf-8") if args.dump != "-" else sys.stdin as source:
@@ -158,9 +164,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     async def run(ns: Namespace) -> dict[str, int] | None:
         if not await namespace_is_empty(ns) and not (args.replace or args.merge):
             return None
-        if args.replace:
-            await clear_namespace(ns)
-        return await import_dump(ns, lines, atomic=True, merge=args.merge)
+        return await import_dump(ns, lines, atomic=True, merge=args.merge, replace=args.replace)
 
     counts = asyncio.run(_in_namespace(args.namespace, run))
     if counts is None:
@@ -462,7 +466,9 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("--namespace", default=None)
     into = load.add_mutually_exclusive_group()
     into.add_argument(
-        "--replace", action="store_true", help="delete everything in the namespace first"
+        "--replace",
+        action="store_true",
+        help="swap what the namespace holds for the dump (all or nothing on one Redis)",
     )
     into.add_argument(
         "--merge",
@@ -561,6 +567,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as error:
         print(f"baton: cannot reach Redis ({error}); check BATON_REDIS_URL", file=sys.stderr)
+        return 1
+    except redis.exceptions.ResponseError as error:
+        if (refused := write_refused(error)) is None:
+            raise
+        print(f"baton: {refused[1]}", file=sys.stderr)
         return 1
     return result
 

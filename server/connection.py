@@ -424,8 +424,8 @@ def write_refused(error: redis.exceptions.ResponseError) -> tuple[int, str] | No
     if "MISCONF" in message:
         cause = "disk full" if "No space left" in message else "disk unwritable"
         return 507, f"{cause}: Baton's Redis cannot write to its disk right now ({message})"
-    if "OOM" in message:
+    if "OOM" in message or isinstance(error, redis.exceptions.OutOfMemoryError):
         return 503, f"Baton's Redis is out of memory: {message}"
-    if "READONLY" in message:
+    if "READONLY" in message or isinstance(error, redis.exceptions.ReadOnlyError):
         return 503, f"Baton's Redis is a read-only replica: {message}"
     return None

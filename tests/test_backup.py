@@ -7,11 +7,14 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import redis
 
+from baton.server.backup import Seal
 from tests.conftest import REPO, written_keys
 
 
@@ -68,9 +71,20 @@ def populate(http: httpx.Client) -> None:
     assert saved["success"]
 
 
+def sealed(lines: list[dict[str, object]]) -> str:
+    """A dump of ``lines`` with its end line, as `baton export` writes one."""
+    seal = Seal()
+    texts = [json.dumps(line) + "\n" for line in lines]
+    for text in texts:
+        seal.add(text)
+    return "".join(texts) + json.dumps(seal.end()) + "\n"
+
+
 def canonical(dump: str) -> list[str]:
-    """A dump's lines with keys sorted: Redis hashes do not keep field order."""
-    return [json.dumps(json.loads(line), sort_keys=True) for line in dump.splitlines()]
+    """A dump's lines with keys sorted (Redis hashes do not keep field order), without its
+    end line (whose sha256 is of the text as written, in that order)."""
+    lines = [json.loads(line) for line in dump.splitlines()]
+    return [json.dumps(line, sort_keys=True) for line in lines if line["type"] != "end"]
 
 
 def hashes(http: httpx.Client, ref: str) -> list[str]:
@@ -263,7 +277,7 @@ def test_a_merged_packet_leaves_the_inbox_it_was_in(
     [packet] = [line for line in lines if line["type"] == "packet"]
     packet["fields"]["to"] = "reviewer"
     dump = tmp_path / "dump.jsonl"
-    dump.write_text("\n".join(json.dumps(line) for line in lines))
+    dump.write_text(sealed(lines[:-1]))
 
     merged = baton(redis_url, "import", "--merge", str(dump))
     assert merged.returncode == 0, merged.stderr
@@ -290,3 +304,109 @@ def test_importing_into_a_namespace_that_holds_data_needs_a_choice(
     assert http.get("/v1/records/later/b").status_code == 404
     assert http.get("/v1/records/keep/a").json()["value"] == 1
     assert http.get("/v1/stats", params={"verify": True}).json()["broken"] == []
+
+
+def broken_dumps(lines: list[dict[str, Any]]) -> Iterator[tuple[str, str, str]]:
+    """Malformed variants of an exported dump: (what, dump text, what the refusal names)."""
+    body = lines[:-1]
+    index = next(i for i, line in enumerate(body) if line.get("ref") == "listing/553/assessment")
+    session = next(i for i, line in enumerate(body) if line["type"] == "session")
+
+    def edited(at: int, change: Callable[[dict[str, Any]], None]) -> list[dict[str, Any]]:
+        copy = json.loads(json.dumps(body))
+        change(copy[at])
+        return copy
+
+    def head_object(line: dict[str, Any]) -> None:
+        line["head"]["confidence"] = {"nested": True}
+
+    def yesterday(line: dict[str, Any]) -> None:
+        line["meta"]["started_at"] = "yesterday"
+
+    def extra_list(line: dict[str, Any]) -> None:
+        line["versions"][0]["extra"] = [1, 2]
+
+    def head_ahead(line: dict[str, Any]) -> None:
+        line["head"]["version"] = "7"
+
+    def gap(line: dict[str, Any]) -> None:
+        del line["versions"][1]
+
+    number = index + 1
+    yield (
+        "a head field holding an object",
+        sealed(edited(index, head_object)),
+        (f"line {number}: head.confidence is a object"),
+    )
+    yield (
+        "a session started yesterday",
+        sealed(edited(session, yesterday)),
+        (f"line {session + 1}: meta.started_at 'yesterday' is not an ISO 8601 time"),
+    )
+    yield (
+        "a version with an extra list",
+        sealed(edited(index, extra_list)),
+        (f"line {number}: versions[0].extra is a list"),
+    )
+    yield (
+        "a head ahead of its versions",
+        sealed(edited(index, head_ahead)),
+        (f"line {number}: head.version is 7 but the dump has versions 1..3"),
+    )
+    yield (
+        "a missing version",
+        sealed(edited(index, gap)),
+        (f"line {number}: versions[1].version is 3, expected 2"),
+    )
+    text = sealed(body)
+    cut = "".join(text.splitlines(keepends=True)[: len(body) // 2])
+    yield (
+        "a dump cut at a line boundary",
+        cut,
+        (f"line {len(body) // 2 + 1}: the dump ends without its end line"),
+    )
+    short = json.dumps(body[0]) + "\n" + text.splitlines(keepends=True)[-1]
+    yield "lines dropped before the end line", short, "line 2: the end line says"
+
+
+def test_a_malformed_or_cut_dump_leaves_the_namespace_exactly_as_it_was(
+    http: httpx.Client, redis_url: str, sync_redis: redis.Redis, tmp_path: Path
+) -> None:
+    """`import --replace` of a malformed dump (a head field holding an object, a session
+    started "yesterday", a version with an extra list field, a head ahead of its versions, a
+    gap in the versions, a dump cut at a line boundary or missing lines before its end
+    line) is refused with one line naming the line and the field, before anything is
+    deleted or written: the namespace is exactly as it was."""
+    populate(http)
+    before = baton(redis_url, "export").stdout
+    lines = [json.loads(line) for line in before.splitlines()]
+    assert lines[-1]["type"] == "end" and lines[-1]["lines"] == len(lines) - 1
+    dump = tmp_path / "dump.jsonl"
+    for what, text, named in broken_dumps(lines):
+        dump.write_text(text)
+        refused = baton(redis_url, "import", "--replace", str(dump))
+        assert refused.returncode == 2, what
+        [line] = refused.stderr.strip().splitlines()
+        assert named in line and "nothing was written" in line, (what, line)
+        assert canonical(baton(redis_url, "export").stdout) == canonical(before), what
+
+
+def test_replace_is_all_or_nothing_when_redis_refuses_the_writes(
+    http: httpx.Client, redis_url: str, sync_redis: redis.Redis, tmp_path: Path
+) -> None:
+    """A valid dump whose writes Redis refuses (out of memory here; a full disk alike)
+    leaves the namespace it was to replace exactly as it was, with one line saying why."""
+    populate(http)
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text(baton(redis_url, "export").stdout)
+    assert http.post("/v1/records", json={"ref": "later/b", "value": 2}).is_success
+    before = baton(redis_url, "export").stdout
+    sync_redis.config_set("maxmemory", 1)
+    try:
+        refused = baton(redis_url, "import", "--replace", str(dump))
+    finally:
+        sync_redis.config_set("maxmemory", 0)
+    assert refused.returncode == 1, refused.stderr
+    [line] = refused.stderr.strip().splitlines()
+    assert "out of memory" in line
+    assert canonical(baton(redis_url, "export").stdout) == canonical(before)
