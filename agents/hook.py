@@ -25,14 +25,18 @@ import json
 import os
 import select
 import sys
+import time
 
+from baton.agents.spool import RETRY_STATUSES, Rejected, Spool, Unreachable
 from baton.server.clock import utc_now
-from baton.server.endpoint import base_url_of
+from baton.server.endpoint import base_url_of, data_dir_of
 
 TYPE_CHECKING = False  # typing itself costs a few milliseconds of every call
 if TYPE_CHECKING:
     from ssl import SSLSocket
     from typing import Any, TextIO
+
+    from baton.agents.spool import Call
 
 # Claude Code's hook event names -> Baton's hook types.
 CLAUDE_EVENTS = {
@@ -65,7 +69,11 @@ READ_SIZE = 65536
 
 
 class Refused(Exception):
-    """Baton answered with an error: the one line to print."""
+    """Baton answered with an error: the one line to print, and the status."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def project_of(cwd: str) -> str:
@@ -101,11 +109,12 @@ class Baton:
         if token:
             self.headers["Authorization"] = f"Bearer {token}"
 
-    def call(self, method: str, path: str, body: Any = None) -> Any:
-        """The JSON answer; :class:`Refused` for an error status."""
+    def call(self, method: str, path: str, body: Any = None, agent: str | None = None) -> Any:
+        """The JSON answer (as ``agent`` when given); :class:`Refused` for an error status."""
         data = b"" if body is None else json.dumps(body).encode()
+        headers = {**self.headers, "X-Baton-Agent": agent} if agent else self.headers
         head = [f"{method} {self.prefix}{path} HTTP/1.1", "Connection: close"]
-        head += [f"{name}: {value}" for name, value in self.headers.items()]
+        head += [f"{name}: {value}" for name, value in headers.items()]
         head.append(f"Content-Length: {len(data)}")
         request = ("\r\n".join(head) + "\r\n\r\n").encode() + data
         # An ASCII host as bytes spares getaddrinfo the idna codec's import (typeshed types
@@ -125,8 +134,21 @@ class Baton:
             stream.close()
         status, body_bytes = parse_response(answer)
         if status >= 400:
-            raise Refused(_refusal(status, body_bytes))
+            raise Refused(_refusal(status, body_bytes), status)
         return json.loads(body_bytes or b"null")
+
+    def send(self, call: Call) -> object:
+        """One write of a hook event (from the spool or live), as the agent it names:
+        :class:`Unreachable` when Baton cannot take it now, :class:`Rejected` when it
+        refuses it for itself."""
+        try:
+            return self.call(call["method"], call["path"], call.get("body"), call.get("agent"))
+        except OSError as error:
+            raise Unreachable(f"Baton is not reachable at {self.base_url} ({error})") from None
+        except Refused as refused:
+            if refused.status in RETRY_STATUSES:
+                raise Unreachable(str(refused)) from None
+            raise Rejected(str(refused)) from None
 
     def _tls_connect(self, address: tuple[str | bytes, int]) -> SSLSocket:
         """A TLS stream to ``address`` (ssl needs socket.py's socket class anyway)."""
@@ -273,6 +295,26 @@ def files_of(payload: dict[str, Any]) -> list[str]:
     return [value for key in FILE_KEYS if isinstance(value := tool_input.get(key), str) and value]
 
 
+def flush(baton: Baton, spool: Spool, wait_seconds: float = 0.0) -> int:
+    """Deliver everything waiting in ``spool`` now (``baton hook --flush``; ``baton serve``
+    as it starts, in open mode), after waiting up to ``wait_seconds`` for Baton to answer.
+    How many calls were delivered; :class:`Unreachable` when some still wait."""
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        try:
+            baton.call("GET", "/healthz")
+            break
+        except (OSError, Refused):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+    lock = spool.lock()
+    try:
+        return spool.deliver(baton.send, seconds=float("inf"))
+    finally:
+        spool.unlock(lock)
+
+
 def check(base_url: str, agent: str | None, token: str | None) -> int:
     """``baton hook --check``: 0 when Baton answers and accepts the credentials."""
     try:
@@ -290,19 +332,101 @@ def check(base_url: str, agent: str | None, token: str | None) -> int:
     return 0
 
 
-def run(event: str, stdin: TextIO, base_url: str, agent: str | None, token: str | None) -> int:
+def run(event: str, stdin: TextIO, baton: Baton, spool: Spool, agent: str | None = None) -> int:
     """Handle one hook event; always exits 0 (see the module docstring)."""
     try:
-        output = handle(event, stdin, Baton(base_url, agent, token))
-    except (Refused, ValueError) as error:
+        recorded = parse_event(event, stdin)
+    except ValueError as error:
         print(f"baton hook: {error}", file=sys.stderr)
         return 0
-    except OSError as error:
-        print(f"baton hook: Baton is not reachable at {base_url} ({error})", file=sys.stderr)
+    if recorded is None:
+        return 0  # an event Baton does not record (e.g. PermissionRequest): accepted
+    try:
+        delivered, waiting = send_writes(baton, spool, writes_of(recorded, agent))
+    except Rejected as error:
+        print(f"baton hook: {error}", file=sys.stderr)
         return 0
+    dropped = spool.take_dropped() if recorded.kind == "session_start" else 0
+    if waiting is not None:
+        print(
+            f"baton hook: {waiting}; the event is kept in {spool.folder} and delivered in "
+            "order once Baton takes it",
+            file=sys.stderr,
+        )
+    notes = spool_notes(delivered, dropped, waiting, spool)
+    try:
+        output = context_of(recorded, baton, notes) if waiting is None else ""
+    except (Refused, ValueError) as error:
+        print(f"baton hook: {error}", file=sys.stderr)
+        output = ""
+    except OSError as error:
+        print(f"baton hook: Baton is not reachable at {baton.base_url} ({error})", file=sys.stderr)
+        output = ""
+    if recorded.kind == "session_start" and notes and not output:
+        output = session_start_output(notes)
     if output:
         sys.stdout.write(output)
     return 0
+
+
+def send_writes(baton: Baton, spool: Spool, writes: list[Call]) -> tuple[int, str | None]:
+    """Send ``writes`` after whatever waits in the spool, and keep in the spool what Baton
+    cannot take now (in order, after what waits). How many waiting calls were delivered, and
+    why the rest waits (None when nothing does). :class:`Rejected` when Baton refuses one
+    of ``writes`` itself."""
+    if not spool.pending():
+        try:
+            _send_all(baton, writes)
+            return 0, None
+        except Unreachable:
+            pass  # the rest goes the locked way: after whatever another hook spooled
+    lock = spool.lock()
+    try:
+        delivered = 0
+        try:
+            delivered = spool.deliver(baton.send)
+            if spool.pending():  # the backlog took its time budget: the rest waits behind it
+                raise Unreachable("earlier hook events are still being delivered")
+            _send_all(baton, writes)
+        except Unreachable as error:
+            spool.append(writes)
+            return delivered, str(error)
+        return delivered, None
+    finally:
+        spool.unlock(lock)
+
+
+def _send_all(baton: Baton, writes: list[Call]) -> None:
+    """Send ``writes`` in order, removing each from the list once Baton took it."""
+    while writes:
+        baton.send(writes[0])
+        writes.pop(0)
+
+
+def spool_notes(delivered: int, dropped: int, waiting: str | None, spool: Spool) -> str:
+    """What the agent is told about the spool at SessionStart ("" when nothing happened)."""
+    notes = []
+    if waiting is not None:
+        notes.append(
+            f"Baton (the shared memory) cannot take hook events right now ({waiting}): "
+            f"this session's events are kept in {spool.folder} and delivered in order once "
+            "it does. If no Baton server runs, start one with `baton serve`."
+        )
+    if delivered:
+        notes.append(f"Baton received {delivered} hook calls kept while it was unreachable.")
+    if dropped:
+        notes.append(
+            f"{dropped} hook events were not kept while Baton was unreachable: the spool "
+            f"in {spool.folder} was full."
+        )
+    return " ".join(notes)
+
+
+def session_start_output(context: str) -> str:
+    """Claude Code's SessionStart answer carrying ``context`` to the agent."""
+    return json.dumps(
+        {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": context}}
+    )
 
 
 def read_payload(stdin: TextIO) -> str:
@@ -329,8 +453,17 @@ def read_payload(stdin: TextIO) -> str:
     return b"".join(chunks).decode("utf-8", errors="replace")
 
 
-def handle(event: str, stdin: TextIO, baton: Baton) -> str:
-    """Record the event; the text to print for Claude Code (may be empty)."""
+class Event:
+    """A hook event as Baton records it."""
+
+    def __init__(self, kind: str, session_id: str, cwd: str, payload: dict[str, Any]) -> None:
+        self.kind, self.session_id, self.cwd, self.payload = kind, session_id, cwd, payload
+        self.project = project_of(cwd)
+
+
+def parse_event(event: str, stdin: TextIO) -> Event | None:
+    """The event named ``event`` with its payload from stdin; None for an event Baton does
+    not record. ValueError (one line) for a payload it cannot record."""
     if not event:
         raise ValueError("name the hook event, e.g. baton hook PostToolUse")
     kind = CLAUDE_EVENTS.get(event, event)
@@ -342,51 +475,58 @@ def handle(event: str, stdin: TextIO, baton: Baton) -> str:
     if not isinstance(payload, dict):
         raise ValueError("the payload on stdin is not a JSON object; nothing recorded")
     if kind not in HOOK_TYPES:
-        return ""  # an event Baton does not record (e.g. PermissionRequest): accepted
+        return None
     session_id = str(payload.get("session_id") or payload.get("sessionId") or "")
     if not session_id:
         raise ValueError("the payload has no session_id; nothing recorded")
     cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else ""
     cwd = os.path.abspath(cwd) if cwd else os.getcwd()
-    project = project_of(cwd)
     if kind in ("stop", "subagent_stop", "session_end") and not payload.get(
         "last_assistant_message"
     ):
         message = last_assistant_message(payload.get("transcript_path"))
         if message:
             payload = {**payload, "last_assistant_message": message}
-    if kind == "session_start":
-        baton.call("POST", "/v1/sessions", {"id": session_id, "project": project, "cwd": cwd})
-    baton.call(
-        "POST",
-        "/v1/observations",
-        {
-            "hook_type": kind,
-            "session_id": session_id,
-            "project": project,
-            "cwd": cwd,
-            "timestamp": utc_now(),
-            "data": trimmed(payload),
-        },
-    )
-    if kind in ("stop", "session_end"):
-        baton.call("POST", f"/v1/sessions/{session_id}/end", {})
-    if kind == "session_start":
+    return Event(kind, session_id, cwd, payload)
+
+
+def writes_of(event: Event, agent: str | None) -> list[Call]:
+    """The calls that record ``event`` (what the spool keeps when Baton cannot take them)."""
+    writes: list[Call] = []
+    if event.kind == "session_start":
+        body = {"id": event.session_id, "project": event.project, "cwd": event.cwd}
+        writes.append({"method": "POST", "path": "/v1/sessions", "body": body})
+    observation = {
+        "hook_type": event.kind,
+        "session_id": event.session_id,
+        "project": event.project,
+        "cwd": event.cwd,
+        "timestamp": utc_now(),
+        "data": trimmed(event.payload),
+    }
+    writes.append({"method": "POST", "path": "/v1/observations", "body": observation})
+    if event.kind in ("stop", "session_end"):
+        path = f"/v1/sessions/{event.session_id}/end"
+        writes.append({"method": "POST", "path": path, "body": {}})
+    for write in writes:
+        write["agent"] = agent
+    return writes
+
+
+def context_of(event: Event, baton: Baton, notes: str = "") -> str:
+    """The text to print for Claude Code after the event is recorded (may be empty):
+    SessionStart's "where were we" (after ``notes`` about the spool), PreCompact's state,
+    PreToolUse's file history."""
+    session_id, project = event.session_id, event.project
+    if event.kind == "session_start":
         found = baton.call(
             "POST",
             "/v1/context",
-            {"session_id": session_id, "kind": "start", "cwd": cwd, "project": project},
+            {"session_id": session_id, "kind": "start", "cwd": event.cwd, "project": project},
         )
-        if found["context"]:
-            return json.dumps(
-                {
-                    "hookSpecificOutput": {
-                        "hookEventName": "SessionStart",
-                        "additionalContext": found["context"],
-                    }
-                }
-            )
-    if kind == "pre_compact":
+        context = "\n\n".join(part for part in (notes, found["context"]) if part)
+        return session_start_output(context) if context else ""
+    if event.kind == "pre_compact":
         found = baton.call(
             "POST",
             "/v1/context",
@@ -398,22 +538,24 @@ def handle(event: str, stdin: TextIO, baton: Baton) -> str:
             },
         )
         return str(found["context"])
-    if kind == "pre_tool_use" and files_of(payload):
+    if event.kind == "pre_tool_use" and files_of(event.payload):
         found = baton.call(
             "POST",
             "/v1/enrich",
-            {"session_id": session_id, "files": files_of(payload), "project": project},
+            {"session_id": session_id, "files": files_of(event.payload), "project": project},
         )
         return str(found["context"])
     return ""
 
 
-USAGE = """usage: baton hook [--check] EVENT
+USAGE = """usage: baton hook [--check | --flush] EVENT
 
-Record a Claude Code hook event; its JSON payload comes on stdin.
+Record a Claude Code hook event; its JSON payload comes on stdin. When Baton cannot take
+it, the event waits in the spool (BATON_DATA_DIR/hook-spool) for the next hook call.
 
   EVENT    PostToolUse, UserPromptSubmit, ... or post_tool_use, ...
   --check  say whether Baton is reachable and accepts BATON_TOKEN, then exit
+  --flush  deliver the events waiting in the spool now, then exit
 """
 
 
@@ -425,10 +567,11 @@ def main(arguments: list[str]) -> int:
         print(USAGE, end="")
         return 0
     checking = "--check" in arguments
-    rest = [argument for argument in arguments if argument != "--check"]
+    flushing = "--flush" in arguments
+    rest = [argument for argument in arguments if argument not in ("--check", "--flush")]
     if len(rest) > 1 or any(argument.startswith("-") for argument in rest):
         print(f"baton hook: unexpected arguments {' '.join(rest)}\n{USAGE}", file=sys.stderr)
-        return 2 if checking else 0
+        return 2 if checking or flushing else 0
     token = os.environ.get("BATON_TOKEN") or None
     # With a token the hook acts as the token's agent unless AGENT_ID names one (Baton
     # checks the name: a bad one is answered 400 and printed as one line).
@@ -437,7 +580,21 @@ def main(arguments: list[str]) -> int:
         base_url = base_url_of(os.environ)
     except ValueError as error:  # a bad BATON_PORT: say so, never block the agent
         print(f"baton hook: {error}", file=sys.stderr)
-        return 1 if checking else 0
+        return 1 if checking or flushing else 0
     if checking:
         return check(base_url, agent, token)
-    return run(rest[0] if rest else "", sys.stdin, base_url, agent, token)
+    try:
+        baton = Baton(base_url, agent, token)
+    except ValueError as error:
+        print(f"baton hook: {error}", file=sys.stderr)
+        return 1 if flushing else 0
+    spool = Spool(data_dir_of(os.environ))
+    if flushing:
+        try:
+            delivered = flush(baton, spool)
+        except Unreachable as error:
+            print(f"baton hook: {error}; the rest waits in {spool.folder}", file=sys.stderr)
+            return 1
+        print(f"baton hook: delivered {delivered} waiting calls; none left in {spool.folder}")
+        return 0
+    return run(rest[0] if rest else "", sys.stdin, baton, spool, agent)

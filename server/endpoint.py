@@ -1,8 +1,10 @@
-"""Where agents reach the API, from the environment. Standard library only: ``baton hook``
-reads it on every tool use, without the rest of the settings."""
+"""Where agents reach the API and where Baton keeps its files, from the environment.
+Standard library only: ``baton hook`` reads it on every tool use, without the rest of the
+settings."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 
 DEFAULT_HOST = "127.0.0.1"
@@ -21,3 +23,13 @@ def base_url_of(environ: Mapping[str, str]) -> str:
         environ.get("BATON_HOST", DEFAULT_HOST),
         int(environ.get("BATON_PORT", DEFAULT_PORT)),
     )
+
+
+def data_dir_of(environ: Mapping[str, str]) -> str:
+    """``BATON_DATA_DIR``, else the per-user data dir: ``$XDG_DATA_HOME/baton``, i.e.
+    ``~/.local/share/baton`` (absolute, ``~`` expanded)."""
+    chosen = environ.get("BATON_DATA_DIR")
+    if chosen:
+        return os.path.abspath(os.path.expanduser(chosen))
+    xdg = environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(xdg, "baton")

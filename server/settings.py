@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, TypeVar, get_args
 
-from baton.server.endpoint import DEFAULT_HOST, DEFAULT_PORT, base_url
+from baton.server.endpoint import DEFAULT_HOST, DEFAULT_PORT, base_url, data_dir_of
 
 # Which requests get an access-log line: every one, failed or slow ones (default), none.
 AccessLog = Literal["all", "errors", "off"]
@@ -19,9 +19,8 @@ APPENDFSYNC_CHOICES = ("always", "everysec", "no")
 
 
 def default_data_dir() -> Path:
-    """The per-user data dir: ``$XDG_DATA_HOME/baton``, i.e. ``~/.local/share/baton``."""
-    xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(xdg) / "baton"
+    """The data dir of this environment (:func:`~baton.server.endpoint.data_dir_of`)."""
+    return Path(data_dir_of(os.environ))
 
 
 @dataclass(frozen=True)
@@ -102,10 +101,9 @@ class Settings:
                 f"BATON_APPENDFSYNC must be one of {', '.join(APPENDFSYNC_CHOICES)}, "
                 f"got {appendfsync!r}"
             )
-        data_dir = env.get("BATON_DATA_DIR")
         return cls(
             redis_url=_redis_url(env.get("BATON_REDIS_URL"), "BATON_REDIS_URL"),
-            data_dir=Path(data_dir).expanduser().resolve() if data_dir else default_data_dir(),
+            data_dir=Path(data_dir_of(env)).resolve(),
             appendfsync=appendfsync,
             namespace=env.get("BATON_NAMESPACE", "default"),
             host=env.get("BATON_HOST", DEFAULT_HOST),

@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
@@ -41,6 +42,9 @@ REPO = Path(__file__).resolve().parent.parent
 # Every process the suite starts inherits this mark, so one left running is found.
 RUN_MARK = f"BATON_TEST_RUN={secrets.token_hex(8)}"
 os.environ["BATON_TEST_RUN"] = RUN_MARK.partition("=")[2]
+# Nothing the suite starts keeps files in the user's own data dir (~/.local/share/baton): a
+# process given no BATON_DATA_DIR (a hook's spool, say) uses this run's own.
+os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="baton-tests-")
 
 
 @pytest.fixture(scope="session")

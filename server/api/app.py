@@ -12,6 +12,7 @@ from typing import Any, cast
 
 import msgspec
 import redis.exceptions
+import structlog
 from litestar import Litestar, asgi, get
 from litestar.datastructures import State
 from litestar.middleware.rate_limit import RateLimitConfig
@@ -23,6 +24,8 @@ from litestar.template.config import TemplateConfig
 from litestar.types import ASGIApp, Receive, Scope, Send
 from mcp.server.transport_security import TransportSecuritySettings
 
+from baton.agents.hook import Baton, flush
+from baton.agents.spool import Spool, Unreachable
 from baton.queue.sweeps import sweep_forever
 from baton.server.api.agentmemory_routes import AgentMemoryController
 from baton.server.api.allow import AllowEveryMethod
@@ -61,6 +64,8 @@ from baton.server.serving import settled
 from baton.server.settings import Settings
 
 BODY_OVERHEAD = 64 * 1024
+
+log = structlog.get_logger("baton.api")
 
 
 @get("/healthz", tags=["operations"], summary="The process is up", responses=problems())
@@ -118,6 +123,23 @@ def create_worker_app() -> Litestar:
     """The app of one ``baton serve --workers N`` process, set to settle its heap once
     started (:func:`~baton.server.serving.settled`), as ``baton serve`` does with one."""
     return settled(create_app())
+
+
+def deliver_kept(settings: Settings) -> None:
+    """Open mode: send what hooks kept in this data dir's spool while no server answered
+    (the calls carry no credentials; with tokens the next hook call sends them with its
+    own), once this server answers."""
+    spool = Spool(str(settings.data_dir))
+    if not spool.pending():
+        return
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(settings.host, settings.host)
+    address = f"[{host}]" if ":" in host else host
+    try:
+        delivered = flush(Baton(f"http://{address}:{settings.port}", None, None), spool, 30)
+    except Unreachable as error:
+        log.warning("hook events kept in the spool could not be delivered", error=str(error))
+    else:
+        log.info("hook events kept while no server answered delivered", calls=delivered)
 
 
 class CountingStore(RedisStore):
@@ -191,6 +213,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
             background = [asyncio.create_task(sweep_forever(backend, settings, signing_key))]
             if not settings.redis_url:  # Baton started the embedded server: keep it up
                 background.append(asyncio.create_task(supervise(embedded_server(settings))))
+            if not gate.secured:
+                background.append(asyncio.create_task(asyncio.to_thread(deliver_kept, settings)))
             try:
                 # A mounted app's own lifespan never runs: run the MCP session manager here.
                 async with mcp.session_manager.run():

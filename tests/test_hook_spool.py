@@ -1,0 +1,140 @@
+"""`baton hook` with no server to take its events: nothing is lost, nothing is sent twice.
+
+Real hook processes (the installed `baton` command, as Claude Code runs it) record a session
+while nothing listens at BATON_URL; their events wait in the data dir's spool and reach a
+real `baton serve` later, in order and once: through the next hook call, or as the server
+starts in open mode.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.conftest import REPO, free_port, running_server
+
+
+def hook(event: str, payload: dict[str, Any], **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("baton")), "hook", event],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, **env},
+    )
+
+
+def event(session: str, cwd: Path, **fields: Any) -> dict[str, Any]:
+    return {"session_id": session, "cwd": str(cwd), "transcript_path": "", **fields}
+
+
+def record_offline(cwd: Path, data_dir: Path) -> list[str]:
+    """A short session recorded while no server listens; the tools it used, in order."""
+    offline = {"BATON_DATA_DIR": str(data_dir), "BATON_URL": f"http://127.0.0.1:{free_port()}"}
+    started = hook("SessionStart", event("s-offline", cwd, source="startup"), **offline)
+    assert started.returncode == 0
+    context = json.loads(started.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "cannot take hook events" in context and str(data_dir / "hook-spool") in context
+    assert len(started.stderr.splitlines()) == 1 and "kept in" in started.stderr
+    tools = ["Read", "Edit", "Grep"]
+    for tool in tools:
+        used = hook(
+            "PostToolUse",
+            event("s-offline", cwd, tool_name=tool, tool_input={"file_path": f"{tool}.py"}),
+            **offline,
+        )
+        assert (used.returncode, used.stdout) == (0, "")
+    stopped = hook("Stop", event("s-offline", cwd, last_assistant_message="Done?"), **offline)
+    assert stopped.returncode == 0
+    assert (data_dir / "hook-spool" / "events.jsonl").stat().st_size > 0
+    return tools
+
+
+def exported_session(redis_url: str, session: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-m", "baton.server.cli", "export"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        cwd=REPO,
+        env={**os.environ, "BATON_REDIS_URL": redis_url},
+    )
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    [found] = [line for line in lines if line["type"] == "session" and line["id"] == session]
+    return found
+
+
+def test_events_kept_without_a_server_reach_it_through_the_next_hook(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """A session recorded while no server listens is kept in the spool; the next hook call
+    that reaches a server delivers it first, in order and once (its SessionStart says how
+    much it delivered), and nothing waits afterwards."""
+    data_dir = tmp_path / "data"
+    tools = record_offline(tmp_path, data_dir)
+
+    with running_server(redis_url, tmp_path / "serve.log") as url:
+        online = {"BATON_DATA_DIR": str(data_dir), "BATON_URL": url}
+        started = hook("SessionStart", event("s-next", tmp_path, source="startup"), **online)
+        assert (started.returncode, started.stderr) == (0, "")
+        context = json.loads(started.stdout)["hookSpecificOutput"]["additionalContext"]
+        assert "received 7 hook calls kept while it was unreachable" in context
+        assert not (data_dir / "hook-spool" / "events.jsonl").exists()
+        again = hook("PostToolUse", event("s-next", tmp_path, tool_name="Bash"), **online)
+        assert (again.returncode, again.stderr) == (0, "")
+
+        session = httpx.get(f"{url}/v1/sessions/s-offline", headers={"X-Baton-Agent": "x"})
+        assert session.json()["status"] == "completed"
+        assert session.json()["observation_count"] == 5
+    kept = exported_session(redis_url, "s-offline")
+    titles = [observation["title"] for observation in kept["observations"]]
+    assert [title for title in titles if title in tools] == tools
+    assert len(titles) == 5
+
+
+def test_events_kept_without_a_server_reach_it_as_it_starts(redis_url: str, tmp_path: Path) -> None:
+    """In open mode `baton serve` delivers what its data dir's spool holds as it starts,
+    without waiting for a hook call."""
+    data_dir = tmp_path / "data"
+    record_offline(tmp_path, data_dir)
+
+    log = tmp_path / "serve.log"
+    with running_server(redis_url, log, BATON_DATA_DIR=str(data_dir)) as url:
+        deadline = time.monotonic() + 30
+        while (data_dir / "hook-spool" / "events.jsonl").exists():
+            assert time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.2)
+        session = httpx.get(f"{url}/v1/sessions/s-offline", headers={"X-Baton-Agent": "x"})
+        assert session.json()["observation_count"] == 5
+
+
+def test_an_event_baton_refuses_is_set_aside_and_the_rest_delivered(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """A kept call Baton refuses for itself (here: a session id it never accepts) would be
+    refused for ever: it is moved to rejected.jsonl, kept for a person to read, and the calls
+    after it are delivered."""
+    data_dir = tmp_path / "data"
+    spool = data_dir / "hook-spool"
+    spool.mkdir(parents=True)
+    bad = {"method": "POST", "path": "/v1/sessions/../end", "body": {}, "agent": "claude-code"}
+    (spool / "events.jsonl").write_text(json.dumps(bad) + "\n")
+    with running_server(redis_url, tmp_path / "serve.log") as url:
+        online = {"BATON_DATA_DIR": str(data_dir), "BATON_URL": url}
+        used = hook("PostToolUse", event("s-after", tmp_path, tool_name="Read"), **online)
+        assert (used.returncode, used.stderr) == (0, "")
+        session = httpx.get(f"{url}/v1/sessions/s-after", headers={"X-Baton-Agent": "x"})
+        assert session.json()["observation_count"] == 1
+    [rejected] = [json.loads(line) for line in (spool / "rejected.jsonl").read_text().splitlines()]
+    assert rejected["call"] == bad and rejected["reason"]
+    assert not (spool / "events.jsonl").exists()
