@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from types import FrameType
 
 import structlog
+from redis.client import PubSubWorkerThread
 from redis.exceptions import RedisError
 from rq import Queue
 from rq.cron import CronScheduler
@@ -48,11 +49,12 @@ class AgentWorker(SimpleWorker):
         subscription, and so did the worker's exit. Here the thread is told first; the
         unsubscribe reply wakes it and it ends; it is waited on for a second at most (it is
         a daemon thread)."""
-        thread = self.pubsub_thread
-        if thread is None:
+        # RQ leaves the attribute unannotated (its type is inferred from its first value, None)
+        thread: PubSubWorkerThread | None = self.pubsub_thread
+        if thread is None or self.pubsub is None:
             return
         thread.stop(timeout=0)
-        self.pubsub.unsubscribe()
+        self.pubsub.unsubscribe()  # type: ignore[no-untyped-call]  # unannotated in redis-py
         thread.join(timeout=1)
         self.pubsub.close()
 
