@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from litestar import Controller, Request, Response, get
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Gauge, generate_latest
 
 from baton.server.api.deps import CallerDep
 from baton.server.api.observability import RequestMetrics
@@ -29,7 +29,6 @@ VERIFY_CHECKED = Gauge(
     "Versions checked by the last verify in this process",
     ["namespace"],
 )
-REDIS_ERRORS = Counter("baton_redis_errors", "Requests that failed because Redis was unreachable")
 
 # Request counts and latencies, filled by the observability middleware.
 REQUESTS = RequestMetrics()

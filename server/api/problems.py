@@ -26,6 +26,7 @@ log = structlog.get_logger("baton.api")
 REDIS_REFUSALS = Counter(
     "baton_redis_write_refusals_total", "Writes Redis refused (disk full, out of memory, read-only)"
 )
+REDIS_ERRORS = Counter("baton_redis_errors", "Requests that failed because Redis was unreachable")
 NAMED_FIELD = re.compile(r"field `([^`]+)`")
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 
@@ -138,8 +139,6 @@ def http_error(request: Request[Any, Any, Any], error: HTTPException) -> Respons
 
 
 def redis_error(request: Request[Any, Any, Any], error: Exception) -> Response[Any]:
-    from baton.server.api.metrics import REDIS_ERRORS
-
     REDIS_ERRORS.inc()
     log.warning("redis unavailable", error=describe(error), path=request.url.path)
     return _problem(
