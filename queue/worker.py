@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import os
@@ -54,7 +55,8 @@ class AgentWorker(SimpleWorker):
         if thread is None or self.pubsub is None:
             return
         thread.stop(timeout=0)
-        self.pubsub.unsubscribe()  # type: ignore[no-untyped-call]  # unannotated in redis-py
+        with contextlib.suppress(RedisError):  # a lost connection: nothing to unsubscribe
+            self.pubsub.unsubscribe()  # type: ignore[no-untyped-call]  # unannotated in redis-py
         thread.join(timeout=1)
         self.pubsub.close()
 
