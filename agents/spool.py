@@ -33,8 +33,10 @@ if TYPE_CHECKING:
 
 FOLDER = "hook-spool"
 MAX_BYTES = 64 * 2**20
-# Answers that say "not now" rather than "never": the call stays in the spool.
-RETRY_STATUSES = frozenset({401, 403, 408, 425, 429, 502, 503, 504, 507})
+# Answers that say "not now" rather than "never": the call stays in the spool. A 401 (no
+# valid token) holds every call alike until BATON_TOKEN is fixed; a 403 is about one call
+# (another agent's session, say) and is set aside, not waited on.
+RETRY_STATUSES = frozenset({401, 408, 425, 429, 502, 503, 504, 507})
 DELIVER_SECONDS = 2.0  # a hook call delivers a backlog for this long, then gets on
 
 

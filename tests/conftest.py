@@ -146,6 +146,13 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def _own_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's processes default to a data dir of the test's own (a hook's spool, say),
+    so nothing one test leaves there reaches another."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+
+
+@pytest.fixture(autouse=True)
 def _flush(request: pytest.FixtureRequest) -> None:
     """Every test that touches Redis starts from an empty server."""
     if "redis_url" in request.fixturenames:

@@ -189,7 +189,7 @@ def test_agentmemorys_own_hooks_get_the_previous_session_back(
 
 
 def baton_hook(
-    event: str, payload: dict[str, Any], api_url: str
+    event: str, payload: dict[str, Any], api_url: str, **env: str
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         # the installed `baton` command, as Claude Code runs it (its fast path for hooks)
@@ -200,7 +200,7 @@ def baton_hook(
         timeout=60,
         check=False,
         cwd=payload["cwd"],
-        env={**os.environ, "BATON_URL": api_url, "BATON_PROJECT": "app"},
+        env={**os.environ, "BATON_URL": api_url, "BATON_PROJECT": "app", **env},
     )
 
 

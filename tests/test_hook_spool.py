@@ -19,18 +19,12 @@ from typing import Any
 import httpx
 
 from tests.conftest import REPO, free_port, running_server
+from tests.test_claude_code_hooks import baton_hook
 
 
 def hook(event: str, payload: dict[str, Any], **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(Path(sys.executable).with_name("baton")), "hook", event],
-        input=json.dumps(payload),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={**os.environ, **env},
-    )
+    """`baton hook EVENT` with ``env`` (BATON_URL among it)."""
+    return baton_hook(event, payload, env.pop("BATON_URL"), **env)
 
 
 def event(session: str, cwd: Path, **fields: Any) -> dict[str, Any]:
