@@ -12,14 +12,14 @@ import structlog
 from redis.asyncio import Redis
 
 from baton.server import codec
+from baton.server.batch import Batch
 from baton.server.clock import utc_now
 from baton.server.keys import NAMESPACES, Keys
 from baton.server.models import Event
 from baton.server.validation import check_session_id
 
 if TYPE_CHECKING:
-    from baton.server.backend import Namespace
-    from baton.server.batch import Batch
+    from baton.server.scripts import Scripts
 
 log = structlog.get_logger("baton.activity")
 EVENTS_KEPT = 10_000
@@ -29,9 +29,11 @@ MAX_RECENT = 500
 class Activity:
     """The activity stream and session touches of one namespace."""
 
-    def __init__(self, namespace: Namespace) -> None:
-        self.ns = namespace
-        self.keys = namespace.keys
+    def __init__(self, redis: Redis, scripts: Scripts, keys: Keys, namespace: str) -> None:
+        self.redis = redis
+        self.namespace = namespace
+        self.scripts = scripts
+        self.keys = keys
 
     # -- events -------------------------------------------------------------------------------
 
@@ -54,27 +56,27 @@ class Activity:
         self, kind: str, agent: str, text: str, *, ref: str | None = None, packet: str | None = None
     ) -> None:
         """Write one event now."""
-        batch = self.ns.batch()
+        batch = Batch(self.redis)
         self.event(batch, kind, agent, text, ref=ref, packet=packet)
         await batch.execute()
 
     async def recent(self, limit: int = 50) -> list[Event]:
         """The newest events, newest first (at most ``MAX_RECENT``)."""
-        raw = await self.ns.redis.xrevrange(self.keys.events, count=max(1, min(limit, MAX_RECENT)))
+        raw = await self.redis.xrevrange(self.keys.events, count=max(1, min(limit, MAX_RECENT)))
         return [_event(event_id, fields) for event_id, fields in codec.entries(raw)]
 
     # -- session touches ----------------------------------------------------------------------
 
     async def touched(self, session_id: str) -> dict[str, int]:
         """The refs a session read or wrote, with the version it last saw of each."""
-        raw = await self.ns.redis.hgetall(self.keys.session_touched(check_session_id(session_id)))
+        raw = await self.redis.hgetall(self.keys.session_touched(check_session_id(session_id)))
         return {codec.text(ref): int(version) for ref, version in raw.items()}
 
     async def touch(
         self, session_id: str, agent: str, seen: dict[str, int], *, listed: bool = False
     ) -> None:
         """Record activity and what a session saw (see :meth:`queue_touch`)."""
-        batch = self.ns.batch()
+        batch = Batch(self.redis)
         self.queue_touch(batch, session_id, agent, seen, listed=listed)
         await batch.execute()
 
@@ -93,11 +95,11 @@ class Activity:
         now_us = time.time_ns() // 1000
         keys = [self.keys.session(session_id), self.keys.session_touched(session_id)]
         args = [agent, utc_now(), *[item for pair in seen.items() for item in pair]]
-        batch.script(self.ns.backend.scripts.touch_session, keys, args)
+        batch.script(self.scripts.touch_session, keys, args)
         if seen or listed:
             batch.pipe.zadd(self.keys.sessions, {session_id: now_us}, nx=True)
         batch.pipe.zadd(self.keys.active_sessions, {session_id: now_us})
-        batch.pipe.sadd(NAMESPACES, self.ns.name)  # so the periodic sweep visits it
+        batch.pipe.sadd(NAMESPACES, self.namespace)  # so the periodic sweep visits it
 
 
 def event_args(

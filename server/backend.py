@@ -7,11 +7,10 @@ the tests all build their backend with it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Protocol
 
 from redis.asyncio import Redis
 
@@ -26,6 +25,7 @@ from baton.server.connection import (
     sync_redis,
 )
 from baton.server.dashboard import Dashboard
+from baton.server.dispatcher import Dispatcher
 from baton.server.handoffs import HandoffStore
 from baton.server.keys import Keys
 from baton.server.memories import MemoryStore
@@ -39,44 +39,6 @@ from baton.server.verify import Verifier
 
 # Namespace views are kept for reuse; past this many the cache starts over.
 NAMESPACES_CACHED = 256
-
-
-class Dispatcher(Protocol):
-    """Puts packets on the receivers' queues (RQ: ``baton.queue.dispatch``)."""
-
-    async def enqueue(self, namespace: str, agent: str, packet_id: str, seq: int) -> None:
-        """Ask a worker of ``agent`` to deliver the packet (idempotent per ``seq``)."""
-        ...
-
-    def job_here(self, namespace: str, agent: str, packet_id: str, seq: int) -> bytes | None:
-        """The packet's job as commands (``commands.lua``) for the script that writes the
-        packet to run right after it, when the queue shares the data Redis; None when it
-        cannot, and the caller calls :meth:`enqueue` once the packet is written."""
-        ...
-
-    def drop_job_here(
-        self, namespace: str, agent: str, packet_id: str, seq: int | str
-    ) -> list[str] | None:
-        """The keys and id a script on the data Redis drops the packet's job with (if no
-        worker took it yet: ``resume`` claimed the packet), when the queue shares that Redis;
-        None when it cannot, and the caller calls :meth:`drop_job_later`."""
-        ...
-
-    def drop_job_later(self, namespace: str, agent: str, packet_id: str, seq: int) -> None:
-        """The same drop, off the caller's path."""
-        ...
-
-    async def depth(self, namespace: str, agent: str) -> int:
-        """How many jobs wait in ``agent``'s queue."""
-        ...
-
-    async def missing(self, namespace: str, jobs: Sequence[tuple[str, int]]) -> list[int]:
-        """Indexes of the (packet id, seq) pairs that have no job."""
-        ...
-
-    async def aclose(self) -> None:
-        """Close the dispatcher's own connections."""
-        ...
 
 
 @dataclass(eq=False)
@@ -115,17 +77,25 @@ class Backend:
 
 class Namespace:
     """One namespace of a backend: its keys, search index and activity, and (built on first
-    use) its stores. Stores take the namespace and reach each other through it."""
+    use) its stores. Stores take the namespace and reach each other through it; they know
+    it only by the parts they use (``baton.server.store_base.NamespaceParts``)."""
 
     def __init__(self, backend: Backend, name: str) -> None:
         self.backend = backend
         self.name = check_namespace(name)
         self.redis = backend.redis
         self.limits = backend.limits
+        self.scripts = backend.scripts
+        self.dispatcher = backend.dispatcher
+        self.policy = backend.policy
         self.keys = Keys(self.name)
         self.search = SearchIndex(self.redis, backend.scripts, self.keys)
-        self.activity = Activity(self)
+        self.activity = Activity(self.redis, self.scripts, self.keys, self.name)
         self.heads = HeadHints()
+
+    @property
+    def cluster(self) -> bool:
+        return self.backend.cluster
 
     def batch(self) -> Batch:
         return Batch(self.redis)

@@ -426,7 +426,7 @@ async def import_dump(
     (what the namespace held of it is cleared first, in the same transaction); with
     neither, the namespace is taken to hold none of them."""
     redis = ns.redis
-    single = atomic and not ns.backend.cluster
+    single = atomic and not ns.cluster
     stale: list[bytes] = []
     if replace and single:  # deleted inside the import's own transaction
         stale = [key async for key in redis.scan_iter(match=ns.keys.everything, count=1000)]
@@ -435,7 +435,7 @@ async def import_dump(
     await ns.search.refresh_average()
     held = await _held(ns, lines) if merge else Held()
     if single:
-        await ns.backend.scripts.load(redis)  # no NOSCRIPT inside the transaction
+        await ns.scripts.load(redis)  # no NOSCRIPT inside the transaction
     counts = {"records": 0, "versions": 0, "outcomes": 0, "packets": 0, "sessions": 0}
     batch = len(lines) or 1 if single else BATCH
     for start in range(0, max(len(lines), 1), batch):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
@@ -17,9 +17,10 @@ from baton.server.models import (
     Packet,
     StalePin,
 )
+from baton.server.records import NamespaceWithRecords
 
 if TYPE_CHECKING:
-    from baton.server.backend import Namespace
+    from baton.server.handoffs import HandoffStore
 
 PAGE = 100
 
@@ -95,10 +96,17 @@ def _seconds_until(stamp: str | None, now: float) -> float | None:
     return round(datetime.fromisoformat(stamp).timestamp() - now, 1)
 
 
+class DashboardParts(NamespaceWithRecords, Protocol):
+    """What the dashboard reads: the namespace's parts, records and packets."""
+
+    @property
+    def handoffs(self) -> HandoffStore: ...
+
+
 class Dashboard:
     """Read-only views over one namespace."""
 
-    def __init__(self, namespace: Namespace) -> None:
+    def __init__(self, namespace: DashboardParts) -> None:
         self.ns = namespace
         self.handoffs = namespace.handoffs
         self.redis = namespace.redis

@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import msgpack
 import structlog
@@ -54,12 +54,9 @@ from baton.server.models import (
     SweepReport,
     Transition,
 )
-from baton.server.records import BATCH, MAX_NOTE
+from baton.server.records import BATCH, MAX_NOTE, NamespaceWithRecords
 from baton.server.store_base import NamespaceStore
 from baton.server.validation import check_agent, check_ref, check_session_id, check_text
-
-if TYPE_CHECKING:
-    from baton.server.backend import Namespace
 
 log = structlog.get_logger("baton.handoffs")
 MAX_ID_ATTEMPTS = 20
@@ -252,9 +249,11 @@ class _NewPacket:
 class HandoffStore(NamespaceStore):
     """Handoff packets of one namespace."""
 
-    def __init__(self, namespace: Namespace) -> None:
+    ns: NamespaceWithRecords
+
+    def __init__(self, namespace: NamespaceWithRecords) -> None:
         super().__init__(namespace)
-        self.policy = namespace.backend.policy
+        self.policy = namespace.policy
 
     # -- writing a packet ---------------------------------------------------------------------
 
@@ -311,7 +310,7 @@ class HandoffStore(NamespaceStore):
             created_at=created_at,
             expires_us=None if expires_in is None else created_us + int(expires_in * 1_000_000),
         )
-        if self.ns.backend.cluster:
+        if self.ns.cluster:
             packet_id, resolved = await self._new_id_and_pins(to_agent, created_us, wanted, session)
             await self._create_apart(new, packet_id, resolved)
             job_queued = False
@@ -331,7 +330,7 @@ class HandoffStore(NamespaceStore):
         and (when the queue shares this Redis) its RQ job, in that order, so a worker never
         takes a job before its packet exists. The id, the resolved pins, and whether the job
         is queued."""
-        dispatcher = self.ns.backend.dispatcher
+        dispatcher = self.ns.dispatcher
         head_prefix, head_suffix, _ = around_ref(self.keys)
         if wanted is None:  # the session's touched records, at the versions it saw
             touched = "" if new.session is None else self.keys.session_touched(new.session)
@@ -474,7 +473,7 @@ class HandoffStore(NamespaceStore):
     async def _dispatch(self, agent: str, packet_id: str, seq: int) -> None:
         """Enqueue the packet's job. The packet is already safe in its inbox, so a failure
         here is logged, not raised: the sweep enqueues missing jobs."""
-        dispatcher = self.ns.backend.dispatcher
+        dispatcher = self.ns.dispatcher
         if dispatcher is None:
             return
         try:
@@ -536,7 +535,7 @@ class HandoffStore(NamespaceStore):
             )
         now_us, now_iso = now()
         lease_us = now_us + int(lease * 1_000_000)
-        dispatcher = self.ns.backend.dispatcher
+        dispatcher = self.ns.dispatcher
         pulled = reason == "resume" and dispatcher is not None
 
         def event_text(packet: str) -> str:
@@ -563,7 +562,7 @@ class HandoffStore(NamespaceStore):
         # and, for a pull, dropping the packet's RQ job: it would only find its packet
         # claimed, and dropping it keeps queue depths true), the packet it picks marked: one
         # round trip. A cluster reads and follows up in a second one.
-        cluster = self.ns.backend.cluster
+        cluster = self.ns.cluster
         drop_here = None
         if cluster:
             args += ["", "", "", 0]
@@ -975,7 +974,7 @@ class HandoffStore(NamespaceStore):
 
     async def _repair_jobs(self, agent: str, now_us: int) -> builtins.list[str]:
         """Queued packets whose RQ job is missing (the writer died between the two writes)."""
-        dispatcher = self.ns.backend.dispatcher
+        dispatcher = self.ns.dispatcher
         if dispatcher is None:
             return []
         settled_before = now_us - REPAIR_AFTER_SECONDS * 1_000_000

@@ -12,7 +12,7 @@ import re
 import secrets
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import msgpack
 import msgspec
@@ -25,13 +25,10 @@ from baton.server.identity import Caller, check_session_owner, sweeper
 from baton.server.keys import NAMESPACES
 from baton.server.models import Observation, RecallHit, RecordVersion
 from baton.server.observations import concepts_of, observation_from
-from baton.server.records import MAX_NOTE
+from baton.server.records import MAX_NOTE, NamespaceWithRecords
 from baton.server.search import text_of
 from baton.server.store_base import NamespaceStore
 from baton.server.validation import check_agent, check_session_id, check_size, check_text
-
-if TYPE_CHECKING:
-    from baton.server.backend import Namespace
 
 MEMORY_TYPES = ("pattern", "preference", "architecture", "bug", "workflow", "fact")
 SUPERSEDE_ABOVE = 0.7
@@ -155,7 +152,9 @@ def memory_document(memory_id: str, memory: dict[str, Any]) -> tuple[str, str]:
 class MemoryStore(NamespaceStore):
     """Memories, search and forgetting in one namespace."""
 
-    def __init__(self, namespace: Namespace) -> None:
+    ns: NamespaceWithRecords
+
+    def __init__(self, namespace: NamespaceWithRecords) -> None:
         super().__init__(namespace)
         self.records = namespace.records
         self.index = namespace.search

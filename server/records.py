@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import structlog
 from redis.typing import EncodableT
@@ -52,7 +52,7 @@ from baton.server.models import (
     StaleOutcome,
 )
 from baton.server.search import text_of
-from baton.server.store_base import NamespaceStore
+from baton.server.store_base import NamespaceParts, NamespaceStore
 from baton.server.validation import (
     check_agent,
     check_confidence,
@@ -62,9 +62,6 @@ from baton.server.validation import (
     check_tags,
     check_text,
 )
-
-if TYPE_CHECKING:
-    from baton.server.backend import Namespace
 
 # Optimistic writes retry when another writer moved the head first; someone always wins,
 # so this bound is only reached under pathological contention on one record.
@@ -116,10 +113,24 @@ class HeadHints:
         self.heads.pop(ref, None)
 
 
+class RecordsParts(NamespaceParts, Protocol):
+    """What the record store is given: the namespace's parts and its head hints."""
+
+    @property
+    def heads(self) -> HeadHints: ...
+
+
+class NamespaceWithRecords(NamespaceParts, Protocol):
+    """A namespace's parts and its record store: what the stores built on records get."""
+
+    @property
+    def records(self) -> RecordStore: ...
+
+
 class RecordStore(NamespaceStore):
     """Records of one namespace: writing, reading and listing them."""
 
-    def __init__(self, namespace: Namespace) -> None:
+    def __init__(self, namespace: RecordsParts) -> None:
         super().__init__(namespace)
         self.search = namespace.search
         self.heads = namespace.heads
@@ -178,7 +189,7 @@ class RecordStore(NamespaceStore):
         current, prev_hash = guess
         if not ref.startswith(UNINDEXED_SCOPE):
             await self.search.refresh_average()
-        cluster = self.ns.backend.cluster
+        cluster = self.ns.cluster
         # The listing entries (just before the version) and what follows a write that won
         # (session touch, event, search document): inside the write's script on one Redis,
         # round trips of their own on a cluster.

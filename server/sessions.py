@@ -7,7 +7,7 @@ import hashlib
 import os
 import secrets
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgpack
 from redis.typing import EncodableT, FieldT
@@ -25,7 +25,7 @@ from baton.server.observations import (
     observation_from,
     open_question,
 )
-from baton.server.store_base import NamespaceStore
+from baton.server.store_base import NamespaceParts, NamespaceStore
 from baton.server.validation import (
     MAX_PATH,
     check_depth,
@@ -35,7 +35,7 @@ from baton.server.validation import (
 )
 
 if TYPE_CHECKING:
-    from baton.server.backend import Namespace
+    from baton.server.memories import MemoryStore
 
 DEDUPE_SECONDS = 300
 MAX_CONCEPTS = 50
@@ -80,10 +80,19 @@ def observation_document(
     return f"o:{session_id}:{observation_id}", f"{title} {narrative} {' '.join(files)}"
 
 
+class SessionsParts(NamespaceParts, Protocol):
+    """What the session store is given: the namespace's parts and its memory store."""
+
+    @property
+    def memories(self) -> MemoryStore: ...
+
+
 class SessionStore(NamespaceStore):
     """Sessions and observations of one namespace."""
 
-    def __init__(self, namespace: Namespace) -> None:
+    ns: SessionsParts
+
+    def __init__(self, namespace: SessionsParts) -> None:
         super().__init__(namespace)
         self.memories = namespace.memories
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING
 
 import msgpack
 
@@ -11,16 +10,15 @@ from baton.server import codec
 from baton.server.errors import describe
 from baton.server.integrity import OUTCOME_FIELDS, VERSION_FIELDS, ChainChecker
 from baton.server.models import BrokenLink, Stats
-from baton.server.records import BATCH
+from baton.server.records import BATCH, NamespaceWithRecords
 from baton.server.store_base import NamespaceStore
-
-if TYPE_CHECKING:
-    pass
 
 
 class Verifier(NamespaceStore):
     """Stats and chain verification of one namespace, read in batches: memory stays flat
     however many versions there are."""
+
+    ns: NamespaceWithRecords
 
     async def stats(
         self,
