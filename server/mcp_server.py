@@ -20,14 +20,12 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal, ParamSpec, get_args
 
 import msgspec
-import redis.exceptions
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from baton.server.backend import Backend, Namespace, open_backend
-from baton.server.connection import write_refused
-from baton.server.errors import BatonError
+from baton.server.failures import failure_of, tool_error_text
 from baton.server.identity import CALLER, Caller, local
 from baton.server.memories import MAX_RECALL, Forgotten, MemorySaved, Recall, split_list
 from baton.server.models import (
@@ -182,17 +180,11 @@ def _as_tool_error(
     async def call(*args: P.args, **kwargs: P.kwargs) -> dict[str, Any]:
         try:
             result = await function(*args, **kwargs)
-        except BatonError as error:
-            raise ToolError(f"{error.title}: {error.detail}") from None
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
-            raise ToolError(
-                "Baton cannot reach its Redis server right now; retry shortly"
-            ) from None
-        except redis.exceptions.ResponseError as error:
-            refused = write_refused(error)
-            if refused is None:
+        except Exception as error:
+            failure = failure_of(error)
+            if failure.kind == "unexpected":
                 raise
-            raise ToolError(refused[1]) from None
+            raise ToolError(tool_error_text(failure)) from None
         built: dict[str, Any] = rounded(msgspec.to_builtins(result))
         return built
 

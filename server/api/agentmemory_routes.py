@@ -23,7 +23,7 @@ from baton.server.api import agentmemory_shapes as shapes
 from baton.server.api.deps import CallerDep, MemoriesDep, SessionsDep, claim_agent_id
 from baton.server.clock import utc_now
 from baton.server.context_builder import START_BUDGET, ContextBuilder
-from baton.server.errors import BatonError, InvalidInput, NotFound
+from baton.server.errors import InvalidInput, NotFound
 from baton.server.identity import check_session
 from baton.server.mcp_server import SHIM_CALLER
 from baton.server.memories import MAX_AUDIT, MAX_RECALL
@@ -60,16 +60,6 @@ def _string(body: dict[str, Any], name: str) -> str | None:
     return value.strip() if isinstance(value, str) and value.strip() else None
 
 
-def _baton_error(_: Request[Any, Any, Any], failure: BatonError) -> Response[Any]:
-    status = failure.status_code if failure.status_code in (403, 404) else 400
-    detail = failure.detail
-    if isinstance(failure, InvalidInput) and detail.startswith(
-        f"{failure.field}: {failure.field} "
-    ):
-        detail = detail.removeprefix(f"{failure.field}: ")  # "limit must be …", as agentmemory
-    return error(detail, status)
-
-
 async def _body(request: Request[Any, Any, Any]) -> dict[str, Any]:
     try:
         body = await request.json()
@@ -86,7 +76,6 @@ class AgentMemoryController(Controller):
     # Litestar calls a controller's hook unbound (Controller.__init__ puts the plain function
     # back on the instance); mypy takes it for a method whose ``self`` is the request.
     before_request = claim_agent_id  # type: ignore[assignment]
-    exception_handlers = {BatonError: _baton_error}  # noqa: RUF012
 
     @get("/livez")
     async def livez(self) -> dict[str, Any]:
@@ -478,7 +467,7 @@ class AgentMemoryController(Controller):
         token = SHIM_CALLER.set(caller)
         try:
             result = await state.mcp.call_tool(name, arguments)
-        except Exception as failure:
+        except Exception as failure:  # the SDK's own refusals (unknown arguments, …)
             return _tool_error(str(failure))
         finally:
             SHIM_CALLER.reset(token)

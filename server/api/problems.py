@@ -7,20 +7,18 @@ from http import HTTPStatus
 from typing import Any
 
 import msgspec
-import redis.exceptions
 import structlog
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.handlers import HTTPRouteHandler
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.plugins.problem_details import ProblemDetailsException
-from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 from litestar.types import ExceptionHandlersMap, Receive, Scope, Send
 from prometheus_client import Counter
 
 from baton.server.api.auth import AGENTMEMORY
-from baton.server.connection import write_refused
-from baton.server.errors import BatonError, describe
+from baton.server.errors import describe
+from baton.server.failures import agentmemory_error, failure_of
 
 log = structlog.get_logger("baton.api")
 REDIS_REFUSALS = Counter(
@@ -90,8 +88,22 @@ def _problem(
     ).to_response(request)
 
 
-def baton_error(request: Request[Any, Any, Any], error: BatonError) -> Response[Any]:
-    return _problem(request, error.status_code, error.title, error.detail, **error.extra)
+def failed(request: Request[Any, Any, Any], error: Exception) -> Response[Any]:
+    """Baton's own errors, Redis's failures and bugs, as :func:`failure_of` translates them
+    (counted and logged by kind); on agentmemory's routes in agentmemory's words."""
+    failure = failure_of(error)
+    if failure.kind == "unreachable":
+        REDIS_ERRORS.inc()
+        log.warning("redis unavailable", error=describe(error), path=request.url.path)
+    elif failure.kind == "refused":
+        REDIS_REFUSALS.inc()
+        log.warning("redis refused a write", error=failure.detail, path=request.url.path)
+    elif failure.kind == "unexpected":
+        log.exception("unhandled error", path=request.url.path)
+    if request.url.path.startswith(AGENTMEMORY):
+        status, detail = agentmemory_error(error, failure)
+        return Response({"error": detail}, status_code=status)
+    return _problem(request, failure.status, failure.title, failure.detail, **failure.extra)
 
 
 def validation_error(request: Request[Any, Any, Any], error: ValidationException) -> Response[Any]:
@@ -138,54 +150,16 @@ def http_error(request: Request[Any, Any, Any], error: HTTPException) -> Respons
     )
 
 
-def redis_error(request: Request[Any, Any, Any], error: Exception) -> Response[Any]:
-    REDIS_ERRORS.inc()
-    log.warning("redis unavailable", error=describe(error), path=request.url.path)
-    return _problem(
-        request,
-        503,
-        "Store unavailable",
-        "Baton cannot reach its Redis server right now; retry shortly",
-    )
-
-
 def too_deep(request: Request[Any, Any, Any], error: RecursionError) -> Response[Any]:
     """A body nested beyond what the JSON decoder follows (hundreds of levels)."""
     return _problem(request, 422, "Invalid input", "the body is nested too deeply", field="body")
 
 
-def redis_refused(
-    request: Request[Any, Any, Any], error: redis.exceptions.ResponseError
-) -> Response[Any]:
-    refused = write_refused(error)
-    if refused is None:
-        return unexpected_error(request, error)
-    status, detail = refused
-    REDIS_REFUSALS.inc()
-    log.warning("redis refused a write", error=detail, path=request.url.path)
-    title = "Insufficient storage" if status == 507 else "Store unavailable"
-    return _problem(request, status, title, detail)
-
-
-def unexpected_error(request: Request[Any, Any, Any], error: Exception) -> Response[Any]:
-    log.exception("unhandled error", path=request.url.path)
-    return _problem(
-        request,
-        HTTP_500_INTERNAL_SERVER_ERROR,
-        "Internal error",
-        "an unexpected error occurred; it has been logged",
-    )
-
-
 EXCEPTION_HANDLERS: ExceptionHandlersMap = {
-    BatonError: baton_error,
     ValidationException: validation_error,
     HTTPException: http_error,
-    redis.exceptions.ConnectionError: redis_error,
-    redis.exceptions.TimeoutError: redis_error,
     RecursionError: too_deep,
-    redis.exceptions.ResponseError: redis_refused,
-    Exception: unexpected_error,
+    Exception: failed,
 }
 
 
