@@ -114,16 +114,19 @@ def event_args(
     ]
 
 
-async def follow(redis: Redis, keys: Keys, wait_ms: int) -> AsyncIterator[Event]:
-    """Every event of the namespace from its current end on, for as long as the caller
-    iterates; a failed read is logged and retried (a dashboard keeps waiting through a Redis
-    restart)."""
-    last = ""
+async def stream_end(redis: Redis, keys: Keys) -> str:
+    """The id of the namespace's newest event ("0-0" when there is none)."""
+    newest = codec.entries(await redis.xrevrange(keys.events, count=1))
+    return newest[0][0].decode() if newest else "0-0"
+
+
+async def follow(redis: Redis, keys: Keys, wait_ms: int, after: str) -> AsyncIterator[Event]:
+    """Every event of the namespace after the one with id ``after``, for as long as the
+    caller iterates; a failed read is logged and retried (a dashboard keeps waiting through
+    a Redis restart)."""
+    last = after
     while True:
         try:
-            if not last:
-                newest = codec.entries(await redis.xrevrange(keys.events, count=1))
-                last = newest[0][0].decode() if newest else "0-0"
             reply = await redis.xread({keys.events: last}, block=wait_ms, count=100)
         except asyncio.CancelledError:
             raise

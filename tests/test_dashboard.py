@@ -3,14 +3,20 @@ watching the pending page update live."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import time
 from pathlib import Path
 
 import httpx
 import pytest
+import redis
 
 from baton.agents import BatonClient
+from baton.server.activity import event_args
+from baton.server.api.event_streams import EventHub
+from baton.server.connection import async_redis
+from baton.server.keys import Keys
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -226,3 +232,23 @@ async def test_a_thousand_open_streams_do_not_starve_requests(
             finally:
                 for context, _ in opened:
                     await context.__aexit__(None, None, None)  # type: ignore[attr-defined]
+
+
+@pytest.mark.anyio
+async def test_a_stream_gets_an_event_written_the_moment_it_opened(
+    redis_url: str, sync_redis: redis.Redis
+) -> None:
+    """An event written right after a dashboard stream opened, before the namespace's reader
+    first ran, reaches the stream: it starts where it opened (the browser was told "live"
+    and then missed the completion it was waiting for)."""
+    client = async_redis(redis_url)
+    hub = EventHub(client, per_caller=4)
+    try:
+        async with hub.subscribe("default", "watcher") as queue:
+            written = event_args("done", "executor", "completed at once")
+            sync_redis.execute_command("XADD", Keys("default").events, *written)
+            event = await asyncio.wait_for(queue.get(), 10)
+        assert (event.kind, event.text) == ("done", "completed at once")
+    finally:
+        await hub.close()
+        await client.aclose()

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from redis.asyncio import Redis
 
-from baton.server.activity import follow
+from baton.server.activity import follow, stream_end
 from baton.server.errors import TooManyStreams
 from baton.server.keys import Keys
 from baton.server.models import Event
@@ -42,19 +42,26 @@ class EventHub:
 
     @contextlib.asynccontextmanager
     async def subscribe(self, namespace: str, caller: str) -> AsyncIterator[asyncio.Queue[Event]]:
-        """A queue of the namespace's events from now on, while the context lasts."""
+        """A queue of every event of the namespace written from now on, while the context
+        lasts. A namespace's first subscriber starts its reader at the stream's end as read
+        here, before this returns: an event written the next moment is delivered, however
+        late the reader task first runs."""
         if self.open[caller] >= self.per_caller:
             raise TooManyStreams(
                 f"{caller} already has {self.per_caller} open streams; close "
                 "one first (BATON_MAX_STREAMS)"
             )
+        if namespace not in self.readers:
+            after = await stream_end(self.redis, Keys(namespace))
+            if namespace not in self.readers:  # nobody started one while we read
+                self.readers[namespace] = _Reader(
+                    asyncio.create_task(
+                        self._read(namespace, after), name=f"baton-events-{namespace}"
+                    )
+                )
         self.open[caller] += 1
         queue: asyncio.Queue[Event] = asyncio.Queue(QUEUE_SIZE)
-        reader = self.readers.get(namespace)
-        if reader is None:
-            reader = self.readers[namespace] = _Reader(
-                asyncio.create_task(self._read(namespace), name=f"baton-events-{namespace}")
-            )
+        reader = self.readers[namespace]
         reader.subscribers.add(queue)
         try:
             yield queue
@@ -64,11 +71,11 @@ class EventHub:
             if not self.open[caller]:
                 del self.open[caller]
 
-    async def _read(self, namespace: str) -> None:
-        """Follow the namespace's stream from its current end, for the life of the app (one
+    async def _read(self, namespace: str, after: str) -> None:
+        """Follow the namespace's stream after event ``after``, for the life of the app (one
         blocked connection per namespace with dashboards, whatever their number)."""
         reader = self.readers[namespace]
-        async for event in follow(self.redis, Keys(namespace), WAIT_MS):
+        async for event in follow(self.redis, Keys(namespace), WAIT_MS, after):
             for queue in list(reader.subscribers):
                 if not queue.full():  # a stalled reader misses events, never blocks others
                     queue.put_nowait(event)
