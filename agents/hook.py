@@ -143,6 +143,8 @@ class Baton:
         refuses it for itself."""
         try:
             return self.call(call["method"], call["path"], call.get("body"), call.get("agent"))
+        except ValueError:  # taken (2xx), with an answer that is not JSON: nothing to read
+            return None
         except OSError as error:
             raise Unreachable(f"Baton is not reachable at {self.base_url} ({error})") from None
         except Refused as refused:
@@ -346,6 +348,9 @@ def run(event: str, stdin: TextIO, baton: Baton, spool: Spool, agent: str | None
     except Rejected as error:
         print(f"baton hook: {error}", file=sys.stderr)
         return 0
+    except OSError as error:  # Baton could not take it and the spool cannot keep it
+        print(f"baton hook: event lost: {spool.folder} is unusable ({error})", file=sys.stderr)
+        return 0
     dropped = spool.take_dropped() if recorded.kind == "session_start" else 0
     if waiting is not None:
         print(
@@ -373,13 +378,18 @@ def send_writes(baton: Baton, spool: Spool, writes: list[Call]) -> tuple[int, st
     """Send ``writes`` after whatever waits in the spool, and keep in the spool what Baton
     cannot take now (in order, after what waits). How many waiting calls were delivered, and
     why the rest waits (None when nothing does). :class:`Rejected` when Baton refuses one
-    of ``writes`` itself."""
+    of ``writes`` itself; OSError when the spool cannot be written."""
     if not spool.pending():
         try:
             _send_all(baton, writes)
             return 0, None
-        except Unreachable:
-            pass  # the rest goes the locked way: after whatever another hook spooled
+        except Unreachable as error:
+            lock = spool.lock()
+            try:  # after whatever another hook kept meanwhile
+                spool.append(writes)
+                return 0, str(error)
+            finally:
+                spool.unlock(lock)
     lock = spool.lock()
     try:
         delivered = 0

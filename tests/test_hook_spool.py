@@ -132,3 +132,16 @@ def test_an_event_baton_refuses_is_set_aside_and_the_rest_delivered(
     [rejected] = [json.loads(line) for line in (spool / "rejected.jsonl").read_text().splitlines()]
     assert rejected["call"] == bad and rejected["reason"]
     assert not (spool / "events.jsonl").exists()
+
+
+def test_a_spool_that_cannot_be_written_costs_one_line_not_the_agent(tmp_path: Path) -> None:
+    """With no server and a data dir that cannot hold the spool (here a file stands where
+    the folder would be), the hook still exits 0 at once, saying in one line that the event
+    is lost and why."""
+    blocked = tmp_path / "data"
+    blocked.write_text("not a folder")
+    offline = {"BATON_DATA_DIR": str(blocked), "BATON_URL": f"http://127.0.0.1:{free_port()}"}
+    used = hook("PostToolUse", event("s-lost", tmp_path, tool_name="Read"), **offline)
+    assert (used.returncode, used.stdout) == (0, "")
+    [line] = used.stderr.splitlines()
+    assert "event lost" in line and str(blocked) in line
