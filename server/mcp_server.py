@@ -24,10 +24,11 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+from baton.server import agentmemory_shapes as shapes
 from baton.server.backend import Backend, Namespace, open_backend
 from baton.server.failures import failure_of, tool_error_text
 from baton.server.identity import CALLER, Caller, local
-from baton.server.memories import MAX_RECALL, Forgotten, MemorySaved, Recall, split_list
+from baton.server.memories import MAX_RECALL, Forgotten, split_list
 from baton.server.models import (
     History,
     OutcomeReport,
@@ -37,7 +38,6 @@ from baton.server.models import (
     Remembered,
     Resumed,
     ResumeHere,
-    Session,
     Stats,
 )
 from baton.server.settings import Settings
@@ -58,12 +58,6 @@ SHOWN_ROUNDED = frozenset(
     {"confidence", "before", "after", "average_confidence", "score", "similarity"}
 )
 STORED_DATA = frozenset({"value", "data", "details"})
-
-
-class SessionList(msgspec.Struct, kw_only=True):
-    """``memory_sessions``' answer: the most recently started sessions, newest first."""
-
-    sessions: list[Session]
 
 
 def _not_a_boolean(value: Any) -> Any:
@@ -419,7 +413,7 @@ def _add_memory_tools(mcp: MCPServer, binding: Binding) -> None:
         project: Annotated[str | None, Field(description="A stable project id.")] = None,
         agentId: str | None = None,
         ttlDays: Annotated[float | None, Field(gt=0), NOT_BOOLEAN] = None,
-    ) -> MemorySaved:
+    ) -> shapes.Saved:
         call = _resolve(binding, ctx)
         saved = await call.ns.memories.save(
             content,
@@ -432,7 +426,7 @@ def _add_memory_tools(mcp: MCPServer, binding: Binding) -> None:
         )
         if not saved.success:
             raise ToolError(saved.error or "content is required")
-        return saved
+        return shapes.saved(saved)
 
     @mcp.tool(
         description=(
@@ -455,17 +449,11 @@ def _add_memory_tools(mcp: MCPServer, binding: Binding) -> None:
                 "shared ones (your own id, unless admin)."
             ),
         ] = None,
-    ) -> Recall:
+    ) -> shapes.Search:
         call = _resolve(binding, ctx)
         agent = call.caller.acting_as(agentId).agent if agentId else None
-        return await call.ns.memories.recall(
-            query,
-            limit=limit,
-            format=format,
-            token_budget=token_budget,
-            project=project,
-            agent_id=agent,
-        )
+        found = await call.ns.memories.recall(query, limit=limit, project=project, agent_id=agent)
+        return shapes.search(found.results, format, token_budget)
 
     @mcp.tool(
         description=(
@@ -480,22 +468,21 @@ def _add_memory_tools(mcp: MCPServer, binding: Binding) -> None:
         expandIds: Csv = None,
         limit: Annotated[int, Field(ge=1, le=MAX_RECALL), NOT_BOOLEAN] = 10,
         project: str | None = None,
-    ) -> Recall:
+    ) -> shapes.SmartSearch:
         if not query and not expandIds:
             raise ToolError("give a query, or expandIds to expand")
-        return await _resolve(binding, ctx).ns.memories.smart_search(
-            query=query,
-            expand_ids=split_list(expandIds, "expandIds"),
-            limit=limit,
-            project=project,
+        expand = split_list(expandIds, "expandIds")
+        found = await _resolve(binding, ctx).ns.memories.smart_search(
+            query=query, expand_ids=expand[: shapes.EXPAND_LIMIT], limit=limit, project=project
         )
+        return shapes.smart_search(found.results, bool(expand), len(expand) > shapes.EXPAND_LIMIT)
 
     @mcp.tool(description="Recent sessions, newest first: where they ran and what they did.")
     @_as_tool_error
     async def memory_sessions(
         ctx: Context, limit: Annotated[int, Field(ge=1, le=500), NOT_BOOLEAN] = 20
-    ) -> SessionList:
-        return SessionList(sessions=await _resolve(binding, ctx).ns.sessions.recent(limit))
+    ) -> shapes.Sessions:
+        return shapes.sessions(await _resolve(binding, ctx).ns.sessions.recent(limit))
 
     @mcp.tool(
         description=(

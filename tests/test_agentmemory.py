@@ -345,7 +345,7 @@ def test_mcp_shim_lists_and_calls_tools(am: httpx.Client) -> None:
     )
     payload = json.loads(saved.json()["content"][0]["text"])
     assert payload["memory"]["concepts"] == ["git", "commits"]
-    assert payload["memory"]["agent_id"] == "codex"
+    assert payload["memory"]["agentId"] == "codex"  # agentmemory's names, as its tool has them
     failed = am.post("/mcp/call", json={"name": "memory_save", "arguments": {"content": ""}})
     assert failed.status_code == 200 and failed.json()["isError"] is True  # the shim keeps 200s
     assert "content is required" in failed.json()["content"][0]["text"]
@@ -363,10 +363,9 @@ def test_mcp_shim_lists_and_calls_tools(am: httpx.Client) -> None:
             "arguments": {"expandIds": [payload["memory"]["id"]]},
         },
     )
-    assert (
-        json.loads(aliased.json()["content"][0]["text"])["results"][0]["title"]
-        == "prefer small commits"
-    )
+    expanded = json.loads(aliased.json()["content"][0]["text"])
+    assert expanded["mode"] == "expanded"
+    assert expanded["results"][0]["observation"]["title"] == "prefer small commits"
 
 
 def test_secret_is_required_when_configured(secured_url: str) -> None:

@@ -101,7 +101,9 @@ async def test_two_agents_save_recall_expand_forget_and_hand_off(
         found = await call(alice, "memory_recall", query="kestrel keys")
         assert [hit["observation"]["id"] for hit in found["results"]] == [memory["id"]]
         expanded = await call(alice, "baton_memory_smart_search", expandIds=[memory["id"]])
-        assert expanded["results"][0]["text"] == "rotate the kestrel keys every 90 days"
+        assert expanded["mode"] == "expanded"  # agentmemory's smart-search shape
+        observation = expanded["results"][0]["observation"]
+        assert observation["narrative"] == "rotate the kestrel keys every 90 days"
         handed = await call(alice, "handoff", to="bob", summary="Rotate the keys before Friday")
         assert handed["from"] == "alice"
 

@@ -343,3 +343,39 @@ async def test_connections_that_record_nothing_leave_no_session(
         await call(writer, "remember", ref="a/b", value=1)
     [listed] = httpx.get(f"{api_url}/v1/sessions").json()
     assert (listed["agent"], listed["touched"]) == ("writer", {"a/b": 1})
+
+
+async def test_agentmemorys_tools_answer_as_its_routes_do(api_url: str, redis_url: str) -> None:
+    """The MCP tools agentmemory has too (memory_save, memory_recall, memory_smart_search,
+    memory_sessions) answer with agentmemory's field names, over MCP as on Baton's own
+    /agentmemory routes, each checked against the tool's outputSchema; Baton's own
+    memory_forget keeps Baton's."""
+    headers = {"X-Baton-Agent": "codex"}
+    with httpx.Client(base_url=f"{api_url}/agentmemory", headers=headers) as rest:
+        rest.post("/session/start", json={"sessionId": "s-shape", "project": "app", "cwd": "/a"})
+        remembered = rest.post("/remember", json={"content": "prefer small focused commits"})
+        memory_id = remembered.json()["memory"]["id"]
+        async with http_client(api_url, "codex") as client:
+            schemas = {tool.name: tool.output_schema for tool in (await client.list_tools()).tools}
+
+            async def answer(tool: str, **arguments: Any) -> dict[str, Any]:
+                found = await call(client, tool, **arguments)
+                jsonschema.validate(found, schemas[tool])
+                return found
+
+            saved = await answer("memory_save", content="rebase before merging to main")
+            assert set(saved) == set(remembered.json())
+            assert set(saved["memory"]) == set(remembered.json()["memory"])
+            assert saved["memory"]["agentId"] == "codex" and "agent_id" not in saved["memory"]
+            sessions = await answer("memory_sessions")
+            assert sessions == rest.get("/sessions").json()
+            assert sessions["sessions"][0]["observationCount"] == 0
+            for form in ("full", "compact", "narrative"):
+                recalled = await answer("memory_recall", query="small commits", format=form)
+                searched = rest.post("/search", json={"query": "small commits", "format": form})
+                assert recalled == searched.json(), form
+            expanded = await answer("memory_smart_search", expandIds=memory_id)
+            smart = rest.post("/smart-search", json={"expandIds": [memory_id]})
+            assert expanded == smart.json()
+            forgotten = await answer("memory_forget", memoryId=memory_id)
+            assert forgotten["audit_ids"]  # Baton's own tool, Baton's names

@@ -19,7 +19,7 @@ import redis.exceptions
 from litestar import Controller, Request, Response, delete, get, post
 from litestar.datastructures import State
 
-from baton.server.api import agentmemory_shapes as shapes
+from baton.server import agentmemory_shapes as shapes
 from baton.server.api.deps import CallerDep, MemoriesDep, SessionsDep, claim_agent_id
 from baton.server.clock import utc_now
 from baton.server.context_builder import START_BUDGET, ContextBuilder
@@ -29,9 +29,8 @@ from baton.server.mcp_server import SHIM_CALLER
 from baton.server.memories import MAX_AUDIT, MAX_RECALL
 
 CAMEL = re.compile(r"_([a-z])")
-FORMATS = ("full", "compact", "narrative")
+FORMATS: dict[str, shapes.Format] = {"full": "full", "compact": "compact", "narrative": "narrative"}
 SEARCH_LIMIT = 20  # agentmemory's server default
-EXPAND_LIMIT = 20
 # Tools agentmemory's MCP shim answers itself (dropping Baton's extra parameters); they are
 # listed again as baton_<name>, which the shim forwards to mcp/call with every argument.
 SHADOWED = frozenset({"memory_save", "memory_recall", "memory_smart_search", "memory_sessions"})
@@ -216,8 +215,7 @@ class AgentMemoryController(Controller):
         self, request: Request[Any, Any, Any], sessions: SessionsDep
     ) -> Response[Any]:
         limit = _positive(request.query_params.get("limit", "20"), "limit", 500)
-        found = await sessions.recent(limit)
-        return Response({"sessions": [shapes.session(s) for s in found]})
+        return Response(shapes.sessions(await sessions.recent(limit)))
 
     @post("/observe")
     async def observe(
@@ -269,11 +267,7 @@ class AgentMemoryController(Controller):
             agent_id=caller.agent,
             ttl_days=ttl,
         )
-        assert saved.memory is not None
-        answered: dict[str, Any] = {"success": True, "memory": shapes.memory(saved.memory)}
-        if saved.similar_to is not None:
-            answered["similarTo"] = msgspec.to_builtins(saved.similar_to)
-        return Response(answered, status_code=201)
+        return Response(shapes.saved(saved), status_code=201)
 
     @post("/search", status_code=200)
     async def search(
@@ -284,9 +278,9 @@ class AgentMemoryController(Controller):
         body = await _body(request)
         if not _string(body, "query"):
             return error("query is required and must be a non-empty string")
-        form = body.get("format", "full")
-        form = form.strip().lower() if isinstance(form, str) else form
-        if form not in FORMATS:
+        asked = body.get("format", "full")
+        form = FORMATS.get(asked.strip().lower() if isinstance(asked, str) else "")
+        if form is None:
             return error("format must be one of: full, compact, narrative")
         for name in ("project", "cwd"):
             if body.get(name) is not None and not isinstance(body[name], str):
@@ -319,31 +313,12 @@ class AgentMemoryController(Controller):
         limit = _positive(body.get("limit", SEARCH_LIMIT), "limit", MAX_RECALL)
         found = await memories.smart_search(
             query=_string(body, "query"),
-            expand_ids=expand[:EXPAND_LIMIT] if expand else None,
+            expand_ids=expand[: shapes.EXPAND_LIMIT] if expand else None,
             limit=limit,
             project=_string(body, "project"),
         )
-        if expand:
-            return Response(
-                {
-                    "mode": "expanded",
-                    "truncated": len(expand) > EXPAND_LIMIT,
-                    "results": [
-                        {
-                            "obsId": hit.id,
-                            "sessionId": hit.session or "memory",
-                            "observation": shapes.observation(hit),
-                        }
-                        for hit in found.results
-                    ],
-                }
-            )
-        return Response(
-            {
-                "mode": "compact",
-                "results": [shapes.search_item(hit, "compact") for hit in found.results],
-            }
-        )
+        truncated = expand is not None and len(expand) > shapes.EXPAND_LIMIT
+        return Response(shapes.smart_search(found.results, bool(expand), truncated))
 
     @post("/forget", status_code=200)
     async def forget(
