@@ -188,13 +188,9 @@ class EmbeddedServer:
         """Start the server unless one already answers; return its ``unix://`` URL."""
         private_dir(self.data_dir)
         private_dir(self.socket_path.parent)
-        if self.ping():
-            return self.url
-        with self._locked(timeout):
-            if self.ping():
-                return self.url
-            self._clear_stale(timeout)
-            self._start(timeout)
+        if not self.ping():
+            with self._locked(timeout):
+                self._start_unless_answering(timeout)
         return self.url
 
     def revive(self, timeout: float = 20.0) -> bool:
@@ -205,12 +201,17 @@ class EmbeddedServer:
             return False
         try:
             with self._locked(0):
-                if self.ping():
-                    return False
-                self._clear_stale(timeout)
-                self._start(timeout)
+                return self._start_unless_answering(timeout)
         except LockHeld:
             return False
+
+    def _start_unless_answering(self, timeout: float) -> bool:
+        """Under the start lock: clear what a dead server left and start one, unless a server
+        answers now (True when one was started)."""
+        if self.ping():
+            return False
+        self._clear_stale(timeout)
+        self._start(timeout)
         return True
 
     def stop(self, timeout: float = 20.0) -> bool:
