@@ -11,9 +11,11 @@ back where Claude Code takes it:
   concepts and open question are current; the last assistant message is read from the
   local transcript when the payload does not carry it.
 
-A hook must never get in the agent's way: a malformed payload, an unknown event, Baton
-being unreachable or refusing the token each cost one line on stderr, and the command still
-exits 0. It uses only the standard library (it runs on every tool use). ``BATON_TOKEN`` is
+A hook must never get in the agent's way nor lose an event: a malformed payload or an
+unknown event costs one line on stderr; an event Baton cannot take now (unreachable, 503,
+a refused token) waits in the data dir's spool (``baton.agents.spool``) and is delivered in
+order later; the command always exits 0. It uses only the standard library (it runs on
+every tool use). ``BATON_TOKEN`` is
 sent as a bearer token; with a token the hook acts as the token's agent unless ``AGENT_ID``
 names one.
 """
