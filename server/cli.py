@@ -9,6 +9,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from importlib.metadata import version
 from typing import Any
 
 import msgspec
@@ -406,6 +407,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="baton", description="Shared, versioned memory and handoffs for AI agents."
     )
+    parser.add_argument("--version", action="version", version=f"baton {version('baton-server')}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     serve = commands.add_parser("serve", help="run the REST API (embedded Redis by default)")
