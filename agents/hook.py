@@ -29,7 +29,7 @@ import select
 import sys
 import time
 
-from baton.agents.spool import RETRY_STATUSES, Rejected, Spool, Unreachable
+from baton.agents.spool import RETRY_STATUSES, Busy, Rejected, Spool, Unreachable
 from baton.server.clock import utc_now
 from baton.server.endpoint import base_url_of, data_dir_of
 
@@ -145,9 +145,9 @@ class Baton:
         refuses it for itself."""
         try:
             return self.call(call["method"], call["path"], call.get("body"), call.get("agent"))
-        except ValueError:  # taken (2xx), with an answer that is not JSON: nothing to read
+        except json.JSONDecodeError:  # taken (2xx), with an answer that is not JSON
             return None
-        except OSError as error:
+        except (OSError, ValueError) as error:  # ValueError: an answer that is not HTTP
             raise Unreachable(f"Baton is not reachable at {self.base_url} ({error})") from None
         except Refused as refused:
             if refused.status in RETRY_STATUSES:
@@ -312,11 +312,8 @@ def flush(baton: Baton, spool: Spool, wait_seconds: float = 0.0) -> int:
             if time.monotonic() > deadline:
                 break
             time.sleep(0.1)
-    lock = spool.lock()
-    try:
+    with spool.delivering(seconds=60.0):
         return spool.deliver(baton.send, seconds=float("inf"))
-    finally:
-        spool.unlock(lock)
 
 
 def check(base_url: str, agent: str | None, token: str | None) -> int:
@@ -355,11 +352,14 @@ def run(event: str, stdin: TextIO, baton: Baton, spool: Spool, agent: str | None
         return 0
     dropped = spool.take_dropped() if recorded.kind == "session_start" else 0
     if waiting is not None:
-        print(
-            f"baton hook: {waiting}; the event is kept in {spool.folder} and delivered in "
-            "order once Baton takes it",
-            file=sys.stderr,
+        kept = (
+            ""
+            if "not kept" in waiting
+            else (
+                f"; the event is kept in {spool.folder} and delivered in order once Baton takes it"
+            )
         )
+        print(f"baton hook: {waiting}{kept}", file=sys.stderr)
     notes = spool_notes(delivered, dropped, waiting, spool)
     try:
         output = context_of(recorded, baton, notes) if waiting is None else ""
@@ -380,32 +380,39 @@ def send_writes(baton: Baton, spool: Spool, writes: list[Call]) -> tuple[int, st
     """Send ``writes`` after whatever waits in the spool, and keep in the spool what Baton
     cannot take now (in order, after what waits). How many waiting calls were delivered, and
     why the rest waits (None when nothing does). :class:`Rejected` when Baton refuses one
-    of ``writes`` itself; OSError when the spool cannot be written."""
+    of ``writes`` itself; OSError when Baton cannot take them and the spool cannot keep them."""
     if not spool.pending():
         try:
             _send_all(baton, writes)
             return 0, None
         except Unreachable as error:
-            lock = spool.lock()
-            try:  # after whatever another hook kept meanwhile
-                spool.append(writes)
-                return 0, str(error)
-            finally:
-                spool.unlock(lock)
-    lock = spool.lock()
+            return 0, _keep(spool, writes, str(error))
+    delivered = 0
     try:
-        delivered = 0
-        try:
+        with spool.delivering():
             delivered = spool.deliver(baton.send)
-            if spool.pending():  # the backlog took its time budget: the rest waits behind it
-                raise Unreachable("earlier hook events are still being delivered")
-            _send_all(baton, writes)
+            if not spool.pending():
+                _send_all(baton, writes)
+                return delivered, None
+            waiting = "earlier hook events are still being delivered"
+    except Busy as busy:  # another process delivers: ours go behind, it or the next sends them
+        waiting = str(busy)
+    except Unreachable as error:
+        waiting = str(error)
+    except OSError as unusable:  # the spool cannot be used (a full or read-only disk)
+        try:
+            _send_all(baton, writes)  # ours go live, ahead of the backlog: better than lost
         except Unreachable as error:
-            spool.append(writes)
-            return delivered, str(error)
+            raise OSError(f"{error}, and {unusable}") from None
         return delivered, None
-    finally:
-        spool.unlock(lock)
+    return delivered, _keep(spool, writes, waiting)
+
+
+def _keep(spool: Spool, writes: list[Call], why: str) -> str:
+    """Append ``writes`` to the spool; why they wait, as told to the user."""
+    if writes and not spool.append(writes):
+        return f"{why}; the spool {spool.folder} is full and this event was not kept"
+    return why
 
 
 def _send_all(baton: Baton, writes: list[Call]) -> None:
@@ -515,6 +522,7 @@ def writes_of(event: Event, agent: str | None) -> list[Call]:
         "cwd": event.cwd,
         "timestamp": utc_now(),
         "data": trimmed(event.payload),
+        "event_id": os.urandom(8).hex(),  # sent again from the spool, it is stored once
     }
     writes.append({"method": "POST", "path": "/v1/observations", "body": observation})
     if event.kind in ("stop", "session_end"):
@@ -600,7 +608,7 @@ def main(arguments: list[str]) -> int:
     except ValueError as error:
         print(f"baton hook: {error}", file=sys.stderr)
         return 1 if flushing else 0
-    spool = Spool(data_dir_of(os.environ))
+    spool = Spool(data_dir_of(os.environ), base_url, token)
     if flushing:
         try:
             delivered = flush(baton, spool)

@@ -38,6 +38,9 @@ if TYPE_CHECKING:
     from baton.server.memories import MemoryStore
 
 DEDUPE_SECONDS = 300
+# An event the caller names (``event_id``, e.g. a hook's kept call sent again) is stored once
+# for this long: a spooled event may be delivered days after it happened.
+EVENT_ID_SECONDS = 30 * 86_400
 MAX_CONCEPTS = 50
 MAX_CONCEPT = 100
 RECENT_SESSIONS = 20
@@ -263,8 +266,11 @@ class SessionStore(NamespaceStore):
         timestamp: str,
         data: Any,
         caller: Caller,
+        event_id: str | None = None,
     ) -> Observed:
-        """Store one hook event, compressed; the same event within 5 minutes is stored once.
+        """Store one hook event, compressed; the same event within 5 minutes is stored once,
+        and an event named by ``event_id`` once within 30 days (so a kept call sent again is
+        not stored twice, and two alike events with their own ids are both stored).
         Observing into another agent's session is refused; an empty or missing ``cwd`` is
         stored as unknown (``""``)."""
         if hook_type not in HOOK_TYPES:
@@ -282,14 +288,20 @@ class SessionStore(NamespaceStore):
         check_depth(data, "data")
         await check_session_owner(self.redis, self.keys, session_id, caller)
         try:
-            fingerprint = hashlib.sha256(
-                canonical_bytes({"session": session_id, "hook": hook_type, "data": data})
-            ).hexdigest()
+            identity = (
+                {"session": session_id, "event": check_text(event_id, "event_id", 128)}
+                if event_id is not None
+                else {"session": session_id, "hook": hook_type, "data": data}
+            )
+            fingerprint = hashlib.sha256(canonical_bytes(identity)).hexdigest()
         except (TypeError, ValueError) as error:
             raise InvalidInput("data", f"must be JSON data ({error})") from None
         observation_id = f"o_{secrets.token_hex(6)}"
         first = await self.redis.set(
-            self.keys.observation_seen(fingerprint), observation_id, nx=True, ex=DEDUPE_SECONDS
+            self.keys.observation_seen(fingerprint),
+            observation_id,
+            nx=True,
+            ex=DEDUPE_SECONDS if event_id is None else EVENT_ID_SECONDS,
         )
         if not first:
             seen = (await self.redis.get(self.keys.observation_seen(fingerprint))) or b""

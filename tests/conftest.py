@@ -339,10 +339,12 @@ def wait_for_http(url: str, process: subprocess.Popen[bytes], log: Path) -> None
 
 
 @contextmanager
-def running_server(redis_url: str, log: Path, *options: str, **env: str) -> Iterator[str]:
-    """A real ``baton serve`` process (with ``options``) on a free loopback port; yields its
-    URL."""
-    port = free_port()
+def running_server(
+    redis_url: str, log: Path, *options: str, port: int | None = None, **env: str
+) -> Iterator[str]:
+    """A real ``baton serve`` process (with ``options``) on ``port`` or a free loopback
+    port; yields its URL."""
+    port = port or free_port()
     # The server sweeps by itself; tests that compare the store before and after a request
     # must not see a scheduled checkpoint land in between (tests take theirs explicitly).
     environment = {

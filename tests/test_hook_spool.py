@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from baton.agents.spool import Spool
 from tests.conftest import REPO, free_port, running_server
 from tests.test_claude_code_hooks import baton_hook
 
@@ -31,15 +32,21 @@ def event(session: str, cwd: Path, **fields: Any) -> dict[str, Any]:
     return {"session_id": session, "cwd": str(cwd), "transcript_path": "", **fields}
 
 
-def record_offline(cwd: Path, data_dir: Path) -> list[str]:
-    """A short session recorded while no server listens; the tools it used, in order."""
-    offline = {"BATON_DATA_DIR": str(data_dir), "BATON_URL": f"http://127.0.0.1:{free_port()}"}
+def spool_of(data_dir: Path, url: str) -> Path:
+    """The spool folder of ``url`` without a token in ``data_dir``."""
+    return Path(Spool(str(data_dir), url).folder)
+
+
+def record_offline(cwd: Path, data_dir: Path, url: str) -> list[str]:
+    """A short session recorded for ``url`` while no server listens there; the tools it
+    used, in order (the last one twice, alike: two events all the same)."""
+    offline = {"BATON_DATA_DIR": str(data_dir), "BATON_URL": url}
     started = hook("SessionStart", event("s-offline", cwd, source="startup"), **offline)
     assert started.returncode == 0
     context = json.loads(started.stdout)["hookSpecificOutput"]["additionalContext"]
-    assert "cannot take hook events" in context and str(data_dir / "hook-spool") in context
+    assert "cannot take hook events" in context and str(spool_of(data_dir, url)) in context
     assert len(started.stderr.splitlines()) == 1 and "kept in" in started.stderr
-    tools = ["Read", "Edit", "Grep"]
+    tools = ["Read", "Edit", "Grep", "Grep"]
     for tool in tools:
         used = hook(
             "PostToolUse",
@@ -49,7 +56,7 @@ def record_offline(cwd: Path, data_dir: Path) -> list[str]:
         assert (used.returncode, used.stdout) == (0, "")
     stopped = hook("Stop", event("s-offline", cwd, last_assistant_message="Done?"), **offline)
     assert stopped.returncode == 0
-    assert (data_dir / "hook-spool" / "events.jsonl").stat().st_size > 0
+    assert (spool_of(data_dir, url) / "events.jsonl").stat().st_size > 0
     return tools
 
 
@@ -72,65 +79,87 @@ def test_events_kept_without_a_server_reach_it_through_the_next_hook(
     redis_url: str, tmp_path: Path
 ) -> None:
     """A session recorded while no server listens is kept in the spool; the next hook call
-    that reaches a server delivers it first, in order and once (its SessionStart says how
-    much it delivered), and nothing waits afterwards."""
-    data_dir = tmp_path / "data"
-    tools = record_offline(tmp_path, data_dir)
+    that reaches the server delivers it first, in order (its SessionStart says how much it
+    delivered), two alike events as two, and nothing waits afterwards. The same calls sent
+    again (a crash before their delivery was noted) are not stored twice."""
+    data_dir, port = tmp_path / "data", free_port()
+    url = f"http://127.0.0.1:{port}"
+    tools = record_offline(tmp_path, data_dir, url)
+    kept_calls = (spool_of(data_dir, url) / "events.jsonl").read_text()
 
-    with running_server(redis_url, tmp_path / "serve.log") as url:
+    with running_server(redis_url, tmp_path / "serve.log", port=port):
         online = {"BATON_DATA_DIR": str(data_dir), "BATON_URL": url}
         started = hook("SessionStart", event("s-next", tmp_path, source="startup"), **online)
         assert (started.returncode, started.stderr) == (0, "")
         context = json.loads(started.stdout)["hookSpecificOutput"]["additionalContext"]
-        assert "received 7 hook calls kept while it was unreachable" in context
-        assert not (data_dir / "hook-spool" / "events.jsonl").exists()
+        assert "received 8 hook calls kept while it was unreachable" in context
+        assert not (spool_of(data_dir, url) / "events.jsonl").exists()
+
+        def session() -> dict[str, Any]:
+            found = httpx.get(f"{url}/v1/sessions/s-offline", headers={"X-Baton-Agent": "x"})
+            return dict(found.json())
+
+        assert (session()["status"], session()["observation_count"]) == ("completed", 6)
+        (spool_of(data_dir, url) / "events.jsonl").write_text(kept_calls)
         again = hook("PostToolUse", event("s-next", tmp_path, tool_name="Bash"), **online)
         assert (again.returncode, again.stderr) == (0, "")
-
-        session = httpx.get(f"{url}/v1/sessions/s-offline", headers={"X-Baton-Agent": "x"})
-        assert session.json()["status"] == "completed"
-        assert session.json()["observation_count"] == 5
+        assert (session()["status"], session()["observation_count"]) == ("completed", 6)
     kept = exported_session(redis_url, "s-offline")
     titles = [observation["title"] for observation in kept["observations"]]
     assert [title for title in titles if title in tools] == tools
-    assert len(titles) == 5
 
 
 def test_events_kept_without_a_server_reach_it_as_it_starts(redis_url: str, tmp_path: Path) -> None:
     """In open mode `baton serve` delivers what its data dir's spool holds as it starts,
     without waiting for a hook call."""
-    data_dir = tmp_path / "data"
-    record_offline(tmp_path, data_dir)
+    data_dir, port = tmp_path / "data", free_port()
+    url = f"http://127.0.0.1:{port}"
+    record_offline(tmp_path, data_dir, url)
+    elsewhere = f"http://127.0.0.1:{free_port()}"  # kept for another server: left alone
+    hook(
+        "PostToolUse",
+        event("s-other", tmp_path, tool_name="Read"),
+        BATON_URL=elsewhere,
+        BATON_DATA_DIR=str(data_dir),
+    )
 
     log = tmp_path / "serve.log"
-    with running_server(redis_url, log, BATON_DATA_DIR=str(data_dir)) as url:
+    with running_server(redis_url, log, port=port, BATON_DATA_DIR=str(data_dir)):
         deadline = time.monotonic() + 30
-        while (data_dir / "hook-spool" / "events.jsonl").exists():
+        while (spool_of(data_dir, url) / "events.jsonl").exists():
             assert time.monotonic() < deadline, log.read_text()[-2000:]
             time.sleep(0.2)
         session = httpx.get(f"{url}/v1/sessions/s-offline", headers={"X-Baton-Agent": "x"})
-        assert session.json()["observation_count"] == 5
+        assert session.json()["observation_count"] == 6
+        other = httpx.get(f"{url}/v1/sessions/s-other", headers={"X-Baton-Agent": "x"})
+        assert other.status_code == 404
+    assert (spool_of(data_dir, elsewhere) / "events.jsonl").stat().st_size > 0
 
 
 def test_an_event_baton_refuses_is_set_aside_and_the_rest_delivered(
     redis_url: str, tmp_path: Path
 ) -> None:
-    """A kept call Baton refuses for itself (here: a session id it never accepts) would be
-    refused for ever: it is moved to rejected.jsonl, kept for a person to read, and the calls
-    after it are delivered."""
-    data_dir = tmp_path / "data"
-    spool = data_dir / "hook-spool"
+    """A kept call Baton refuses for itself (here: an agent name it never accepts) would be
+    refused for ever, and a line that is not a call `baton hook` makes (another endpoint, a
+    line cut short) must never be sent with the user's token: each is moved to
+    rejected.jsonl, kept for a person to read, and what follows is delivered."""
+    data_dir, port = tmp_path / "data", free_port()
+    url = f"http://127.0.0.1:{port}"
+    spool = spool_of(data_dir, url)
     spool.mkdir(parents=True)
-    bad = {"method": "POST", "path": "/v1/sessions/../end", "body": {}, "agent": "claude-code"}
-    (spool / "events.jsonl").write_text(json.dumps(bad) + "\n")
-    with running_server(redis_url, tmp_path / "serve.log") as url:
+    bad = {"method": "POST", "path": "/v1/sessions/s-x/end", "body": {}, "agent": "not valid!"}
+    foreign = {"method": "DELETE", "path": "/v1/tokens", "body": {}, "agent": None}
+    lines = [json.dumps(bad), json.dumps(foreign), '{"cut": ']
+    (spool / "events.jsonl").write_text("\n".join(lines) + "\n")
+    with running_server(redis_url, tmp_path / "serve.log", port=port):
         online = {"BATON_DATA_DIR": str(data_dir), "BATON_URL": url}
         used = hook("PostToolUse", event("s-after", tmp_path, tool_name="Read"), **online)
         assert (used.returncode, used.stderr) == (0, "")
         session = httpx.get(f"{url}/v1/sessions/s-after", headers={"X-Baton-Agent": "x"})
         assert session.json()["observation_count"] == 1
-    [rejected] = [json.loads(line) for line in (spool / "rejected.jsonl").read_text().splitlines()]
-    assert rejected["call"] == bad and rejected["reason"]
+    rejected = [json.loads(line) for line in (spool / "rejected.jsonl").read_text().splitlines()]
+    assert [entry["call"] for entry in rejected[:2]] == [bad, json.dumps(foreign) + "\n"]
+    assert [entry["reason"] for entry in rejected[1:]] == ["not a hook call", "not a hook call"]
     assert not (spool / "events.jsonl").exists()
 
 

@@ -25,7 +25,7 @@ from litestar.types import ASGIApp, Receive, Scope, Send
 from mcp.server.transport_security import TransportSecuritySettings
 
 from baton.agents.hook import Baton, flush
-from baton.agents.spool import Spool, Unreachable
+from baton.agents.spool import Busy, Spool, Unreachable
 from baton.queue.sweeps import sweep_forever
 from baton.server.api.agentmemory_routes import AgentMemoryController
 from baton.server.api.allow import AllowEveryMethod
@@ -56,6 +56,7 @@ from baton.server.checkpoints import load_signing_key
 from baton.server.clock import utc_now
 from baton.server.connection import async_redis, embedded_server, redis_url, write_refused
 from baton.server.embedded import supervise
+from baton.server.endpoint import base_url
 from baton.server.identity import CALLER, Caller
 from baton.server.keys import RATE_LIMIT_NAMESPACE, READY_PROBE
 from baton.server.logs import configure_logging
@@ -126,18 +127,18 @@ def create_worker_app() -> Litestar:
 
 
 def deliver_kept(settings: Settings) -> None:
-    """Open mode: send what hooks kept in this data dir's spool while no server answered
-    (the calls carry no credentials; with tokens the next hook call sends them with its
-    own), once this server answers."""
-    spool = Spool(str(settings.data_dir))
+    """Open mode: send what hooks kept in this data dir's spool for this server's own URL
+    without a token (a spool holds only the calls recorded for its URL and token), once this
+    server answers."""
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(settings.host, settings.host)
+    url = base_url(None, f"[{host}]" if ":" in host else host, settings.port)
+    spool = Spool(str(settings.data_dir), url)
     if not spool.pending():
         return
-    host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(settings.host, settings.host)
-    address = f"[{host}]" if ":" in host else host
     try:
-        delivered = flush(Baton(f"http://{address}:{settings.port}", None, None), spool, 30)
-    except Unreachable as error:
-        log.warning("hook events kept in the spool could not be delivered", error=str(error))
+        delivered = flush(Baton(url, None, None), spool, 30)
+    except (Unreachable, Busy, OSError) as error:
+        log.warning("hook events kept in the spool wait for the next hook", error=str(error))
     else:
         log.info("hook events kept while no server answered delivered", calls=delivered)
 

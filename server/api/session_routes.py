@@ -36,6 +36,7 @@ class ObserveBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     cwd: str | None = None
     timestamp: str
     data: Any = None
+    event_id: str | None = None  # a caller's id for the event: stored once per id
 
 
 class ContextBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -189,6 +190,7 @@ class MemoryController(Controller):
             timestamp=data.timestamp,
             data=data.data,
             caller=caller,
+            event_id=data.event_id,
         )
 
     @post(
