@@ -55,7 +55,8 @@ class AgentWorker(SimpleWorker):
         if thread is None or self.pubsub is None:
             return
         thread.stop(timeout=0)
-        with contextlib.suppress(RedisError):  # a lost connection: nothing to unsubscribe
+        # A lost connection, or the thread closing the pubsub at that moment: nothing to do.
+        with contextlib.suppress(RedisError, AttributeError):
             self.pubsub.unsubscribe()  # type: ignore[no-untyped-call]  # unannotated in redis-py
         thread.join(timeout=1)
         self.pubsub.close()

@@ -349,13 +349,14 @@ def _json_name(value: Any) -> str:
     return names.get(type(value), type(value).__name__)
 
 
-def read_dump(lines: Iterable[str]) -> list[dict[str, Any]]:
+def read_dump(lines: Iterable[str], *, sealed: bool = True) -> list[dict[str, Any]]:
     """Parse a whole dump and check it before anything is written: every line (shape,
     types, versions, every hash chain) and the end line (count and sha256 of the lines
-    before it). Raise InvalidInput naming the first fault as ``line N: …``; return the
-    lines without the end line."""
+    before it; with ``sealed`` false a dump without one is taken as it is, as dumps made
+    before Baton wrote end lines are). Raise InvalidInput naming the first fault as
+    ``line N: …``; return the lines without the end line."""
     parsed: list[dict[str, Any]] = []
-    sealed = Seal()
+    seal = Seal()
     end: dict[str, Any] | None = None
     number = 0
     for number, text in enumerate(lines, start=1):
@@ -369,21 +370,23 @@ def read_dump(lines: Iterable[str]) -> list[dict[str, Any]]:
             raise _refused(number, f"not JSON ({error})") from None
         if isinstance(line, dict) and line.get("type") == "end":
             end = line
-            if line != sealed.end():
+            if line != seal.end():
                 raise _refused(
                     number,
                     f"the end line says {line.get('lines')} lines with sha256 "
-                    f"{str(line.get('sha256'))[:12]}…, the dump has {sealed.lines} with "
-                    f"{sealed.digest.hexdigest()[:12]}… (edited or cut)",
+                    f"{str(line.get('sha256'))[:12]}…, the dump has {seal.lines} with "
+                    f"{seal.digest.hexdigest()[:12]}… (edited or cut)",
                 )
             continue
         if (problem := _problem(line)) is not None:
             raise _refused(number, problem)
-        sealed.add(text)
+        seal.add(text)
         parsed.append(line)
-    if end is None:
+    if end is None and sealed:
         raise _refused(
-            number + 1, "the dump ends without its end line: cut short, or not made by export"
+            number + 1,
+            "the dump ends without its end line: cut short, or made before Baton wrote one "
+            "(then pass --unsealed)",
         )
     return parsed
 

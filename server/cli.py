@@ -154,7 +154,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     try:
         with open(args.dump, encoding="utf-8") if args.dump != "-" else sys.stdin as source:
-            lines = read_dump(source)  # every line checked before anything is written
+            lines = read_dump(source, sealed=not args.unsealed)  # all checked before writing
     except OSError as error:
         raise SystemExit(f"baton: cannot read {args.dump}: {error}") from None
     except UnicodeDecodeError as error:
@@ -476,6 +476,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--merge",
         action="store_true",
         help="write over what the namespace holds (same ids are replaced)",
+    )
+    load.add_argument(
+        "--unsealed",
+        action="store_true",
+        help="accept a dump without its end line (made before Baton wrote one); "
+        "a dump cut short is then not detected",
     )
     load.set_defaults(handler=cmd_import)
 

@@ -164,17 +164,18 @@ class EmbeddedServer:
         return None
 
     def pids(self) -> list[int]:
-        """Every live valkey-server serving this data dir, found by its working directory
-        (``--dir``), not by the pid file: a pid file or socket removed by hand must never let
-        a second server start on the same append-only file."""
+        """Every live valkey-server serving this data dir, found by what it is (its working
+        directory is the data dir, ``--dir``, and its title names this socket), not by the pid
+        file: a pid file or socket removed by hand must never let a second server start on the
+        same append-only file. A client run there (``valkey-cli``) is not one."""
         home = os.path.realpath(self.data_dir)
+        socket = f"unixsocket:{self.socket_path}"
         found = []
-        for process in psutil.process_iter(["name", "cwd", "status"]):
-            name = process.info["name"] or ""
+        for process in psutil.process_iter(["cwd", "status", "cmdline"]):
             if (
-                ("valkey" in name or "redis" in name)
-                and process.info["cwd"] == home
+                process.info["cwd"] == home
                 and process.info["status"] != psutil.STATUS_ZOMBIE
+                and socket in " ".join(process.info["cmdline"] or ())
             ):
                 found.append(process.pid)
         return sorted(found)
@@ -208,9 +209,8 @@ class EmbeddedServer:
     def _start_unless_answering(self, timeout: float) -> bool:
         """Under the start lock: clear what a dead server left and start one, unless a server
         answers now (True when one was started)."""
-        if self.ping():
-            return False
-        self._clear_stale(timeout)
+        if self._clear_stale(timeout):
+            return False  # it answered after all (it was loading, or briefly stalled)
         self._start(timeout)
         return True
 
@@ -227,8 +227,8 @@ class EmbeddedServer:
             with contextlib.suppress(redis.ConnectionError):
                 client.shutdown()  # flushes the append-only file, then exits
             client.close()
-            if pid is not None:
-                _wait_for_exit(pid, timeout)
+            if pid is not None and not _exited(pid, timeout):
+                raise EmbeddedServerError(f"valkey-server {pid} did not stop within {timeout:.0f}s")
             self._remove_runtime_files()
         return True
 
@@ -242,16 +242,18 @@ class EmbeddedServer:
         }
         if not self.ping():
             return report
+        report["running"] = True
         client = self.client(decode_responses=True)
         try:
             info = client.info()
             report.update(
-                running=True,
                 version=info.get("valkey_version") or info.get("redis_version"),
-                keys=client.dbsize(),
                 used_memory=info.get("used_memory_human"),
                 appendfsync=client.config_get("appendfsync").get("appendfsync"),
+                keys=client.dbsize(),
             )
+        except redis.BusyLoadingError:
+            pass  # the condition says so; the key count comes once it is loaded
         finally:
             client.close()
         report["condition"] = self.condition() or "ok"
@@ -277,16 +279,16 @@ class EmbeddedServer:
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
-    def _clear_stale(self, timeout: float) -> None:
+    def _clear_stale(self, timeout: float) -> bool:
         """Remove what a crashed server left: its pid file and socket, and a process of ours
         that stays silent for ``timeout`` (it may be loading a large append-only file; one
-        that answers anything, an error included, is kept). A silent one is asked to stop
-        (SIGTERM: it flushes its append-only file) before it is killed."""
+        that answers anything, an error included, is kept: True). A silent one is asked to
+        stop (SIGTERM: it flushes its append-only file) before it is killed."""
         for pid in self.pids():
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline and psutil.pid_exists(pid):
                 if self.ping():
-                    return
+                    return True
                 time.sleep(0.1)
             if psutil.pid_exists(pid):
                 log.warning("embedded server silent: stopping it", pid=pid, seconds=timeout)
@@ -296,6 +298,7 @@ class EmbeddedServer:
                     if _exited(pid, grace):
                         break
         self._remove_runtime_files()
+        return False
 
     def _remove_runtime_files(self) -> None:
         for path in (self.socket_path, self.pid_path):
@@ -388,11 +391,6 @@ def private_dir(path: Path) -> None:
             raise EmbeddedServerError(
                 f"{path} is readable by others and cannot be made private ({error})"
             ) from None
-
-
-def _wait_for_exit(pid: int, timeout: float) -> None:
-    with contextlib.suppress(psutil.NoSuchProcess):
-        psutil.Process(pid).wait(timeout)
 
 
 def _exited(pid: int, timeout: float) -> bool:

@@ -18,6 +18,15 @@ from baton.server.errors import BatonError, InvalidInput
 
 UNEXPECTED = "an unexpected error occurred; it has been logged"
 UNREACHABLE = "Baton cannot reach its Redis server right now; retry shortly"
+# Redis out of reach for now: down, timing out, or a cluster moving slots or failing over.
+UNREACHABLE_ERRORS = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.MasterDownError,
+    redis.exceptions.SlotNotCoveredError,
+)
 # agentmemory answers a caller's mistakes with 400, except these (its clients tell them apart).
 AGENTMEMORY_KEEPS = frozenset({403, 404})
 
@@ -39,7 +48,7 @@ def failure_of(error: Exception) -> Failure:
     """The translation of ``error``."""
     if isinstance(error, BatonError):
         return Failure(error.status_code, error.title, error.detail, "caller", error.extra)
-    if isinstance(error, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):
+    if isinstance(error, UNREACHABLE_ERRORS):
         return Failure(503, "Store unavailable", UNREACHABLE, "unreachable")
     if (
         isinstance(error, redis.exceptions.ResponseError)

@@ -28,8 +28,8 @@ class PortInUse(OSError):
 def check_port(host: str, port: int) -> None:
     """Raise :class:`PortInUse`, naming the process that holds it where it can be seen,
     unless ``host:port`` can be bound now (as uvicorn binds it: ``SO_REUSEADDR``)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET  # as uvicorn picks it
     try:
-        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
         with socket.socket(family, socket.SOCK_STREAM) as probe:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             probe.bind((host, port))

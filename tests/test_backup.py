@@ -410,3 +410,20 @@ def test_replace_is_all_or_nothing_when_redis_refuses_the_writes(
     [line] = refused.stderr.strip().splitlines()
     assert "out of memory" in line
     assert canonical(baton(redis_url, "export").stdout) == canonical(before)
+
+
+def test_a_dump_made_before_end_lines_imports_with_unsealed(
+    http: httpx.Client, redis_url: str, sync_redis: redis.Redis, tmp_path: Path
+) -> None:
+    """A dump without an end line (as Baton wrote them before) is refused with the way out
+    named, and imports whole with --unsealed, every other check still made."""
+    populate(http)
+    exported = baton(redis_url, "export").stdout
+    dump = tmp_path / "old.jsonl"
+    dump.write_text("".join(exported.splitlines(keepends=True)[:-1]))
+    sync_redis.flushdb()
+    refused = baton(redis_url, "import", str(dump))
+    assert refused.returncode == 2 and "--unsealed" in refused.stderr
+    loaded = baton(redis_url, "import", "--unsealed", str(dump))
+    assert loaded.returncode == 0, loaded.stderr
+    assert canonical(baton(redis_url, "export").stdout) == canonical(exported)

