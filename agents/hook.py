@@ -522,7 +522,6 @@ def writes_of(event: Event, agent: str | None) -> list[Call]:
         "cwd": event.cwd,
         "timestamp": utc_now(),
         "data": trimmed(event.payload),
-        "event_id": os.urandom(8).hex(),  # sent again from the spool, it is stored once
     }
     writes.append({"method": "POST", "path": "/v1/observations", "body": observation})
     if event.kind in ("stop", "session_end"):

@@ -10,9 +10,9 @@ a call (method, path, body and the agent header; never a token).
 Whoever holds the folder's delivery lock sends the waiting calls oldest first, before
 anything newer: the next hook call (for a bounded time), ``baton hook --flush``, or
 ``baton serve`` as it starts (open mode: the spool of its own URL without a token).
-Progress is written after every delivered call; each call carries an ``event_id`` that
-Baton stores once, so a call sent again after a crash is not stored twice. A hook that finds
-another delivering appends behind it and moves on, never waiting on it.
+Progress is written after every delivered call; each kept observation carries an
+``event_id`` that Baton stores once, so a call sent again after a crash is not stored
+twice. A hook that finds another delivering appends behind it and moves on, never waiting.
 
 A call Baton refuses for itself (any other error status, or a line that is not a call Baton's
 hooks make) would be refused for ever: it is moved to ``rejected.jsonl``, kept for a person
@@ -128,7 +128,12 @@ class Spool:
 
     def append(self, calls: list[Call]) -> bool:
         """Keep ``calls`` after what waits; False when the spool is full and they were
-        counted in ``dropped`` instead. Safe beside a delivery in progress."""
+        counted in ``dropped`` instead. Safe beside a delivery in progress. Each kept
+        observation gets an ``event_id`` (Baton stores it once per id), since a kept call may
+        be sent twice; live calls go without one, leaving Baton no key to keep."""
+        for call in calls:
+            if call.get("path") == "/v1/observations" and isinstance(call.get("body"), dict):
+                call["body"].setdefault("event_id", os.urandom(8).hex())
         data = "".join(json.dumps(call, separators=(",", ":")) + "\n" for call in calls)
         with self._locked("append.lock", 10.0):
             try:
