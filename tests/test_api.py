@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import warnings
@@ -415,3 +416,34 @@ def test_a_namespace_header_that_is_not_text_is_a_422(api_url: str, redis_url: s
         )
         answer = b"".join(iter(lambda: raw.recv(4096), b"")).decode("latin-1")
     assert answer.startswith("HTTP/1.1 422") and '"field": "x-baton-namespace"' in answer
+
+
+def test_a_path_holding_a_nul_is_a_clear_400(http: httpx.Client) -> None:
+    """A NUL in a path can name no file or ref: where a route would take the path, 400
+    problem+json naming it; where none would, 404; never a 500 (the static files' lookup
+    raised)."""
+    assert http.get("/%00").status_code == 404  # no route there at all
+    for path in ("/static/%00", "/v1/records/a%00b", "/v1/dashboard/records/x%00"):
+        answer = http.get(path)
+        assert answer.status_code == 400, path
+        assert answer.headers["content-type"].startswith("application/problem+json"), path
+        assert answer.json()["field"] == "path"
+
+
+def test_a_host_given_twice_is_400(api_url: str) -> None:
+    """Two Host headers (which one would count? RFC 9112 says 400) are refused before any
+    route runs, whatever the first one says (open mode used to read only the first)."""
+    host, port = api_url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as raw:
+        raw.sendall(
+            b"GET /v1/whoami HTTP/1.1\r\nHost: "
+            + f"{host}:{port}".encode()
+            + b"\r\nHost: elsewhere.example\r\nX-Baton-Agent: scout\r\n"
+            b"Connection: close\r\n\r\n"
+        )
+        answer = b""
+        while chunk := raw.recv(65536):
+            answer += chunk
+    status_line, _, rest = answer.partition(b"\r\n")
+    assert status_line.split()[1] == b"400", answer
+    assert b"host: given more than once" in rest

@@ -129,6 +129,15 @@ class Gate:
 
     # -- checks ------------------------------------------------------------------------------
 
+    @staticmethod
+    def check_request_line(scope: Scope, headers: Headers) -> None:
+        """What no route can answer: a path holding a NUL (no file or ref can) and a Host
+        given twice (which one would count? RFC 9112 answers 400)."""
+        if "\x00" in scope["path"]:
+            raise BatonError("the path holds a NUL character", field="path")
+        if len(headers.all(b"host")) > 1:
+            raise Ambiguous("host", "given more than once; send it once")
+
     def allowed_host(self, host: str) -> bool:
         return host in self.allowed_hosts or host in LOOPBACK_NAMES or is_loopback(host)
 
@@ -254,6 +263,7 @@ class Gate:
     async def identify(self, scope: Scope, redis: Redis) -> Caller | None:
         """The caller of a request, None for the always-open paths; raises the refusal."""
         headers = Headers(scope["headers"])
+        self.check_request_line(scope, headers)
         if not self.secured and time.monotonic() - self.checked > TOKENS_CHECK_SECONDS:
             await self.look_for_tokens(redis)
         secured = self.secured
