@@ -252,3 +252,28 @@ async def test_a_stream_gets_an_event_written_the_moment_it_opened(
     finally:
         await hub.close()
         await client.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_namespace_whose_streams_closed_holds_no_connection(redis_url: str) -> None:
+    """Once the last stream of a namespace closes, its reader stops and gives back its
+    blocked connection (each namespace that ever had a dashboard used to keep one in XREAD
+    BLOCK for ever); a stream opened later gets a reader again and its events."""
+    client = async_redis(redis_url)
+    hub = EventHub(client, per_caller=4)
+    try:
+        readers = []
+        for namespace in ("one", "two", "three"):
+            async with hub.subscribe(namespace, "watcher"):
+                readers.append(hub.readers[namespace].task)
+        await asyncio.sleep(0)
+        assert hub.readers == {}
+        assert all(task.cancelled() or task.done() for task in readers)
+        async with hub.subscribe("one", "watcher") as queue:
+            await hub.redis.execute_command(
+                "XADD", Keys("one").events, *event_args("done", "executor", "again")
+            )
+            assert (await asyncio.wait_for(queue.get(), 10)).text == "again"
+    finally:
+        await hub.close()
+        await client.aclose()

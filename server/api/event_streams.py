@@ -1,6 +1,6 @@
 """Live event streams for the dashboard without a Redis connection per open stream.
 
-One reader task per namespace blocks on the namespace's activity stream (``XREAD BLOCK``)
+One reader task per namespace with open streams blocks on its activity stream (``XREAD BLOCK``)
 over a client of its own, and fans each event out to every subscriber's queue. However many
 dashboards are open, they hold no connection of the request pool, so requests are never
 starved; a caller may hold at most ``BATON_MAX_STREAMS`` streams at once (429 beyond).
@@ -67,13 +67,16 @@ class EventHub:
             yield queue
         finally:
             reader.subscribers.discard(queue)
+            if not reader.subscribers and self.readers.get(namespace) is reader:
+                del self.readers[namespace]  # its blocked read would hold a connection for ever
+                reader.task.cancel()
             self.open[caller] -= 1
             if not self.open[caller]:
                 del self.open[caller]
 
     async def _read(self, namespace: str, after: str) -> None:
-        """Follow the namespace's stream after event ``after``, for the life of the app (one
-        blocked connection per namespace with dashboards, whatever their number)."""
+        """Follow the namespace's stream after event ``after`` while it has subscribers (one
+        blocked connection per namespace with open dashboards, whatever their number)."""
         reader = self.readers[namespace]
         async for event in follow(self.redis, Keys(namespace), WAIT_MS, after):
             for queue in list(reader.subscribers):
