@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from importlib.metadata import version
-from typing import Any
+from typing import Any, get_args
 
 import msgspec
 import redis.exceptions
@@ -29,7 +29,7 @@ from baton.server.mcp_server import SHIM_CALLER
 from baton.server.memories import MAX_AUDIT, MAX_RECALL
 
 CAMEL = re.compile(r"_([a-z])")
-FORMATS: dict[str, shapes.Format] = {"full": "full", "compact": "compact", "narrative": "narrative"}
+FORMATS: tuple[shapes.Format, ...] = get_args(shapes.Format)
 SEARCH_LIMIT = 20  # agentmemory's server default
 # Tools agentmemory's MCP shim answers itself (dropping Baton's extra parameters); they are
 # listed again as baton_<name>, which the shim forwards to mcp/call with every argument.
@@ -279,7 +279,8 @@ class AgentMemoryController(Controller):
         if not _string(body, "query"):
             return error("query is required and must be a non-empty string")
         asked = body.get("format", "full")
-        form = FORMATS.get(asked.strip().lower() if isinstance(asked, str) else "")
+        asked = asked.strip().lower() if isinstance(asked, str) else None
+        form = next((each for each in FORMATS if each == asked), None)
         if form is None:
             return error("format must be one of: full, compact, narrative")
         for name in ("project", "cwd"):
