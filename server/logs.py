@@ -9,6 +9,10 @@ import structlog
 
 
 def configure_logging(level: int = logging.INFO) -> None:
+    """Configure structlog once per process: a process (or an application embedding Baton's
+    app, or the test suite) that configured it already keeps its own set-up."""
+    if structlog.is_configured():
+        return
     renderer: structlog.types.Processor = (
         structlog.dev.ConsoleRenderer()
         if sys.stderr.isatty()
