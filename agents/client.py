@@ -12,7 +12,6 @@ raised as :class:`BatonAPIError` subclasses carrying the problem+json body.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
@@ -21,6 +20,7 @@ from urllib.parse import quote
 import httpx
 import msgspec
 
+from baton.server import operations as ops
 from baton.server.models import (
     AgentSummary,
     History,
@@ -35,6 +35,7 @@ from baton.server.models import (
     Session,
     Stats,
 )
+from baton.server.operation import Operation
 
 T = TypeVar("T")
 
@@ -131,142 +132,26 @@ def _drop_none(values: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in values.items() if value is not None}
 
 
-class Calls:
-    """Builds every call; both clients send them."""
-
-    @staticmethod
-    def remember(
-        ref: str,
-        value: Any,
-        *,
-        tags: Sequence[str] = (),
-        confidence: float = 0.5,
-        expected_version: int | None = None,
-    ) -> Call[Remembered]:
-        body = {
-            "ref": ref,
-            "value": value,
-            "tags": list(tags),
-            "confidence": confidence,
-            "expected_version": expected_version,
-        }
-        return Call("POST", "/v1/records", Remembered, json=_drop_none(body))
-
-    @staticmethod
-    def recall(ref: str, version: int | None = None) -> Call[RecordVersion]:
-        return Call(
-            "GET",
-            f"/v1/records/{_in_path(ref, segments=True)}",
-            RecordVersion,
-            params=_drop_none({"version": version}),
-        )
-
-    @staticmethod
-    def list_records(
-        *,
-        scope: str | None = None,
-        tags: Sequence[str] = (),
-        tags_mode: str = "all",
-        min_confidence: float | None = None,
-        limit: int = 50,
-        cursor: str | None = None,
-    ) -> Call[RecordPage]:
-        params = {
-            "scope": scope,
-            "tags": list(tags) or None,
-            "tags_mode": tags_mode,
-            "min_confidence": min_confidence,
-            "limit": limit,
-            "cursor": cursor,
-        }
-        return Call("GET", "/v1/records", RecordPage, params=_drop_none(params))
-
-    @staticmethod
-    def history(ref: str) -> Call[History]:
-        return Call("GET", f"/v1/history/{_in_path(ref, segments=True)}", History)
-
-    @staticmethod
-    def outcomes(ref: str) -> Call[list[OutcomeEntry]]:
-        return Call("GET", f"/v1/outcomes/{_in_path(ref, segments=True)}", list[OutcomeEntry])
-
-    @staticmethod
-    def record_outcome(
-        outcome: str,
-        outcome_ref: str,
-        *,
-        refs: Sequence[str] | None = None,
-        note: str | None = None,
-        handoff_id: str | None = None,
-    ) -> Call[OutcomeReport]:
-        body = {
-            "outcome": outcome,
-            "outcome_ref": outcome_ref,
-            "refs": None if refs is None else list(refs),
-            "note": note,
-            "handoff_id": handoff_id,
-        }
-        return Call("POST", "/v1/outcomes", OutcomeReport, json=_drop_none(body))
-
-    @staticmethod
-    def handoff(
-        to: str,
-        summary: str,
-        *,
-        next: Sequence[str] = (),
-        open: Sequence[str] = (),
-        pins: Sequence[dict[str, Any]] | None = None,
-        expires_in: float | None = None,
-        note: str | None = None,
-    ) -> Call[Packet]:
-        body = {
-            "to": to,
-            "summary": summary,
-            "next": list(next),
-            "open": list(open),
-            "pins": None if pins is None else list(pins),
-            "expires_in": expires_in,
-            "note": note,
-        }
-        return Call("POST", "/v1/handoffs", Packet, json=_drop_none(body))
-
-    @staticmethod
-    def resume(agent: str, lease_seconds: float | None = None) -> Call[Resumed]:
-        body = _drop_none({"lease_seconds": lease_seconds})
-        return Call("POST", f"/v1/agents/{_in_path(agent)}/resume", Resumed, json=body)
-
-    @staticmethod
-    def settle(packet_id: str, action: str, body: dict[str, Any]) -> Call[Packet]:
-        return Call(
-            "POST", f"/v1/handoffs/{_in_path(packet_id)}/{action}", Packet, json=_drop_none(body)
-        )
-
-    @staticmethod
-    def get_handoff(packet_id: str) -> Call[Packet]:
-        return Call("GET", f"/v1/handoffs/{_in_path(packet_id)}", Packet)
-
-    @staticmethod
-    def list_handoffs(
-        *,
-        status: str | None = None,
-        to: str | None = None,
-        from_agent: str | None = None,
-        limit: int = 50,
-        cursor: str | None = None,
-    ) -> Call[PacketPage]:
-        params = {"status": status, "to": to, "from": from_agent, "limit": limit, "cursor": cursor}
-        return Call("GET", "/v1/handoffs", PacketPage, params=_drop_none(params))
-
-    @staticmethod
-    def agents() -> Call[list[AgentSummary]]:
-        return Call("GET", "/v1/agents", list[AgentSummary])
-
-    @staticmethod
-    def stats(verify: bool = False) -> Call[Stats]:
-        return Call("GET", "/v1/stats", Stats, params={"verify": verify})
-
-    @staticmethod
-    def start_session() -> Call[Session]:
-        return Call("POST", "/v1/sessions", Session)
+def request(operation: Operation[Any, T], **fields: Any) -> Call[T]:
+    """The request of ``operation`` (``baton.server.operations``): ``fields`` build the
+    operation's own input type, so a parameter the server does not take is a TypeError here;
+    the server validates the values. Path fields go into the path, a GET's others into the
+    query, any other method's into the JSON body (fields left at None are left out)."""
+    assert operation.rest is not None, f"{operation.name} has no REST route"
+    wire = msgspec.to_builtins(operation.input(**fields))
+    required = {
+        info.encode_name
+        for info in msgspec.structs.fields(operation.input)
+        if info.default is msgspec.NODEFAULT and info.default_factory is msgspec.NODEFAULT
+    }
+    path = operation.rest.path
+    for field_name, kind in operation.rest.path_fields.items():
+        value = _in_path(str(wire.pop(field_name)), segments=kind == "path")
+        path = path.replace(f"{{{field_name}:{kind}}}", value)
+    given = {key: value for key, value in wire.items() if value is not None or key in required}
+    if operation.rest.method == "GET":
+        return Call("GET", path, operation.result, params=given)
+    return Call(operation.rest.method, path, operation.result, json=given)
 
 
 def _headers(
@@ -334,55 +219,57 @@ class BatonClient:
 
     def start_session(self) -> Session:
         """Start a session and send its id with every later request."""
-        session = self._send(Calls.start_session())
+        session = self._send(request(ops.START_SESSION))
         self._http.headers["X-Baton-Session"] = session.id
         return session
 
     def remember(self, ref: str, value: Any, **options: Any) -> Remembered:
-        return self._send(Calls.remember(ref, value, **options))
+        return self._send(request(ops.REMEMBER, ref=ref, value=value, **options))
 
     def recall(self, ref: str, version: int | None = None) -> RecordVersion:
-        return self._send(Calls.recall(ref, version))
+        return self._send(request(ops.READ_RECORD, ref=ref, version=version))
 
     def list_records(self, **filters: Any) -> RecordPage:
-        return self._send(Calls.list_records(**filters))
+        return self._send(request(ops.LIST_RECORDS, **filters))
 
     def history(self, ref: str) -> History:
-        return self._send(Calls.history(ref))
+        return self._send(request(ops.HISTORY, ref=ref))
 
     def outcomes(self, ref: str) -> list[OutcomeEntry]:
-        return self._send(Calls.outcomes(ref))
+        return self._send(request(ops.OUTCOMES, ref=ref))
 
     def record_outcome(self, outcome: str, outcome_ref: str, **options: Any) -> OutcomeReport:
-        return self._send(Calls.record_outcome(outcome, outcome_ref, **options))
+        return self._send(
+            request(ops.RECORD_OUTCOME, outcome=outcome, outcome_ref=outcome_ref, **options)
+        )
 
     def handoff(self, to: str, summary: str, **options: Any) -> Packet:
-        return self._send(Calls.handoff(to, summary, **options))
+        return self._send(request(ops.HANDOFF, to=to, summary=summary, **options))
 
     def resume(self, lease_seconds: float | None = None) -> Resumed:
         """Claim this agent's oldest queued packet (``packet`` is None when nothing waits)."""
-        return self._send(Calls.resume(self.agent, lease_seconds))
+        return self._send(request(ops.RESUME, agent=self.agent, lease_seconds=lease_seconds))
 
     def complete(self, packet_id: str) -> Packet:
-        return self._send(Calls.settle(packet_id, "complete", {}))
+        return self._send(request(ops.COMPLETE, packet_id=packet_id))
 
     def release(self, packet_id: str, reason: str | None = None) -> Packet:
-        return self._send(Calls.settle(packet_id, "release", {"reason": reason}))
+        return self._send(request(ops.RELEASE, packet_id=packet_id, reason=reason))
 
     def fail(self, packet_id: str, error: str) -> Packet:
-        return self._send(Calls.settle(packet_id, "fail", {"error": error}))
+        return self._send(request(ops.FAIL, packet_id=packet_id, error=error))
 
     def get_handoff(self, packet_id: str) -> Packet:
-        return self._send(Calls.get_handoff(packet_id))
+        return self._send(request(ops.GET_HANDOFF, packet_id=packet_id))
 
     def list_handoffs(self, **filters: Any) -> PacketPage:
-        return self._send(Calls.list_handoffs(**filters))
+        return self._send(request(ops.LIST_HANDOFFS, **filters))
 
     def agents(self) -> list[AgentSummary]:
-        return self._send(Calls.agents())
+        return self._send(request(ops.AGENTS))
 
     def stats(self, verify: bool = False) -> Stats:
-        return self._send(Calls.stats(verify))
+        return self._send(request(ops.MEMORY_STATS, verify=verify))
 
 
 class AsyncBatonClient:
@@ -431,51 +318,53 @@ class AsyncBatonClient:
         await self.aclose()
 
     async def start_session(self) -> Session:
-        session = await self._send(Calls.start_session())
+        session = await self._send(request(ops.START_SESSION))
         self._http.headers["X-Baton-Session"] = session.id
         return session
 
     async def remember(self, ref: str, value: Any, **options: Any) -> Remembered:
-        return await self._send(Calls.remember(ref, value, **options))
+        return await self._send(request(ops.REMEMBER, ref=ref, value=value, **options))
 
     async def recall(self, ref: str, version: int | None = None) -> RecordVersion:
-        return await self._send(Calls.recall(ref, version))
+        return await self._send(request(ops.READ_RECORD, ref=ref, version=version))
 
     async def list_records(self, **filters: Any) -> RecordPage:
-        return await self._send(Calls.list_records(**filters))
+        return await self._send(request(ops.LIST_RECORDS, **filters))
 
     async def history(self, ref: str) -> History:
-        return await self._send(Calls.history(ref))
+        return await self._send(request(ops.HISTORY, ref=ref))
 
     async def outcomes(self, ref: str) -> list[OutcomeEntry]:
-        return await self._send(Calls.outcomes(ref))
+        return await self._send(request(ops.OUTCOMES, ref=ref))
 
     async def record_outcome(self, outcome: str, outcome_ref: str, **options: Any) -> OutcomeReport:
-        return await self._send(Calls.record_outcome(outcome, outcome_ref, **options))
+        return await self._send(
+            request(ops.RECORD_OUTCOME, outcome=outcome, outcome_ref=outcome_ref, **options)
+        )
 
     async def handoff(self, to: str, summary: str, **options: Any) -> Packet:
-        return await self._send(Calls.handoff(to, summary, **options))
+        return await self._send(request(ops.HANDOFF, to=to, summary=summary, **options))
 
     async def resume(self, lease_seconds: float | None = None) -> Resumed:
-        return await self._send(Calls.resume(self.agent, lease_seconds))
+        return await self._send(request(ops.RESUME, agent=self.agent, lease_seconds=lease_seconds))
 
     async def complete(self, packet_id: str) -> Packet:
-        return await self._send(Calls.settle(packet_id, "complete", {}))
+        return await self._send(request(ops.COMPLETE, packet_id=packet_id))
 
     async def release(self, packet_id: str, reason: str | None = None) -> Packet:
-        return await self._send(Calls.settle(packet_id, "release", {"reason": reason}))
+        return await self._send(request(ops.RELEASE, packet_id=packet_id, reason=reason))
 
     async def fail(self, packet_id: str, error: str) -> Packet:
-        return await self._send(Calls.settle(packet_id, "fail", {"error": error}))
+        return await self._send(request(ops.FAIL, packet_id=packet_id, error=error))
 
     async def get_handoff(self, packet_id: str) -> Packet:
-        return await self._send(Calls.get_handoff(packet_id))
+        return await self._send(request(ops.GET_HANDOFF, packet_id=packet_id))
 
     async def list_handoffs(self, **filters: Any) -> PacketPage:
-        return await self._send(Calls.list_handoffs(**filters))
+        return await self._send(request(ops.LIST_HANDOFFS, **filters))
 
     async def agents(self) -> list[AgentSummary]:
-        return await self._send(Calls.agents())
+        return await self._send(request(ops.AGENTS))
 
     async def stats(self, verify: bool = False) -> Stats:
-        return await self._send(Calls.stats(verify))
+        return await self._send(request(ops.MEMORY_STATS, verify=verify))

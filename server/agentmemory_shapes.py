@@ -1,6 +1,7 @@
 """Baton's results in agentmemory's field names and types, field for field: the one place
 that decides what agentmemory's clients see, on its REST routes (``/agentmemory``) and from
-the MCP tools agentmemory has too (:data:`AGENTMEMORY_TOOLS`).
+the MCP tools agentmemory has too (the operations named ``agentmemory`` in
+``baton.server.operations``).
 
 Read from ``@agentmemory/agentmemory`` 0.9.29 (its REST registrations, its MCP tool
 handlers and its ``mem::*`` functions in ``dist/index.mjs``; its tools answer the JSON of
@@ -19,11 +20,6 @@ import msgspec
 from baton.server.memories import AuditEntry, Memory, MemorySaved, SimilarTo
 from baton.server.models import RecallHit, Session
 
-# The MCP tools agentmemory has as well: they answer in its shapes (the ones here); Baton's
-# own tools, memory_forget and memory_resume_here included, answer in Baton's.
-AGENTMEMORY_TOOLS = frozenset(
-    {"memory_save", "memory_recall", "memory_smart_search", "memory_sessions"}
-)
 EXPAND_LIMIT = 20  # ids a smart search expands at most (agentmemory's; the rest are cut)
 MEMORY_STRENGTH = 7  # agentmemory's strength of a fresh memory (its search "importance")
 OBSERVATION_IMPORTANCE = 5

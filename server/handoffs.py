@@ -127,9 +127,7 @@ def _resolved(pins: list[Pin], found: list[Pinned | None]) -> list[ResolvedPin]:
     return resolved
 
 
-def _text_list(items: object, field: str, max_items: int, max_length: int) -> list[str]:
-    if not isinstance(items, list | tuple) or not all(isinstance(item, str) for item in items):
-        raise InvalidInput(field, "must be a list of strings")
+def _text_list(items: Sequence[str], field: str, max_items: int, max_length: int) -> list[str]:
     if len(items) > max_items:
         raise InvalidInput(field, f"has {len(items)} items; the limit is {max_items}")
     for index, item in enumerate(items):
@@ -279,7 +277,7 @@ class HandoffStore(NamespaceStore):
         from_agent = check_agent(from_agent, field="from")
         to_agent = check_agent(to_agent, field="to")
         session = None if session is None else check_session_id(session)
-        if not isinstance(summary, str) or not summary.strip():
+        if not summary.strip():
             raise InvalidInput("summary", "is required: one line on what is being handed over")
         check_text(summary, "summary", self.limits.max_summary_length)
         steps = _text_list(
@@ -290,12 +288,6 @@ class HandoffStore(NamespaceStore):
         )
         if note is not None:
             check_text(note, "note", MAX_NOTE)
-        if expires_in is not None and (
-            isinstance(expires_in, bool)
-            or not isinstance(expires_in, int | float)
-            or not 0 < expires_in <= MAX_SECONDS
-        ):
-            raise InvalidInput("expires_in", f"must be a number of seconds from 0 to {MAX_SECONDS}")
         wanted = self._check_pins(pins)
         created_us, created_at = now()
         new = _NewPacket(
@@ -525,14 +517,6 @@ class HandoffStore(NamespaceStore):
         """Claim a packet (the oldest with no ``packet_id``) and resolve its pins; a pull
         (``reason`` "resume") also drops the packet's RQ job."""
         lease = self.policy.lease_seconds if lease_seconds is None else lease_seconds
-        if (
-            isinstance(lease, bool)
-            or not isinstance(lease, int | float)
-            or not 0 < lease <= MAX_SECONDS
-        ):
-            raise InvalidInput(
-                "lease_seconds", f"must be a number of seconds from 0 to {MAX_SECONDS}"
-            )
         now_us, now_iso = now()
         lease_us = now_us + int(lease * 1_000_000)
         dispatcher = self.ns.dispatcher
@@ -636,7 +620,7 @@ class HandoffStore(NamespaceStore):
         return await self._settle(packet_id, agent, "claimed", "queued", reason)
 
     async def fail(self, packet_id: str, agent: str, error: str) -> Packet:
-        if not isinstance(error, str) or not error.strip():
+        if not error.strip():
             raise InvalidInput("error", "say why the packet failed")
         return await self._settle(packet_id, agent, "claimed", "failed", "failed", error=error)
 
@@ -831,12 +815,7 @@ class HandoffStore(NamespaceStore):
             to_agent = check_agent(to_agent, field="to")
         if from_agent is not None:
             from_agent = check_agent(from_agent, field="from")
-        if (
-            isinstance(limit, bool)
-            or not isinstance(limit, int)
-            or not (1 <= limit <= self.limits.max_page_size)
-        ):
-            raise InvalidInput("limit", f"must be from 1 to {self.limits.max_page_size}")
+        self.limits.check_page(limit)
         index = self.keys.inbox_all(to_agent) if to_agent else self.keys.handoffs
         top: str | int = "+inf"
         skip_until: str | None = None

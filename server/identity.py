@@ -117,6 +117,13 @@ class Caller:
         session_id = check_session_id(session, field=field)
         return Caller(self.agent, self.namespace, session_id, self.credential)
 
+    def require_admin(self, action: str) -> None:
+        """Operator actions (requeue, checkpoints) need an admin token once tokens exist."""
+        if not self.admin:
+            raise Forbidden(
+                f"{action} needs an admin token; {self.agent}'s is not one", agent=self.agent
+            )
+
     def require_owner(self, owner: str | None, what: str) -> None:
         """Refuse acting on something ``owner`` holds unless it is this caller's (or an
         operator asks). ``None`` means shared: anyone in the namespace may."""

@@ -163,12 +163,6 @@ class RecordStore(NamespaceStore):
         session = None if session is None else check_session_id(session)
         tag_list = check_tags(list(tags), self.limits.max_tags, self.limits.max_tag_length)
         confidence = check_confidence(confidence)
-        if expected_version is not None and (
-            isinstance(expected_version, bool)
-            or not isinstance(expected_version, int)
-            or expected_version < 0
-        ):
-            raise InvalidInput("expected_version", "must be a whole number, 0 for a new record")
         packed, floatless = self._pack_value(value)  # tags are text: the value decides
         created_at = utc_now()
         head_key = self.keys.head(ref)
@@ -364,9 +358,7 @@ class RecordStore(NamespaceStore):
         lists it under ``stale`` (the outcome is still recorded, not refused). ``packet_id``
         is only written into the log entries.
         """
-        if outcome not in ("success", "failure"):
-            raise InvalidInput("outcome", "must be 'success' or 'failure'")
-        if not isinstance(outcome_ref, str) or not outcome_ref.strip():
+        if not outcome_ref.strip():
             raise InvalidInput("outcome_ref", "is required: an external reference like 'RUN-42'")
         if len(outcome_ref) > MAX_OUTCOME_REF:
             raise InvalidInput("outcome_ref", f"is longer than {MAX_OUTCOME_REF} characters")
@@ -383,7 +375,7 @@ class RecordStore(NamespaceStore):
             if not refs:
                 raise InvalidInput("refs", f"session {session} has touched no records; give refs")
         else:
-            if isinstance(refs, str) or not isinstance(refs, Sequence) or not refs:
+            if not refs:
                 raise InvalidInput("refs", "must be a non-empty list of refs")
             if len(refs) > self.limits.max_pins:  # as many as a packet pins
                 raise InvalidInput(
@@ -539,10 +531,6 @@ class RecordStore(NamespaceStore):
     ) -> RecordVersion:
         """The current version of ``ref``, or the one asked for."""
         ref = check_ref(ref, self.limits.max_ref_length)
-        if version is not None and (
-            isinstance(version, bool) or not isinstance(version, int) or version < 1
-        ):
-            raise InvalidInput("version", "must be a whole number from 1")
         found = await self._read(ref, version)
         if found is None:
             raise NotFound(f"no record {ref}", ref=ref)
@@ -590,16 +578,9 @@ class RecordStore(NamespaceStore):
         page of at most ``limit``."""
         scope = self.check_scope(scope)
         tag_list = check_tags(list(tags), self.limits.max_tags, self.limits.max_tag_length)
-        if tags_mode not in ("all", "any"):
-            raise InvalidInput("tags_mode", "must be 'all' or 'any'")
         if min_confidence is not None:
             min_confidence = check_confidence(min_confidence, field="min_confidence")
-        if (
-            isinstance(limit, bool)
-            or not isinstance(limit, int)
-            or not (1 <= limit <= self.limits.max_page_size)
-        ):
-            raise InvalidInput("limit", f"must be from 1 to {self.limits.max_page_size}")
+        self.limits.check_page(limit)
         if cursor is not None:  # a cursor is the last ref of the page before
             cursor = check_ref(cursor, self.limits.max_ref_length, field="cursor")
 
@@ -635,7 +616,7 @@ class RecordStore(NamespaceStore):
         filtered: bool,
         wanted: Callable[[RecordVersion | None], bool],
     ) -> RecordPage:
-        if not isinstance(query, str) or not query.strip():
+        if not query.strip():
             raise InvalidInput("query", "must be non-empty text")
         # Scope, tags and confidence are checked on the records: look further down the ranking.
         depth = self.limits.max_page_size if filtered else limit

@@ -217,8 +217,7 @@ class SessionStore(NamespaceStore):
 
     async def recent(self, limit: int = 20) -> list[Session]:
         """The most recently started sessions, newest first."""
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 500:
-            raise InvalidInput("limit", "must be a whole number from 1 to 500")
+        self.limits.check_page(limit)
         ids = [
             raw.decode()
             for raw in codec.members(await self.redis.zrevrange(self.keys.sessions, 0, limit - 1))

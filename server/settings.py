@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Literal, TypeVar, get_args
 
 from baton.server.endpoint import DEFAULT_HOST, DEFAULT_PORT, base_url, data_dir_of
+from baton.server.errors import InvalidInput
 
 # Which requests get an access-log line: every one, failed or slow ones (default), none.
 AccessLog = Literal["all", "errors", "off"]
@@ -36,6 +37,12 @@ class Limits:
     max_steps: int = 50
     max_step_length: int = 1000
     max_pins: int = 200
+
+    def check_page(self, limit: int) -> int:
+        """A page size within ``max_page_size`` (``BATON_MAX_PAGE_SIZE``), or a 422."""
+        if not 1 <= limit <= self.max_page_size:
+            raise InvalidInput("limit", f"must be from 1 to {self.max_page_size}")
+        return limit
 
 
 @dataclass(frozen=True)

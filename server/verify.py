@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 
 import msgpack
+from prometheus_client import Gauge
 
 from baton.server import codec
 from baton.server.errors import describe
@@ -12,6 +13,18 @@ from baton.server.integrity import OUTCOME_FIELDS, VERSION_FIELDS, ChainChecker
 from baton.server.models import BrokenLink, Stats
 from baton.server.records import BATCH, NamespaceWithRecords
 from baton.server.store_base import NamespaceStore
+
+# /metrics: what the last verify in this process found, per namespace.
+VERIFY_BROKEN = Gauge(
+    "baton_verify_broken_links",
+    "Broken hash-chain links found by the last verify in this process",
+    ["namespace"],
+)
+VERIFY_CHECKED = Gauge(
+    "baton_verify_checked_versions",
+    "Versions checked by the last verify in this process",
+    ["namespace"],
+)
 
 
 class Verifier(NamespaceStore):
@@ -67,6 +80,9 @@ class Verifier(NamespaceStore):
             seen += len(batch)
             if on_progress:
                 on_progress(seen, total)
+        if verify:
+            VERIFY_BROKEN.labels(self.ns.name).set(len(broken))
+            VERIFY_CHECKED.labels(self.ns.name).set(versions)
         return Stats(
             namespace=self.ns.name,
             refs=refs,

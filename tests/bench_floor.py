@@ -28,8 +28,6 @@ from litestar import Litestar, get, post
 from litestar.params import JSONBody
 from redis.commands.core import AsyncScript
 
-from baton.server.api.packet_routes import ResumeBody
-from baton.server.api.record_routes import RememberBody
 from baton.server.connection import async_redis
 from baton.server.embedded import EmbeddedServer
 from baton.server.models import (
@@ -41,6 +39,7 @@ from baton.server.models import (
     Resumed,
     StalePin,
 )
+from baton.server.operations import RememberInput, ResumeInput
 from tests.bench import BATON_SERVE, RESUME_CEILING, top_up_inbox
 from tests.bench_ab import serve_baseline, write_pins
 from tests.bench_baselines import one_get
@@ -63,7 +62,7 @@ def floor_script(name: str) -> AsyncScript:
 
 
 @post("/v1/records")
-async def floor_remember(data: JSONBody[RememberBody]) -> Remembered:
+async def floor_remember(data: JSONBody[RememberInput]) -> Remembered:
     """remember's body decoded as Baton decodes it, one script call, Baton's answer type."""
     version = await floor_script("write")(keys=[f"bench:floor:{data.ref}"])
     return Remembered(
@@ -96,7 +95,7 @@ async def floor_recall(ref: str) -> RecordVersion:
 
 
 @post("/v1/agents/{agent:str}/resume", status_code=200)
-async def floor_resume(agent: str, data: JSONBody[ResumeBody | None] = None) -> Resumed:
+async def floor_resume(agent: str, data: JSONBody[ResumeInput | None] = None) -> Resumed:
     """resume's route, body and answer type (the bench's packet: four pins, one stale), one
     script call."""
     claimed = await floor_script("write")(keys=[f"bench:floor:{agent}"])

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 import redis
+import structlog
 from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
 from redis.retry import Retry
@@ -45,6 +46,10 @@ os.environ["BATON_TEST_RUN"] = RUN_MARK.partition("=")[2]
 # Nothing the suite starts keeps files in the user's own data dir (~/.local/share/baton): a
 # process given no BATON_DATA_DIR (a hook's spool, say) uses this run's own.
 os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="baton-tests-")
+# Apps built in this process keep this logging set-up (``configure_logging`` leaves a
+# configured structlog alone): loggers are never cached, so ``capture_logs`` sees every
+# record, whichever test first used a logger.
+structlog.configure(cache_logger_on_first_use=False)
 
 
 @pytest.fixture(scope="session")

@@ -300,7 +300,7 @@ def test_wrong_types_are_400_errors_never_500(am: httpx.Client) -> None:
         assert answer.status_code == 400 and set(answer.json()) == {"error"}, (body, answer.text)
     assert am.post("/forget", json={"sessionId": "s", "observationIds": 5}).status_code == 400
     assert am.post("/search", json={"query": "x", "limit": "many"}).json() == {
-        "error": "limit must be a positive integer up to 100"
+        "error": "limit: Expected `int`, got `str`"
     }
     both = [
         am.post(
@@ -518,7 +518,7 @@ def test_routes_the_hooks_call_answer_in_agentmemorys_shapes(am: httpx.Client) -
     assert set(context.json()) == {"context", "blocks", "tokens"} and context.json()["blocks"] == 1
     assert am.post(
         "/context", json={"sessionId": "cc-2", "project": "app", "budget": 0}
-    ).json() == {"error": "budget must be a positive integer"}
+    ).json() == {"error": "budget: Expected `int` >= 1"}
     enriched = am.post("/enrich", json={"sessionId": "cc-2", "files": ["/srv/app/x.py"]}).json()
     assert set(enriched) == {"context", "truncated"}
     assert am.post("/enrich", json={"sessionId": "cc-2"}).status_code == 400

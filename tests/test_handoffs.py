@@ -19,6 +19,7 @@ from baton.server.errors import Forbidden, InvalidInput, NotFound, StateConflict
 from baton.server.handoffs import HandoffStore, job_id
 from baton.server.keys import NAMESPACES, Keys
 from baton.server.models import Pin
+from baton.server.operations import HANDOFF
 from baton.server.records import RecordStore
 from baton.server.settings import Settings
 from tests.conftest import as_agent
@@ -547,12 +548,15 @@ async def test_bad_packets_are_refused_without_writing(
         ({"pins": [{"ref": "no/such"}]}, "pins[0].ref"),
         ({"pins": [{"ref": "a/b", "version": 2}]}, "pins[0].version"),
         ({"pins": [{"ref": "a/b"}, {"ref": "no/such"}]}, "pins[1].ref"),
-        ({"expires_in": -1}, "expires_in"),
     ]:
         arguments = {"summary": "s", **options}
         with pytest.raises(InvalidInput) as caught:
             await handoffs.handoff(from_agent="scout", to_agent="executor", **arguments)  # type: ignore[arg-type]
         assert caught.value.field == field
+    for expires_in in (-1, 0, 11 * 365 * 86_400):  # the operation's input bounds it
+        with pytest.raises(InvalidInput) as caught:
+            HANDOFF.decode({"to": "executor", "summary": "s", "expires_in": expires_in})
+        assert caught.value.field == "expires_in"
     assert data_redis.dbsize() == keys_before
 
 

@@ -11,7 +11,6 @@ passes identity, so the refusals are about identity and not a broken example.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ import redis
 from litestar.routes import ASGIRoute, HTTPRoute
 
 from baton.server.api.app import create_app
-from baton.server.mcp_server import Binding, create_mcp_server
+from baton.server.mcp_server import tool_list
 from baton.server.settings import Settings
 from tests.conftest import issue, running_server, written_keys
 
@@ -155,13 +154,11 @@ def app_endpoints(*, include_open: bool = False) -> list[Endpoint]:
 
 
 def tool_names() -> list[str]:
-    tools = asyncio.run(create_mcp_server(Binding()).list_tools())
-    return sorted(tool.name for tool in tools)
+    return sorted(tool.name for tool in tool_list())
 
 
 def tools_taking_agent_id() -> list[str]:
-    tools = asyncio.run(create_mcp_server(Binding()).list_tools())
-    return sorted(t.name for t in tools if "agentId" in t.input_schema.get("properties", {}))
+    return sorted(t.name for t in tool_list() if "agentId" in t.input_schema.get("properties", {}))
 
 
 ENDPOINTS = app_endpoints()

@@ -16,6 +16,7 @@ from baton.server.keys import Keys
 from baton.server.memories import MemoryStore, jaccard
 from baton.server.models import Observation, Session
 from baton.server.observations import compress, concepts_of, open_question
+from baton.server.operations import MEMORY_SAVE
 from baton.server.records import RecordStore
 from baton.server.search import SearchIndex, tokenize
 from baton.server.sessions import SessionStore, within
@@ -174,10 +175,15 @@ async def test_reindexing_leaves_what_indexing_the_new_text_would(
 
 
 async def test_empty_content_is_not_saved(memories: MemoryStore) -> None:
-    """Empty or non-string content gives success false and 'content is required'."""
-    for content in ("", "   ", None, 42):
+    """Empty content gives success false and 'content is required'; content that is not a
+    string never reaches the store (the operation's input refuses it, naming the field)."""
+    for content in ("", "   "):
         saved = await memories.save(content)
         assert (saved.success, saved.error) == (False, "content is required")
+    for content in (None, 42):
+        with pytest.raises(InvalidInput) as caught:
+            MEMORY_SAVE.decode({"content": content})
+        assert caught.value.field == "content"
 
 
 async def test_near_duplicate_supersedes_with_a_new_id(

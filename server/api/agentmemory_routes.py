@@ -12,29 +12,37 @@ from __future__ import annotations
 
 import re
 from importlib.metadata import version
-from typing import Any, get_args
+from typing import Any, TypeVar
 
 import msgspec
 import redis.exceptions
-from litestar import Controller, Request, Response, delete, get, post
+from litestar import Controller, Request, Response, Router, delete, get, post, route
 from litestar.datastructures import State
+from litestar.handlers import HTTPRouteHandler
 
 from baton.server import agentmemory_shapes as shapes
-from baton.server.api.deps import CallerDep, MemoriesDep, SessionsDep, claim_agent_id
+from baton.server.api.deps import (
+    CallerDep,
+    MemoriesDep,
+    NamespaceDep,
+    SessionsDep,
+    claim_agent_id,
+)
+from baton.server.backend import Namespace
 from baton.server.clock import utc_now
-from baton.server.context_builder import START_BUDGET, ContextBuilder
-from baton.server.errors import InvalidInput, NotFound
-from baton.server.identity import check_session
-from baton.server.mcp_server import SHIM_CALLER
-from baton.server.memories import MAX_AUDIT, MAX_RECALL
+from baton.server.context_builder import ContextBuilder
+from baton.server.errors import NotFound
+from baton.server.identity import Caller, check_session
+from baton.server.mcp_server import TOOLS, call_tool, tool_list
+from baton.server.operation import Call, Operation
+from baton.server.operations import BY_NAME, OPERATIONS
 
 CAMEL = re.compile(r"_([a-z])")
-FORMATS: tuple[shapes.Format, ...] = get_args(shapes.Format)
-SEARCH_LIMIT = 20  # agentmemory's server default
 # Tools agentmemory's MCP shim answers itself (dropping Baton's extra parameters); they are
 # listed again as baton_<name>, which the shim forwards to mcp/call with every argument.
 SHADOWED = frozenset({"memory_save", "memory_recall", "memory_smart_search", "memory_sessions"})
 ALIAS_PREFIX = "baton_"
+R = TypeVar("R")
 
 
 def camel(value: Any) -> Any:
@@ -128,47 +136,18 @@ class AgentMemoryController(Controller):
 
     @post("/context", status_code=200)
     async def context(
-        self, request: Request[Any, Any, Any], sessions: SessionsDep
+        self, request: Request[Any, Any, Any], ns: NamespaceDep, caller: CallerDep
     ) -> Response[Any]:
         """What agentmemory's PreCompact hook injects: this session's state and the previous
         session's answer, within ``budget`` tokens."""
-        body = await _body(request)
-        session_id, project = _string(body, "sessionId"), _string(body, "project")
-        if not session_id or not project:
-            return error("sessionId and project are required strings")
-        budget = body.get("budget", START_BUDGET)
-        if isinstance(budget, str) and budget.strip().isdigit():
-            budget = int(budget)
-        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-            return error("budget must be a positive integer")
-        return answer(await ContextBuilder(sessions).compact(session_id, project, budget))
+        return answer(await run(BY_NAME["context"], request, ns, caller, kind="compact"))
 
     @post("/enrich", status_code=200)
-    async def enrich(self, request: Request[Any, Any, Any], sessions: SessionsDep) -> Response[Any]:
+    async def enrich(
+        self, request: Request[Any, Any, Any], ns: NamespaceDep, caller: CallerDep
+    ) -> Response[Any]:
         """What agentmemory's PreToolUse hook injects about the files a tool will touch."""
-        body = await _body(request)
-        session_id, files, terms = (
-            _string(body, "sessionId"),
-            body.get("files"),
-            body.get("terms", []),
-        )
-        if (
-            not session_id
-            or not isinstance(files, list)
-            or not files
-            or not all(isinstance(f, str) and f for f in files)
-        ):
-            return error("sessionId (string) and files (string[]) are required")
-        if not isinstance(terms, list) or not all(isinstance(t, str) for t in terms):
-            return error("terms must be an array of strings")
-        project = body.get("project")
-        if project is not None and not _string(body, "project"):
-            return error("project must be a non-empty string")
-        return answer(
-            await ContextBuilder(sessions).enrich(
-                session_id, files, terms, _string(body, "project")
-            )
-        )
+        return answer(await run(BY_NAME["enrich"], request, ns, caller))
 
     @post("/summarize", status_code=200)
     async def summarize(
@@ -202,40 +181,16 @@ class AgentMemoryController(Controller):
 
     @post("/session/end")
     async def session_end(
-        self, request: Request[Any, Any, Any], sessions: SessionsDep, caller: CallerDep
+        self, request: Request[Any, Any, Any], ns: NamespaceDep, caller: CallerDep
     ) -> Response[Any]:
-        session_id = _string(await _body(request), "sessionId")
-        if not session_id:
-            return error("sessionId is required and must be a non-empty string")
-        ended = await sessions.end(session_id, caller=caller)
+        ended = await run(BY_NAME["end_session"], request, ns, caller)
         return answer({"success": True, "ended": ended.ended})
-
-    @get("/sessions")
-    async def sessions(
-        self, request: Request[Any, Any, Any], sessions: SessionsDep
-    ) -> Response[Any]:
-        limit = _positive(request.query_params.get("limit", "20"), "limit", 500)
-        return Response(shapes.sessions(await sessions.recent(limit)))
 
     @post("/observe")
     async def observe(
-        self, request: Request[Any, Any, Any], sessions: SessionsDep, caller: CallerDep
+        self, request: Request[Any, Any, Any], ns: NamespaceDep, caller: CallerDep
     ) -> Response[Any]:
-        body = await _body(request)
-        names = ("hookType", "sessionId", "project", "timestamp")
-        hook, session_id, project, timestamp = [_string(body, name) for name in names]
-        if not (hook and session_id and project and timestamp):
-            return error("hookType, sessionId, project, and timestamp are required strings")
-        cwd = _string(body, "cwd")  # hooks may send "" or nothing: stored as unknown
-        observed = await sessions.observe(
-            hook_type=hook,
-            session_id=session_id,
-            project=project,
-            cwd=cwd,
-            timestamp=timestamp,
-            data=body.get("data"),
-            caller=caller,
-        )
+        observed = await run(BY_NAME["observe"], request, ns, caller)
         return answer(
             {
                 "success": True,
@@ -246,106 +201,21 @@ class AgentMemoryController(Controller):
             201,
         )
 
-    @post("/remember")
-    async def remember(
-        self, request: Request[Any, Any, Any], memories: MemoriesDep, caller: CallerDep
-    ) -> Response[Any]:
-        body = await _body(request)
-        if not _string(body, "content"):
-            return error("content is required")
-        if "project" in body and body["project"] is not None and not _string(body, "project"):
-            return error("project must be a non-empty string")
-        ttl = body.get("ttlDays")
-        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int | float)):
-            return error("ttlDays must be a number of days")
-        saved = await memories.save(
-            body["content"],
-            type=body.get("type") if isinstance(body.get("type"), str) else None,
-            concepts=body.get("concepts"),
-            files=body.get("files"),
-            project=_string(body, "project"),
-            agent_id=caller.agent,
-            ttl_days=ttl,
-        )
-        return Response(shapes.saved(saved), status_code=201)
-
-    @post("/search", status_code=200)
-    async def search(
-        self, request: Request[Any, Any, Any], memories: MemoriesDep, caller: CallerDep
-    ) -> Response[Any]:
-        """agentmemory's search answer; an ``agentId`` (the caller's own, see the identity
-        rules) narrows it to that agent's and shared memories."""
-        body = await _body(request)
-        if not _string(body, "query"):
-            return error("query is required and must be a non-empty string")
-        asked = body.get("format", "full")
-        asked = asked.strip().lower() if isinstance(asked, str) else None
-        form = next((each for each in FORMATS if each == asked), None)
-        if form is None:
-            return error("format must be one of: full, compact, narrative")
-        for name in ("project", "cwd"):
-            if body.get(name) is not None and not isinstance(body[name], str):
-                return error(f"{name} must be a string")
-        limit = _positive(body.get("limit", SEARCH_LIMIT), "limit", MAX_RECALL)
-        budget = body.get("token_budget")
-        budget = None if budget is None else _positive(budget, "token_budget", None)
-        found = await memories.recall(
-            body["query"],
-            limit=limit,
-            project=_string(body, "project"),
-            agent_id=caller.agent
-            if body.get("agentId") or request.query_params.get("agentId")
-            else None,
-        )
-        return Response(shapes.search(found.results, form, budget))
-
-    @post("/smart-search", status_code=200)
-    async def smart_search(
-        self, request: Request[Any, Any, Any], memories: MemoriesDep
-    ) -> Response[Any]:
-        body = await _body(request)
-        expand = body.get("expandIds")
-        if expand is not None and (
-            not isinstance(expand, list) or not all(isinstance(item, str) for item in expand)
-        ):
-            return error("expandIds must be an array of ids")
-        if not _string(body, "query") and not expand:
-            return error("query or expandIds is required")
-        limit = _positive(body.get("limit", SEARCH_LIMIT), "limit", MAX_RECALL)
-        found = await memories.smart_search(
-            query=_string(body, "query"),
-            expand_ids=expand[: shapes.EXPAND_LIMIT] if expand else None,
-            limit=limit,
-            project=_string(body, "project"),
-        )
-        truncated = expand is not None and len(expand) > shapes.EXPAND_LIMIT
-        return Response(shapes.smart_search(found.results, bool(expand), truncated))
-
     @post("/forget", status_code=200)
     async def forget(
-        self, request: Request[Any, Any, Any], memories: MemoriesDep, caller: CallerDep
+        self, request: Request[Any, Any, Any], ns: NamespaceDep, caller: CallerDep
     ) -> Response[Any]:
+        """memory_forget with agentmemory's answer: how many things went (an unknown session
+        is ``deleted: 0``, as agentmemory answers it)."""
         body = await _body(request)
         if not _string(body, "sessionId") and not _string(body, "memoryId"):
             return error("sessionId or memoryId is required")
-        observation_ids = body.get("observationIds")
-        if observation_ids is not None and (
-            not isinstance(observation_ids, list)
-            or not all(isinstance(item, str) for item in observation_ids)
-        ):
-            return error("observationIds must be an array of ids")
         try:
-            result = await memories.forget(
-                caller=caller,
-                memory_id=_string(body, "memoryId"),
-                session_id=_string(body, "sessionId"),
-                observation_ids=observation_ids,
-                reason=_string(body, "reason") or "forgotten on request",
-            )
+            result = await run(BY_NAME["memory_forget"], request, ns, caller)
         except NotFound as missing:
             if "session" not in missing.extra:
                 raise
-            return Response({"success": True, "deleted": 0})  # agentmemory's answer for it
+            return Response({"success": True, "deleted": 0})
         deleted = len(result.memories) + result.observations + 2 * len(result.sessions)
         return Response({"success": True, "deleted": deleted})
 
@@ -396,18 +266,19 @@ class AgentMemoryController(Controller):
         )
 
     @get("/audit")
-    async def audit(self, request: Request[Any, Any, Any], memories: MemoriesDep) -> Response[Any]:
-        limit = _positive(request.query_params.get("limit", "50"), "limit", MAX_AUDIT)
-        entries = await memories.audit_log(limit)
+    async def audit(
+        self, request: Request[Any, Any, Any], ns: NamespaceDep, caller: CallerDep
+    ) -> Response[Any]:
+        entries = await run(BY_NAME["audit"], request, ns, caller)
         return Response({"entries": [shapes.audit_entry(e) for e in entries], "success": True})
 
     @get("/mcp/tools")
-    async def mcp_tools(self, state: State) -> Response[Any]:
+    async def mcp_tools(self) -> Response[Any]:
         """Baton's tools, and those agentmemory's shim answers itself again under
         ``baton_``-prefixed names that it forwards with every argument (see docs/sessions.md)."""
         tools = [
             {"name": tool.name, "description": tool.description, "inputSchema": tool.input_schema}
-            for tool in await state.mcp.list_tools()
+            for tool in tool_list()
         ]
         aliases = [
             {
@@ -433,40 +304,73 @@ class AgentMemoryController(Controller):
             return error("name is required")
         if not isinstance(arguments, dict):
             return error("arguments must be an object")
-        name = (
-            name.removeprefix(ALIAS_PREFIX) if name.removeprefix(ALIAS_PREFIX) in SHADOWED else name
-        )
-        if name not in {tool.name for tool in await state.mcp.list_tools()}:
+        if name.removeprefix(ALIAS_PREFIX) in SHADOWED:
+            name = name.removeprefix(ALIAS_PREFIX)
+        if name not in TOOLS:
             return error(f"Unknown tool: {name}")
         caller = caller.acting_as(arguments.get("agentId")).in_session(arguments.get("sessionId"))
         await check_session(state.backend.redis, caller)
-        token = SHIM_CALLER.set(caller)
-        try:
-            result = await state.mcp.call_tool(name, arguments)
-        except Exception as failure:  # the SDK's own refusals (unknown arguments, …)
-            return _tool_error(str(failure))
-        finally:
-            SHIM_CALLER.reset(token)
+        result = await call_tool(state.backend, caller, name, arguments)
         content = [block.model_dump(exclude_none=True) for block in result.content]
-        if result.is_error:
-            return Response({"content": content, "isError": True})
+        if result.is_error:  # the shim drops isError: the text itself says it failed
+            return _tool_error(" ".join(block.get("text", "") for block in content))
         return Response({"content": content})
+
+
+def known_fields(operation: Operation[Any, Any], given: dict[str, Any]) -> dict[str, Any]:
+    """The fields of ``given`` the operation knows by agentmemory's names: its routes ignore
+    the others, as agentmemory does (its hooks send more than each route reads)."""
+    wire_type = operation.wire_type("agentmemory")
+    names = {info.encode_name for info in msgspec.structs.fields(wire_type)}
+    return {name: value for name, value in given.items() if name in names}
+
+
+async def run(
+    operation: Operation[Any, R],
+    request: Request[Any, Any, Any],
+    ns: Namespace,
+    caller: Caller,
+    **fixed: Any,
+) -> R:
+    """Run ``operation`` on a request of agentmemory's clients: its query and body fields,
+    in agentmemory's names (numbers written as text accepted), and ``fixed`` ones."""
+    given = dict(request.query_params)
+    if request.method != "GET":
+        given.update(await _body(request))
+    arguments = operation.decode({**known_fields(operation, given), **fixed}, "agentmemory")
+    return await operation.run(Call(caller, ns), arguments)
+
+
+def agentmemory_handler(operation: Operation[Any, Any]) -> HTTPRouteHandler:
+    """agentmemory's route for ``operation``: its query and body fields (camelCase, numbers
+    written as text accepted), decoded by the operation's own input type."""
+    spec = operation.agentmemory
+    assert spec is not None
+
+    async def handler(request: Request[Any, Any, Any], ns: NamespaceDep, caller: CallerDep) -> Any:
+        return await run(operation, request, ns, caller)
+
+    handler.__name__ = handler.__qualname__ = f"agentmemory_{operation.name}"
+    return route(
+        spec.path.removeprefix(AgentMemoryController.path),
+        http_method=spec.method,
+        name=f"agentmemory:{operation.name}",
+        status_code=spec.status,
+    )(handler)
+
+
+def operation_router() -> Router:
+    """agentmemory's routes of the operation table, beside :class:`AgentMemoryController`."""
+    return Router(
+        path=AgentMemoryController.path,
+        route_handlers=[
+            agentmemory_handler(operation) for operation in OPERATIONS if operation.agentmemory
+        ],
+        before_request=claim_agent_id,
+        include_in_schema=False,
+    )
 
 
 def _tool_error(message: str) -> Response[Any]:
     text = message if message.startswith("Error") else f"Error: {message}"
     return Response({"content": [{"type": "text", "text": text}], "isError": True})
-
-
-def _positive(raw: object, name: str, ceiling: int | None) -> int:
-    """A positive whole number (or its digits as a string), at most ``ceiling``."""
-    value = int(raw) if isinstance(raw, str) and raw.strip().isdigit() else raw
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int)
-        or value < 1
-        or (ceiling is not None and value > ceiling)
-    ):
-        limit = f" up to {ceiling}" if ceiling else ""
-        raise InvalidInput(name, f"{name} must be a positive integer{limit}")
-    return value

@@ -27,7 +27,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from baton.agents.hook import Baton, flush
 from baton.agents.spool import Busy, Spool, Unreachable
 from baton.queue.sweeps import sweep_forever
-from baton.server.api.agentmemory_routes import AgentMemoryController
+from baton.server.api.agentmemory_routes import AgentMemoryController, operation_router
 from baton.server.api.allow import AllowEveryMethod
 from baton.server.api.auth import Gate, caller_of, gate_middleware
 from baton.server.api.checkpoint_routes import CheckpointController
@@ -47,10 +47,8 @@ from baton.server.api.openapi_bodies import (
     ScalarWithExactBodies,
     SwaggerWithExactBodies,
 )
-from baton.server.api.packet_routes import HandoffController
+from baton.server.api.operation_routes import rest_handlers
 from baton.server.api.problems import EXCEPTION_HANDLERS, problems
-from baton.server.api.record_routes import RecordController
-from baton.server.api.session_routes import MemoryController
 from baton.server.backend import Backend, open_backend
 from baton.server.checkpoints import load_signing_key
 from baton.server.clock import utc_now
@@ -229,10 +227,9 @@ def create_app(settings: Settings | None = None) -> Litestar:
 
     return Litestar(
         route_handlers=[
-            RecordController,
-            HandoffController,
-            MemoryController,
+            *rest_handlers(),
             AgentMemoryController,
+            operation_router(),
             CheckpointController,
             DashboardData,
             DashboardPages,

@@ -19,25 +19,10 @@ PACKETS = Gauge(
 QUEUE_DEPTH = Gauge(
     "baton_rq_queue_depth", "Jobs waiting in each agent's RQ queue", ["namespace", "agent"]
 )
-VERIFY_BROKEN = Gauge(
-    "baton_verify_broken_links",
-    "Broken hash-chain links found by the last verify in this process",
-    ["namespace"],
-)
-VERIFY_CHECKED = Gauge(
-    "baton_verify_checked_versions",
-    "Versions checked by the last verify in this process",
-    ["namespace"],
-)
 
 # Request counts and latencies, filled by the observability middleware.
 REQUESTS = RequestMetrics()
 REGISTRY.register(REQUESTS)
-
-
-def record_verify(namespace: str, broken: int, checked: int) -> None:
-    VERIFY_BROKEN.labels(namespace).set(broken)
-    VERIFY_CHECKED.labels(namespace).set(checked)
 
 
 class MetricsController(Controller):

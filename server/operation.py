@@ -1,0 +1,158 @@
+"""What an operation is: one input type, one result type, one core function, and the
+surfaces it is offered on. The table of Baton's operations is ``baton.server.operations``;
+the surfaces (REST routes, MCP tools, agentmemory's routes, the Python client) are built
+from it, so an operation is written once and validated the same way everywhere.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+
+import msgspec
+
+from baton.server.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from baton.server.backend import Namespace
+    from baton.server.identity import Caller
+
+I = TypeVar("I", bound=msgspec.Struct)  # noqa: E741 (the input, as in the SDKs' own generics)
+R = TypeVar("R")
+
+# "baton": snake_case wire names; "agentmemory": agentmemory's camelCase, a view of the same
+# input type (explicit field names, such as agentmemory's own ``token_budget``, are kept).
+Naming = Literal["baton", "agentmemory"]
+PATH_FIELD = re.compile(r"{(\w+)(?::(\w+))?}")
+AT_FIELD = re.compile(r"at `\$\.([A-Za-z_]\w*)")
+UNKNOWN_FIELD = re.compile(r"unknown field `([^`]+)`")
+MISSING_FIELD = re.compile(r"missing required field `([^`]+)`")
+
+
+@dataclass(frozen=True)
+class Route:
+    """An HTTP route: path fields (``{ref:path}``) are input fields; a GET reads the others
+    from the query, any other method from a JSON body."""
+
+    method: Literal["GET", "POST", "DELETE"]
+    path: str
+    summary: str
+    status: int = 200
+    problems: tuple[int, ...] = ()
+
+    @property
+    def path_fields(self) -> dict[str, str]:
+        """Each path field and its Litestar type (``str``, ``path``)."""
+        return {name: kind or "str" for name, kind in PATH_FIELD.findall(self.path)}
+
+
+@dataclass(frozen=True)
+class Call:
+    """Who runs an operation, and the stores of the namespace it runs in."""
+
+    caller: Caller
+    ns: Namespace
+
+
+@dataclass(frozen=True, eq=False)
+class Operation(Generic[I, R]):
+    """One operation. ``rest`` is its route under Baton's REST API (problem+json errors);
+    ``tool`` offers it as an MCP tool named ``name``; ``agentmemory`` is its route among
+    agentmemory's (``{"error"}`` answers); ``naming`` decides the names its input takes on
+    the wire of MCP and agentmemory's routes (Baton's REST API always uses Baton's)."""
+
+    name: str
+    description: str
+    input: type[I]
+    result: Any
+    run: Callable[[Call, I], Awaitable[R]]
+    tag: str = ""
+    rest: Route | None = None
+    tool: bool = False
+    agentmemory: Route | None = None
+    naming: Naming = "baton"
+
+    @property
+    def wire_input(self) -> type[msgspec.Struct]:
+        """The input type as MCP and agentmemory's routes spell it."""
+        return self.wire_type(self.naming)
+
+    def wire_type(self, naming: Naming) -> type[msgspec.Struct]:
+        """The input type with ``naming``'s wire names."""
+        return self.input if naming == "baton" else camel_view(self.input)
+
+    def decode(self, arguments: Any, naming: Naming | None = None) -> I:
+        """Arguments (a JSON object, names as ``naming`` spells them, by default the
+        operation's own) as the input, numbers written as text read as numbers; a mistake is
+        :class:`InvalidInput` naming the field."""
+        wire_type = self.wire_type(naming or self.naming)
+        try:
+            wire = msgspec.convert(arguments, wire_type, strict=False)
+        except msgspec.ValidationError as error:
+            raise invalid(error) from None
+        if wire_type is self.input:
+            return wire  # type: ignore[return-value]
+        return self.input(**msgspec.structs.asdict(wire))
+
+
+def invalid(error: msgspec.ValidationError) -> InvalidInput:
+    """msgspec's refusal as :class:`InvalidInput` naming the field (``body`` when none)."""
+    text = str(error)
+    if found := MISSING_FIELD.search(text):
+        return InvalidInput(found.group(1), f"{found.group(1)} is required")
+    if found := UNKNOWN_FIELD.search(text):
+        return InvalidInput(found.group(1), f"{found.group(1)} is not a known field")
+    if found := AT_FIELD.search(text):
+        return InvalidInput(found.group(1), text.split(" - at `")[0])
+    return InvalidInput("body", text)
+
+
+@cache
+def camel_view(struct: type[msgspec.Struct]) -> type[msgspec.Struct]:
+    """``struct`` with camelCase wire names; the fields it lists in ``CAMEL_EXCEPTIONS``
+    keep theirs (agentmemory's own ``token_budget``)."""
+    keep: frozenset[str] = getattr(struct, "CAMEL_EXCEPTIONS", frozenset())
+    renamed = {
+        info.name: info.name if info.name in keep else _camel(info.encode_name)
+        for info in msgspec.structs.fields(struct)
+    }
+    return derived(struct, struct.__name__, rename=renamed)
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def derived(
+    struct: type[msgspec.Struct],
+    name: str,
+    *,
+    rename: dict[str, str] | None = None,
+    without: tuple[str, ...] = (),
+) -> type[msgspec.Struct]:
+    """A struct with ``struct``'s fields but ``without``: same types, bounds, defaults and
+    explicit wire names, unknown fields refused."""
+    fields = []
+    for info in msgspec.structs.fields(struct):
+        if info.name in without:
+            continue
+        options: dict[str, Any] = {}
+        if info.default is not msgspec.NODEFAULT:
+            options["default"] = info.default
+        if info.default_factory is not msgspec.NODEFAULT:
+            options["default_factory"] = info.default_factory
+        if info.encode_name != info.name and rename is None:
+            options["name"] = info.encode_name
+        fields.append((info.name, info.type, msgspec.field(**options)))
+    return msgspec.defstruct(
+        name,
+        fields,
+        kw_only=True,
+        forbid_unknown_fields=True,
+        rename=rename,
+        module=struct.__module__,
+    )

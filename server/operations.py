@@ -1,0 +1,1029 @@
+"""Baton's operations, each defined once: its input (fields named as on the wire, bounds and
+defaults on the fields), its result, its core function, and the surfaces it is offered on.
+
+REST routes (``baton.server.api.operation_routes``), MCP tools (``baton.server.mcp_server``),
+agentmemory's routes (``baton.server.api.agentmemory_routes``) and the Python client
+(``baton.agents.client``) are built from :data:`OPERATIONS`; docs/architecture.md shows how
+to add one. Limits that are settings (the page size) are checked by the stores, once.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated, Any, ClassVar, Literal
+
+import msgspec
+
+from baton.server import agentmemory_shapes as shapes
+from baton.server.agentmemory_shapes import EXPAND_LIMIT, Format
+from baton.server.context_builder import START_BUDGET, Context, ContextBuilder, Enriched
+from baton.server.errors import Forbidden, InvalidInput
+from baton.server.handoffs import MAX_SECONDS
+from baton.server.memories import (
+    MAX_AUDIT,
+    MAX_RECALL,
+    MAX_TTL_DAYS,
+    AuditEntry,
+    Forgotten,
+    MemorySaved,
+    Recall,
+    split_list,
+)
+from baton.server.models import (
+    AgentSummary,
+    History,
+    Observed,
+    OutcomeEntry,
+    OutcomeKind,
+    OutcomeReport,
+    Packet,
+    PacketPage,
+    PacketState,
+    RecordPage,
+    RecordVersion,
+    Remembered,
+    Resumed,
+    ResumeHere,
+    Session,
+    SessionEnded,
+    Stats,
+)
+from baton.server.operation import Call, Operation, Route
+
+RECORDS, HANDOFFS, MEMORY = "records", "handoffs", "sessions and memories"
+
+
+class Input(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """An operation's input: unknown fields are refused on every surface."""
+
+
+PageSize = Annotated[int, msgspec.Meta(ge=1)]  # at most BATON_MAX_PAGE_SIZE (the stores check)
+Confidence = Annotated[float, msgspec.Meta(ge=0, le=1)]
+Seconds = Annotated[float, msgspec.Meta(gt=0, le=MAX_SECONDS)]  # ten years at most
+Csv = str | list[str] | None  # a list, or a comma-separated string (agentmemory's clients)
+RecallLimit = Annotated[int, msgspec.Meta(ge=1, le=MAX_RECALL)]
+
+
+# Records ------------------------------------------------------------------------------------
+
+
+class RememberInput(Input, kw_only=True):
+    ref: str
+    value: Any
+    tags: list[str] = []
+    confidence: Confidence = 0.5
+    expected_version: Annotated[int, msgspec.Meta(ge=0)] | None = None
+
+
+async def remember(call: Call, i: RememberInput) -> Remembered:
+    return await call.ns.records.remember(
+        i.ref,
+        i.value,
+        agent=call.caller.agent,
+        session=call.caller.session,
+        tags=i.tags,
+        confidence=i.confidence,
+        expected_version=i.expected_version,
+    )
+
+
+class ReadInput(Input, kw_only=True):
+    ref: str
+    version: Annotated[int, msgspec.Meta(ge=1)] | None = None
+
+
+async def read_record(call: Call, i: ReadInput) -> RecordVersion:
+    return await call.ns.records.recall(
+        i.ref, version=i.version, agent=call.caller.agent, session=call.caller.session
+    )
+
+
+class ListInput(Input, kw_only=True):
+    scope: str | None = None
+    tags: list[str] = []
+    tags_mode: Literal["all", "any"] = "all"
+    min_confidence: Confidence | None = None
+    limit: PageSize = 50
+    cursor: str | None = None
+    query: str | None = None
+
+
+async def list_records(call: Call, i: ListInput) -> RecordPage:
+    return await call.ns.records.list_records(
+        scope=i.scope,
+        tags=i.tags,
+        tags_mode=i.tags_mode,
+        min_confidence=i.min_confidence,
+        limit=i.limit,
+        cursor=i.cursor,
+        query=i.query,
+    )
+
+
+class RecallInput(ListInput, kw_only=True):
+    ref: str | None = None
+    version: Annotated[int, msgspec.Meta(ge=1)] | None = None
+
+
+async def recall(call: Call, i: RecallInput) -> RecordVersion | RecordPage:
+    if i.ref is not None:
+        return await read_record(call, ReadInput(ref=i.ref, version=i.version))
+    fields = msgspec.structs.asdict(i)
+    del fields["ref"], fields["version"]
+    return await list_records(call, ListInput(**fields))
+
+
+class RefInput(Input, kw_only=True):
+    ref: str
+
+
+async def history(call: Call, i: RefInput) -> History:
+    return await call.ns.records.history(i.ref)
+
+
+async def outcomes(call: Call, i: RefInput) -> list[OutcomeEntry]:
+    return await call.ns.records.outcomes(i.ref)
+
+
+class OutcomeInput(Input, kw_only=True):
+    outcome: OutcomeKind
+    outcome_ref: str
+    refs: list[str] | None = None
+    note: str | None = None
+    handoff_id: str | None = None
+
+
+async def record_outcome(call: Call, i: OutcomeInput) -> OutcomeReport:
+    return await call.ns.handoffs.record_outcome(
+        i.outcome,
+        i.outcome_ref,
+        agent=call.caller.agent,
+        refs=i.refs,
+        session=call.caller.session,
+        note=i.note,
+        handoff_id=i.handoff_id,
+    )
+
+
+class StatsInput(Input, kw_only=True):
+    verify: bool = False
+    scope: str | None = None
+
+
+async def stats(call: Call, i: StatsInput) -> Stats:
+    counted = await call.ns.verifier.stats(verify=i.verify, scope=i.scope)
+    counted.handoffs = await call.ns.handoffs.counts()
+    return counted
+
+
+# Handoffs -----------------------------------------------------------------------------------
+
+
+class PinInput(Input, kw_only=True):
+    ref: str
+    version: Annotated[int, msgspec.Meta(ge=1)] | None = None
+
+
+class HandoffInput(Input, kw_only=True):
+    """A packet for ``to``. Without ``pins``, everything your session touched is pinned."""
+
+    to: str
+    summary: str
+    next: list[str] = []
+    open: list[str] = []
+    pins: list[PinInput] | None = None
+    expires_in: Seconds | None = None
+    note: str | None = None
+
+
+async def handoff(call: Call, i: HandoffInput) -> Packet:
+    return await call.ns.handoffs.handoff(
+        from_agent=call.caller.agent,
+        to_agent=i.to,
+        summary=i.summary,
+        next_steps=i.next,
+        open_questions=i.open,
+        pins=None if i.pins is None else [msgspec.structs.asdict(pin) for pin in i.pins],
+        expires_in=i.expires_in,
+        note=i.note,
+        session=call.caller.session,
+    )
+
+
+class ResumeInput(Input, kw_only=True):
+    agent: str | None = None
+    lease_seconds: Seconds | None = None
+
+
+async def resume(call: Call, i: ResumeInput) -> Resumed:
+    caller = call.caller
+    if i.agent is not None and i.agent != caller.agent:
+        raise Forbidden(
+            f"{caller.agent} cannot resume {i.agent}'s packets; send X-Baton-Agent: {i.agent}",
+            agent=i.agent,
+        )
+    return await call.ns.handoffs.resume(
+        caller.agent, lease_seconds=i.lease_seconds, session=caller.session
+    )
+
+
+class ListPacketsInput(Input, kw_only=True):
+    status: PacketState | None = None
+    to: str | None = None
+    from_agent: str | None = msgspec.field(default=None, name="from")
+    limit: PageSize = 50
+    cursor: str | None = None
+
+
+async def list_handoffs(call: Call, i: ListPacketsInput) -> PacketPage:
+    return await call.ns.handoffs.list(
+        status=i.status, to_agent=i.to, from_agent=i.from_agent, limit=i.limit, cursor=i.cursor
+    )
+
+
+class PacketInput(Input, kw_only=True):
+    packet_id: str
+
+
+async def get_handoff(call: Call, i: PacketInput) -> Packet:
+    return await call.ns.handoffs.get(i.packet_id)
+
+
+async def complete(call: Call, i: PacketInput) -> Packet:
+    return await call.ns.handoffs.complete(i.packet_id, call.caller.agent)
+
+
+class ReleaseInput(PacketInput, kw_only=True):
+    reason: str | None = None
+
+
+async def release(call: Call, i: ReleaseInput) -> Packet:
+    return await call.ns.handoffs.release(
+        i.packet_id, call.caller.agent, reason=i.reason or "released"
+    )
+
+
+class FailInput(PacketInput, kw_only=True):
+    error: str
+
+
+async def fail(call: Call, i: FailInput) -> Packet:
+    return await call.ns.handoffs.fail(i.packet_id, call.caller.agent, i.error)
+
+
+async def requeue(call: Call, i: PacketInput) -> Packet:
+    call.caller.require_admin("requeue")
+    return await call.ns.handoffs.requeue(i.packet_id, call.caller.agent)
+
+
+class NoInput(Input, kw_only=True):
+    pass
+
+
+async def agents(call: Call, i: NoInput) -> list[AgentSummary]:
+    return await call.ns.handoffs.agents()
+
+
+# Sessions -----------------------------------------------------------------------------------
+
+
+class SessionStartInput(Input, kw_only=True):
+    id: str | None = None
+    project: str | None = None
+    cwd: str | None = None
+    title: str | None = None
+
+
+async def start_session(call: Call, i: SessionStartInput) -> Session:
+    return await call.ns.sessions.start(
+        caller=call.caller, session_id=i.id, project=i.project, cwd=i.cwd, title=i.title
+    )
+
+
+class SessionEndInput(Input, kw_only=True):
+    session_id: str
+    summary: str | None = None
+    title: str | None = None
+    concepts: list[str] | None = None
+
+
+async def end_session(call: Call, i: SessionEndInput) -> SessionEnded:
+    return await call.ns.sessions.end(
+        i.session_id, caller=call.caller, summary=i.summary, title=i.title, concepts=i.concepts
+    )
+
+
+class SessionsInput(Input, kw_only=True):
+    limit: PageSize = 20
+
+
+async def list_sessions(call: Call, i: SessionsInput) -> list[Session]:
+    return await call.ns.sessions.recent(i.limit)
+
+
+async def memory_sessions(call: Call, i: SessionsInput) -> shapes.Sessions:
+    return shapes.sessions(await list_sessions(call, i))
+
+
+class ResumeHereInput(Input, kw_only=True):
+    cwd: str | None = None  # the working directory (absolute); default: the server's
+    override: str | None = None  # another project path, absolute or relative to cwd
+
+
+async def resume_here(call: Call, i: ResumeHereInput) -> ResumeHere:
+    return await call.ns.sessions.resume_here(
+        os.getcwd() if i.cwd is None else i.cwd,
+        override=i.override,
+        caller_session=call.caller.session,
+    )
+
+
+class SessionInput(Input, kw_only=True):
+    session_id: str
+
+
+async def get_session(call: Call, i: SessionInput) -> Session:
+    return await call.ns.sessions.get(i.session_id)
+
+
+class ContextInput(Input, kw_only=True):
+    """``start``: the previous session's "where were we" for ``cwd``; ``compact``: this
+    session's state and the previous session's answer."""
+
+    session_id: str
+    kind: Literal["start", "compact"]
+    cwd: str | None = None
+    project: str | None = None
+    budget: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = START_BUDGET
+
+
+async def context(call: Call, i: ContextInput) -> Context:
+    builder = ContextBuilder(call.ns.sessions)
+    if i.kind == "start":
+        return await builder.start(i.session_id, i.cwd, i.project, i.budget)
+    return await builder.compact(i.session_id, i.project, i.budget)
+
+
+class EnrichInput(Input, kw_only=True):
+    session_id: str
+    files: Annotated[list[str], msgspec.Meta(min_length=1, max_length=50)]
+    terms: Annotated[list[str], msgspec.Meta(max_length=50)] = []
+    project: str | None = None
+
+
+async def enrich(call: Call, i: EnrichInput) -> Enriched:
+    return await ContextBuilder(call.ns.sessions).enrich(i.session_id, i.files, i.terms, i.project)
+
+
+class ObserveInput(Input, kw_only=True):
+    hook_type: str
+    session_id: str
+    project: str
+    cwd: str | None = None
+    timestamp: str
+    data: Any = None
+    event_id: str | None = None  # a caller's id for the event: stored once per id
+
+
+async def observe(call: Call, i: ObserveInput) -> Observed:
+    return await call.ns.sessions.observe(
+        hook_type=i.hook_type,
+        session_id=i.session_id,
+        project=i.project,
+        cwd=i.cwd,
+        timestamp=i.timestamp,
+        data=i.data,
+        caller=call.caller,
+        event_id=i.event_id,
+    )
+
+
+# Memories -----------------------------------------------------------------------------------
+
+
+class SaveInput(Input, kw_only=True):
+    content: str
+    type: str | None = None  # pattern, preference, architecture, bug, workflow or fact
+    concepts: Csv = None
+    files: Csv = None
+    project: str | None = None
+    agent_id: str | None = None  # save as this agent (your own id, unless admin)
+    ttl_days: Annotated[float, msgspec.Meta(gt=0, le=MAX_TTL_DAYS)] | None = None
+
+
+async def save_memory(call: Call, i: SaveInput) -> MemorySaved:
+    saved = await call.ns.memories.save(
+        i.content,
+        type=i.type,
+        concepts=i.concepts,
+        files=i.files,
+        project=i.project,
+        agent_id=call.caller.acting_as(i.agent_id).agent,
+        ttl_days=i.ttl_days,
+    )
+    if not saved.success:
+        raise InvalidInput("content", saved.error or "content is required")
+    return saved
+
+
+async def memory_save(call: Call, i: SaveInput) -> shapes.Saved:
+    return shapes.saved(await save_memory(call, i))
+
+
+class RecallMemoriesInput(Input, kw_only=True):
+    CAMEL_EXCEPTIONS: ClassVar[frozenset[str]] = frozenset({"token_budget"})  # agentmemory's
+
+    query: str
+    limit: RecallLimit = 10
+    format: Format = "full"
+    token_budget: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    project: str | None = None
+    agent_id: str | None = None  # only this agent's memories and shared ones
+
+
+async def recall_memories(call: Call, i: RecallMemoriesInput) -> Recall:
+    return await call.ns.memories.recall(
+        i.query,
+        limit=i.limit,
+        format=i.format,
+        token_budget=i.token_budget,
+        project=i.project,
+        agent_id=call.caller.acting_as(i.agent_id).agent if i.agent_id else None,
+    )
+
+
+async def memory_recall(call: Call, i: RecallMemoriesInput) -> shapes.Search:
+    found = await recall_memories(call, i)
+    return shapes.search(found.results, i.format, i.token_budget)
+
+
+class SmartSearchInput(Input, kw_only=True):
+    query: str | None = None
+    expand_ids: Csv = None
+    limit: RecallLimit = 10
+    project: str | None = None
+
+
+async def smart_search(call: Call, i: SmartSearchInput, cut: int | None = None) -> Recall:
+    """Hits for ``query``, or the records of the ids to expand (the first ``cut`` of them)."""
+    expand = split_list(i.expand_ids, "expand_ids")
+    if not (i.query or "").strip() and not expand:
+        raise InvalidInput("query", "give a query, or ids to expand (expandIds, expand_ids)")
+    return await call.ns.memories.smart_search(
+        query=i.query, expand_ids=expand[:cut] or None, limit=i.limit, project=i.project
+    )
+
+
+async def memory_smart_search(call: Call, i: SmartSearchInput) -> shapes.SmartSearch:
+    """agentmemory's answer: it expands at most :data:`EXPAND_LIMIT` ids and says so."""
+    found = await smart_search(call, i, EXPAND_LIMIT)
+    expand = split_list(i.expand_ids, "expand_ids")
+    return shapes.smart_search(found.results, bool(expand), len(expand) > EXPAND_LIMIT)
+
+
+class ForgetInput(Input, kw_only=True):
+    memory_id: str | None = None
+    session_id: str | None = None
+    observation_ids: Csv = None
+    reason: str = "forgotten on request"
+
+
+async def forget(call: Call, i: ForgetInput) -> Forgotten:
+    return await call.ns.memories.forget(
+        caller=call.caller,
+        memory_id=i.memory_id,
+        session_id=i.session_id,
+        observation_ids=split_list(i.observation_ids, "observation_ids") or None,
+        reason=i.reason,
+    )
+
+
+class AuditInput(Input, kw_only=True):
+    limit: Annotated[int, msgspec.Meta(ge=1, le=MAX_AUDIT)] = 50
+
+
+async def audit(call: Call, i: AuditInput) -> list[AuditEntry]:
+    return await call.ns.memories.audit_log(i.limit)
+
+
+# The table ----------------------------------------------------------------------------------
+
+REMEMBER = Operation(
+    "remember",
+    "Store a fact under a ref. Writing an existing ref adds a new version (old versions "
+    "stay readable). Give your confidence (0-1) in the fact. Set expected_version to write "
+    "only if nobody changed the record since you read that version (0 = new).",
+    RememberInput,
+    Remembered,
+    remember,
+    tag=RECORDS,
+    rest=Route(
+        "POST", "/v1/records", "Remember: append a new version of a record", 201, (409, 413)
+    ),
+    tool=True,
+)
+
+READ_RECORD = Operation(
+    "read_record",
+    "Recall one record: its current version, or the given one.",
+    ReadInput,
+    RecordVersion,
+    read_record,
+    tag=RECORDS,
+    rest=Route(
+        "GET",
+        "/v1/records/{ref:path}",
+        "Recall one record, current or a given version",
+        problems=(404,),
+    ),
+)
+
+LIST_RECORDS = Operation(
+    "list_records",
+    "Current versions filtered by scope, tags and confidence, in ref order (or best match "
+    "first with query).",
+    ListInput,
+    RecordPage,
+    list_records,
+    tag=RECORDS,
+    rest=Route(
+        "GET",
+        "/v1/records",
+        "Recall many: current versions filtered by scope, tags, confidence",
+    ),
+)
+
+RECALL = Operation(
+    "recall",
+    "Read facts. With ref: that record's current version (or the given version). Without "
+    "ref: current versions filtered by scope, tags and minimum confidence, in ref order "
+    "(best match first with query); pass next_cursor back as cursor for more.",
+    RecallInput,
+    RecordVersion | RecordPage,
+    recall,
+    tool=True,
+)
+
+HISTORY = Operation(
+    "history",
+    "Every version of a record, oldest first: value, author, time, confidence, and the "
+    "hash chain linking them (chain_ok says whether each link verifies).",
+    RefInput,
+    History,
+    history,
+    tag=RECORDS,
+    rest=Route(
+        "GET",
+        "/v1/history/{ref:path}",
+        "Every version of a record with its chain status",
+        problems=(404,),
+    ),
+    tool=True,
+)
+
+OUTCOMES = Operation(
+    "outcomes",
+    "A record's outcomes log, before and after each move.",
+    RefInput,
+    list[OutcomeEntry],
+    outcomes,
+    tag=RECORDS,
+    rest=Route(
+        "GET",
+        "/v1/outcomes/{ref:path}",
+        "A record's outcomes log, before and after each move",
+        problems=(404,),
+    ),
+)
+
+RECORD_OUTCOME = Operation(
+    "record_outcome",
+    "Report whether acting on some facts worked. success raises their confidence, failure "
+    "lowers it; before and after are kept. refs defaults to every record you touched in "
+    "this session. Pass handoff_id to close the packet you resumed.",
+    OutcomeInput,
+    OutcomeReport,
+    record_outcome,
+    tag=RECORDS,
+    rest=Route(
+        "POST",
+        "/v1/outcomes",
+        "Record an outcome: move the confidence of the records it was about",
+        201,
+        (404, 409, 413),
+    ),
+    tool=True,
+)
+
+MEMORY_STATS = Operation(
+    "memory_stats",
+    "Counts of records, versions, agents and outcomes, the average confidence and handoff "
+    "packets by state; with verify=true also recheck every hash chain and list broken "
+    "links (scope: only records in it and below it).",
+    StatsInput,
+    Stats,
+    stats,
+    tag=RECORDS,
+    rest=Route(
+        "GET", "/v1/stats", "Counts, average confidence and, with verify, a full chain check"
+    ),
+    tool=True,
+)
+
+HANDOFF = Operation(
+    "handoff",
+    "Hand work to another agent: a packet with a one-line summary, next steps and open "
+    "questions goes into its queue. Pins are the record versions your work is built on "
+    "([{ref, version}], version omitted = current); leave pins out to pin everything you "
+    "read or wrote in this session. The receiver is told if a pinned record changes "
+    "before it picks the packet up. expires_in: seconds until an unclaimed packet expires.",
+    HandoffInput,
+    Packet,
+    handoff,
+    tag=HANDOFFS,
+    rest=Route(
+        "POST", "/v1/handoffs", "Hand work to another agent: a packet in its queue", 201, (413,)
+    ),
+    tool=True,
+)
+
+LIST_HANDOFFS = Operation(
+    "list_handoffs",
+    "Packets, newest first, by state, receiver and sender.",
+    ListPacketsInput,
+    PacketPage,
+    list_handoffs,
+    tag=HANDOFFS,
+    rest=Route("GET", "/v1/handoffs", "Packets, newest first, by state, receiver and sender"),
+)
+
+GET_HANDOFF = Operation(
+    "get_handoff",
+    "One packet with its transition log.",
+    PacketInput,
+    Packet,
+    get_handoff,
+    tag=HANDOFFS,
+    rest=Route(
+        "GET",
+        "/v1/handoffs/{packet_id:str}",
+        "One packet with its transition log",
+        problems=(404,),
+    ),
+)
+
+RESUME = Operation(
+    "resume",
+    "Pick up the oldest packet handed to you. Returns the packet, its pinned records at "
+    "the pinned versions, and a 'stale' list of pins whose record has a newer version: "
+    "re-read those before acting. packet is null when nothing waits. lease_seconds: how "
+    "long you hold it (default 15 min). Finish with record_outcome(handoff_id=...).",
+    ResumeInput,
+    Resumed,
+    resume,
+    tag=HANDOFFS,
+    rest=Route(
+        "POST",
+        "/v1/agents/{agent:str}/resume",
+        "Claim the agent's oldest queued packet",
+        problems=(403, 413),
+    ),
+    tool=True,
+)
+
+COMPLETE = Operation(
+    "complete",
+    "Finish a claimed packet.",
+    PacketInput,
+    Packet,
+    complete,
+    tag=HANDOFFS,
+    rest=Route(
+        "POST",
+        "/v1/handoffs/{packet_id:str}/complete",
+        "Finish a claimed packet",
+        problems=(403, 404, 409),
+    ),
+)
+
+RELEASE = Operation(
+    "release",
+    "Give a claimed packet back to the queue.",
+    ReleaseInput,
+    Packet,
+    release,
+    tag=HANDOFFS,
+    rest=Route(
+        "POST",
+        "/v1/handoffs/{packet_id:str}/release",
+        "Give a claimed packet back to the queue",
+        problems=(403, 404, 409, 413),
+    ),
+)
+
+FAIL = Operation(
+    "fail",
+    "Give up on a claimed packet, saying why.",
+    FailInput,
+    Packet,
+    fail,
+    tag=HANDOFFS,
+    rest=Route(
+        "POST",
+        "/v1/handoffs/{packet_id:str}/fail",
+        "Give up on a claimed packet, saying why",
+        problems=(403, 404, 409, 413),
+    ),
+)
+
+REQUEUE = Operation(
+    "requeue",
+    "Put a failed or expired packet back in its queue (admin).",
+    PacketInput,
+    Packet,
+    requeue,
+    tag=HANDOFFS,
+    rest=Route(
+        "POST",
+        "/v1/handoffs/{packet_id:str}/requeue",
+        "Put a failed or expired packet back in its queue",
+        problems=(403, 404, 409),
+    ),
+)
+
+AGENTS = Operation(
+    "agents",
+    "Every known agent with its queued, claimed and failed counts.",
+    NoInput,
+    list[AgentSummary],
+    agents,
+    tag=HANDOFFS,
+    rest=Route("GET", "/v1/agents", "Every known agent with its queued, claimed and failed counts"),
+)
+
+START_SESSION = Operation(
+    "start_session",
+    "Start a session (any id, or a fresh one).",
+    SessionStartInput,
+    Session,
+    start_session,
+    tag=MEMORY,
+    rest=Route("POST", "/v1/sessions", "Start a session (any id, or a fresh one)", 201, (413,)),
+)
+
+END_SESSION = Operation(
+    "end_session",
+    "End a session (completed).",
+    SessionEndInput,
+    SessionEnded,
+    end_session,
+    tag=MEMORY,
+    rest=Route(
+        "POST",
+        "/v1/sessions/{session_id:str}/end",
+        "End a session (completed)",
+        problems=(404, 413),
+    ),
+)
+
+LIST_SESSIONS = Operation(
+    "list_sessions",
+    "Recent sessions, newest first.",
+    SessionsInput,
+    list[Session],
+    list_sessions,
+    tag=MEMORY,
+    rest=Route("GET", "/v1/sessions", "Recent sessions, newest first"),
+)
+
+MEMORY_SESSIONS = Operation(
+    "memory_sessions",
+    "Recent sessions, newest first: where they ran and what they did.",
+    SessionsInput,
+    shapes.Sessions,
+    memory_sessions,
+    tool=True,
+    agentmemory=Route("GET", "/agentmemory/sessions", "Recent sessions"),
+    naming="agentmemory",
+)
+
+MEMORY_RESUME_HERE = Operation(
+    "memory_resume_here",
+    "Where were we? Finds the last session for this working directory (cwd, absolute; "
+    "default: this server's) and answers with its open question first, what it touched, "
+    "and one next step; override names another project path. Use when the user says "
+    "'resume', 'where were we', 'handoff' or 'pick up where I left off'.",
+    ResumeHereInput,
+    ResumeHere,
+    resume_here,
+    tag=MEMORY,
+    rest=Route(
+        "GET", "/v1/sessions/resume", "Where were we: the session to resume for a directory"
+    ),
+    tool=True,
+)
+
+GET_SESSION = Operation(
+    "get_session",
+    "A session and the record versions it touched.",
+    SessionInput,
+    Session,
+    get_session,
+    tag=MEMORY,
+    rest=Route(
+        "GET",
+        "/v1/sessions/{session_id:str}",
+        "A session and the record versions it touched",
+        problems=(404,),
+    ),
+)
+
+CONTEXT = Operation(
+    "context",
+    "Context for a coding agent's hook: session start or compaction.",
+    ContextInput,
+    Context,
+    context,
+    tag=MEMORY,
+    rest=Route(
+        "POST",
+        "/v1/context",
+        "Context for a coding agent's hook: session start or compaction",
+        problems=(413,),
+    ),
+)
+
+ENRICH = Operation(
+    "enrich",
+    "What earlier sessions did to the files a tool is about to touch.",
+    EnrichInput,
+    Enriched,
+    enrich,
+    tag=MEMORY,
+    rest=Route(
+        "POST",
+        "/v1/enrich",
+        "What earlier sessions did to the files a tool is about to touch",
+        problems=(413,),
+    ),
+)
+
+OBSERVE = Operation(
+    "observe",
+    "Record a hook event of a coding agent.",
+    ObserveInput,
+    Observed,
+    observe,
+    tag=MEMORY,
+    rest=Route("POST", "/v1/observations", "Record a hook event of a coding agent", 201, (413,)),
+)
+
+SAVE_MEMORY = Operation(
+    "save_memory",
+    "Save a memory (near-duplicates supersede, similar ones are hinted).",
+    SaveInput,
+    MemorySaved,
+    save_memory,
+    tag=MEMORY,
+    rest=Route(
+        "POST",
+        "/v1/memories",
+        "Save a memory (near-duplicates supersede, similar ones are hinted)",
+        201,
+        (403, 413),
+    ),
+)
+
+MEMORY_SAVE = Operation(
+    "memory_save",
+    "Save something worth remembering across sessions (a pattern, preference, "
+    "architecture decision, bug, workflow or fact). Near-duplicates of an existing memory "
+    "update it instead of adding a copy; similar ones are reported as similarTo.",
+    SaveInput,
+    shapes.Saved,
+    memory_save,
+    tool=True,
+    agentmemory=Route("POST", "/agentmemory/remember", "Save a memory", 201),
+    naming="agentmemory",
+)
+
+RECALL_MEMORIES = Operation(
+    "recall_memories",
+    "BM25 search over memories and observations.",
+    RecallMemoriesInput,
+    Recall,
+    recall_memories,
+    tag=MEMORY,
+    rest=Route(
+        "POST",
+        "/v1/memories/recall",
+        "BM25 search over memories and observations",
+        problems=(403, 413),
+    ),
+)
+
+MEMORY_RECALL = Operation(
+    "memory_recall",
+    "Search saved memories and past observations (BM25). format: full, compact or "
+    "narrative; token_budget caps the answer's size; agentId: only this agent's memories "
+    "and shared ones (your own id, unless admin).",
+    RecallMemoriesInput,
+    shapes.Search,
+    memory_recall,
+    tool=True,
+    agentmemory=Route("POST", "/agentmemory/search", "Search memories"),
+    naming="agentmemory",
+)
+
+SMART_SEARCH = Operation(
+    "smart_search",
+    "Compact hits, or full records for chosen ids.",
+    SmartSearchInput,
+    Recall,
+    smart_search,
+    tag=MEMORY,
+    rest=Route(
+        "POST",
+        "/v1/memories/smart-search",
+        "Compact hits, or full records for chosen ids",
+        problems=(413,),
+    ),
+)
+
+MEMORY_SMART_SEARCH = Operation(
+    "memory_smart_search",
+    "Find memories and observations as compact hits, then expand the ids you want in full "
+    "by calling again with expandIds.",
+    SmartSearchInput,
+    shapes.SmartSearch,
+    memory_smart_search,
+    tool=True,
+    agentmemory=Route("POST", "/agentmemory/smart-search", "Smart search"),
+    naming="agentmemory",
+)
+
+MEMORY_FORGET = Operation(
+    "memory_forget",
+    "Forget a memory (memoryId), some observations of a session (sessionId + "
+    "observationIds) or a whole session (sessionId). Audited.",
+    ForgetInput,
+    Forgotten,
+    forget,
+    tag=MEMORY,
+    rest=Route(
+        "POST",
+        "/v1/forget",
+        "Forget a memory, observations or a whole session (audited)",
+        problems=(403, 404, 413),
+    ),
+    tool=True,
+    naming="agentmemory",
+)
+
+AUDIT = Operation(
+    "audit",
+    "The audit log, newest first.",
+    AuditInput,
+    list[AuditEntry],
+    audit,
+    tag=MEMORY,
+    rest=Route("GET", "/v1/audit", "The audit log, newest first"),
+)
+
+OPERATIONS: tuple[Operation[Any, Any], ...] = (
+    REMEMBER,
+    READ_RECORD,
+    LIST_RECORDS,
+    RECALL,
+    HISTORY,
+    OUTCOMES,
+    RECORD_OUTCOME,
+    MEMORY_STATS,
+    HANDOFF,
+    LIST_HANDOFFS,
+    GET_HANDOFF,
+    RESUME,
+    COMPLETE,
+    RELEASE,
+    FAIL,
+    REQUEUE,
+    AGENTS,
+    START_SESSION,
+    END_SESSION,
+    LIST_SESSIONS,
+    MEMORY_SESSIONS,
+    MEMORY_RESUME_HERE,
+    GET_SESSION,
+    CONTEXT,
+    ENRICH,
+    OBSERVE,
+    SAVE_MEMORY,
+    MEMORY_SAVE,
+    RECALL_MEMORIES,
+    MEMORY_RECALL,
+    SMART_SEARCH,
+    MEMORY_SMART_SEARCH,
+    MEMORY_FORGET,
+    AUDIT,
+)
+BY_NAME = {operation.name: operation for operation in OPERATIONS}
