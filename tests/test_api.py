@@ -447,3 +447,15 @@ def test_a_host_given_twice_is_400(api_url: str) -> None:
     status_line, _, rest = answer.partition(b"\r\n")
     assert status_line.split()[1] == b"400", answer
     assert b"host: given more than once" in rest
+
+
+def test_an_outcome_never_leaves_confidence_on_a_bound(http: httpx.Client) -> None:
+    """Over REST, a record written with confidence 1.0 is below 1 after a success, one
+    written with 0.0 above 0 after a failure: the outcome's `after` and the record agree."""
+    for ref, start, outcome in (("bound/top", 1.0, "success"), ("bound/bottom", 0.0, "failure")):
+        http.post("/v1/records", json={"ref": ref, "value": 1, "confidence": start})
+        moved = http.post(
+            "/v1/outcomes", json={"outcome": outcome, "outcome_ref": "R-1", "refs": [ref]}
+        ).json()["moves"][0]
+        assert moved["before"] == start and 0.0 < moved["after"] < 1.0
+        assert http.get(f"/v1/records/{ref}").json()["confidence"] == moved["after"]

@@ -99,14 +99,14 @@ def test_canonical_encoding_round_trips_and_ignores_key_order(value: object) -> 
     st.lists(st.sampled_from(["success", "failure"]), max_size=300),
 )
 def test_confidence_stays_strictly_inside_bounds(start: float, outcomes: list[str]) -> None:
-    """Any sequence of outcomes keeps confidence in [0, 1], moving the right way each step."""
+    """Any sequence of outcomes, from any start in [0, 1] (the bounds included), keeps
+    confidence strictly inside (0, 1), moving the right way each step once inside."""
     value = start
     for outcome in outcomes:
         after = confidence.moved(value, outcome)  # type: ignore[arg-type]
-        assert (after >= value) if outcome == "success" else (after <= value)
-        assert 0.0 <= after <= 1.0 and not math.isnan(after)
-        if 0.0 < value < 1.0:
-            assert 0.0 < after < 1.0
+        assert 0.0 < after < 1.0 and not math.isnan(after)
+        if confidence.FLOOR <= value <= confidence.CEILING:
+            assert (after >= value) if outcome == "success" else (after <= value)
         value = after
 
 

@@ -146,3 +146,11 @@ def test_keys_that_are_not_text_keep_jsons_encoding() -> None:
     """An object key that is not text (only the in-process API could pass one) is written
     as json writes it, whichever encoder was asked for."""
     assert canonical_bytes({2: "a", 10: "b"}, floatless=True) == b'{"2":"a","10":"b"}'
+
+
+def test_a_confidence_written_on_a_bound_comes_inside_after_an_outcome() -> None:
+    """A fact written at 1.0 (or 0.0) does not stay there: a success brings 1.0 to just
+    below 1 and a failure brings 0.0 to just above 0 (agent-handoff-memory's rule)."""
+    assert 0.99 < confidence.moved(1.0, "success") < 1.0
+    assert 0.0 < confidence.moved(0.0, "failure") < 0.01
+    assert confidence.moved(1.0, "failure") == pytest.approx(0.65)
