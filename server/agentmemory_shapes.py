@@ -160,7 +160,7 @@ def memory(saved: Memory) -> MemoryShape:
         version=saved.version,
         parent_id=saved.parent_id,
         supersedes=saved.supersedes,
-        source_observation_ids=[],
+        source_observation_ids=saved.source_observation_ids,
         is_latest=saved.is_latest,
         origin=Origin(channel="agent", captured_at=saved.created_at),
         agent_id=saved.agent_id,

@@ -25,6 +25,7 @@ from baton.server.connection import (
 )
 from baton.server.embedded import EmbeddedServerError
 from baton.server.errors import BatonError
+from baton.server.identity import ANONYMOUS
 from baton.server.logs import configure_logging
 from baton.server.models import PACKET_STATES, Stats
 from baton.server.settings import Settings
@@ -328,7 +329,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from baton.server.mcp_server import run_stdio
 
     configure_logging()
-    agent = check_agent(args.agent or os.environ.get("AGENT_ID") or "anonymous", field="--agent")
+    agent = check_agent(args.agent or os.environ.get("AGENT_ID") or ANONYMOUS, field="--agent")
     asyncio.run(run_stdio(_settings(), agent))
     return 0
 

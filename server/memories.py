@@ -65,6 +65,7 @@ class Memory(msgspec.Struct, kw_only=True):
     is_latest: bool = True
     superseded_by: str | None = None
     expires_at: str | None = None
+    source_observation_ids: list[str] = []
 
 
 class SimilarTo(msgspec.Struct, kw_only=True):
@@ -171,9 +172,12 @@ class MemoryStore(NamespaceStore):
         project: str | None = None,
         agent_id: str | None = None,
         ttl_days: float | None = None,
+        source_observation_ids: Sequence[str] = (),
     ) -> MemorySaved:
         """Save a memory, superseding a near-duplicate (Jaccard > 0.7) or hinting at a
-        similar one (> 0.4). Empty content is ``success: false``, not an exception."""
+        similar one (> 0.4); without ``agent_id`` it is shared. Empty content is
+        ``success: false``, not an exception. ``source_observation_ids`` are kept as given:
+        the observations it was drawn from."""
         if not content.strip():
             return MemorySaved(success=False, error="content is required")
         if len(content) > MAX_CONTENT:
@@ -183,6 +187,8 @@ class MemoryStore(NamespaceStore):
         file_list = split_list(files, "files")
         check_size(concept_list, "concepts", MAX_TAGS)
         check_size(file_list, "files", MAX_TAGS)
+        sources = list(dict.fromkeys(source_observation_ids))
+        check_size(sources, "source_observation_ids", MAX_TAGS)
         project = project.strip() or None if isinstance(project, str) else None
         agent = check_agent(agent_id, field="agent_id") if agent_id else None
 
@@ -201,6 +207,7 @@ class MemoryStore(NamespaceStore):
             "agent_id": agent,
             "version": version,
             "supersedes": supersedes,
+            "source_observation_ids": sources,
         }
         written = await self.records.remember(
             memory_ref(memory_id),
@@ -236,6 +243,7 @@ class MemoryStore(NamespaceStore):
             parent_id=superseded.id if superseded else None,
             supersedes=supersedes,
             expires_at=expires_at,
+            source_observation_ids=sources,
         )
         return MemorySaved(success=True, memory=memory, similar_to=None if superseded else similar)
 
@@ -650,6 +658,7 @@ def _memory(memory_id: str, record: RecordVersion) -> Memory | None:
         supersedes=supersedes,
         is_latest="superseded_by" not in value,
         superseded_by=value.get("superseded_by"),
+        source_observation_ids=value.get("source_observation_ids", []),
     )
 
 

@@ -19,6 +19,7 @@ from baton.server.agentmemory_shapes import EXPAND_LIMIT, Format
 from baton.server.context_builder import START_BUDGET, Context, ContextBuilder, Enriched
 from baton.server.errors import Forbidden, InvalidInput
 from baton.server.handoffs import MAX_SECONDS
+from baton.server.identity import ANONYMOUS
 from baton.server.memories import (
     MAX_AUDIT,
     MAX_RECALL,
@@ -409,17 +410,22 @@ class SaveInput(Input, kw_only=True):
     project: str | None = None
     agent_id: str | None = None  # save as this agent (your own id, unless admin)
     ttl_days: Annotated[float, msgspec.Meta(gt=0, le=MAX_TTL_DAYS)] | None = None
+    source_observation_ids: list[str] = []  # the observations it was drawn from
 
 
 async def save_memory(call: Call, i: SaveInput) -> MemorySaved:
+    """Saved as the caller's agent, or as ``agent_id``'s; shared (no agent) when neither
+    names one: no ``agent_id`` and an anonymous caller (docs/sessions.md, "Whose memory")."""
+    owner = call.caller.acting_as(i.agent_id).agent
     saved = await call.ns.memories.save(
         i.content,
         type=i.type,
         concepts=i.concepts,
         files=i.files,
         project=i.project,
-        agent_id=call.caller.acting_as(i.agent_id).agent,
+        agent_id=None if i.agent_id is None and owner == ANONYMOUS else owner,
         ttl_days=i.ttl_days,
+        source_observation_ids=i.source_observation_ids,
     )
     if not saved.success:
         raise InvalidInput("content", saved.error or "content is required")

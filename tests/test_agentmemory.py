@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -524,3 +525,38 @@ def test_routes_the_hooks_call_answer_in_agentmemorys_shapes(am: httpx.Client) -
     assert am.post("/enrich", json={"sessionId": "cc-2"}).status_code == 400
     missing = am.get("/no-such-route")
     assert (missing.status_code, set(missing.json())) == (404, {"error"})
+
+
+def test_a_memory_saved_without_an_agent_is_shared(am: httpx.Client, api_url: str) -> None:
+    """No agentId and no agent identity: the memory is shared (no agentId in the answer), so
+    every agent's scoped search finds it next to that agent's own; bob's own memory stays
+    out of alice's scoped search."""
+    word = f"zq{secrets.token_hex(4)}"
+    shared = am.post("/remember", json={"content": f"{word} staging is read-only on fridays"})
+    assert "agentId" not in shared.json()["memory"]
+    with httpx.Client(base_url=f"{api_url}/agentmemory", headers={"X-Baton-Agent": "bob"}) as bob:
+        own = bob.post("/remember", json={"content": f"{word} bob keeps staging keys in vault"})
+        assert own.json()["memory"]["agentId"] == "bob"
+    for agent, expected in (("alice", 1), ("bob", 2)):
+        with httpx.Client(
+            base_url=f"{api_url}/agentmemory", headers={"X-Baton-Agent": agent}
+        ) as client:
+            found = client.post("/search", json={"query": word, "agentId": agent}).json()
+        assert len(found["results"]) == expected, (agent, found)
+
+
+def test_source_observation_ids_are_checked_and_kept(am: httpx.Client) -> None:
+    """sourceObservationIds must be an array of ids (a 400 naming it otherwise) and come
+    back as saved, in the answer and in the export."""
+    refused = am.post("/remember", json={"content": "x", "sourceObservationIds": "obs_1"})
+    assert refused.status_code == 400 and "sourceObservationIds" in refused.json()["error"]
+    saved = am.post(
+        "/remember",
+        json={
+            "content": f"retry the payment webhook {secrets.token_hex(4)}",
+            "sourceObservationIds": ["obs_1", "obs_2"],
+        },
+    ).json()["memory"]
+    assert saved["sourceObservationIds"] == ["obs_1", "obs_2"]
+    exported = {m["id"]: m for m in am.get("/export").json()["memories"]}
+    assert exported[saved["id"]]["sourceObservationIds"] == ["obs_1", "obs_2"]
