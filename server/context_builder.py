@@ -168,7 +168,7 @@ class ContextBuilder:
                 + "\n".join(per_file)
                 + "\n</agentmemory-file-context>"
             )
-        query = " ".join([*(os.path.basename(path) for path in files), *terms]).strip()
+        query = " ".join([*files, *(os.path.basename(path) for path in files), *terms]).strip()
         if query:
             related = await self.memories.recall(query, limit=5, kinds=("memory",), project=project)
             if related.results:

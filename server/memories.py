@@ -26,7 +26,7 @@ from baton.server.keys import NAMESPACES
 from baton.server.models import Observation, RecallHit, RecordVersion
 from baton.server.observations import concepts_of, observation_from
 from baton.server.records import MAX_NOTE, NamespaceWithRecords
-from baton.server.search import text_of
+from baton.server.search import path_text, text_of
 from baton.server.store_base import NamespaceStore
 from baton.server.validation import check_agent, check_session_id, check_size, check_text
 
@@ -146,7 +146,7 @@ def memory_ref(memory_id: str) -> str:
 
 def memory_document(memory_id: str, memory: dict[str, Any]) -> tuple[str, str]:
     """A saved memory's search document (its id and text), from its stored value."""
-    words = [memory["content"], memory["title"], *memory["concepts"], *memory["files"]]
+    words = [memory["content"], memory["title"], *memory["concepts"], path_text(memory["files"])]
     return f"m:{memory_id}", " ".join(words)
 
 

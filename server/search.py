@@ -62,6 +62,17 @@ def tokenize(text: str) -> list[str]:
     return [stem(token) for token in TOKEN.findall(text.lower()) if len(token) >= MIN_TOKEN]
 
 
+def path_text(paths: Sequence[str]) -> str:
+    """File paths as a document indexes them: each path whole and every suffix after a
+    ``/``, so the full path, a path suffix (``payments/refund.py``) and the basename
+    (``refund.py``) each find it."""
+    terms: list[str] = []
+    for path in paths:
+        parts = path.strip("/").split("/")
+        terms += ["/".join(parts[start:]) for start in range(len(parts))]
+    return " ".join(dict.fromkeys(terms))
+
+
 def text_of(value: Any) -> str:
     """Every string, key and number in a JSON value, as one text."""
     if isinstance(value, str):

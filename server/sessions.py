@@ -25,6 +25,7 @@ from baton.server.observations import (
     observation_from,
     open_question,
 )
+from baton.server.search import path_text
 from baton.server.store_base import NamespaceParts, NamespaceStore
 from baton.server.validation import (
     MAX_PATH,
@@ -80,7 +81,7 @@ def observation_document(
     session_id: str, observation_id: str, title: str, narrative: str, files: list[str]
 ) -> tuple[str, str]:
     """An observation's search document (its id and text)."""
-    return f"o:{session_id}:{observation_id}", f"{title} {narrative} {' '.join(files)}"
+    return f"o:{session_id}:{observation_id}", f"{title} {narrative} {path_text(files)}"
 
 
 class SessionsParts(NamespaceParts, Protocol):

@@ -560,3 +560,22 @@ def test_source_observation_ids_are_checked_and_kept(am: httpx.Client) -> None:
     assert saved["sourceObservationIds"] == ["obs_1", "obs_2"]
     exported = {m["id"]: m for m in am.get("/export").json()["memories"]}
     assert exported[saved["id"]]["sourceObservationIds"] == ["obs_1", "obs_2"]
+
+
+def test_a_file_in_a_folder_is_found_by_its_path_its_suffix_and_its_basename(
+    am: httpx.Client,
+) -> None:
+    """A memory saved with files ["payments/refund.py"] enriches a tool touching that path,
+    a longer path ending in it, or the same basename; search finds it by the path and the
+    basename."""
+    word = f"zq{secrets.token_hex(4)}"
+    am.post(
+        "/remember",
+        json={"content": f"{word}: refunds must be idempotent", "files": ["payments/refund.py"]},
+    )
+    for path in ("payments/refund.py", "/srv/app/payments/refund.py", "refund.py"):
+        enriched = am.post("/enrich", json={"sessionId": f"s-{word}", "files": [path]}).json()
+        assert word in enriched["context"], path
+    for path in ("payments/refund.py", "refund.py"):
+        found = am.post("/search", json={"query": path, "limit": 100}).json()["results"]
+        assert word in json.dumps(found), path
