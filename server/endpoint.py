@@ -9,6 +9,7 @@ from collections.abc import Mapping
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
+MEMORY_DB_SUFFIX = ".baton"  # MEMORY_DB=x.db keeps Baton's store in x.db.baton/
 
 
 def base_url(api_url: str | None, host: str, port: int) -> str:
@@ -26,10 +27,16 @@ def base_url_of(environ: Mapping[str, str]) -> str:
 
 
 def data_dir_of(environ: Mapping[str, str]) -> str:
-    """``BATON_DATA_DIR``, else the per-user data dir: ``$XDG_DATA_HOME/baton``, i.e.
-    ``~/.local/share/baton`` (absolute, ``~`` expanded)."""
+    """``BATON_DATA_DIR``; else, for agent-handoff-memory's configurations, the store its
+    ``MEMORY_DB`` names: the folder ``<MEMORY_DB>.baton`` beside that path (the processes
+    given one ``MEMORY_DB`` share one store, as they shared one SQLite file); else the
+    per-user data dir: ``$XDG_DATA_HOME/baton``, i.e. ``~/.local/share/baton`` (absolute,
+    ``~`` expanded)."""
     chosen = environ.get("BATON_DATA_DIR")
     if chosen:
         return os.path.abspath(os.path.expanduser(chosen))
+    memory_db = environ.get("MEMORY_DB")
+    if memory_db:
+        return os.path.abspath(os.path.expanduser(memory_db)) + MEMORY_DB_SUFFIX
     xdg = environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
     return os.path.join(xdg, "baton")

@@ -6,6 +6,7 @@ import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -15,6 +16,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from baton.server.backend import Backend
+from baton.server.embedded import EmbeddedServer
 from baton.server.mcp_server import Binding, create_mcp_server
 from tests.conftest import REPO, as_agent
 
@@ -379,3 +381,33 @@ async def test_agentmemorys_tools_answer_as_its_routes_do(api_url: str, redis_ur
             assert expanded == smart.json()
             forgotten = await answer("memory_forget", memoryId=memory_id)
             assert forgotten["audit_ids"]  # Baton's own tool, Baton's names
+
+
+@pytest.mark.slow
+async def test_memory_db_names_the_store_of_stdio_processes(tmp_path: Path) -> None:
+    """agent-handoff-memory's configuration (`MEMORY_DB`, `AGENT_ID`, no Baton settings):
+    two `baton mcp` processes given one MEMORY_DB share a store kept beside it
+    (`<MEMORY_DB>.baton`), as they shared one SQLite file; another MEMORY_DB is another
+    store. The writer is the AGENT_ID agent."""
+
+    def server(agent: str, memory_db: Path) -> StdioServerParameters:
+        env = {**os.environ, "MEMORY_DB": str(memory_db), "AGENT_ID": agent}
+        for name in ("BATON_REDIS_URL", "BATON_DATA_DIR"):
+            env.pop(name, None)
+        return StdioServerParameters(
+            command=sys.executable, args=["-m", "baton.server.cli", "mcp"], env=env, cwd=str(REPO)
+        )
+
+    shared, other = tmp_path / "team" / "memory.db", tmp_path / "solo.db"
+    try:
+        async with Client(server("scout", shared)) as scout:
+            await call(scout, "remember", ref="plan/next", value="ship the refund fix")
+        assert (tmp_path / "team" / "memory.db.baton").is_dir()
+        async with Client(server("executor", shared)) as executor:
+            found = await call(executor, "recall", ref="plan/next")
+        assert (found["value"], found["author"]) == ("ship the refund fix", "scout")
+        async with Client(server("executor", other)) as elsewhere:
+            assert "no record" in await error_text(elsewhere, "recall", ref="plan/next")
+    finally:
+        for folder in (Path(f"{shared}.baton"), Path(f"{other}.baton")):
+            EmbeddedServer(folder).stop()
