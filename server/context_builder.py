@@ -45,6 +45,20 @@ class Enriched(msgspec.Struct, kw_only=True):
     truncated: bool
 
 
+class FileContext(msgspec.Struct, kw_only=True):
+    """What earlier sessions did to some files (agentmemory's ``mem::file-context``)."""
+
+    context: str
+
+
+def same_file(path: str, other: str) -> bool:
+    """Whether two paths name the same file: equal, or one ends with the other after a
+    ``/`` (``payments/refund.py`` and ``/srv/app/payments/refund.py``), as agentmemory
+    matches them."""
+    path, other = path.removeprefix("./"), other.removeprefix("./")
+    return path == other or path.endswith(f"/{other}") or other.endswith(f"/{path}")
+
+
 class Summary(msgspec.Struct, kw_only=True, rename="camel"):
     """A session summary in agentmemory's field names."""
 
@@ -142,32 +156,12 @@ class ContextBuilder:
         self, session_id: str, files: list[str], terms: list[str], project: str | None
     ) -> Enriched:
         """What earlier sessions did to ``files``, related memories, and past bugs."""
-        if not files or not all(isinstance(f, str) and f for f in files):
+        if not files or not all(f.strip() for f in files):
             raise InvalidInput("files", "must be a non-empty list of non-empty file paths")
-        if not all(isinstance(term, str) for term in terms):
-            raise InvalidInput("terms", "terms must be an array of strings")
         parts = []
-        per_file = []
-        for path in files[:5]:
-            found = await self.memories.recall(path, limit=10, kinds=("observation",))
-            hits = [
-                hit
-                for hit in found.results
-                if hit.session != session_id and (path in hit.files or path in hit.text)
-            ][:5]
-            if hits:
-                per_file.append(
-                    f"## {escape(path)}\n"
-                    + "\n".join(
-                        f"- [{hit.type}] {escape(hit.title)}: {escape(hit.text)}" for hit in hits
-                    )
-                )
-        if per_file:
-            parts.append(
-                "<agentmemory-file-context>\n"
-                + "\n".join(per_file)
-                + "\n</agentmemory-file-context>"
-            )
+        history = await self.file_history(session_id, files)
+        if history.context:
+            parts.append(history.context)
         query = " ".join([*files, *(os.path.basename(path) for path in files), *terms]).strip()
         if query:
             related = await self.memories.recall(query, limit=5, kinds=("memory",), project=project)
@@ -181,7 +175,7 @@ class ContextBuilder:
                 hit
                 for hit in related.results
                 if hit.type == "bug"
-                and any(path in known or known in path for path in files for known in hit.files)
+                and any(same_file(path, known) for path in files for known in hit.files)
             ]
             if bugs:
                 parts.append(
@@ -191,6 +185,34 @@ class ContextBuilder:
                 )
         text = "\n\n".join(parts)
         return Enriched(context=text[:ENRICH_LIMIT], truncated=len(text) > ENRICH_LIMIT)
+
+    async def file_history(
+        self, session_id: str | None, files: list[str], project: str | None = None
+    ) -> FileContext:
+        """Past observations of other sessions about each of ``files`` (the first 5; 5 each,
+        best first), as agentmemory's ``<agentmemory-file-context>`` block; empty when none."""
+        per_file = []
+        for path in files[:5]:
+            query = f"{path} {os.path.basename(path)}"
+            found = await self.memories.recall(
+                query, limit=10, kinds=("observation",), project=project
+            )
+            hits = [
+                hit
+                for hit in found.results
+                if hit.session != session_id and any(same_file(path, f) for f in hit.files)
+            ][:5]
+            if hits:
+                per_file.append(
+                    f"## {escape(path)}\n"
+                    + "\n".join(
+                        f"- [{hit.type}] {escape(hit.title)}: {escape(hit.text)}" for hit in hits
+                    )
+                )
+        if not per_file:
+            return FileContext(context="")
+        block = "\n".join(["<agentmemory-file-context>", *per_file, "</agentmemory-file-context>"])
+        return FileContext(context=block)
 
     async def summarize(self, session_id: str) -> Summary:
         """A summary of the session from its observations (no LLM): what the user asked,

@@ -16,7 +16,13 @@ import msgspec
 
 from baton.server import agentmemory_shapes as shapes
 from baton.server.agentmemory_shapes import EXPAND_LIMIT, Format
-from baton.server.context_builder import START_BUDGET, Context, ContextBuilder, Enriched
+from baton.server.context_builder import (
+    START_BUDGET,
+    Context,
+    ContextBuilder,
+    Enriched,
+    FileContext,
+)
 from baton.server.errors import Forbidden, InvalidInput
 from baton.server.handoffs import MAX_SECONDS
 from baton.server.identity import ANONYMOUS
@@ -397,6 +403,19 @@ async def observe(call: Call, i: ObserveInput) -> Observed:
         caller=call.caller,
         event_id=i.event_id,
     )
+
+
+class FileHistoryInput(Input, kw_only=True):
+    files: str | Annotated[list[str], msgspec.Meta(max_length=50)]  # a list or "a.py,b.py"
+    session_id: str | None = None  # the current session: left out of the history
+    project: str | None = None
+
+
+async def file_history(call: Call, i: FileHistoryInput) -> FileContext:
+    files = split_list(i.files, "files")
+    if not files:
+        raise InvalidInput("files", "files must name at least one path")
+    return await ContextBuilder(call.ns.sessions).file_history(i.session_id, files, i.project)
 
 
 # Memories -----------------------------------------------------------------------------------
@@ -884,6 +903,20 @@ OBSERVE = Operation(
     rest=Route("POST", "/v1/observations", "Record a hook event of a coding agent", 201, (413,)),
 )
 
+MEMORY_FILE_HISTORY = Operation(
+    "memory_file_history",
+    "Past observations of other sessions about specific files (a list, or comma-separated "
+    "paths; a path, a longer path ending in it or its basename match), best first.",
+    FileHistoryInput,
+    FileContext,
+    file_history,
+    tag=MEMORY,
+    rest=Route("POST", "/v1/file-history", "What earlier sessions did to some files"),
+    tool=True,
+    agentmemory=Route("POST", "/agentmemory/file-context", "File context"),
+    naming="agentmemory",
+)
+
 SAVE_MEMORY = Operation(
     "save_memory",
     "Save a memory (near-duplicates supersede, similar ones are hinted).",
@@ -1023,6 +1056,7 @@ OPERATIONS: tuple[Operation[Any, Any], ...] = (
     CONTEXT,
     ENRICH,
     OBSERVE,
+    MEMORY_FILE_HISTORY,
     SAVE_MEMORY,
     MEMORY_SAVE,
     RECALL_MEMORIES,

@@ -579,3 +579,31 @@ def test_a_file_in_a_folder_is_found_by_its_path_its_suffix_and_its_basename(
     for path in ("payments/refund.py", "refund.py"):
         found = am.post("/search", json={"query": path, "limit": 100}).json()["results"]
         assert word in json.dumps(found), path
+
+
+def test_file_history_over_the_shim_route_and_rest(am: httpx.Client, http: httpx.Client) -> None:
+    """memory_file_history (agentmemory's /file-context): another session's observations
+    of a file come back for that path, a longer path and a comma-separated list; the
+    asking session's own are left out; nothing known is an empty context."""
+    word = f"zq{secrets.token_hex(4)}"
+    am.post(
+        "/observe",
+        json={
+            "hookType": "post_tool_use",
+            "sessionId": f"old-{word}",
+            "project": "app",
+            "cwd": "/srv/app",
+            "timestamp": "2026-01-01T00:00:00Z",
+            "data": {"tool_name": "Edit", "tool_input": {"file_path": f"billing/{word}.py"}},
+        },
+    )
+    for files in (f"billing/{word}.py", f"/srv/app/billing/{word}.py", f"x.py, billing/{word}.py"):
+        context = am.post("/file-context", json={"files": files}).json()["context"]
+        assert "## " in context and f"{word}.py" in context, files
+    own = am.post(
+        "/file-context", json={"files": [f"billing/{word}.py"], "sessionId": f"old-{word}"}
+    )
+    assert own.json() == {"context": ""}
+    rest = http.post("/v1/file-history", json={"files": [f"billing/{word}.py"]})
+    assert rest.status_code == 200 and f"{word}.py" in rest.json()["context"]
+    assert am.post("/file-context", json={}).status_code == 400

@@ -88,6 +88,8 @@ EXAMPLES: dict[tuple[str, str], Any] = {
     ("POST", "/v1/enrich"): {"session_id": "s-bob", "files": ["/r/a.py"]},
     ("POST", "/agentmemory/context"): {"sessionId": "s-bob", "project": "p"},
     ("POST", "/agentmemory/enrich"): {"sessionId": "s-bob", "files": ["/r/a.py"]},
+    ("POST", "/v1/file-history"): {"files": ["/r/a.py"]},
+    ("POST", "/agentmemory/file-context"): {"files": ["/r/a.py"]},
     ("POST", "/agentmemory/summarize"): {"sessionId": "s-bob"},
     ("POST", "/agentmemory/claude-bridge/sync"): {},
     ("POST", "/v1/checkpoints"): None,
@@ -111,6 +113,7 @@ TOOL_EXAMPLES: dict[str, dict[str, Any]] = {
     "memory_sessions": {},
     "memory_forget": {"sessionId": "s-bob", "observationIds": "o_none"},
     "memory_resume_here": {"cwd": "/r"},
+    "memory_file_history": {"files": "/r/a.py"},
 }
 ADMIN_ONLY = {
     "/v1/handoffs/{packet_id:str}/requeue",

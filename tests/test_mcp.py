@@ -36,6 +36,7 @@ TOOLS = {
     "memory_sessions": set(),
     "memory_forget": set(),
     "memory_resume_here": set(),
+    "memory_file_history": {"files"},
 }
 
 

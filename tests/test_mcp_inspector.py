@@ -16,6 +16,7 @@ import httpx
 import pytest
 import redis
 
+from baton.server.operations import OPERATIONS
 from tests.conftest import REPO
 
 # Run from here: the CLI reads its own package.json from the folder above its working
@@ -59,7 +60,8 @@ def call(
 
 @pytest.mark.slow
 def test_the_inspector_lists_and_calls_every_kind_of_tool_over_stdio(redis_url: str) -> None:
-    """Over stdio the Inspector sees the thirteen tools, each with an object outputSchema;
+    """Over stdio the Inspector sees every tool of the operation table, each with an object
+    outputSchema;
     a write with a JSON value and tags, and its recall, pass its outputSchema checks and
     come back as written; a bad ref is an isError result naming the fix, not a failure."""
     server = [sys.executable, "-m", "baton.server.cli", "mcp", "--agent", "inspector"]
@@ -67,7 +69,9 @@ def test_the_inspector_lists_and_calls_every_kind_of_tool_over_stdio(redis_url: 
     redis.Redis.from_url(store).flushdb()
     env = {"BATON_REDIS_URL": store, "BATON_CHECKPOINT_INTERVAL": "off"}
     tools = inspect(server, "--method", "tools/list", env=env)["tools"]
-    assert len(tools) == 13
+    assert sorted(tool["name"] for tool in tools) == sorted(
+        operation.name for operation in OPERATIONS if operation.tool
+    )
     assert all(tool["outputSchema"]["type"] == "object" for tool in tools)
 
     value = {"lat": 52.520008, "seen": [1, 2]}
