@@ -56,6 +56,7 @@ from baton.server.models import (
     Stats,
 )
 from baton.server.operation import Call, Operation, Route
+from baton.server.patterns import SESSIONS_READ, Patterns, detect
 
 RECORDS, HANDOFFS, MEMORY = "records", "handoffs", "sessions and memories"
 
@@ -416,6 +417,20 @@ async def file_history(call: Call, i: FileHistoryInput) -> FileContext:
     if not files:
         raise InvalidInput("files", "files must name at least one path")
     return await ContextBuilder(call.ns.sessions).file_history(i.session_id, files, i.project)
+
+
+class PatternsInput(Input, kw_only=True):
+    project: str | None = None  # only this project's sessions
+
+
+async def patterns(call: Call, i: PatternsInput) -> Patterns:
+    """Patterns in the most recent sessions (:data:`SESSIONS_READ`) of ``project``."""
+    sessions = [
+        session
+        for session in await call.ns.sessions.recent(SESSIONS_READ)
+        if i.project is None or session.project == i.project
+    ]
+    return detect([(s, await call.ns.sessions.observations(s.id)) for s in sessions])
 
 
 # Memories -----------------------------------------------------------------------------------
@@ -917,6 +932,22 @@ MEMORY_FILE_HISTORY = Operation(
     naming="agentmemory",
 )
 
+MEMORY_PATTERNS = Operation(
+    "memory_patterns",
+    "Recurring patterns across recent sessions, computed from what they did: files changed "
+    "together (co_change), files changed in many sessions (file_hotspot), errors that repeat "
+    "(error_repeat) and recurring concepts (concept_repeat), each with how often, in which "
+    "sessions, and when first and last seen. project: only that project's sessions.",
+    PatternsInput,
+    Patterns,
+    patterns,
+    tag=MEMORY,
+    rest=Route("POST", "/v1/patterns", "Recurring patterns across sessions"),
+    tool=True,
+    agentmemory=Route("POST", "/agentmemory/patterns", "Patterns"),
+    naming="agentmemory",
+)
+
 SAVE_MEMORY = Operation(
     "save_memory",
     "Save a memory (near-duplicates supersede, similar ones are hinted).",
@@ -1057,6 +1088,7 @@ OPERATIONS: tuple[Operation[Any, Any], ...] = (
     ENRICH,
     OBSERVE,
     MEMORY_FILE_HISTORY,
+    MEMORY_PATTERNS,
     SAVE_MEMORY,
     MEMORY_SAVE,
     RECALL_MEMORIES,

@@ -607,3 +607,53 @@ def test_file_history_over_the_shim_route_and_rest(am: httpx.Client, http: httpx
     rest = http.post("/v1/file-history", json={"files": [f"billing/{word}.py"]})
     assert rest.status_code == 200 and f"{word}.py" in rest.json()["context"]
     assert am.post("/file-context", json={}).status_code == 400
+
+
+def test_patterns_are_computed_from_the_sessions(am: httpx.Client, http: httpx.Client) -> None:
+    """Three sessions of a project edit the same two files and hit the same failure (the
+    numbers differ): memory_patterns (agentmemory's /patterns) reports the pair changed
+    together, each file as a hotspot, the repeated error and the concept ended with, with
+    frequencies, sessions and first/last seen; another project's patterns leave them out."""
+    project = f"p{secrets.token_hex(4)}"
+
+    def observe(session: str, at: str, hook: str, data: dict[str, Any]) -> None:
+        body = {
+            "hookType": hook,
+            "sessionId": session,
+            "project": project,
+            "cwd": "/srv",
+            "timestamp": at,
+            "data": data,
+        }
+        assert am.post("/observe", json=body).status_code == 201
+
+    sessions = [f"{project}-s{n}" for n in range(3)]
+    for n, session in enumerate(sessions):
+        for path in ("api/orders.py", "api/orders_test.py"):
+            observe(
+                session,
+                f"2026-03-0{n + 1}T10:00:00Z",
+                "post_tool_use",
+                {"tool_name": "Edit", "tool_input": {"file_path": path}},
+            )
+        observe(
+            session,
+            f"2026-03-0{n + 1}T11:00:00Z",
+            "post_tool_failure",
+            {
+                "tool_name": "Bash",
+                "tool_input": {"command": "pytest"},
+                "error": f"exit 1 after {n + 2}.5s",
+            },
+        )
+        http.post(f"/v1/sessions/{session}/end", json={"concepts": ["idempotency"]})
+    found = am.post("/patterns", json={"project": project}).json()["patterns"]
+    kinds = {(p["type"], tuple(p["files"])): p for p in found}
+    pair = kinds[("co_change", ("api/orders.py", "api/orders_test.py"))]
+    assert (pair["frequency"], sorted(pair["sessions"])) == (3, sessions)
+    assert kinds[("file_hotspot", ("api/orders.py",))]["frequency"] == 3
+    [error] = [p for p in found if p["type"] == "error_repeat"]
+    assert error["frequency"] == 3 and error["firstSeen"] < error["lastSeen"]
+    assert any(p["type"] == "concept_repeat" and "idempotency" in p["description"] for p in found)
+    other = am.post("/patterns", json={"project": f"{project}-other"}).json()["patterns"]
+    assert not any(set(p["sessions"]) & set(sessions) for p in other)

@@ -89,6 +89,8 @@ EXAMPLES: dict[tuple[str, str], Any] = {
     ("POST", "/agentmemory/context"): {"sessionId": "s-bob", "project": "p"},
     ("POST", "/agentmemory/enrich"): {"sessionId": "s-bob", "files": ["/r/a.py"]},
     ("POST", "/v1/file-history"): {"files": ["/r/a.py"]},
+    ("POST", "/v1/patterns"): {},
+    ("POST", "/agentmemory/patterns"): {},
     ("POST", "/agentmemory/file-context"): {"files": ["/r/a.py"]},
     ("POST", "/agentmemory/summarize"): {"sessionId": "s-bob"},
     ("POST", "/agentmemory/claude-bridge/sync"): {},
@@ -114,6 +116,7 @@ TOOL_EXAMPLES: dict[str, dict[str, Any]] = {
     "memory_forget": {"sessionId": "s-bob", "observationIds": "o_none"},
     "memory_resume_here": {"cwd": "/r"},
     "memory_file_history": {"files": "/r/a.py"},
+    "memory_patterns": {},
 }
 ADMIN_ONLY = {
     "/v1/handoffs/{packet_id:str}/requeue",

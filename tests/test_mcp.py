@@ -37,6 +37,7 @@ TOOLS = {
     "memory_forget": set(),
     "memory_resume_here": set(),
     "memory_file_history": {"files"},
+    "memory_patterns": set(),
 }
 
 
