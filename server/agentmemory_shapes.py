@@ -149,7 +149,7 @@ def memory(saved: Memory) -> MemoryShape:
     return MemoryShape(
         id=saved.id,
         created_at=saved.created_at,
-        updated_at=saved.created_at,
+        updated_at=saved.updated_at or saved.created_at,
         type=saved.type,
         title=saved.title,
         content=saved.content,

@@ -20,7 +20,7 @@ from redis.typing import EncodableT, FieldT
 
 from baton.server import codec
 from baton.server.clock import iso, utc_now
-from baton.server.errors import InvalidInput, NotFound, VersionConflict
+from baton.server.errors import InvalidInput, NotFound, StateConflict, VersionConflict
 from baton.server.identity import Caller, check_session_owner, sweeper
 from baton.server.keys import NAMESPACES
 from baton.server.models import Observation, RecallHit, RecordVersion
@@ -66,6 +66,7 @@ class Memory(msgspec.Struct, kw_only=True):
     superseded_by: str | None = None
     expires_at: str | None = None
     source_observation_ids: list[str] = []
+    updated_at: str | None = None  # the last update's time (None: never updated)
 
 
 class SimilarTo(msgspec.Struct, kw_only=True):
@@ -246,6 +247,68 @@ class MemoryStore(NamespaceStore):
             source_observation_ids=sources,
         )
         return MemorySaved(success=True, memory=memory, similar_to=None if superseded else similar)
+
+    async def update(
+        self,
+        memory_id: str,
+        *,
+        caller: Caller,
+        content: str | None = None,
+        type: str | None = None,
+        concepts: str | Sequence[str] | None = None,
+        files: str | Sequence[str] | None = None,
+        reason: str = "updated on request",
+    ) -> Memory:
+        """A new version of a memory, same id: the fields given replace the current ones,
+        the record's chain keeps every version (never an overwrite), the search document
+        follows, and the change is audited. Only the latest of a supersede chain is updated;
+        another agent's memory is refused (a shared one is anyone's)."""
+        record = await self.records.recall(memory_ref(memory_id))
+        current = _memory(memory_id, record)
+        if current is None or memory_id in await self._expired([memory_id]):
+            raise NotFound(f"no memory {memory_id}", memory=memory_id)
+        caller.require_owner(current.agent_id, f"memory {memory_id}")
+        if not current.is_latest:
+            raise StateConflict(
+                f"memory {memory_id} was superseded by {current.superseded_by}; update that one",
+                memory=memory_id,
+                superseded_by=current.superseded_by,
+            )
+        changes: dict[str, Any] = {}
+        if content is not None:
+            if not content.strip():
+                raise InvalidInput("content", "content must not be empty")
+            if len(content) > MAX_CONTENT:
+                raise InvalidInput("content", f"is longer than {MAX_CONTENT} characters")
+            changes |= {"content": content, "title": content.strip().splitlines()[0][:80]}
+        if type is not None:
+            changes["type"] = type if type in MEMORY_TYPES else "fact"
+        for name, given in (("concepts", concepts), ("files", files)):
+            if given is not None:
+                changes[name] = split_list(given, name)
+                check_size(changes[name], name, MAX_TAGS)
+        if not changes:
+            raise InvalidInput("content", "give content, type, concepts or files to change")
+        value = {
+            **record.value,
+            **changes,
+            "version": current.version + 1,
+            "created_at": record.value.get("created_at", current.created_at),
+        }
+        await self.records.remember(
+            memory_ref(memory_id),
+            value,
+            agent=caller.agent,
+            tags=["memory"],
+            expected_version=record.version,
+            as_memory=True,
+        )
+        doc, text = memory_document(memory_id, value)
+        await self.index.index(
+            doc, text, kind="memory", project=current.project, agent=current.agent_id
+        )
+        await self.audit(caller.agent, "update", memory_id, reason, {"fields": sorted(changes)})
+        return await self.get(memory_id)
 
     async def _supersede(self, old: Memory, new_id: str, agent: str | None) -> None:
         """Mark ``old`` as superseded by ``new_id``: a new version of its record (the chain
@@ -653,7 +716,8 @@ def _memory(memory_id: str, record: RecordVersion) -> Memory | None:
         files=value["files"],
         project=value["project"],
         agent_id=value["agent_id"],
-        created_at=record.created_at,
+        created_at=value.get("created_at", record.created_at),
+        updated_at=record.created_at if "created_at" in value else None,
         parent_id=supersedes[0] if supersedes else None,
         supersedes=supersedes,
         is_latest="superseded_by" not in value,

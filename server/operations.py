@@ -470,6 +470,29 @@ async def memory_save(call: Call, i: SaveInput) -> shapes.Saved:
     return shapes.saved(await save_memory(call, i))
 
 
+class UpdateInput(Input, kw_only=True):
+    memory_id: str
+    content: str | None = None
+    type: str | None = None
+    concepts: Csv = None
+    files: Csv = None
+    reason: str = "updated on request"
+
+
+async def memory_update(call: Call, i: UpdateInput) -> shapes.Saved:
+    """agentmemory's answer: ``{success, memory}`` with the new version."""
+    memory = await call.ns.memories.update(
+        i.memory_id,
+        caller=call.caller,
+        content=i.content,
+        type=i.type,
+        concepts=i.concepts,
+        files=i.files,
+        reason=i.reason,
+    )
+    return shapes.saved(MemorySaved(success=True, memory=memory))
+
+
 class RecallMemoriesInput(Input, kw_only=True):
     CAMEL_EXCEPTIONS: ClassVar[frozenset[str]] = frozenset({"token_budget"})  # agentmemory's
 
@@ -977,6 +1000,26 @@ MEMORY_SAVE = Operation(
     naming="agentmemory",
 )
 
+MEMORY_UPDATE = Operation(
+    "memory_update",
+    "Change a saved memory (memoryId): new content, type, concepts or files. The memory keeps "
+    "its id and gains a version (the old one stays in its history); use it when a save "
+    "answered similarTo and the memory should say something new.",
+    UpdateInput,
+    shapes.Saved,
+    memory_update,
+    tag=MEMORY,
+    rest=Route(
+        "POST",
+        "/v1/memories/update",
+        "Change a memory: a new version, same id",
+        problems=(403, 404, 409, 413),
+    ),
+    tool=True,
+    agentmemory=Route("POST", "/agentmemory/memory/update", "Update a memory"),
+    naming="agentmemory",
+)
+
 RECALL_MEMORIES = Operation(
     "recall_memories",
     "BM25 search over memories and observations.",
@@ -1091,6 +1134,7 @@ OPERATIONS: tuple[Operation[Any, Any], ...] = (
     MEMORY_PATTERNS,
     SAVE_MEMORY,
     MEMORY_SAVE,
+    MEMORY_UPDATE,
     RECALL_MEMORIES,
     MEMORY_RECALL,
     SMART_SEARCH,

@@ -38,6 +38,7 @@ TOOLS = {
     "memory_resume_here": set(),
     "memory_file_history": {"files"},
     "memory_patterns": set(),
+    "memory_update": {"memoryId"},
 }
 
 
@@ -413,3 +414,37 @@ async def test_memory_db_names_the_store_of_stdio_processes(tmp_path: Path) -> N
     finally:
         for folder in (Path(f"{shared}.baton"), Path(f"{other}.baton")):
             EmbeddedServer(folder).stop()
+
+
+async def test_memory_update_adds_a_version_under_the_same_id(
+    scout: Client, executor: Client
+) -> None:
+    """memory_update keeps the memory's id, adds a version (the record's history holds both
+    contents), moves search to the new words, audits the change; another agent's memory and
+    a superseded one are refused with a message saying why."""
+    saved = (await call(scout, "memory_save", content="deploys run on fridays at noon"))["memory"]
+    updated = await call(
+        scout, "memory_update", memoryId=saved["id"], content="deploys run on tuesdays at noon"
+    )
+    assert (updated["memory"]["id"], updated["memory"]["version"]) == (saved["id"], 2)
+    assert updated["memory"]["createdAt"] == saved["createdAt"]
+    assert updated["memory"]["updatedAt"] > saved["createdAt"]
+    history = await call(scout, "history", ref=f"memory/{saved['id']}")
+    assert [v["value"]["content"] for v in history["versions"]] == [
+        "deploys run on fridays at noon",
+        "deploys run on tuesdays at noon",
+    ]
+    assert all(v["chain_ok"] for v in history["versions"])
+    found = await call(scout, "memory_recall", query="tuesdays", format="compact")
+    assert [hit["obsId"] for hit in found["results"]] == [saved["id"]]
+    assert (await call(scout, "memory_recall", query="fridays"))["results"] == []
+    assert "belongs to scout" in await error_text(
+        executor, "memory_update", memoryId=saved["id"], content="mine now"
+    )
+    newer = await call(scout, "memory_save", content="deploys run on tuesdays at noon!")
+    assert newer["memory"]["supersedes"] == [saved["id"]]
+    assert "superseded" in await error_text(
+        scout, "memory_update", memoryId=saved["id"], content="too late"
+    )
+    nothing = await error_text(scout, "memory_update", memoryId=newer["memory"]["id"])
+    assert "give content" in nothing
