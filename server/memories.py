@@ -69,6 +69,22 @@ class Memory(msgspec.Struct, kw_only=True):
     updated_at: str | None = None  # the last update's time (None: never updated)
 
 
+class Merge(msgspec.Struct, kw_only=True, rename="camel"):
+    """One consolidation: ``merged`` memories superseded by ``kept`` (the newest)."""
+
+    kept: str
+    merged: list[str]
+    similarity: float  # the lowest Jaccard similarity of a merged memory to the kept one
+
+
+class Consolidation(msgspec.Struct, kw_only=True, rename="camel"):
+    """What a consolidation would do (``dry_run``) or did."""
+
+    dry_run: bool
+    merges: list[Merge]
+    scanned: int
+
+
 class SimilarTo(msgspec.Struct, kw_only=True):
     id: str
     title: str
@@ -309,6 +325,85 @@ class MemoryStore(NamespaceStore):
         )
         await self.audit(caller.agent, "update", memory_id, reason, {"fields": sorted(changes)})
         return await self.get(memory_id)
+
+    async def latest(self) -> list[Memory]:
+        """Every current memory that is the latest of its chain, oldest first."""
+        found: list[Memory] = []
+        cursor = None
+        while True:
+            page = await self.records.list_records(
+                scope="memory", limit=self.limits.max_page_size, cursor=cursor
+            )
+            ids = [record.ref.split("/", 1)[1] for record in page.records]
+            found += [m for m in (await self.get_many(ids)).values() if m.is_latest]
+            if page.next_cursor is None:
+                return sorted(found, key=lambda memory: (memory.created_at, memory.id))
+            cursor = page.next_cursor
+
+    async def consolidate(
+        self, *, caller: Caller, project: str | None = None, apply: bool = False
+    ) -> Consolidation:
+        """Merge near-duplicates that dedupe at save time did not catch (saved before the
+        other, by another agent, or beyond its 50 candidates): latest memories of one project
+        and one owner whose Jaccard similarity is over 0.7 are superseded by the newest of
+        them, as a save supersedes. Without ``apply`` nothing changes: the plan is
+        answered. Only memories the caller may change are considered; each merge is
+        audited."""
+        candidates = [
+            memory
+            for memory in await self.latest()
+            if (project is None or memory.project == project)
+            and (caller.admin or memory.agent_id in (None, caller.agent))
+        ]
+        taken: set[str] = set()
+        merges: list[Merge] = []
+        for kept in reversed(candidates):  # newest first: each group keeps its newest
+            if kept.id in taken:
+                continue
+            group = [
+                (other, jaccard(kept.content, other.content))
+                for other in candidates
+                if other.id != kept.id
+                and other.id not in taken
+                and other.created_at <= kept.created_at
+                and (other.project, other.agent_id) == (kept.project, kept.agent_id)
+            ]
+            group = [(other, score) for other, score in group if score > SUPERSEDE_ABOVE]
+            if not group:
+                continue
+            taken |= {kept.id, *(other.id for other, _ in group)}
+            merges.append(
+                Merge(
+                    kept=kept.id,
+                    merged=[other.id for other, _ in group],
+                    similarity=round(min(score for _, score in group), 2),
+                )
+            )
+        if apply:
+            by_id = {memory.id: memory for memory in candidates}
+            for merge in merges:
+                for merged_id in merge.merged:
+                    await self._supersede(by_id[merged_id], merge.kept, caller.agent)
+                record = await self.records.recall(memory_ref(merge.kept))
+                await self.records.remember(
+                    memory_ref(merge.kept),
+                    {
+                        **record.value,
+                        "supersedes": [*record.value.get("supersedes", []), *merge.merged],
+                    },
+                    agent=caller.agent,
+                    tags=["memory"],
+                    expected_version=record.version,
+                    as_memory=True,
+                )
+                await self.audit(
+                    caller.agent,
+                    "consolidate",
+                    merge.kept,
+                    "near-duplicates merged",
+                    {"merged": merge.merged, "similarity": merge.similarity},
+                )
+        return Consolidation(dry_run=not apply, merges=merges, scanned=len(candidates))
 
     async def _supersede(self, old: Memory, new_id: str, agent: str | None) -> None:
         """Mark ``old`` as superseded by ``new_id``: a new version of its record (the chain

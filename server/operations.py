@@ -31,6 +31,7 @@ from baton.server.memories import (
     MAX_RECALL,
     MAX_TTL_DAYS,
     AuditEntry,
+    Consolidation,
     Forgotten,
     MemorySaved,
     Recall,
@@ -491,6 +492,15 @@ async def memory_update(call: Call, i: UpdateInput) -> shapes.Saved:
         reason=i.reason,
     )
     return shapes.saved(MemorySaved(success=True, memory=memory))
+
+
+class ConsolidateInput(Input, kw_only=True):
+    project: str | None = None  # only this project's memories
+    apply: bool = False  # false: answer the plan and change nothing
+
+
+async def consolidate(call: Call, i: ConsolidateInput) -> Consolidation:
+    return await call.ns.memories.consolidate(caller=call.caller, project=i.project, apply=i.apply)
 
 
 class RecallMemoriesInput(Input, kw_only=True):
@@ -1020,6 +1030,21 @@ MEMORY_UPDATE = Operation(
     naming="agentmemory",
 )
 
+MEMORY_CONSOLIDATE = Operation(
+    "memory_consolidate",
+    "Merge near-duplicate memories that saving did not catch (same project and owner, "
+    "Jaccard similarity over 0.7): each group is superseded by its newest memory, which "
+    "lists the others in supersedes; audited. Without apply=true it only answers the plan.",
+    ConsolidateInput,
+    Consolidation,
+    consolidate,
+    tag=MEMORY,
+    rest=Route("POST", "/v1/memories/consolidate", "Merge near-duplicate memories"),
+    tool=True,
+    agentmemory=Route("POST", "/agentmemory/consolidate", "Consolidate"),
+    naming="agentmemory",
+)
+
 RECALL_MEMORIES = Operation(
     "recall_memories",
     "BM25 search over memories and observations.",
@@ -1135,6 +1160,7 @@ OPERATIONS: tuple[Operation[Any, Any], ...] = (
     SAVE_MEMORY,
     MEMORY_SAVE,
     MEMORY_UPDATE,
+    MEMORY_CONSOLIDATE,
     RECALL_MEMORIES,
     MEMORY_RECALL,
     SMART_SEARCH,

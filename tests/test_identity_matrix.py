@@ -90,6 +90,8 @@ EXAMPLES: dict[tuple[str, str], Any] = {
     ("POST", "/agentmemory/enrich"): {"sessionId": "s-bob", "files": ["/r/a.py"]},
     ("POST", "/v1/file-history"): {"files": ["/r/a.py"]},
     ("POST", "/v1/patterns"): {},
+    ("POST", "/v1/memories/consolidate"): {},
+    ("POST", "/agentmemory/consolidate"): {},
     ("POST", "/v1/memories/update"): {"memory_id": "{memory}", "content": "bob edits"},
     ("POST", "/agentmemory/memory/update"): {"memoryId": "{memory}", "content": "bob edits"},
     ("POST", "/agentmemory/patterns"): {},
@@ -119,6 +121,7 @@ TOOL_EXAMPLES: dict[str, dict[str, Any]] = {
     "memory_resume_here": {"cwd": "/r"},
     "memory_file_history": {"files": "/r/a.py"},
     "memory_patterns": {},
+    "memory_consolidate": {},
     "memory_update": {"memoryId": "{memory}", "content": "bob edits"},
 }
 ADMIN_ONLY = {

@@ -39,6 +39,7 @@ TOOLS = {
     "memory_file_history": {"files"},
     "memory_patterns": set(),
     "memory_update": {"memoryId"},
+    "memory_consolidate": set(),
 }
 
 
@@ -448,3 +449,40 @@ async def test_memory_update_adds_a_version_under_the_same_id(
     )
     nothing = await error_text(scout, "memory_update", memoryId=newer["memory"]["id"])
     assert "give content" in nothing
+
+
+async def test_memory_consolidate_previews_then_merges_near_duplicates(
+    scout: Client, dispatching_backend: Backend
+) -> None:
+    """An update can make two memories near-duplicates that no save compared: consolidation
+    first answers the plan and changes nothing, then with apply=true supersedes the older by
+    the newer, which lists it in supersedes; search and the audit log follow."""
+    older = (await call(scout, "memory_save", content="canary deploys go to 5% first"))["memory"]
+    newer = (await call(scout, "memory_save", content="pager rota lives in the wiki"))["memory"]
+    await call(
+        scout, "memory_update", memoryId=newer["id"], content="canary deploys go to 5% first!"
+    )
+    plan = await call(scout, "memory_consolidate")
+    assert plan["dryRun"] is True
+    assert [(m["kept"], m["merged"]) for m in plan["merges"]] == [(newer["id"], [older["id"]])]
+    still = await call(scout, "memory_recall", query="canary", format="compact")
+    assert {hit["obsId"] for hit in still["results"]} == {older["id"], newer["id"]}
+    done = await call(scout, "memory_consolidate", apply=True)
+    assert done["dryRun"] is False and done["merges"] == plan["merges"]
+    after = await call(scout, "memory_recall", query="canary", format="compact")
+    assert [hit["obsId"] for hit in after["results"]] == [newer["id"]]
+    kept = await call(scout, "recall", ref=f"memory/{newer['id']}")
+    assert kept["value"]["supersedes"] == [older["id"]]
+    merged = await call(scout, "recall", ref=f"memory/{older['id']}")
+    assert merged["value"]["superseded_by"] == newer["id"]
+    assert (await call(scout, "memory_consolidate"))["merges"] == []
+    [entry] = [
+        e
+        for e in await dispatching_backend.namespace("default").memories.audit_log(20)
+        if e.action == "consolidate"
+    ]
+    assert (entry.agent, entry.target, entry.details["merged"]) == (
+        "scout",
+        newer["id"],
+        [older["id"]],
+    )
