@@ -21,7 +21,7 @@ from redis.typing import EncodableT, FieldT
 from baton.server import codec
 from baton.server.clock import iso, utc_now
 from baton.server.errors import InvalidInput, NotFound, StateConflict, VersionConflict
-from baton.server.identity import Caller, check_session_owner, sweeper
+from baton.server.identity import ANONYMOUS, Caller, check_session_owner, sweeper
 from baton.server.keys import NAMESPACES
 from baton.server.models import Observation, RecallHit, RecordVersion
 from baton.server.observations import concepts_of, observation_from
@@ -33,6 +33,7 @@ from baton.server.validation import check_agent, check_session_id, check_size, c
 MEMORY_TYPES = ("pattern", "preference", "architecture", "bug", "workflow", "fact")
 SUPERSEDE_ABOVE = 0.7
 SIMILAR_ABOVE = 0.4
+CASCADE_CONCEPTS = 2  # concepts a memory shares with a superseded one to be flagged
 CANDIDATES = 50
 MAX_CONTENT = 64 * 1024
 MAX_TTL_DAYS = 36_500
@@ -229,7 +230,7 @@ class MemoryStore(NamespaceStore):
         written = await self.records.remember(
             memory_ref(memory_id),
             value,
-            agent=agent or "anonymous",
+            agent=agent or ANONYMOUS,
             tags=["memory"],
             expected_version=0,
             as_memory=True,
@@ -238,6 +239,7 @@ class MemoryStore(NamespaceStore):
         await self.index.index(doc, text, kind="memory", project=project, agent=agent)
         if superseded is not None:
             await self._supersede(superseded, memory_id, agent)
+            await self._cascade(superseded, memory_id, agent)
         expires_at = None
         if ttl_days is not None:
             expires_us = time.time_ns() // 1000 + int(ttl_days * 86_400_000_000)
@@ -405,6 +407,28 @@ class MemoryStore(NamespaceStore):
                 )
         return Consolidation(dry_run=not apply, merges=merges, scanned=len(candidates))
 
+    async def _cascade(self, old: Memory, new_id: str, agent: str | None) -> None:
+        """agentmemory's ``mem::cascade-update`` after a supersede: the latest memories sharing
+        at least two concepts with the superseded one may rest on what it said; they are
+        flagged for review in the audit log (``cascade``), left as they are."""
+        concepts = {concept.lower() for concept in old.concepts}
+        if len(concepts) < CASCADE_CONCEPTS:
+            return
+        siblings = [
+            memory.id
+            for memory in await self.latest()
+            if memory.id not in (old.id, new_id)
+            and len(concepts & {c.lower() for c in memory.concepts}) >= CASCADE_CONCEPTS
+        ]
+        if siblings:
+            await self.audit(
+                agent or ANONYMOUS,
+                "cascade",
+                old.id,
+                f"superseded by {new_id}: memories sharing its concepts may need review",
+                {"superseded_by": new_id, "siblings": siblings},
+            )
+
     async def _supersede(self, old: Memory, new_id: str, agent: str | None) -> None:
         """Mark ``old`` as superseded by ``new_id``: a new version of its record (the chain
         keeps every content) that points at its successor, and out of the search index. The
@@ -416,7 +440,7 @@ class MemoryStore(NamespaceStore):
             await self.records.remember(
                 memory_ref(old.id),
                 value,
-                agent=agent or "anonymous",
+                agent=agent or ANONYMOUS,
                 tags=["memory"],
                 expected_version=record.version,
                 as_memory=True,

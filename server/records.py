@@ -29,6 +29,7 @@ from baton.server.errors import (
     VersionConflict,
     describe,
 )
+from baton.server.identity import ANONYMOUS
 from baton.server.integrity import (
     GENESIS_HASH,
     VERSION_FIELDS,
@@ -545,7 +546,7 @@ class RecordStore(NamespaceStore):
             raise NotFound(f"{ref} was forgotten ({found.forgotten.reason})", ref=ref)
         if session is not None:
             seen = {ref: found.version}
-            await self.activity.touch(check_session_id(session), agent or "anonymous", seen)
+            await self.activity.touch(check_session_id(session), agent or ANONYMOUS, seen)
         return found
 
     async def _read(self, ref: str, version: int | None) -> RecordVersion | int | None:

@@ -736,3 +736,23 @@ async def test_events_without_a_working_directory_are_kept(sessions: SessionStor
     assert (await sessions.get("s-nocwd")).cwd is None
     await observe(sessions, "s-nocwd", "/repo", tool_name="Read", tool_input={"path": "/repo/a"})
     assert (await sessions.get("s-nocwd")).cwd == "/repo"
+
+
+async def test_a_supersede_flags_memories_sharing_its_concepts(memories: MemoryStore) -> None:
+    """As agentmemory's cascade-update: when a save supersedes a memory, the latest memories
+    sharing two of its concepts are flagged for review in the audit log (left unchanged);
+    one sharing a single concept is not."""
+    old = await memories.save(
+        "tokens expire after one hour in the gateway", concepts=["auth", "gateway", "ttl"]
+    )
+    near = await memories.save("refresh happens at the gateway", concepts=["Auth", "gateway"])
+    far = await memories.save("gateway logs go to loki", concepts=["gateway", "logs"])
+    new = await memories.save(
+        "tokens expire after one hour in the gateway!", concepts=["auth", "gateway", "ttl"]
+    )
+    assert old.memory and near.memory and far.memory and new.memory
+    assert new.memory.supersedes == [old.memory.id]
+    [entry] = [e for e in await memories.audit_log(20) if e.action == "cascade"]
+    assert entry.target == old.memory.id
+    assert entry.details == {"superseded_by": new.memory.id, "siblings": [near.memory.id]}
+    assert (await memories.get(near.memory.id)).content == "refresh happens at the gateway"
