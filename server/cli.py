@@ -6,10 +6,12 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from importlib.metadata import version
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -340,6 +342,33 @@ def cmd_hook(args: argparse.Namespace) -> int:
     return hook([*(["--check"] if args.check else []), *([args.event] if args.event else [])])
 
 
+def cmd_setup(args: argparse.Namespace) -> int:
+    from baton.agents.host_setup import DEFAULT_AGENTS, apply, plan
+
+    project = None if args.project is None else Path(args.project).resolve()
+    changes = plan(
+        args.host,
+        baton=args.command or _own_command(),
+        agent=args.agent or DEFAULT_AGENTS[args.host],
+        home=Path.home(),
+        project=project,
+    )
+    for change in changes:
+        if args.dry_run:
+            print(change.diff() if change.changed else f"unchanged {change.path}\n", end="")
+        else:
+            print(f"{'wrote' if change.changed else 'unchanged'} {change.path}")
+    if not args.dry_run:
+        apply(changes)
+    return 0
+
+
+def _own_command() -> str:
+    """This installation's ``baton``, by absolute path (agent hosts may not share PATH)."""
+    beside = Path(sys.executable).with_name("baton")
+    return str(beside) if beside.exists() else shutil.which("baton") or "baton"
+
+
 def cmd_worker(args: argparse.Namespace) -> int:
     from baton.queue.worker import run_maintenance
 
@@ -499,6 +528,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="say whether Baton is reachable and accepts BATON_TOKEN, then exit",
     )
     hook.set_defaults(handler=cmd_hook)
+
+    setup = commands.add_parser(
+        "setup", help="connect an agent host: MCP server, hooks, skills and commands"
+    )
+    setup.add_argument("host", choices=("claude-code", "opencode"))
+    setup.add_argument(
+        "--project",
+        nargs="?",
+        const=".",
+        metavar="DIR",
+        help="write into this project (default: the current directory) instead of your user "
+        "configuration",
+    )
+    setup.add_argument("--dry-run", action="store_true", help="show the changes, write nothing")
+    setup.add_argument("--agent", help="the AGENT_ID the MCP server acts as (default: the host)")
+    setup.add_argument("--command", help="the baton command to run (default: this one's path)")
+    setup.set_defaults(handler=cmd_setup)
 
     worker = commands.add_parser("worker", help="run the periodic sweeps (leases, expiry, repair)")
     worker.add_argument("--burst", action="store_true", help="sweep once and exit")

@@ -17,7 +17,8 @@ from tests.conftest import REPO
 @pytest.mark.slow
 def test_the_wheel_builds_quietly_and_carries_its_data_and_licence(tmp_path: Path) -> None:
     """`pip wheel .` builds with no setuptools warning, and the wheel holds the Lua
-    scripts, templates, static files, demo fixtures and the MIT licence."""
+    scripts, templates, static files, demo fixtures, the hosts' skill and command files and
+    the MIT licence."""
     built = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(tmp_path), str(REPO)],
         capture_output=True,
@@ -35,6 +36,8 @@ def test_the_wheel_builds_quietly_and_carries_its_data_and_licence(tmp_path: Pat
         "baton/server/templates/base.html",
         "baton/server/static/dashboard.js",
         "baton/demo/fixtures/board.json",
+        "baton/agents/integrations/handoff.skill.md",
+        "baton/agents/integrations/remember.command.md",
     ):
         assert wanted in names, wanted
     assert any(name.endswith(".dist-info/licenses/LICENSE") for name in names)

@@ -1,0 +1,155 @@
+"""``baton setup claude-code|opencode``: the files it writes are the ones the hosts read, it
+keeps what was there, it changes nothing the second time, and what the files name runs:
+the MCP server they start answers with Baton's tools, and the hook commands record a
+session and give "where were we" back."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from mcp import Client, StdioServerParameters
+
+from baton.agents.host_setup import COMMANDS, SKILLS
+from baton.server.operations import OPERATIONS
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.anyio
+BATON = str(Path(sys.executable).with_name("baton"))
+TOOLS = {operation.name for operation in OPERATIONS if operation.tool}
+
+
+def setup(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [BATON, "setup", *args],
+        env={**os.environ, "HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        check=False,
+    )
+
+
+def frontmatter(path: Path) -> dict[str, str]:
+    head = path.read_text().split("---\n")[1]
+    return dict(line.split(": ", 1) for line in head.splitlines() if ": " in line)
+
+
+async def tools_of(command: str, args: list[str], env: dict[str, str], redis_url: str) -> set[str]:
+    """The tools the MCP server a host would start lists."""
+    server = StdioServerParameters(
+        command=command, args=args, env={**os.environ, **env, "BATON_REDIS_URL": redis_url}
+    )
+    async with Client(server) as client:
+        return {tool.name for tool in (await client.list_tools()).tools}
+
+
+def test_claude_code_project_setup_is_idempotent_and_keeps_what_was_there(tmp_path: Path) -> None:
+    """Into a project: .mcp.json, .claude/settings.json (the user's own hook and settings
+    kept), the four skills and /remember; a dry run before writes nothing and shows the
+    diff; a second run says every file is unchanged."""
+    project, home = tmp_path / "app", tmp_path / "home"
+    (project / ".claude").mkdir(parents=True)
+    mine = {"type": "command", "command": "echo mine"}
+    settings = project / ".claude" / "settings.json"
+    settings.write_text(json.dumps({"model": "x", "hooks": {"Stop": [{"hooks": [mine]}]}}))
+    dry = setup("claude-code", "--project", str(project), "--dry-run", home=home)
+    assert dry.returncode == 0 and "+++ " + str(project / ".mcp.json") in dry.stdout
+    assert not (project / ".mcp.json").exists()
+    first = setup("claude-code", "--project", str(project), home=home)
+    assert first.returncode == 0, first.stderr
+    written = {line.split(" ", 1)[1] for line in first.stdout.splitlines()}
+    assert str(project / ".mcp.json") in written and not (home / ".claude.json").exists()
+    again = setup("claude-code", "--project", str(project), home=home)
+    assert again.stdout.splitlines() == [
+        line.replace("wrote", "unchanged") for line in first.stdout.splitlines()
+    ]
+    config = json.loads(settings.read_text())
+    assert config["model"] == "x"
+    assert config["hooks"]["Stop"][0] == {"hooks": [mine]}
+    assert len(config["hooks"]["Stop"]) == 2  # the user's, then Baton's (once)
+    for name in SKILLS:
+        skill = frontmatter(project / ".claude" / "skills" / name / "SKILL.md")
+        assert skill["name"] == name and skill["user-invocable"] == "true"
+    assert "handoff" in frontmatter(project / ".claude/skills/handoff/SKILL.md")["description"]
+    for name in COMMANDS["claude-code"]:
+        assert "memory_save" in (project / ".claude" / "commands" / f"{name}.md").read_text()
+
+
+def test_a_config_that_is_not_json_is_refused_and_left_alone(tmp_path: Path) -> None:
+    """A broken settings file is one line of error (exit 2), and stays as it was."""
+    project = tmp_path / "app"
+    (project / ".claude").mkdir(parents=True)
+    (project / ".claude" / "settings.json").write_text("{not json")
+    refused = setup("claude-code", "--project", str(project), home=tmp_path / "home")
+    assert refused.returncode == 2 and len(refused.stderr.splitlines()) == 1
+    assert "settings.json is not valid JSON" in refused.stderr
+    assert (project / ".claude" / "settings.json").read_text() == "{not json"
+
+
+@pytest.mark.slow
+async def test_what_claude_codes_files_name_runs(
+    tmp_path: Path, redis_url: str, api_url: str
+) -> None:
+    """User scope: the MCP server ~/.claude.json names starts and lists Baton's tools; the
+    hooks ~/.claude/settings.json names record a session and, in the next session,
+    SessionStart gives its open question back."""
+    home = tmp_path / "home"
+    assert setup("claude-code", home=home).returncode == 0
+    server = json.loads((home / ".claude.json").read_text())["mcpServers"]["baton"]
+    assert await tools_of(server["command"], server["args"], server["env"], redis_url) == TOOLS
+    hooks = json.loads((home / ".claude" / "settings.json").read_text())["hooks"]
+    cwd = tmp_path / f"repo-{secrets.token_hex(3)}"
+    cwd.mkdir()
+    question = "Should refunds above 500 need a second approval?"
+
+    def run(event: str, session: str, **payload: Any) -> subprocess.CompletedProcess[str]:
+        [command] = [h["command"] for group in hooks[event] for h in group["hooks"]]
+        body = {"session_id": session, "cwd": str(cwd), "hook_event_name": event, **payload}
+        return subprocess.run(
+            shlex.split(command),
+            input=json.dumps(body),
+            env={**os.environ, "BATON_URL": api_url, "HOME": str(home)},
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+
+    one, two = f"cc-{secrets.token_hex(4)}", f"cc-{secrets.token_hex(4)}"
+    assert run("SessionStart", one, source="startup").returncode == 0
+    assert run("UserPromptSubmit", one, prompt="rework refunds").returncode == 0
+    stopped = run("Stop", one, last_assistant_message=f"Refunds reworked. {question}")
+    assert stopped.returncode == 0, stopped.stderr
+    assert run("SessionEnd", one, reason="exit").returncode == 0
+    started = run("SessionStart", two, source="startup")
+    context = json.loads(started.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert question in context
+    assert httpx.get(f"{api_url}/v1/sessions/{one}").json()["status"] == "completed"
+
+
+@pytest.mark.slow
+async def test_what_opencodes_files_name_runs(tmp_path: Path, redis_url: str) -> None:
+    """Into a project: opencode.json's MCP server starts and lists Baton's tools; the skills
+    are in .opencode/skills with their names; /remember and /recall are commands."""
+    project = tmp_path / "app"
+    project.mkdir()
+    done = setup("opencode", "--project", str(project), home=tmp_path / "home")
+    assert done.returncode == 0, done.stderr
+    server = json.loads((project / "opencode.json").read_text())["mcp"]["baton"]
+    assert server["type"] == "local" and server["enabled"] is True
+    command, *args = server["command"]
+    assert await tools_of(command, args, server["environment"], redis_url) == TOOLS
+    for name in SKILLS:
+        assert frontmatter(project / ".opencode" / "skills" / name / "SKILL.md")["name"] == name
+    for name in COMMANDS["opencode"]:
+        assert (project / ".opencode" / "commands" / f"{name}.md").exists()
