@@ -21,6 +21,9 @@ import httpx
 import msgspec
 
 from baton.server import operations as ops
+from baton.server.agentmemory_shapes import Saved
+from baton.server.context_builder import FileContext
+from baton.server.memories import Consolidation, MemorySaved, Recall
 from baton.server.models import (
     AgentSummary,
     History,
@@ -36,6 +39,7 @@ from baton.server.models import (
     Stats,
 )
 from baton.server.operation import Operation
+from baton.server.patterns import Patterns
 
 T = TypeVar("T")
 
@@ -271,6 +275,26 @@ class BatonClient:
     def stats(self, verify: bool = False) -> Stats:
         return self._send(request(ops.MEMORY_STATS, verify=verify))
 
+    def save_memory(self, content: str, **options: Any) -> MemorySaved:
+        return self._send(request(ops.SAVE_MEMORY, content=content, **options))
+
+    def recall_memories(self, query: str, **options: Any) -> Recall:
+        return self._send(request(ops.RECALL_MEMORIES, query=query, **options))
+
+    def update_memory(self, memory_id: str, **changes: Any) -> Saved:
+        """A new version of the memory, same id (``content``, ``type``, ``concepts``...)."""
+        return self._send(request(ops.MEMORY_UPDATE, memory_id=memory_id, **changes))
+
+    def file_history(self, files: list[str], session_id: str | None = None) -> FileContext:
+        return self._send(request(ops.MEMORY_FILE_HISTORY, files=files, session_id=session_id))
+
+    def patterns(self, project: str | None = None) -> Patterns:
+        return self._send(request(ops.MEMORY_PATTERNS, project=project))
+
+    def consolidate(self, project: str | None = None, apply: bool = False) -> Consolidation:
+        """The merge plan; with ``apply`` the merges done."""
+        return self._send(request(ops.MEMORY_CONSOLIDATE, project=project, apply=apply))
+
 
 class AsyncBatonClient:
     """The asyncio twin of :class:`BatonClient`: the same methods, awaitable."""
@@ -368,3 +392,23 @@ class AsyncBatonClient:
 
     async def stats(self, verify: bool = False) -> Stats:
         return await self._send(request(ops.MEMORY_STATS, verify=verify))
+
+    async def save_memory(self, content: str, **options: Any) -> MemorySaved:
+        return await self._send(request(ops.SAVE_MEMORY, content=content, **options))
+
+    async def recall_memories(self, query: str, **options: Any) -> Recall:
+        return await self._send(request(ops.RECALL_MEMORIES, query=query, **options))
+
+    async def update_memory(self, memory_id: str, **changes: Any) -> Saved:
+        return await self._send(request(ops.MEMORY_UPDATE, memory_id=memory_id, **changes))
+
+    async def file_history(self, files: list[str], session_id: str | None = None) -> FileContext:
+        return await self._send(
+            request(ops.MEMORY_FILE_HISTORY, files=files, session_id=session_id)
+        )
+
+    async def patterns(self, project: str | None = None) -> Patterns:
+        return await self._send(request(ops.MEMORY_PATTERNS, project=project))
+
+    async def consolidate(self, project: str | None = None, apply: bool = False) -> Consolidation:
+        return await self._send(request(ops.MEMORY_CONSOLIDATE, project=project, apply=apply))

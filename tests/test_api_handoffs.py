@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import secrets
+
 import httpx
 import pytest
 
@@ -156,3 +158,21 @@ async def test_a_server_that_does_not_answer_is_a_client_error() -> None:
     async with AsyncBatonClient("http://127.0.0.1:1", agent="scout") as baton_async:
         with pytest.raises(UnreachableError):
             await baton_async.stats()
+
+
+def test_the_client_reaches_the_memory_operations(api_url: str) -> None:
+    """The Python client saves, updates (a new version, same id), recalls, asks file history
+    and patterns and previews a consolidation, each through the operation's own input."""
+    word = f"zq{secrets.token_hex(4)}"
+    with BatonClient(api_url, agent="scout") as baton:
+        saved = baton.save_memory(f"{word} retries back off", files=["net/retry.py"])
+        assert saved.memory is not None
+        updated = baton.update_memory(saved.memory.id, content=f"{word} retries back off x2")
+        assert updated.memory is not None and updated.memory.version == 2
+        found = baton.recall_memories(word)
+        assert [hit.id for hit in found.results] == [saved.memory.id]
+        assert baton.file_history(["net/retry.py"]).context == ""  # no session touched it
+        assert isinstance(baton.patterns(project=f"{word}-none").patterns, list)
+        assert baton.consolidate(project=f"{word}-none").dry_run is True
+        with pytest.raises(TypeError):
+            baton.update_memory(saved.memory.id, contents="a typo in a parameter name")
