@@ -580,13 +580,16 @@ def _queue_record(ns: Namespace, batch: Batch, line: dict[str, Any]) -> None:
         ns.search.queue_index(batch, *document, kind="fact", agent=last["author"])
     else:
         memory = last["value"]
+        memory_id = ref.split("/", 1)[1]
         ns.search.queue_index(
             batch,
-            *memory_document(ref.split("/", 1)[1], memory),
+            *memory_document(memory_id, memory),
             kind="memory",
             project=memory["project"],
             agent=memory["agent_id"],
         )
+        for source in memory.get("source_observation_ids", []):
+            batch.pipe.sadd(ns.keys.observation_memories(source), memory_id)
 
 
 def _queue_packet(ns: Namespace, pipe: Pipeline, line: dict[str, Any]) -> None:

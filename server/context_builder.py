@@ -190,18 +190,25 @@ class ContextBuilder:
         self, session_id: str | None, files: list[str], project: str | None = None
     ) -> FileContext:
         """Past observations of other sessions about each of ``files`` (the first 5; 5 each,
-        best first), as agentmemory's ``<agentmemory-file-context>`` block; empty when none."""
+        best first), as agentmemory's ``<agentmemory-file-context>`` block; empty when none.
+        A file's observations are those that touched it and those a memory about the file was
+        drawn from (its ``sourceObservationIds``)."""
         per_file = []
         for path in files[:5]:
             query = f"{path} {os.path.basename(path)}"
             found = await self.memories.recall(
-                query, limit=10, kinds=("observation",), project=project
+                query, limit=10, kinds=("observation", "memory"), project=project
             )
-            hits = [
-                hit
-                for hit in found.results
-                if hit.session != session_id and any(same_file(path, f) for f in hit.files)
-            ][:5]
+            about = [hit for hit in found.results if any(same_file(path, f) for f in hit.files)]
+            memories = await self.memories.get_many([h.id for h in about if h.kind == "memory"])
+            sources = [i for memory in memories.values() for i in memory.source_observation_ids]
+            candidates = [
+                *(hit for hit in about if hit.kind == "observation"),
+                *await self.memories.observations_named(sources),
+            ]
+            hits = list({hit.id: hit for hit in candidates if hit.session != session_id}.values())[
+                :5
+            ]
             if hits:
                 per_file.append(
                     f"## {escape(path)}\n"

@@ -133,6 +133,9 @@ class Keys:
     def observation_sessions(self) -> str:
         return f"{self.base}:obs-session"
 
+    def observation_memories(self, observation_id: str) -> str:
+        return f"{self.base}:obs-memories:{observation_id}"
+
     def observation_seen(self, digest: str) -> str:
         return f"{self.base}:obs-seen:{digest}"
 

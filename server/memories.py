@@ -237,6 +237,11 @@ class MemoryStore(NamespaceStore):
         )
         doc, text = memory_document(memory_id, value)
         await self.index.index(doc, text, kind="memory", project=project, agent=agent)
+        if sources:
+            pipe = self.redis.pipeline(transaction=False)
+            for source in sources:
+                pipe.sadd(self.keys.observation_memories(source), memory_id)
+            await pipe.execute()
         if superseded is not None:
             await self._supersede(superseded, memory_id, agent)
             await self._cascade(superseded, memory_id, agent)
@@ -629,6 +634,24 @@ class MemoryStore(NamespaceStore):
             )
         return await self.recall(query or "", limit=limit, format="compact", project=project)
 
+    async def drawn_from(self, observation_ids: Sequence[str]) -> list[RecallHit]:
+        """The current memories drawn from these observations (``sourceObservationIds``), as
+        hits, newest first."""
+        if not observation_ids:
+            return []
+        pipe = self.redis.pipeline(transaction=False)
+        for observation_id in observation_ids:
+            pipe.smembers(self.keys.observation_memories(observation_id))
+        ids = sorted({codec.text(raw) for found in await pipe.execute() for raw in found})
+        kept = await self.get_many(ids)
+        newest = sorted(kept.values(), key=lambda memory: memory.created_at, reverse=True)
+        return await self.hits([f"m:{memory.id}" for memory in newest if memory.is_latest])
+
+    async def observations_named(self, observation_ids: Sequence[str]) -> list[RecallHit]:
+        """The observations with these ids (unknown or forgotten ones left out), as hits."""
+        docs = [doc for item in observation_ids for doc in await self._observation_docs(item)]
+        return await self.hits(docs) if docs else []
+
     async def _observation_docs(self, observation_id: str) -> list[str]:
         session_id = await self.redis.hget(self.keys.observation_sessions, observation_id)
         return [] if session_id is None else [f"o:{codec.text(session_id)}:{observation_id}"]
@@ -699,7 +722,9 @@ class MemoryStore(NamespaceStore):
         if whole:
             pipe = self.redis.pipeline(transaction=False)
             for oid in ids:
-                pipe.delete(self.keys.observation(session_id, oid))
+                pipe.delete(
+                    self.keys.observation(session_id, oid), self.keys.observation_memories(oid)
+                )
             pipe.delete(
                 self.keys.session(session_id),
                 self.keys.session_touched(session_id),

@@ -45,6 +45,7 @@ EVENT_ID_SECONDS = 30 * 86_400
 MAX_CONCEPTS = 50
 MAX_CONCEPT = 100
 RECENT_SESSIONS = 20
+DRAWN_FROM_LAST = 200  # the observations of a resumed session whose memories it recalls
 STATUS_PREFERENCE = {"completed": 0, "abandoned": 1, "active": 2}
 
 
@@ -448,12 +449,15 @@ class SessionStore(NamespaceStore):
         files = list(
             dict.fromkeys([*session.files, *(f for o in reversed(recent) for f in o.files)])
         )[:10]
-        recalled = []
+        recalled = await self.memories.drawn_from(
+            [o.id for o in await self.observations(session.id, last=DRAWN_FROM_LAST)]
+        )
         if session.concepts:
             found = await self.memories.recall(
                 " ".join(session.concepts), limit=10, project=session.project
             )
-            recalled = found.results
+            drawn = {hit.id for hit in recalled}
+            recalled += [hit for hit in found.results if hit.id not in drawn]
         next_step = self._next_step(session, question, recent, files)
         title = session.title or (recent[0].narrative[:60] if recent else session.id)
         lines = [f'{intro}Resuming {short(session.id)} "{title}".']

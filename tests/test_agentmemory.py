@@ -657,3 +657,65 @@ def test_patterns_are_computed_from_the_sessions(am: httpx.Client, http: httpx.C
     assert any(p["type"] == "concept_repeat" and "idempotency" in p["description"] for p in found)
     other = am.post("/patterns", json={"project": f"{project}-other"}).json()["patterns"]
     assert not any(set(p["sessions"]) & set(sessions) for p in other)
+
+
+def test_file_history_follows_a_memorys_source_observations(am: httpx.Client) -> None:
+    """A memory about a file, drawn from observations that did not name the file (a test
+    run), brings those observations into the file's history."""
+    word = f"zq{secrets.token_hex(4)}"
+    observed = am.post(
+        "/observe",
+        json={
+            "hookType": "post_tool_use",
+            "sessionId": f"run-{word}",
+            "project": "app",
+            "cwd": "/srv/app",
+            "timestamp": "2026-01-02T00:00:00Z",
+            "data": {"tool_name": "Bash", "tool_input": {"command": f"pytest -k {word}"}},
+        },
+    ).json()
+    path = f"billing/{word}_ledger.py"
+    before = am.post("/file-context", json={"files": [path]}).json()["context"]
+    assert f"pytest -k {word}" not in before
+    am.post(
+        "/remember",
+        json={
+            "content": f"{word}: the ledger test needs the frozen clock",
+            "files": [path],
+            "sourceObservationIds": [observed["observationId"]],
+        },
+    )
+    after = am.post("/file-context", json={"files": [path]}).json()["context"]
+    assert f"pytest -k {word}" in after
+
+
+def test_resume_recalls_the_memories_drawn_from_the_session(
+    am: httpx.Client, http: httpx.Client
+) -> None:
+    """A memory drawn from a session's observation (sourceObservationIds) comes first in
+    that session's "where were we", however unlike the session's words it is."""
+    word = f"zq{secrets.token_hex(4)}"
+    cwd = f"/srv/{word}"
+    observed = am.post(
+        "/observe",
+        json={
+            "hookType": "post_tool_use",
+            "sessionId": f"s-{word}",
+            "project": word,
+            "cwd": cwd,
+            "timestamp": "2026-01-03T00:00:00Z",
+            "data": {"tool_name": "Bash", "tool_input": {"command": "make migrate"}},
+        },
+    ).json()
+    am.post("/session/end", json={"sessionId": f"s-{word}"})
+    saved = am.post(
+        "/remember",
+        json={
+            "content": "schema changes need a maintenance window",
+            "sourceObservationIds": [observed["observationId"]],
+        },
+    ).json()["memory"]
+    here = http.get("/v1/sessions/resume", params={"cwd": cwd}).json()
+    assert here["session"]["id"] == f"s-{word}"
+    assert here["recalled"][0]["id"] == saved["id"]
+    assert "maintenance window" in here["text"]
