@@ -79,7 +79,7 @@ async def error_text(client: Client, tool: str, **arguments: Any) -> str:
 
 
 async def test_tool_list_and_required_parameters(scout: Client) -> None:
-    """The seven reference tools and the six coding-agent tools, each with a description and
+    """Baton's reference tools and the coding-agent tools, each with a description and
     its required fields."""
     tools = {tool.name: tool for tool in (await scout.list_tools()).tools}
     assert set(tools) == set(TOOLS)
