@@ -185,10 +185,14 @@ class Gate:
         secret = _bearer(headers)
         agentmemory = scope["path"].startswith(AGENTMEMORY)
         guards_secret = agentmemory and bool(self.agentmemory_secret)
-        if secured or guards_secret:  # an address over the limit guesses no more, at all
-            await self.check_failures(scope, redis)
+        # An address over the limit guesses no more: its wrong tokens and any agentmemory
+        # secret (chosen by a person, so guessable) wait. A valid Baton token (256 random
+        # bits: never guessed) or login still passes, so a guesser sharing a client's
+        # address (loopback, a proxy) cannot lock that client out.
+        locked = await self.lockout(scope, redis) if secured or guards_secret else None
         if (
             guards_secret
+            and locked is None
             and secret
             and hmac.compare_digest(secret.encode(), (self.agentmemory_secret or "").encode())
         ):
@@ -197,6 +201,8 @@ class Gate:
             )
         if not secured:
             if guards_secret:
+                if locked is not None:
+                    raise locked
                 if secret:  # a wrong secret is a failed login
                     await self.count_failure(scope, redis)
                 raise Unauthorized("unauthorized")  # agentmemory says no more
@@ -211,6 +217,8 @@ class Gate:
             raise Unauthorized("a token is required: Authorization: Bearer <token>")
         token = await (tokens.check(secret) if secret is not None else tokens.check_login(login))  # type: ignore[arg-type]
         if token is None:  # a wrong secret is a failed login; no secret at all is not
+            if locked is not None:
+                raise locked
             await self.count_failure(scope, redis)
             raise Unauthorized("unknown, revoked or expired token")
         if secret is None:
@@ -223,17 +231,18 @@ class Gate:
             token_id=token.id,
         )
 
-    async def check_failures(self, scope: Scope, redis: Redis) -> None:
-        """429 while the client's address is over the failed-login limit."""
+    async def lockout(self, scope: Scope, redis: Redis) -> TooManyFailures | None:
+        """The 429 for a client address over the failed-login limit, or None."""
         if self.failure_limit is None:
-            return
+            return None
         address = _client(scope)
         failures = await redis.get(auth_failures_key(address))
-        if failures is not None and int(failures) >= self.failure_limit[0]:
-            raise TooManyFailures(
-                f"too many failed logins from {address}; wait and retry",
-                retry_after=max(1, await redis.ttl(auth_failures_key(address))),
-            )
+        if failures is None or int(failures) < self.failure_limit[0]:
+            return None
+        return TooManyFailures(
+            f"too many failed logins from {address}; wait and retry",
+            retry_after=max(1, await redis.ttl(auth_failures_key(address))),
+        )
 
     async def count_failure(self, scope: Scope, redis: Redis) -> None:
         """Count a failed login against the client's address."""

@@ -224,10 +224,12 @@ class DashboardPages(Controller):
         https): the token itself never sits in the browser or a URL."""
         gate: Gate = state.gate
         redis = state.backend.redis
-        await gate.check_failures(request.scope, redis)
+        locked = await gate.lockout(request.scope, redis)  # a valid token still passes
         tokens = TokenStore(redis)
         token = await tokens.check(data.token.strip())
         if token is None:
+            if locked is not None:
+                raise locked
             await gate.count_failure(request.scope, redis)
             return _login_page(state, "Unknown, revoked or expired token.", status_code=401)
         secret = await tokens.login(token)
