@@ -8,10 +8,12 @@ reads the JSON of ``GET /v1/history/{ref}`` from a file argument or stdin, recom
 sha256 of every version's canonical body (docs/integrity.md) and checks each prev_hash link.
 Prints one line per version and exits 1 if any version or link does not verify.
 
-    python3 verify_chain.py --checkpoint checkpoint.json dump.jsonl
+    python3 verify_chain.py --checkpoint checkpoint.json dump.jsonl --public-key BASE64
 
 checks a signed checkpoint kept elsewhere (``baton checkpoint --export``) against a dump
-(``baton export``): the signature, the leaves against the Merkle root, and then every record
+(``baton export``): the signature with the public key you trust (``GET /v1/checkpoints/key``,
+kept when you kept the export; never the key the export carries, which anyone re-signing an
+edited checkpoint can replace), the leaves against the Merkle root, and then every record
 the checkpoint held — missing from the dump, cut short, or changed at the checkpoint's
 version, its outcomes log likewise. Exits 1 on any problem.
 """
@@ -65,13 +67,17 @@ def signature_ok(checkpoint, public_key):
     return True
 
 
-def check_checkpoint(export_path, dump_path):
+def check_checkpoint(export_path, dump_path, public_key):
     with open(export_path, encoding="utf-8") as source:
         export = json.load(source)
     checkpoint, leaves = export["checkpoint"], export["leaves"]
     problems = []
-    if not signature_ok(checkpoint, export["public_key"]):
-        problems.append(f"checkpoint {checkpoint['seq']}: the signature does not verify")
+    if not signature_ok(checkpoint, public_key):
+        carried = "" if export["public_key"] == public_key else " (it carries another key)"
+        problems.append(
+            f"checkpoint {checkpoint['seq']}: the signature does not verify with the trusted "
+            f"key{carried}"
+        )
     if merkle_root(leaves) != checkpoint["root"]:
         problems.append(f"checkpoint {checkpoint['seq']}: the leaves do not add up to the root")
     records = {}
@@ -112,7 +118,12 @@ def check_checkpoint(export_path, dump_path):
 
 def main():
     if sys.argv[1:2] == ["--checkpoint"]:
-        return check_checkpoint(sys.argv[2], sys.argv[3])
+        if len(sys.argv) != 6 or sys.argv[4] != "--public-key":
+            sys.exit(
+                "usage: verify_chain.py --checkpoint EXPORT DUMP --public-key BASE64 "
+                "(the key you trust: GET /v1/checkpoints/key)"
+            )
+        return check_checkpoint(sys.argv[2], sys.argv[3], sys.argv[5])
     if len(sys.argv) > 1:
         with open(sys.argv[1], encoding="utf-8") as source:
             history = json.load(source)

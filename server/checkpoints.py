@@ -91,8 +91,14 @@ class Finding(msgspec.Struct, kw_only=True):
 
 
 class CheckpointReport(msgspec.Struct, kw_only=True):
+    """``signature_ok``: signed by the key verification trusts (``key_id``: this server's
+    signing key, or the one the caller named), never merely by the key the export carries;
+    ``embedded_key_trusted`` says whether that carried key is the trusted one."""
+
     checkpoint: int
     signature_ok: bool
+    key_id: str
+    embedded_key_trusted: bool
     leaves_ok: bool
     checked: int
     new_since: int
@@ -327,11 +333,15 @@ class CheckpointStore:
             )
         return Exported(checkpoint=checkpoint, public_key=self.public_key, leaves=leaves)
 
-    async def verify(self, exported: Exported) -> CheckpointReport:
+    async def verify(self, exported: Exported, trusted_key: str | None = None) -> CheckpointReport:
         """Compare the store now with a checkpoint: every record it held must still be there,
-        at least at its version with the same hash there, with its outcomes log intact."""
+        at least at its version with the same hash there, with its outcomes log intact. The
+        signature is checked against ``trusted_key`` (default: this server's own public
+        key), never against the key the export carries: anyone can re-sign an edited
+        checkpoint with a fresh key and embed it."""
         checkpoint = exported.checkpoint
-        signed = signature_valid(checkpoint, exported.public_key)
+        trusted = trusted_key or self.public_key
+        signed = signature_valid(checkpoint, trusted)
         leaves_ok = root_of(exported.leaves) == checkpoint.root
         findings: list[Finding] = []
         forgotten_since: list[str] = []
@@ -346,6 +356,8 @@ class CheckpointStore:
         return CheckpointReport(
             checkpoint=checkpoint.seq,
             signature_ok=signed,
+            key_id=key_id(trusted),
+            embedded_key_trusted=exported.public_key == trusted,
             leaves_ok=leaves_ok,
             checked=len(exported.leaves),
             new_since=new_since,

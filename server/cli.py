@@ -246,7 +246,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     findings = 0
     if args.checkpoint:
         findings = asyncio.run(
-            _in_namespace(args.namespace, lambda ns: _verify_checkpoint(ns, args.checkpoint))
+            _in_namespace(
+                args.namespace,
+                lambda ns: _verify_checkpoint(ns, args.checkpoint, args.public_key),
+            )
         )
     stats = asyncio.run(_in_namespace(args.namespace, run))
     if sys.stderr.isatty():
@@ -265,7 +268,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 1 if broken or findings else 0
 
 
-async def _verify_checkpoint(ns: Namespace, which: str) -> int:
+async def _verify_checkpoint(ns: Namespace, which: str, public_key: str | None) -> int:
     """Print the comparison with a checkpoint (``latest`` or an export file); the number
     of problems found."""
     from baton.server.checkpoints import CheckpointStore, parse_export
@@ -279,10 +282,14 @@ async def _verify_checkpoint(ns: Namespace, which: str) -> int:
                 exported = parse_export(source.read())
         except OSError as error:
             raise SystemExit(f"baton: cannot read the checkpoint {which}: {error}") from None
-    report = await checkpoints.verify(exported)
+    report = await checkpoints.verify(exported, public_key)
     problems = len(report.findings)
     if not report.signature_ok:
-        print(f"BROKEN checkpoint {report.checkpoint}: its signature does not verify")
+        print(
+            f"BROKEN checkpoint {report.checkpoint}: its signature does not verify with the "
+            f"trusted key {report.key_id}"
+            + ("" if report.embedded_key_trusted else " (it carries another key)")
+        )
         problems += 1
     if not report.leaves_ok:
         print(f"BROKEN checkpoint {report.checkpoint}: its leaves do not add up to its root")
@@ -586,6 +593,13 @@ def build_parser() -> argparse.ArgumentParser:
                 default=None,
                 metavar="FILE|latest",
                 help="also compare with a checkpoint: records missing, cut short or changed since",
+            )
+            sub.add_argument(
+                "--public-key",
+                default=None,
+                metavar="BASE64",
+                help="verify the checkpoint's signature with this Ed25519 public key (default: "
+                "this installation's signing key; never the key the export carries)",
             )
 
     checkpoint = commands.add_parser("checkpoint", help="take a signed checkpoint (or --export)")

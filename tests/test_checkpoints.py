@@ -4,6 +4,7 @@ the offline verifier catches the same from an export and a dump."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import subprocess
@@ -15,6 +16,7 @@ import msgpack
 import msgspec
 import pytest
 import redis
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from baton.server.checkpoints import (
     CheckpointStore,
@@ -22,9 +24,12 @@ from baton.server.checkpoints import (
     leaf_bytes,
     load_signing_key,
     parse_export,
+    public_key_b64,
+    root_of,
     signature_valid,
     take_checkpoint_if_due,
 )
+from baton.server.integrity import canonical_bytes
 from baton.server.records import RecordStore
 from tests.conftest import REPO, as_agent
 
@@ -197,6 +202,8 @@ def test_cli_and_offline_verifier_catch_a_truncation(
             "--checkpoint",
             str(export),
             str(dump),
+            "--public-key",
+            http.get("/v1/checkpoints/key").json()["public_key"],
         ],
         capture_output=True,
         text=True,
@@ -214,6 +221,8 @@ def test_cli_and_offline_verifier_catch_a_truncation(
             "--checkpoint",
             str(export),
             str(dump),
+            "--public-key",
+            http.get("/v1/checkpoints/key").json()["public_key"],
         ],
         capture_output=True,
         text=True,
@@ -224,7 +233,7 @@ def test_cli_and_offline_verifier_catch_a_truncation(
 
 def test_checkpoints_over_rest(http: httpx.Client) -> None:
     """POST /v1/checkpoints takes one, GET lists them, /key gives the public key, verify
-    answers a report."""
+    answers a report; verified with another key, the signature does not hold."""
     assert http.post("/v1/records", json={"ref": "t/x", "value": 1}).is_success
     taken = http.post("/v1/checkpoints").json()
     assert http.get("/v1/checkpoints").json()[0]["hash"] == taken["hash"]
@@ -233,3 +242,39 @@ def test_checkpoints_over_rest(http: httpx.Client) -> None:
     report = http.post("/v1/checkpoints/verify", json={}).json()
     assert (report["signature_ok"], report["findings"], report["checked"]) == (True, [], 1)
     assert http.post("/v1/checkpoints/verify", json={"seq": 99}).status_code == 404
+    other = public_key_b64(Ed25519PrivateKey.generate())
+    named = http.post("/v1/checkpoints/verify", json={"public_key": other}).json()
+    assert (named["signature_ok"], named["embedded_key_trusted"]) == (False, False)
+
+
+async def test_a_checkpoint_resigned_with_another_key_does_not_verify(
+    store: RecordStore, checkpoints: CheckpointStore
+) -> None:
+    """The attack from the security review: drop a record's leaf from an export, fix the
+    root, re-sign with a fresh key and embed that key. Verification checks the trusted key
+    (this server's, or one the caller names), not the embedded one: the forgery fails and
+    says the export carries another key; the honest export verifies, also with its public
+    key named explicitly."""
+    await write(store, "t/kept", 1)
+    await write(store, "t/deleted", 2)
+    assert await checkpoints.take()
+    honest = await checkpoints.export()
+    leaves = [leaf for leaf in honest.leaves if leaf[0] != "t/deleted"]
+    forger = Ed25519PrivateKey.generate()
+    head = msgspec.structs.replace(
+        honest.checkpoint, records=len(leaves), root=root_of(leaves), key_id="forged"
+    )
+    body = canonical_bytes(head.body())
+    head.hash = hashlib.sha256(body).hexdigest()
+    head.signature = base64.b64encode(forger.sign(body)).decode()
+    forged = msgspec.structs.replace(
+        honest, checkpoint=head, leaves=leaves, public_key=public_key_b64(forger)
+    )
+    assert signature_valid(forged.checkpoint, forged.public_key)  # valid under its own key
+    report = await checkpoints.verify(forged)
+    assert (report.signature_ok, report.embedded_key_trusted) == (False, False)
+    assert report.key_id == honest.checkpoint.key_id
+    assert not report.ok
+    assert (await checkpoints.verify(honest)).ok
+    assert (await checkpoints.verify(honest, honest.public_key)).ok
+    assert not (await checkpoints.verify(honest, forged.public_key)).signature_ok

@@ -35,6 +35,7 @@ class VerifyBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     seq: Annotated[int, msgspec.Meta(ge=1, le=MAX_SEQ)] | None = None
     export: Exported | None = None
+    public_key: str | None = None  # a key you trust (base64 Ed25519); default: this server's
 
 
 def _checkpoints(ns: NamespaceDep, state: State) -> CheckpointStore:
@@ -87,4 +88,4 @@ class CheckpointController(Controller):
             raise NotFound(
                 f"checkpoint of namespace {exported.checkpoint.namespace}, not {ns.name}"
             )
-        return await checkpoints.verify(exported)
+        return await checkpoints.verify(exported, body.public_key)
