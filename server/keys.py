@@ -34,6 +34,11 @@ class Keys:
     def head(self, ref: str) -> str:
         return f"{self.record(ref)}:head"
 
+    @property
+    def heads(self) -> str:
+        """A SCAN pattern matching every record's head key."""
+        return f"{self.base}:rec:{{*}}:head"
+
     def version(self, ref: str, version: int) -> str:
         return f"{self.record(ref)}:v:{version}"
 
@@ -225,3 +230,8 @@ def around_ref(keys: Keys) -> tuple[str, str, str]:
 def job_id(namespace: str, packet_id: str, seq: int | str) -> str:
     """The RQ job id of one delivery attempt of a packet (letters, digits, '-', '_')."""
     return f"{PREFIX}-{namespace}-{packet_id}-{seq}"
+
+
+def ref_of(head: str) -> str:
+    """The ref of a record's head key (:meth:`Keys.head`'s inverse)."""
+    return head.partition(":rec:{")[2].removesuffix("}:head")

@@ -114,7 +114,7 @@ class BrokenLink(msgspec.Struct, kw_only=True):
     ref: str
     chain: Literal["versions", "outcomes"]
     version: int
-    kind: Literal["hash", "link"]
+    kind: Literal["hash", "link", "unindexed"]  # unindexed: stored, but hidden from listings
     expected: str
     found: str
 

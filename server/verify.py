@@ -10,6 +10,7 @@ from prometheus_client import Gauge
 from baton.server import codec
 from baton.server.errors import describe
 from baton.server.integrity import OUTCOME_FIELDS, VERSION_FIELDS, ChainChecker
+from baton.server.keys import ref_of
 from baton.server.models import BrokenLink, Stats
 from baton.server.records import BATCH, NamespaceWithRecords
 from baton.server.store_base import NamespaceStore
@@ -81,6 +82,20 @@ class Verifier(NamespaceStore):
             if on_progress:
                 on_progress(seen, total)
         if verify:
+            for ref, version in await self.unindexed(scope):
+                refs += 1
+                versions += version
+                broken.append(
+                    BrokenLink(
+                        ref=ref,
+                        chain="versions",
+                        version=version,
+                        kind="unindexed",
+                        expected="listed in the refs index",
+                        found="stored but missing from it: hidden from listings",
+                    )
+                )
+                broken += [link async for link in self.verify_record(ref, version)]
             VERIFY_BROKEN.labels(self.ns.name).set(len(broken))
             VERIFY_CHECKED.labels(self.ns.name).set(versions)
         return Stats(
@@ -95,6 +110,27 @@ class Verifier(NamespaceStore):
             checked_outcomes=outcomes if verify else None,
             broken=broken if verify else None,
         )
+
+    async def unindexed(self, scope: str | None) -> list[tuple[str, int]]:
+        """Records stored (a head key) but missing from the refs index, with their versions:
+        found by SCAN over what is stored, since the index is what someone with Redis
+        access would edit to hide a record."""
+        found: list[tuple[str, int]] = []
+        keys = [codec.text(key) async for key in self.redis.scan_iter(self.keys.heads, 1000)]
+        for start in range(0, len(keys), BATCH):
+            refs = [ref_of(key) for key in keys[start : start + BATCH]]
+            refs = [ref for ref in refs if scope is None or ref.startswith(f"{scope}/")]
+            batch = self.ns.batch()
+            for ref in refs:
+                batch.pipe.zscore(self.keys.refs, ref)
+                batch.pipe.hget(self.keys.head(ref), "version")
+            replies = await batch.execute()
+            found += [
+                (ref, int(version))
+                for ref, score, version in zip(refs, replies[::2], replies[1::2], strict=True)
+                if score is None and version is not None
+            ]
+        return sorted(found)
 
     async def verify_record(self, ref: str, current: int) -> AsyncIterator[BrokenLink]:
         """Recompute one record's version chain and outcomes chain; yield each broken link.

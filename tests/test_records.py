@@ -279,6 +279,26 @@ async def test_stats_counts_records_versions_agents_and_outcomes(store: RecordSt
     assert stats.average_confidence == pytest.approx((0.4 + 0.8 * 0.65) / 2)
 
 
+async def test_verify_finds_a_record_hidden_from_the_refs_index(
+    store: RecordStore, data_redis: redis.Redis
+) -> None:
+    """The review's hiding trick: a current value edited (its hash kept) and its ref taken
+    out of the refs index. verify walks what is stored, not only the index: the record is
+    reported as unindexed and its edited version as a broken hash; scope still applies."""
+    await store.remember("policy/deploy", "review before push", agent="ops")
+    await store.remember("other/ref", "fine", agent="ops")
+    keys = Keys()
+    data_redis.hset(keys.version("policy/deploy", 1), "value", msgpack.packb("EVIL: push"))
+    data_redis.zrem(keys.refs, "policy/deploy")
+    stats = await store.ns.verifier.stats(verify=True)
+    assert [(b.ref, b.kind) for b in stats.broken or []] == [
+        ("policy/deploy", "unindexed"),
+        ("policy/deploy", "hash"),
+    ]
+    assert stats.refs == 2
+    assert (await store.ns.verifier.stats(verify=True, scope="other")).broken == []
+
+
 async def test_verify_reports_exactly_the_tampered_version(
     store: RecordStore, data_redis: redis.Redis
 ) -> None:
