@@ -659,21 +659,27 @@ def test_patterns_are_computed_from_the_sessions(am: httpx.Client, http: httpx.C
     assert not any(set(p["sessions"]) & set(sessions) for p in other)
 
 
+def bash_observed(
+    am: httpx.Client, session: str, project: str, cwd: str, command: str
+) -> dict[str, Any]:
+    """A Bash tool use recorded through /agentmemory/observe; agentmemory's answer."""
+    body = {
+        "hookType": "post_tool_use",
+        "sessionId": session,
+        "project": project,
+        "cwd": cwd,
+        "timestamp": "2026-01-02T00:00:00Z",
+        "data": {"tool_name": "Bash", "tool_input": {"command": command}},
+    }
+    answer: dict[str, Any] = am.post("/observe", json=body).json()
+    return answer
+
+
 def test_file_history_follows_a_memorys_source_observations(am: httpx.Client) -> None:
     """A memory about a file, drawn from observations that did not name the file (a test
     run), brings those observations into the file's history."""
     word = f"zq{secrets.token_hex(4)}"
-    observed = am.post(
-        "/observe",
-        json={
-            "hookType": "post_tool_use",
-            "sessionId": f"run-{word}",
-            "project": "app",
-            "cwd": "/srv/app",
-            "timestamp": "2026-01-02T00:00:00Z",
-            "data": {"tool_name": "Bash", "tool_input": {"command": f"pytest -k {word}"}},
-        },
-    ).json()
+    observed = bash_observed(am, f"run-{word}", "app", "/srv/app", f"pytest -k {word}")
     path = f"billing/{word}_ledger.py"
     before = am.post("/file-context", json={"files": [path]}).json()["context"]
     assert f"pytest -k {word}" not in before
@@ -696,17 +702,7 @@ def test_resume_recalls_the_memories_drawn_from_the_session(
     that session's "where were we", however unlike the session's words it is."""
     word = f"zq{secrets.token_hex(4)}"
     cwd = f"/srv/{word}"
-    observed = am.post(
-        "/observe",
-        json={
-            "hookType": "post_tool_use",
-            "sessionId": f"s-{word}",
-            "project": word,
-            "cwd": cwd,
-            "timestamp": "2026-01-03T00:00:00Z",
-            "data": {"tool_name": "Bash", "tool_input": {"command": "make migrate"}},
-        },
-    ).json()
+    observed = bash_observed(am, f"s-{word}", word, cwd, "make migrate")
     am.post("/session/end", json={"sessionId": f"s-{word}"})
     saved = am.post(
         "/remember",
