@@ -25,6 +25,7 @@ from baton.agents.hook import CLAUDE_EVENTS
 from baton.server.errors import InvalidInput
 
 Host = Literal["claude-code", "opencode"]
+HOSTS: tuple[Host, ...] = ("claude-code", "opencode")
 DEFAULT_AGENTS: dict[Host, str] = {"claude-code": "claude", "opencode": "opencode"}
 SERVER = "baton"  # the MCP server's name in the hosts' configurations
 SKILLS = ("handoff", "recap", "session-history", "recall")
@@ -69,30 +70,35 @@ class Change:
         )
 
 
+def mcp_config(host: Host, home: Path, project: Path | None) -> tuple[Path, list[str]]:
+    """The file holding ``host``'s MCP server entry for Baton, and the keys leading to it."""
+    if host == "claude-code":
+        path = project / ".mcp.json" if project is not None else home / ".claude.json"
+        return path, ["mcpServers", SERVER]
+    folder = project if project is not None else home / ".config" / "opencode"
+    return folder / "opencode.json", ["mcp", SERVER]
+
+
 def plan(
     host: Host, *, baton: str, agent: str, home: Path, project: Path | None = None
 ) -> list[Change]:
     """What setting ``host`` up writes: ``baton`` is the command to run (an absolute path
     works without PATH), ``agent`` the AGENT_ID the MCP server acts as."""
     base = project if project is not None else home
+    config, keys = mcp_config(host, home, project)
     if host == "claude-code":
-        config = project / ".mcp.json" if project is not None else home / ".claude.json"
         entry: dict[str, Any] = {"command": baton, "args": ["mcp"], "env": {"AGENT_ID": agent}}
-        changes = [
-            _json(config, ["mcpServers", SERVER], entry),
-            _hooks(base / ".claude" / "settings.json", baton),
-        ]
+        changes = [_json(config, keys, entry), _hooks(base / ".claude" / "settings.json", baton)]
         folder = base / ".claude"
     else:
-        config_dir = project if project is not None else home / ".config" / "opencode"
         entry = {
             "type": "local",
             "command": [baton, "mcp"],
             "environment": {"AGENT_ID": agent},
             "enabled": True,
         }
-        changes = [_json(config_dir / "opencode.json", ["mcp", SERVER], entry)]
-        folder = project / ".opencode" if project is not None else config_dir
+        changes = [_json(config, keys, entry)]
+        folder = project / ".opencode" if project is not None else config.parent
     changes += [
         _text(folder / "skills" / name / "SKILL.md", _template(f"{name}.skill.md"))
         for name in SKILLS

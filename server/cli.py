@@ -349,6 +349,15 @@ def cmd_hook(args: argparse.Namespace) -> int:
     return hook([*(["--check"] if args.check else []), *([args.event] if args.event else [])])
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from baton.agents.doctor import examine
+
+    findings = list(examine(_settings(), os.environ, Path.home(), Path.cwd()))
+    for finding in findings:
+        print(finding)
+    return 1 if any(finding.level == "FAIL" for finding in findings) else 0
+
+
 def cmd_setup(args: argparse.Namespace) -> int:
     from baton.agents.host_setup import DEFAULT_AGENTS, apply, plan
 
@@ -536,6 +545,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     hook.set_defaults(handler=cmd_hook)
 
+    commands.add_parser(
+        "doctor",
+        help="check the setup end to end (store, API, token, agent hosts) and say what to fix",
+    ).set_defaults(handler=cmd_doctor)
     setup = commands.add_parser(
         "setup", help="connect an agent host: MCP server, hooks, skills and commands"
     )
@@ -620,6 +633,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return demo(arguments[1:])
     parser = build_parser()
+    if not arguments:  # bare `baton`: the overview, not an error
+        parser.print_help()
+        return 0
     args = parser.parse_args(arguments)
     if args.command == "serve":
         settings = _settings()

@@ -1,0 +1,182 @@
+"""``baton doctor``: check a setup end to end and say what to fix, one line per finding.
+
+It checks what an agent's use of Baton depends on, in order: the store (``BATON_REDIS_URL``,
+or the embedded server of the data dir), the API the hooks and HTTP clients reach
+(``BATON_URL``) and the token they send (``BATON_TOKEN``), then each agent host's files
+(``baton setup``): that the MCP server and hook commands they name exist. Each finding is
+``ok``, ``warn`` (works, but maybe not as meant) or ``FAIL`` (and what to do).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+import redis
+
+from baton.agents.host_setup import HOSTS, Host, mcp_config
+from baton.server.connection import sync_redis
+from baton.server.embedded import EmbeddedServer
+from baton.server.endpoint import base_url_of
+from baton.server.settings import Settings
+
+Level = Literal["ok", "warn", "FAIL"]
+TIMEOUT = 3.0
+
+
+@dataclass(frozen=True)
+class Finding:
+    level: Level
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.level:<4} {self.text}"
+
+
+def examine(
+    settings: Settings, environ: Mapping[str, str], home: Path, project: Path
+) -> Iterator[Finding]:
+    """Every finding, in the order a user would fix them."""
+    yield Finding("ok", f"baton {version('baton-server')}")
+    yield from _store(settings)
+    yield from _api(environ)
+    for host in HOSTS:
+        yield from _host(host, home, project)
+
+
+def _store(settings: Settings) -> Iterator[Finding]:
+    if settings.redis_url:
+        client = sync_redis(settings.redis_url)
+        try:
+            client.ping()
+        except redis.exceptions.RedisError as error:
+            yield Finding(
+                "FAIL",
+                f"cannot reach Redis at BATON_REDIS_URL ({error}): start it or fix the URL",
+            )
+        else:
+            yield Finding("ok", "Redis at BATON_REDIS_URL answers")
+        finally:
+            client.close()
+        return
+    status = EmbeddedServer(settings.data_dir).status()
+    if not status["running"]:
+        yield Finding(
+            "warn",
+            f"the embedded Valkey of {settings.data_dir} is not running: `baton serve` or "
+            "`baton mcp` starts it",
+        )
+    elif status.get("condition", "ok") != "ok":
+        yield Finding("FAIL", f"the embedded Valkey of {settings.data_dir}: {status['condition']}")
+    else:
+        yield Finding(
+            "ok", f"embedded Valkey {status.get('version')} running in {settings.data_dir}"
+        )
+
+
+def _api(environ: Mapping[str, str]) -> Iterator[Finding]:
+    url = base_url_of(environ)
+    token = environ.get("BATON_TOKEN")
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        with httpx.Client(base_url=url, timeout=TIMEOUT, headers=headers) as client:
+            if client.get("/healthz").status_code != 200:
+                yield Finding("FAIL", f"{url} answers, but not as Baton: check BATON_URL")
+                return
+            whoami = client.get("/v1/whoami")
+    except httpx.TransportError as error:
+        yield Finding(
+            "warn",
+            f"no Baton API answers at {url} ({type(error).__name__}): hooks keep their events "
+            "until it does; run `baton serve` or set BATON_URL",
+        )
+        return
+    if whoami.status_code == 200:
+        who = whoami.json()
+        yield Finding(
+            "ok",
+            f"the API at {url} answers; requests act as {who['agent']} in {who['namespace']} "
+            f"({who['credential']}{', admin' if who['admin'] else ''})",
+        )
+    elif whoami.status_code == 401 and token:
+        yield Finding(
+            "FAIL", f"{url} refuses BATON_TOKEN (unknown, revoked or expired): issue a new one"
+        )
+    elif whoami.status_code == 401:
+        yield Finding("FAIL", f"{url} requires a token: set BATON_TOKEN (`baton token add`)")
+    else:
+        yield Finding("FAIL", f"{url} answered /v1/whoami with {whoami.status_code}")
+
+
+def _host(host: Host, home: Path, project: Path) -> Iterator[Finding]:
+    found = False
+    for scope, base in (("project", project), ("user", None)):
+        path, keys = mcp_config(host, home, base)
+        entry = _entry(path, keys)
+        if entry is None:
+            continue
+        found = True
+        command = entry.get("command")
+        program = command[0] if isinstance(command, list) and command else command
+        if not isinstance(program, str) or not _runnable(program):
+            yield Finding(
+                "FAIL",
+                f"{host} ({scope}, {path}) starts `{program}`, which is not there: run "
+                f"`baton setup {host}{' --project' if base else ''}` again",
+            )
+        else:
+            yield Finding("ok", f"{host} ({scope}) starts Baton's MCP server: {path}")
+    if not found:
+        yield Finding("warn", f"{host} is not set up here: `baton setup {host}`")
+    if host == "claude-code":
+        yield from _claude_hooks(home, project)
+
+
+def _claude_hooks(home: Path, project: Path) -> Iterator[Finding]:
+    for path in (project / ".claude" / "settings.json", home / ".claude" / "settings.json"):
+        data = _json(path)
+        hooks = data.get("hooks") if isinstance(data, dict) else None
+        commands = [
+            hook.get("command", "")
+            for groups in (hooks.values() if isinstance(hooks, dict) else [])
+            for group in (groups if isinstance(groups, list) else [])
+            for hook in (group.get("hooks", []) if isinstance(group, dict) else [])
+            if isinstance(hook, dict) and " hook " in hook.get("command", "")
+        ]
+        missing = sorted({c for c in commands if not _runnable(shlex.split(c)[0])})
+        if missing:
+            yield Finding(
+                "FAIL", f"Claude Code hooks in {path} run a missing program: {missing[0]}"
+            )
+        elif commands:
+            yield Finding(
+                "ok", f"Claude Code records its sessions: {len(commands)} hooks in {path}"
+            )
+
+
+def _entry(path: Path, keys: list[str]) -> dict[str, Any] | None:
+    node: Any = _json(path)
+    for key in keys:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node if isinstance(node, dict) else None
+
+
+def _json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _runnable(program: str) -> bool:
+    return (os.path.isfile(program) and os.access(program, os.X_OK)) or (
+        os.sep not in program and shutil.which(program) is not None
+    )

@@ -1,0 +1,80 @@
+"""``baton doctor`` names what works and, on a broken setup, each fault and its fix, one
+line each, exiting 1 when anything must be fixed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import redis
+
+from tests.conftest import issue, running_server
+
+BATON = str(Path(sys.executable).with_name("baton"))
+
+
+def baton(*args: str, home: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, "HOME": str(home), **env}
+    environment.pop("BATON_TOKEN", None)
+    environment.update(env)
+    return subprocess.run(
+        [BATON, *args],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=home,
+        check=False,
+    )
+
+
+def test_a_working_setup_is_all_ok(redis_url: str, api_url: str, tmp_path: Path) -> None:
+    """Store reachable, API answering, Claude Code set up: every line ok, exit 0."""
+    assert baton("setup", "claude-code", home=tmp_path).returncode == 0
+    done = baton("doctor", home=tmp_path, BATON_REDIS_URL=redis_url, BATON_URL=api_url)
+    assert done.returncode == 0, done.stdout
+    lines = done.stdout.splitlines()
+    assert "ok   Redis at BATON_REDIS_URL answers" in lines
+    assert any(line.startswith(f"ok   the API at {api_url} answers") for line in lines)
+    assert any(line.startswith("ok   claude-code (user) starts") for line in lines)
+    assert any(line.startswith("ok   Claude Code records its sessions") for line in lines)
+    assert "warn opencode is not set up here: `baton setup opencode`" in lines
+    assert not any(line.startswith("FAIL") for line in lines)
+
+
+def test_a_broken_setup_names_each_fault(redis_url: str, tmp_path: Path) -> None:
+    """An unreachable Redis, a token the server does not know, and host files naming a
+    baton that is not there: each is a FAIL line saying what to do, and the exit is 1."""
+    store = f"{redis_url}?db=5"
+    redis.Redis.from_url(store).flushdb()
+    issue(store, "someone")  # tokens exist: the server requires one
+    gone = "/nowhere/bin/baton"
+    for host in ("claude-code", "opencode"):
+        assert baton("setup", host, "--command", gone, home=tmp_path).returncode == 0
+    with running_server(store, tmp_path / "serve.log") as url:
+        done = baton(
+            "doctor",
+            home=tmp_path,
+            BATON_REDIS_URL="redis://127.0.0.1:1",
+            BATON_URL=url,
+            BATON_TOKEN="bt_not_a_token",
+        )
+    fails = [line for line in done.stdout.splitlines() if line.startswith("FAIL")]
+    assert done.returncode == 1
+    assert fails[0].startswith("FAIL cannot reach Redis at BATON_REDIS_URL")
+    assert fails[1] == f"FAIL {url} refuses BATON_TOKEN (unknown, revoked or expired): " + (
+        "issue a new one"
+    )
+    assert any("claude-code (user" in line and f"`{gone}`" in line for line in fails)
+    assert any("opencode (user" in line and f"`{gone}`" in line for line in fails)
+    assert any("Claude Code hooks" in line and gone in line for line in fails)
+    redis.Redis.from_url(store).flushdb()
+
+
+def test_bare_baton_shows_the_overview(tmp_path: Path) -> None:
+    """`baton` alone prints the commands with what each does (doctor among them), exit 0."""
+    done = baton(home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "doctor" in done.stdout and "check the setup end to end" in done.stdout
