@@ -449,9 +449,83 @@ def cmd_handoffs(args: argparse.Namespace) -> int:
     return 0
 
 
+STORE_ENV = (
+    "BATON_REDIS_URL (a Redis or Redis Cluster; unset: the embedded Valkey of "
+    "BATON_DATA_DIR), BATON_NAMESPACE"
+)
+API_ENV = "BATON_URL (default http://127.0.0.1:8765), BATON_TOKEN"
+# Each command's examples and the environment it reads, shown by `baton COMMAND --help`.
+GUIDE: dict[str, tuple[list[str], str]] = {
+    "serve": (
+        ["baton serve", "baton serve --host 0.0.0.0 --port 8765 --workers 2"],
+        f"{STORE_ENV}, BATON_HOST, BATON_PORT, BATON_RATE_LIMIT, BATON_AUTH_FAILURES",
+    ),
+    "status": (["baton status"], STORE_ENV),
+    "down": (["baton down"], "BATON_DATA_DIR"),
+    "mcp": (
+        ["baton mcp --agent scout", "AGENT_ID=executor baton mcp"],
+        f"AGENT_ID, {STORE_ENV}, MEMORY_DB",
+    ),
+    "demo": (["baton demo", "baton demo --keep"], STORE_ENV),
+    "token": (
+        [
+            "baton token add --agent scout",
+            "baton token add --agent ops --admin",
+            "baton token list",
+            "baton token revoke tok_1a2b3c4d",
+        ],
+        "BATON_REDIS_URL",
+    ),
+    "export": (["baton export > dump.jsonl"], STORE_ENV),
+    "import": (["baton import dump.jsonl", "baton import --replace dump.jsonl"], STORE_ENV),
+    "hook": (["echo '{...}' | baton hook PostToolUse", "baton hook --check"], API_ENV),
+    "doctor": (["baton doctor"], f"{STORE_ENV}, {API_ENV}"),
+    "setup": (["baton setup claude-code", "baton setup opencode --project --dry-run"], "HOME"),
+    "worker": (["baton worker", "baton worker --burst"], STORE_ENV),
+    "agent": (["baton agent run executor --module my_agents"], STORE_ENV),
+    "handoffs": (["baton handoffs", "baton handoffs --status failed --to executor"], STORE_ENV),
+    "stats": (["baton stats", "baton stats --scope listing"], STORE_ENV),
+    "verify": (
+        [
+            "baton verify",
+            "baton verify --checkpoint latest",
+            "baton verify --checkpoint saved.json --public-key BASE64",
+        ],
+        f"{STORE_ENV}, BATON_SIGNING_KEY",
+    ),
+    "checkpoint": (
+        ["baton checkpoint", "baton checkpoint --export > checkpoint.json"],
+        f"{STORE_ENV}, BATON_SIGNING_KEY",
+    ),
+}
+OVERVIEW = """\
+start here:
+  baton doctor                  check the setup and say what to fix
+  make demo / baton demo        watch two agents hand work over
+  baton setup claude-code       connect an agent host (or: opencode)
+
+environment: BATON_REDIS_URL, BATON_DATA_DIR, BATON_URL, BATON_TOKEN, AGENT_ID; every
+setting in docs/operations.md. `baton COMMAND --help` shows examples."""
+
+
+def _guided(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Give every command its examples and environment (:data:`GUIDE`)."""
+    for name, sub in commands.choices.items():
+        examples, environment = GUIDE[name]
+        sub.formatter_class = argparse.RawDescriptionHelpFormatter
+        sub.epilog = (
+            "examples:\n"
+            + "\n".join(f"  {line}" for line in examples)
+            + (f"\n\nreads: {environment}")
+        )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="baton", description="Shared, versioned memory and handoffs for AI agents."
+        prog="baton",
+        description="Shared, versioned memory and handoffs for AI agents.",
+        epilog=OVERVIEW,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"baton {version('baton-server')}")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -623,6 +697,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     checkpoint.add_argument("--namespace", default=None)
     checkpoint.set_defaults(handler=cmd_checkpoint)
+    _guided(commands)
     return parser
 
 

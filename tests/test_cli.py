@@ -157,3 +157,22 @@ def test_every_folder_of_the_design_card_exists() -> None:
 def data_url(redis_url: str) -> str:
     """The CLI processes here use the plain embedded server, so the store does too."""
     return redis_url
+
+
+def test_every_command_shows_examples_and_what_it_reads() -> None:
+    """`baton COMMAND --help` ends with examples of that very command and the environment
+    variables it reads (a command without its guide cannot even build the parser)."""
+    from baton.server.cli import GUIDE
+
+    for name in GUIDE.keys() - {"demo"}:  # the demo parses its own options
+        shown = subprocess.run(
+            [sys.executable, "-m", "baton.server.cli", name, "--help"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
+        examples = shown.split("examples:\n", 1)[1].split("\n\nreads: ", 1)[0].splitlines()
+        assert examples, name
+        assert all(f"baton {name}" in example for example in examples), (name, examples)
+        assert "BATON_" in shown.split("\n\nreads: ", 1)[1] or name == "setup", name
