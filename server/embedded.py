@@ -186,13 +186,34 @@ class EmbeddedServer:
         return pids[0] if pids else None
 
     def ensure_running(self, timeout: float = 20.0) -> str:
-        """Start the server unless one already answers; return its ``unix://`` URL."""
+        """Start the server unless one already answers; return its ``unix://`` URL once it
+        takes commands (it has loaded its data), or after ``timeout`` while it still loads
+        (a large append-only file: callers then get ``LOADING`` answers for a while)."""
         private_dir(self.data_dir)
         private_dir(self.socket_path.parent)
         if not self.ping():
             with self._locked(timeout):
                 self._start_unless_answering(timeout)
+        deadline = time.monotonic() + timeout
+        while not self.loaded() and time.monotonic() < deadline:
+            time.sleep(0.05)
         return self.url
+
+    def loaded(self) -> bool:
+        """True when the server takes commands: it answers, and not ``LOADING`` (a full
+        disk's ``MISCONF`` still serves reads)."""
+        client = self.client(socket_timeout=2)
+        try:
+            client.ping()
+        except redis.BusyLoadingError:
+            return False
+        except redis.ResponseError:
+            return True
+        except (redis.ConnectionError, redis.TimeoutError, OSError):
+            return False
+        finally:
+            client.close()
+        return True
 
     def revive(self, timeout: float = 20.0) -> bool:
         """The supervisor's check: start the server again when nothing answers on the socket
