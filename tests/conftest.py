@@ -311,6 +311,27 @@ def as_agent(
     )
 
 
+def run_baton(
+    *args: str,
+    env: dict[str, str] | None = None,
+    without: tuple[str, ...] = (),
+    cwd: Path = REPO,
+    timeout: float = 60,
+) -> subprocess.CompletedProcess[str]:
+    """``baton ARGS`` in a process of its own: this process's environment without the
+    names in ``without``, then ``env``; its output captured as text, any exit code."""
+    environment = {name: value for name, value in os.environ.items() if name not in without}
+    return subprocess.run(
+        [sys.executable, "-m", "baton.server.cli", *args],
+        env={**environment, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        check=False,
+    )
+
+
 def issue(url: str, agent: str, **options: Any) -> str:
     """A new token's secret for ``agent``, written straight into the store at ``url``."""
 

@@ -3,31 +3,20 @@ line each, exiting 1 when anything must be fixed."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import redis
 
-from tests.conftest import issue, running_server
+from tests.conftest import issue, run_baton, running_server
 
 BATON = str(Path(sys.executable).with_name("baton"))
 
 
 def baton(*args: str, home: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    environment = {**os.environ, "HOME": str(home), **env}
-    environment.pop("BATON_TOKEN", None)
-    environment.update(env)
-    return subprocess.run(
-        [BATON, *args],
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=home,
-        check=False,
-    )
+    """``baton ARGS`` for a user whose home is ``home`` (and no BATON_TOKEN unless given)."""
+    return run_baton(*args, env={"HOME": str(home), **env}, without=("BATON_TOKEN",), cwd=home)
 
 
 def test_a_working_setup_is_all_ok(redis_url: str, api_url: str, tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ import pytest
 import redis
 
 from baton.server.embedded import EmbeddedServer
-from tests.conftest import REPO
+from tests.conftest import run_baton
 
 START_AND_REPORT = """
 import sys
@@ -39,17 +39,9 @@ def data_dir(tmp_path: Path) -> Iterator[Path]:
 
 
 def baton(*args: str, data_dir: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    environment = {**os.environ, "BATON_DATA_DIR": str(data_dir), **env}
-    environment.pop("BATON_REDIS_URL", None)
-    environment.update(env)
-    return subprocess.run(
-        [sys.executable, "-m", "baton.server.cli", *args],
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-        check=False,
+    """``baton ARGS`` on the embedded server of ``data_dir`` (never a configured Redis)."""
+    return run_baton(
+        *args, env={"BATON_DATA_DIR": str(data_dir), **env}, without=("BATON_REDIS_URL",)
     )
 
 

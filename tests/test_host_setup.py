@@ -20,7 +20,7 @@ from mcp import Client, StdioServerParameters
 
 from baton.agents.host_setup import COMMANDS, SKILLS
 from baton.server.operations import OPERATIONS
-from tests.conftest import REPO
+from tests.conftest import run_baton
 
 pytestmark = pytest.mark.anyio
 BATON = str(Path(sys.executable).with_name("baton"))
@@ -28,15 +28,7 @@ TOOLS = {operation.name for operation in OPERATIONS if operation.tool}
 
 
 def setup(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [BATON, "setup", *args],
-        env={**os.environ, "HOME": str(home)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-        check=False,
-    )
+    return run_baton("setup", *args, env={"HOME": str(home)})
 
 
 def frontmatter(path: Path) -> dict[str, str]:
