@@ -415,14 +415,21 @@ class MemoryStore(NamespaceStore):
     async def _cascade(self, old: Memory, new_id: str, agent: str | None) -> None:
         """agentmemory's ``mem::cascade-update`` after a supersede: the latest memories sharing
         at least two concepts with the superseded one may rest on what it said; they are
-        flagged for review in the audit log (``cascade``), left as they are."""
+        flagged for review in the audit log (``cascade``), left as they are. Candidates are
+        the best matches of its concepts in the search index (as dedupe's are), so a save
+        never reads every memory."""
         concepts = {concept.lower() for concept in old.concepts}
         if len(concepts) < CASCADE_CONCEPTS:
             return
+        hits = await self.index.search(
+            " ".join(sorted(concepts)), limit=CANDIDATES, kinds=("memory",)
+        )
+        found = await self.get_many([hit.doc.removeprefix("m:") for hit in hits])
         siblings = [
             memory.id
-            for memory in await self.latest()
+            for memory in sorted(found.values(), key=lambda m: (m.created_at, m.id))
             if memory.id not in (old.id, new_id)
+            and memory.is_latest
             and len(concepts & {c.lower() for c in memory.concepts}) >= CASCADE_CONCEPTS
         ]
         if siblings:
