@@ -191,8 +191,22 @@ def _key_from(text: str, source: str) -> Ed25519PrivateKey:
         raise ValueError(f"{source} must be the base64 of a 32-byte Ed25519 seed") from None
 
 
+ED25519_KEY_BYTES = 32
+
+
 def public_key_b64(key: Ed25519PrivateKey) -> str:
     return base64.b64encode(key.public_key().public_bytes_raw()).decode()
+
+
+def check_public_key(text: str) -> str:
+    """``text`` if it is an Ed25519 public key in base64 (32 bytes), else ``InvalidInput``."""
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except ValueError:
+        raw = b""
+    if len(raw) != ED25519_KEY_BYTES:
+        raise InvalidInput("public_key", "must be an Ed25519 public key: 32 bytes in base64")
+    return text
 
 
 def key_id(public_key: str) -> str:
@@ -340,7 +354,7 @@ class CheckpointStore:
         key), never against the key the export carries: anyone can re-sign an edited
         checkpoint with a fresh key and embed it."""
         checkpoint = exported.checkpoint
-        trusted = trusted_key or self.public_key
+        trusted = self.public_key if trusted_key is None else check_public_key(trusted_key)
         signed = signature_valid(checkpoint, trusted)
         leaves_ok = root_of(exported.leaves) == checkpoint.root
         findings: list[Finding] = []

@@ -233,7 +233,8 @@ def test_cli_and_offline_verifier_catch_a_truncation(
 
 def test_checkpoints_over_rest(http: httpx.Client) -> None:
     """POST /v1/checkpoints takes one, GET lists them, /key gives the public key, verify
-    answers a report; verified with another key, the signature does not hold."""
+    answers a report; verified with another key, the signature does not hold; a key that is
+    not an Ed25519 public key in base64 is refused (422) naming it."""
     assert http.post("/v1/records", json={"ref": "t/x", "value": 1}).is_success
     taken = http.post("/v1/checkpoints").json()
     assert http.get("/v1/checkpoints").json()[0]["hash"] == taken["hash"]
@@ -245,6 +246,10 @@ def test_checkpoints_over_rest(http: httpx.Client) -> None:
     other = public_key_b64(Ed25519PrivateKey.generate())
     named = http.post("/v1/checkpoints/verify", json={"public_key": other}).json()
     assert (named["signature_ok"], named["embedded_key_trusted"]) == (False, False)
+    for bad in ("not base64!", "", "QUJD"):  # (the last: 3 bytes)
+        refused = http.post("/v1/checkpoints/verify", json={"public_key": bad})
+        assert refused.status_code == 422, refused.text
+        assert "public_key" in refused.text
 
 
 async def test_a_checkpoint_resigned_with_another_key_does_not_verify(
