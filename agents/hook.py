@@ -22,7 +22,7 @@ names one.
 
 from __future__ import annotations
 
-import _socket  # socket.py's C core: socket.py itself builds enums on import (~7 ms a call)
+import http.client
 import json
 import os
 import select
@@ -35,7 +35,6 @@ from baton.server.endpoint import base_url_of, data_dir_of
 
 TYPE_CHECKING = False  # typing itself costs a few milliseconds of every call
 if TYPE_CHECKING:
-    from ssl import SSLSocket
     from typing import Any, TextIO
 
     from baton.agents.spool import Call
@@ -84,14 +83,8 @@ def project_of(cwd: str) -> str:
 
 
 class Baton:
-    """The few API calls a hook makes, over a plain socket.
-
-    A hook runs as a fresh process per tool use, so its start-up is its cost: the standard
-    library's HTTP clients import the email parser and more (~40 ms, as much as the
-    interpreter's own start). One JSON request per connection (``Connection: close``) needs
-    only a socket: ``_socket``'s own for ``http://`` (see :func:`connect`), socket.py's and
-    ``ssl`` for ``https://`` URLs.
-    """
+    """The few API calls a hook makes: one JSON request per connection, through the
+    standard library's ``http.client``."""
 
     def __init__(self, base_url: str, agent: str | None, token: str | None) -> None:
         self.base_url = base_url.rstrip("/")
@@ -113,31 +106,19 @@ class Baton:
 
     def call(self, method: str, path: str, body: Any = None, agent: str | None = None) -> Any:
         """The JSON answer (as ``agent`` when given); :class:`Refused` for an error status."""
-        data = b"" if body is None else json.dumps(body).encode()
+        data = None if body is None else json.dumps(body).encode()
         headers = {**self.headers, "X-Baton-Agent": agent} if agent else self.headers
-        head = [f"{method} {self.prefix}{path} HTTP/1.1", "Connection: close"]
-        head += [f"{name}: {value}" for name, value in headers.items()]
-        head.append(f"Content-Length: {len(data)}")
-        request = ("\r\n".join(head) + "\r\n\r\n").encode() + data
-        # An ASCII host as bytes spares getaddrinfo the idna codec's import (typeshed types
-        # the host as str only; getaddrinfo takes bytes too).
-        host = self.host.encode() if self.host.isascii() else self.host
-        address = (host, self.port)
-        stream = self._tls_connect(address) if self.tls else connect(address)
+        kind = http.client.HTTPSConnection if self.tls else http.client.HTTPConnection
+        connection = kind(self.host, self.port, timeout=TIMEOUT)
         try:
-            stream.sendall(request)
-            answer = b""
-            while not complete(answer):  # a server may keep the connection open anyway
-                chunk = stream.recv(65536)
-                if not chunk:
-                    break
-                answer += chunk
+            connection.request(method, self.prefix + path, body=data, headers=headers)
+            response = connection.getresponse()
+            status, answer = response.status, response.read()
         finally:
-            stream.close()
-        status, body_bytes = parse_response(answer)
+            connection.close()
         if status >= 400:
-            raise Refused(_refusal(status, body_bytes), status)
-        return json.loads(body_bytes or b"null")
+            raise Refused(_refusal(status, answer), status)
+        return json.loads(answer or b"null")
 
     def send(self, call: Call) -> object:
         """One write of a hook event (from the spool or live), as the agent it names:
@@ -147,90 +128,12 @@ class Baton:
             return self.call(call["method"], call["path"], call.get("body"), call.get("agent"))
         except json.JSONDecodeError:  # taken (2xx), with an answer that is not JSON
             return None
-        except (OSError, ValueError) as error:  # ValueError: an answer that is not HTTP
+        except (OSError, http.client.HTTPException) as error:  # (an answer that is not HTTP)
             raise Unreachable(f"Baton is not reachable at {self.base_url} ({error})") from None
         except Refused as refused:
             if refused.status in RETRY_STATUSES:
                 raise Unreachable(str(refused)) from None
             raise Rejected(str(refused)) from None
-
-    def _tls_connect(self, address: tuple[str | bytes, int]) -> SSLSocket:
-        """A TLS stream to ``address`` (ssl needs socket.py's socket class anyway)."""
-        import socket
-        import ssl
-
-        raw = socket.create_connection(address, timeout=TIMEOUT)  # type: ignore[arg-type]
-        try:
-            return ssl.create_default_context().wrap_socket(raw, server_hostname=self.host)
-        except BaseException:
-            raw.close()
-            raise
-
-
-def connect(address: tuple[str | bytes, int]) -> _socket.socket:
-    """A TCP connection to ``address``, trying each of its addresses in turn, as
-    ``socket.create_connection`` does (the last failure is raised)."""
-    host, port = address
-    failure: OSError = OSError(f"no address found for {host!r}")
-    for family, kind, proto, _, target in _socket.getaddrinfo(host, port, 0, _socket.SOCK_STREAM):
-        connection = None
-        try:  # a family the host cannot open (IPv6 turned off) moves on to the next address
-            connection = _socket.socket(family, kind, proto)
-            connection.settimeout(TIMEOUT)
-            connection.connect(target)
-        except OSError as error:
-            if connection is not None:
-                connection.close()
-            failure = error
-        else:
-            return connection
-    raise failure
-
-
-def complete(answer: bytes) -> bool:
-    """Whether ``answer`` holds a whole response: its Content-Length in bytes, or a chunked
-    body's last chunk (without either, the server's closing the connection ends it)."""
-    head, separator, body = answer.partition(b"\r\n\r\n")
-    if not separator:
-        return False
-    lowered = head.lower()
-    if b"transfer-encoding: chunked" in lowered:
-        return body.endswith(b"0\r\n\r\n")
-    for line in lowered.split(b"\r\n"):
-        if line.startswith(b"content-length:"):
-            return len(body) >= int(line.split(b":", 1)[1])
-    return False
-
-
-def parse_response(answer: bytes) -> tuple[int, bytes]:
-    """Status and body of a whole HTTP/1.1 response (read until the server closed)."""
-    head, separator, body = answer.partition(b"\r\n\r\n")
-    status_line, *header_lines = head.decode("latin-1").split("\r\n")
-    parts = status_line.split(" ", 2)
-    if not separator or len(parts) < 2 or not parts[0].startswith("HTTP/"):
-        raise OSError("Baton's answer is not HTTP")
-    headers = {
-        name.strip().lower(): value.strip()
-        for name, _, value in (line.partition(":") for line in header_lines)
-    }
-    if "chunked" in headers.get("transfer-encoding", ""):
-        body = dechunk(body)
-    elif "content-length" in headers:
-        body = body[: int(headers["content-length"])]
-    return int(parts[1]), body
-
-
-def dechunk(body: bytes) -> bytes:
-    """The payload of a chunked body."""
-    chunks = []
-    while body:
-        size_line, _, body = body.partition(b"\r\n")
-        size = int(size_line.split(b";")[0], 16)
-        if size == 0:
-            break
-        chunks.append(body[:size])
-        body = body[size + 2 :]
-    return b"".join(chunks)
 
 
 def _refusal(status: int, body: bytes) -> str:
