@@ -1,33 +1,28 @@
 """Putting handoff packets on RQ queues: one queue per receiving agent.
 
 RQ jobs carry only ``(namespace, agent, packet_id)``; the packet itself lives in the agent's
-inbox in Redis, and the job claims it through the same claim path as ``resume``. RQ's
+inbox in Redis, and the job claims it through the same claim path as ``resume``. Jobs are
+made and dropped through RQ's public API (``Queue.enqueue_call``, ``Queue.remove``,
+``Job.delete``). RQ's
 default serializer is kept so that RQ's own tools (``rq info``, ``rq requeue``) work as is.
 """
 
 from __future__ import annotations
 
 import asyncio
-import struct
-import time
-import zlib
+import contextlib
 from collections.abc import Sequence
-from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import partial
 
-import msgpack
 import redis
 import structlog
-from redis.asyncio import Redis as AsyncRedis
 from rq import Queue, Retry
+from rq.exceptions import NoSuchJobError
 from rq.job import Job
 
-from baton.server.clock import iso
 from baton.server.errors import describe
 from baton.server.keys import job_id, queue_name
-from baton.server.scripts import lua_source
 from baton.server.settings import HandoffPolicy
-from baton.server.validation import PACKET_ID_PATTERN
 
 log = structlog.get_logger("baton.dispatch")
 DELIVER = "baton.queue.jobs.deliver_packet"
@@ -38,118 +33,27 @@ RESULT_TTL = 3600
 FAILURE_TTL = 7 * 24 * 3600
 # Fire-and-forget tasks are kept referenced until they finish (asyncio keeps weak refs only).
 _background: set[asyncio.Task[None]] = set()
-# The packet a queue's job template is built for: as long as every packet id Baton makes
-# (``PACKET_ID_PATTERN``, ASCII), so one can be swapped for another byte for byte inside the
-# job's pickled call.
-SAMPLE_PACKET = "h_5a4p1e00"
-SAMPLE_SEQ = 0
-TIMESTAMP_FIELDS = frozenset({b"created_at", b"enqueued_at"})
-
-
-STORED_BLOCK = 65535  # the most bytes one stored deflate block holds
-
-
-def zlib_stored(data: bytes) -> bytes:
-    """``data`` as a zlib stream of stored (uncompressed) deflate blocks (RFC 1950/1951):
-    read by ``zlib.decompress``, and so by RQ, like the compressed stream RQ writes. Making
-    it needs none of deflate's 256 KiB of state per call: ``zlib.compress`` of a job's small
-    pickled call cost 27-74 µs here, a few percent of a handoff."""
-    blocks = [
-        struct.pack("<BHH", start + STORED_BLOCK >= len(data), len(chunk), len(chunk) ^ 0xFFFF)
-        + chunk
-        for start in range(0, max(len(data), 1), STORED_BLOCK)
-        for chunk in [data[start : start + STORED_BLOCK]]
-    ]
-    return b"\x78\x01" + b"".join(blocks) + struct.pack(">I", zlib.adler32(data))
-
-
-@dataclass(frozen=True, slots=True)
-class JobTemplate:
-    """RQ's own commands for one queue's job, built by RQ once for a sample packet, with the
-    places that differ from job to job marked: the job id (in keys and values), the packet
-    id (in the description), the timestamps and the pickled call, whose packet id is swapped
-    byte for byte (ids have one length) and which is stored uncompressed in zlib's format
-    (:func:`zlib_stored`). Building a job through RQ each time was about a quarter of a
-    handoff's CPU."""
-
-    commands: tuple[tuple[str | bytes, ...], ...]
-    sample_job: str
-    call: bytes  # the pickled call, uncompressed
-    timestamps: tuple[tuple[int, int], ...]  # (command, argument) positions
-    data: tuple[int, int]
-    # The text arguments naming the sample job or packet: (command, argument, text).
-    named: tuple[tuple[int, int, str], ...]
-
-    @classmethod
-    def marked(
-        cls,
-        commands: list[list[str | bytes]],
-        sample_job: str,
-        call: bytes,
-        timestamps: set[tuple[int, int]],
-        data: tuple[int, int],
-    ) -> JobTemplate:
-        """The template of ``commands``, each argument that names the sample job or packet
-        found once, so that a job copies the rest as it is."""
-        named = tuple(
-            (c, a, arg)
-            for c, command in enumerate(commands)
-            for a, arg in enumerate(command)
-            if isinstance(arg, str)
-            and (c, a) not in timestamps
-            and (sample_job in arg or SAMPLE_PACKET in arg)
-        )
-        return cls(
-            commands=tuple(tuple(command) for command in commands),
-            sample_job=sample_job,
-            call=call,
-            timestamps=tuple(sorted(timestamps)),
-            data=data,
-            named=named,
-        )
-
-    def commands_for(self, packet_id: str, job: str) -> list[list[str | bytes]]:
-        commands = [list(command) for command in self.commands]
-        stamp = iso(time.time_ns() // 1000)  # RQ's utcformat(now()) in clock's cached way
-        for c, a in self.timestamps:
-            commands[c][a] = stamp
-        call = self.call.replace(SAMPLE_PACKET.encode(), packet_id.encode())
-        c, a = self.data
-        commands[c][a] = zlib_stored(call)
-        for c, a, text in self.named:
-            commands[c][a] = text.replace(self.sample_job, job).replace(SAMPLE_PACKET, packet_id)
-        return commands
 
 
 class RQDispatcher:
-    """The RQ side of handoffs: a plain (binary, non-cluster) Redis connection for RQ itself,
-    and an asyncio one for the calls made from the event loop."""
+    """The RQ side of handoffs, through RQ's public API on a plain (binary, non-cluster)
+    Redis connection. RQ's calls block, so the event loop hands them to a thread.
 
-    def __init__(
-        self,
-        connection: redis.Redis,
-        policy: HandoffPolicy,
-        async_connection: AsyncRedis,
-        *,
-        shares_data_redis: bool = False,
-    ) -> None:
+    A packet is written (with its inbox entry) before its job: the job only tells a worker
+    to claim it. If the process dies in between, ``resume`` still finds the packet and the
+    periodic sweep enqueues the missing job (``HandoffStore.sweep``)."""
+
+    def __init__(self, connection: redis.Redis, policy: HandoffPolicy) -> None:
         self.connection = connection
         self.policy = policy
-        self.async_connection = async_connection
-        self.shares_data_redis = shares_data_redis
-        self.discard_script = async_connection.register_script(lua_source("discard_job"))
-        self.commands_script = async_connection.register_script(lua_source("run_commands"))
-        self.encoder = connection.get_encoder()
 
     def queue(self, namespace: str, agent: str) -> Queue:
         return Queue(queue_name(namespace, agent), connection=self.connection)
 
-    def _enqueue_on(
-        self, pipe: redis.client.Pipeline, namespace: str, agent: str, packet_id: str, seq: int
-    ) -> None:
-        """Queue RQ's own commands for the packet's job on ``pipe`` (idempotent per ``seq``).
-        Given a pipeline, RQ talks to Redis only for jobs with dependencies, which ours never
-        have (and once per connection for the server's version)."""
+    async def enqueue(self, namespace: str, agent: str, packet_id: str, seq: int) -> None:
+        await asyncio.to_thread(self._enqueue, namespace, agent, packet_id, seq)
+
+    def _enqueue(self, namespace: str, agent: str, packet_id: str, seq: int) -> None:
         retries = max(self.policy.handler_tries - 1, 0)
         self.queue(namespace, agent).enqueue_call(
             DELIVER,
@@ -161,101 +65,16 @@ class RQDispatcher:
             else None,
             result_ttl=RESULT_TTL,
             failure_ttl=FAILURE_TTL,
-            pipeline=pipe,
         )
-
-    def _job_commands(self, namespace: str, agent: str, packet_id: str, seq: int) -> bytes:
-        """RQ's own commands for the packet's job, as one argument for ``commands.lua``,
-        each argument encoded as redis-py would send it: from the queue's template, or built
-        by RQ on a pipeline that is never executed when there is none (a packet id of another
-        shape, from an older version's export; a queue whose name holds the sample id)."""
-        shaped = PACKET_ID_PATTERN.fullmatch(packet_id)
-        template = self._template(namespace, agent) if shaped else None
-        if template is not None:
-            commands = template.commands_for(packet_id, job_id(namespace, packet_id, seq))
-        else:
-            commands = self._built_by_rq(namespace, agent, packet_id, seq)
-        # Lua's cmsgpack knows msgpack's raw strings, not its bin type: bytes go as raw.
-        packed: bytes = msgpack.packb(commands, use_bin_type=False)
-        return packed
-
-    def _built_by_rq(
-        self, namespace: str, agent: str, packet_id: str, seq: int
-    ) -> list[list[str | bytes]]:
-        built = self.connection.pipeline()
-        self._enqueue_on(built, namespace, agent, packet_id, seq)
-        return [
-            [arg if isinstance(arg, str | bytes) else self._encode(arg) for arg in args]
-            for args, _ in built.command_stack
-        ]
-
-    @lru_cache(maxsize=1024)  # noqa: B019 (one dispatcher per process, kept for its life)
-    def _template(self, namespace: str, agent: str) -> JobTemplate | None:
-        if SAMPLE_PACKET in namespace or SAMPLE_PACKET in agent:
-            return None  # the sample id would be swapped inside the queue's own name
-        commands = self._built_by_rq(namespace, agent, SAMPLE_PACKET, SAMPLE_SEQ)
-        timestamps: set[tuple[int, int]] = set()
-        data = (-1, -1)
-        for c, command in enumerate(commands):
-            if command[0] != "HSET":
-                continue
-            for a in range(2, len(command) - 1, 2):
-                name = command[a]
-                name = name.encode() if isinstance(name, str) else name
-                if name in TIMESTAMP_FIELDS:
-                    timestamps.add((c, a + 1))
-                elif name == b"data":
-                    data = (c, a + 1)
-        if data == (-1, -1):
-            return None  # not the job RQ writes today: let RQ build every job
-        call = zlib.decompress(commands[data[0]][data[1]])  # type: ignore[arg-type]
-        if call.count(SAMPLE_PACKET.encode()) != 1:
-            return None  # (likewise)
-        return JobTemplate.marked(
-            commands, job_id(namespace, SAMPLE_PACKET, SAMPLE_SEQ), call, timestamps, data
-        )
-
-    def _encode(self, value: object) -> bytes:
-        encoded: bytes = self.encoder.encode(value)  # type: ignore[no-untyped-call]
-        return encoded
-
-    async def enqueue(self, namespace: str, agent: str, packet_id: str, seq: int) -> None:
-        """RQ's commands for the job, run in one script on the asyncio connection: the event
-        loop neither blocks nor hands the call to a thread, and nothing comes in between
-        (as in RQ's own MULTI)."""
-        await self.commands_script(
-            keys=[], args=[self._job_commands(namespace, agent, packet_id, seq)]
-        )
-
-    def job_here(self, namespace: str, agent: str, packet_id: str, seq: int) -> bytes | None:
-        """The packet's job as commands for a script on the data Redis to run inside itself
-        (``commands.lua``) right after writing the packet, when the queue shares that Redis;
-        None when it does not, and the caller calls :meth:`enqueue`."""
-        if not self.shares_data_redis:
-            return None
-        return self._job_commands(namespace, agent, packet_id, seq)
-
-    def drop_job_here(
-        self, namespace: str, agent: str, packet_id: str, seq: int | str
-    ) -> list[str] | None:
-        """What a script on the data Redis takes to drop the job of a packet claimed by
-        ``resume`` inside itself (``discard.lua``: its queue, its hash, its id), when the
-        queue shares that Redis, so queue depths stay true: only a job still waiting in the
-        queue is deleted; one a worker has taken is left to run, and it finds its packet
-        claimed and does nothing. None when it cannot: call :meth:`drop_job_later`."""
-        if not self.shares_data_redis:
-            return None
-        keys, args = self._discard_keys_and_args(namespace, agent, packet_id, seq)
-        return [*keys, *args]
 
     def drop_job_later(self, namespace: str, agent: str, packet_id: str, seq: int) -> None:
-        """Drop the job of a packet claimed by ``resume`` off the caller's path (the queue is
-        on another Redis); a failure is logged."""
-        keys, args = self._discard_keys_and_args(namespace, agent, packet_id, seq)
+        """Drop the job of a packet ``resume`` claimed, off the caller's path, so queue
+        depths stay true: only a job still waiting in its queue goes; one a worker has
+        taken is left to run, and finds its packet claimed. A failure is logged."""
 
         async def discard() -> None:
             try:
-                await self.discard_script(keys=keys, args=args)
+                await asyncio.to_thread(self._drop_job, namespace, agent, packet_id, seq)
             except Exception as error:
                 log.warning(
                     "could not drop the job of a pulled packet",
@@ -267,28 +86,24 @@ class RQDispatcher:
         _background.add(task)
         task.add_done_callback(_background.discard)
 
-    @staticmethod
-    def _discard_keys_and_args(
-        namespace: str, agent: str, packet_id: str, seq: int | str
-    ) -> tuple[list[str], list[str]]:
+    def _drop_job(self, namespace: str, agent: str, packet_id: str, seq: int) -> None:
         identifier = job_id(namespace, packet_id, seq)
-        queue_key = Queue.redis_queue_namespace_prefix + queue_name(namespace, agent)
-        return [queue_key, Job.key_for(identifier)], [identifier]
+        if not self.queue(namespace, agent).remove(identifier):
+            return  # a worker has it (or it is gone)
+        with contextlib.suppress(NoSuchJobError):
+            Job.fetch(identifier, connection=self.connection).delete(remove_from_queue=False)
 
     async def depth(self, namespace: str, agent: str) -> int:
-        queue_key = Queue.redis_queue_namespace_prefix + queue_name(namespace, agent)
-        return int(await self.async_connection.llen(queue_key))
+        queue = self.queue(namespace, agent)
+        return await asyncio.to_thread(lambda: queue.count)
 
     async def missing(self, namespace: str, jobs: Sequence[tuple[str, int]]) -> list[int]:
         return await asyncio.to_thread(partial(self._missing, namespace, jobs))
 
     def _missing(self, namespace: str, jobs: Sequence[tuple[str, int]]) -> list[int]:
-        pipe = self.connection.pipeline(transaction=False)
-        for packet_id, seq in jobs:
-            pipe.exists(Job.key_for(job_id(namespace, packet_id, seq)))
-        return [index for index, exists in enumerate(pipe.execute()) if not exists]
+        identifiers = [job_id(namespace, packet_id, seq) for packet_id, seq in jobs]
+        found = Job.fetch_many(identifiers, connection=self.connection)
+        return [index for index, job in enumerate(found) if job is None]
 
     async def aclose(self) -> None:
         self.connection.close()
-        if not self.shares_data_redis:
-            await self.async_connection.aclose()

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 
 from baton.queue.dispatch import RQDispatcher
 from baton.server.activity import Activity
 from baton.server.batch import Batch
 from baton.server.connection import (
     async_redis,
-    is_cluster_client,
     queue_url,
     redis_url,
     sync_redis,
@@ -57,7 +57,7 @@ class Backend:
 
     @property
     def cluster(self) -> bool:
-        return is_cluster_client(self.redis)
+        return isinstance(self.redis, RedisCluster)
 
     def namespace(self, name: str) -> Namespace:
         """The view of namespace ``name`` (checked; kept for reuse)."""
@@ -132,14 +132,7 @@ def connect(settings: Settings, *, dispatch: bool = True) -> Backend:
     client = async_redis(data_url)
     dispatcher = None
     if dispatch:
-        rq_url = queue_url(settings)
-        shared = rq_url == data_url
-        dispatcher = RQDispatcher(
-            sync_redis(rq_url),
-            settings.handoffs,
-            client if shared else async_redis(rq_url),
-            shares_data_redis=shared,
-        )
+        dispatcher = RQDispatcher(sync_redis(queue_url(settings)), settings.handoffs)
     return Backend(client, settings.limits, dispatcher, settings.handoffs)
 
 

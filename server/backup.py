@@ -36,6 +36,7 @@ from baton.server.keys import NAMESPACES
 from baton.server.memories import memory_document
 from baton.server.models import PACKET_STATES
 from baton.server.records import BATCH, UNINDEXED_SCOPE, fact_document
+from baton.server.search import IndexCall
 from baton.server.sessions import observation_document
 from baton.server.validation import PACKET_ID_PATTERN, check_agent, check_ref
 
@@ -442,7 +443,10 @@ async def import_dump(
     counts = {"records": 0, "versions": 0, "outcomes": 0, "packets": 0, "sessions": 0}
     batch = len(lines) or 1 if single else BATCH
     for start in range(0, max(len(lines), 1), batch):
-        queued = Batch(redis, transaction=single)
+        await ns.search.prepare(
+            [doc for line in lines[start : start + batch] for doc in _documents(line, held)]
+        )
+        queued = IndexingBatch(ns, transaction=single)
         for first in range(0, len(stale), 1000):
             queued.pipe.delete(*stale[first : first + 1000])
         stale = []
@@ -467,6 +471,41 @@ async def import_dump(
         queued.pipe.sadd(NAMESPACES, ns.name)
         await queued.execute()
     return counts
+
+
+class IndexingBatch(Batch):
+    """A batch that also (re)indexes search documents: a document whose old terms changed
+    since they were read (another writer) is indexed again after the batch."""
+
+    def __init__(self, ns: Namespace, *, transaction: bool) -> None:
+        super().__init__(ns.redis, transaction=transaction)
+        self.search = ns.search
+        self.calls: list[tuple[int, IndexCall]] = []
+
+    def index(self, doc: str, text: str | None, **fields: Any) -> None:
+        """Queue (re)indexing ``doc`` with ``text``, or taking it out (None)."""
+        call = self.search.call(doc, text, **fields)
+        self.calls.append((len(self), call))
+        self.search.queue(self, call)
+
+    async def execute(self, *, raise_on_error: bool = True) -> list[Any]:
+        replies = await super().execute(raise_on_error=raise_on_error)
+        await self.search.settle(
+            [call for _, call in self.calls], [replies[at] for at, _ in self.calls]
+        )
+        return replies
+
+
+def _documents(line: dict[str, Any], held: Held) -> list[str]:
+    """The search documents importing ``line`` may touch."""
+    if line["type"] == "record":
+        ref = line["ref"]
+        return [f"f:{ref}", f"m:{ref.removeprefix(UNINDEXED_SCOPE)}"]
+    if line["type"] == "session":
+        session_id = line["id"]
+        ids = [each["id"] for each in line["observations"]] + held.observations.get(session_id, [])
+        return [f"o:{session_id}:{each}" for each in ids]
+    return []
 
 
 @dataclass
@@ -507,16 +546,18 @@ async def _held(ns: Namespace, lines: list[dict[str, Any]]) -> Held:
     return held
 
 
-def _queue_clear_record(ns: Namespace, batch: Batch, line: dict[str, Any], held: int) -> None:
+def _queue_clear_record(
+    ns: Namespace, batch: IndexingBatch, line: dict[str, Any], held: int
+) -> None:
     """Clear the namespace's copy of the dump's record (every version, the head, outcomes
     and its search document) so the dump's copy replaces it instead of mixing with it."""
     keys, ref = ns.keys, line["ref"]
     versions = [keys.version(ref, number) for number in range(1, held + 1)]
     batch.pipe.delete(keys.head(ref), keys.outcomes(ref), *versions)
-    ns.search.queue_remove(batch, f"f:{ref}")
+    batch.index(f"f:{ref}", None)
     if ref.startswith(UNINDEXED_SCOPE):  # a memory, indexed under its id, perhaps with a ttl
         memory_id = ref.removeprefix(UNINDEXED_SCOPE)
-        ns.search.queue_remove(batch, f"m:{memory_id}")
+        batch.index(f"m:{memory_id}", None)
         batch.pipe.zrem(keys.memory_expiry, memory_id)
 
 
@@ -537,7 +578,7 @@ def _queue_clear_packet(ns: Namespace, pipe: Pipeline, packet_id: str, agent: st
 
 
 def _queue_clear_session(
-    ns: Namespace, batch: Batch, session_id: str, observation_ids: list[str]
+    ns: Namespace, batch: IndexingBatch, session_id: str, observation_ids: list[str]
 ) -> None:
     """Clear the namespace's copy of the dump's session: its hashes and lists, and each of
     its observations with its search document."""
@@ -552,10 +593,10 @@ def _queue_clear_session(
     if observation_ids:
         pipe.hdel(keys.observation_sessions, *observation_ids)
     for each in observation_ids:
-        ns.search.queue_remove(batch, f"o:{session_id}:{each}")
+        batch.index(f"o:{session_id}:{each}", None)
 
 
-def _queue_record(ns: Namespace, batch: Batch, line: dict[str, Any]) -> None:
+def _queue_record(ns: Namespace, batch: IndexingBatch, line: dict[str, Any]) -> None:
     keys, ref, pipe = ns.keys, line["ref"], batch.pipe
     pipe.zadd(keys.refs, {ref: 0})
     pipe.hset(keys.head(ref), mapping=line["head"])
@@ -577,12 +618,11 @@ def _queue_record(ns: Namespace, batch: Batch, line: dict[str, Any]) -> None:
     # Indexed exactly as remember indexes it: the same id and text, tags included.
     document = fact_document(ref, last["value"], last["tags"])
     if document is not None:
-        ns.search.queue_index(batch, *document, kind="fact", agent=last["author"])
+        batch.index(*document, kind="fact", agent=last["author"])
     else:
         memory = last["value"]
         memory_id = ref.split("/", 1)[1]
-        ns.search.queue_index(
-            batch,
+        batch.index(
             *memory_document(memory_id, memory),
             kind="memory",
             project=memory["project"],
@@ -615,7 +655,7 @@ def _queue_packet(ns: Namespace, pipe: Pipeline, line: dict[str, Any]) -> None:
         pipe.zadd(keys.expiring(agent), {packet_id: int(fields["expires_us"])})
 
 
-def _queue_session(ns: Namespace, batch: Batch, line: dict[str, Any]) -> None:
+def _queue_session(ns: Namespace, batch: IndexingBatch, line: dict[str, Any]) -> None:
     keys, session_id, pipe = ns.keys, line["id"], batch.pipe
     pipe.hset(keys.session(session_id), mapping=_encode(line["meta"], ("concepts",)))
     if line["touched"]:
@@ -632,8 +672,7 @@ def _queue_session(ns: Namespace, batch: Batch, line: dict[str, Any]) -> None:
         )
         pipe.rpush(keys.observations(session_id), observation_id)
         pipe.hset(keys.observation_sessions, observation_id, session_id)
-        ns.search.queue_index(
-            batch,
+        batch.index(
             *observation_document(
                 session_id,
                 observation_id,

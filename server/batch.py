@@ -7,9 +7,12 @@ stage, so whatever was queued before something has been applied before it there 
 "index first" rule of a write depends on it). Either way :meth:`Batch.execute` answers in
 the order things were queued, so no caller branches on "is this a cluster".
 
-One exception to the order: a script the server no longer has cached (after a restart or
-SCRIPT FLUSH) is loaded and run after the rest of its pipeline (``ScriptPipeline``). Baton's
-batches only rely on plain commands running *before* a script, which that keeps.
+Scripts go in a pipeline as EVALSHA. Baton loads its scripts at startup; one the server lost
+since (a restart, SCRIPT FLUSH) did not run, so it is loaded and run on its own after the
+rest of its pipeline (redis-py's own answer, asking SCRIPT EXISTS before every pipeline that
+holds a script, costs a round trip each time). Baton's batches only rely on plain commands
+running *before* a script, which that keeps. A transaction loads its scripts first: a re-run
+would not be part of its MULTI.
 """
 
 from __future__ import annotations
@@ -19,9 +22,9 @@ from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
+from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
-
-from baton.server.connection import is_cluster_client, queue_script
+from redis.exceptions import NoScriptError, RedisError
 
 ScriptCall = tuple[AsyncScript, list[Any], list[Any]]
 
@@ -33,9 +36,11 @@ class Batch:
         """With ``transaction`` (one Redis only), everything runs in one MULTI/EXEC."""
         self.redis = redis
         self.transaction = transaction
-        self.cluster = is_cluster_client(redis)
+        self.cluster = isinstance(redis, RedisCluster)
         # One stage on a single Redis; on a cluster, pipelines and script runs in turn.
         self.stages: list[Pipeline | list[ScriptCall]] = []
+        # The scripts of the pipeline, by their position in it.
+        self.piped: dict[int, ScriptCall] = {}
 
     @property
     def pipe(self) -> Pipeline:
@@ -48,7 +53,9 @@ class Batch:
 
     def script(self, script: AsyncScript, keys: list[Any], args: list[Any]) -> None:
         if not self.cluster:
-            queue_script(self.pipe, script, keys, args)
+            pipe = self.pipe
+            self.piped[len(pipe)] = (script, keys, args)
+            pipe.evalsha(script.sha, len(keys), *keys, *args)
         elif self.stages and isinstance(self.stages[-1], list):
             self.stages[-1].append((script, keys, args))
         else:
@@ -68,5 +75,22 @@ class Batch:
                     return_exceptions=not raise_on_error,
                 )
             elif len(stage):
-                replies += await stage.execute(raise_on_error=raise_on_error)
+                replies += await self._run_pipeline(stage, raise_on_error)
+        return replies
+
+    async def _run_pipeline(self, pipe: Pipeline, raise_on_error: bool) -> list[Any]:
+        if self.transaction:
+            for script, _, _ in self.piped.values():
+                await self.redis.script_load(script.script)  # (idempotent)
+            return await pipe.execute(raise_on_error=raise_on_error)
+        replies = await pipe.execute(raise_on_error=False)
+        for index, (script, keys, args) in self.piped.items():
+            if isinstance(replies[index], NoScriptError):
+                try:
+                    replies[index] = await script(keys=keys, args=args)  # loads it, runs it
+                except RedisError as error:
+                    replies[index] = error
+        errors = [reply for reply in replies if isinstance(reply, Exception)]
+        if raise_on_error and errors:
+            raise errors[0]
         return replies

@@ -14,22 +14,9 @@ class Dispatcher(Protocol):
         """Ask a worker of ``agent`` to deliver the packet (idempotent per ``seq``)."""
         ...
 
-    def job_here(self, namespace: str, agent: str, packet_id: str, seq: int) -> bytes | None:
-        """The packet's job as commands (``commands.lua``) for the script that writes the
-        packet to run right after it, when the queue shares the data Redis; None when it
-        cannot, and the caller calls :meth:`enqueue` once the packet is written."""
-        ...
-
-    def drop_job_here(
-        self, namespace: str, agent: str, packet_id: str, seq: int | str
-    ) -> list[str] | None:
-        """The keys and id a script on the data Redis drops the packet's job with (if no
-        worker took it yet: ``resume`` claimed the packet), when the queue shares that Redis;
-        None when it cannot, and the caller calls :meth:`drop_job_later`."""
-        ...
-
     def drop_job_later(self, namespace: str, agent: str, packet_id: str, seq: int) -> None:
-        """The same drop, off the caller's path."""
+        """Drop the job of a packet ``resume`` claimed (if no worker took it yet), off the
+        caller's path: queue depths stay true."""
         ...
 
     async def depth(self, namespace: str, agent: str) -> int:

@@ -38,7 +38,7 @@ from baton.server.errors import (
     StoreUnavailable,
     describe,
 )
-from baton.server.keys import NAMESPACES, Keys, around_ref, job_id
+from baton.server.keys import NAMESPACES, Keys, job_id
 from baton.server.models import (
     PACKET_STATES,
     AgentSummary,
@@ -61,10 +61,8 @@ from baton.server.validation import check_agent, check_ref, check_session_id, ch
 log = structlog.get_logger("baton.handoffs")
 MAX_ID_ATTEMPTS = 20
 MAX_SECONDS = 10 * 365 * 86_400  # expiries and leases: ten years at most
-# Stand-ins in a claim's follow-ups for what only the claim script knows: the id of the packet
-# it claims and that packet's job_seq (claim_packet.lua spells them the same).
-PACKET_MARK = "\0packet\0"
-JOB_SEQ_MARK = "\0job_seq\0"
+# How many times a resume tries the next oldest packet when others claim first.
+MAX_CLAIM_ATTEMPTS = 50
 # A queued packet whose RQ job is missing this long after its last transition is repaired.
 REPAIR_AFTER_SECONDS = 30
 
@@ -174,9 +172,10 @@ class _NewPacket:
 
     def script_call(
         self, keys: Keys, packet_id: str, pins: list[Pin] | None
-    ) -> tuple[list[str], list[EncodableT]]:
-        """The keys and arguments ``create_packet.lua`` takes to store the packet (without
-        what only one Redis sends); its pins field only when ``pins`` are resolved already."""
+    ) -> tuple[list[str], list[EncodableT], list[EncodableT]]:
+        """The keys and arguments ``create_packet.lua`` takes to store the packet (the first
+        ones of ``hand_off.lua``'s), and the packet's fields: its pins field only when
+        ``pins`` are resolved already."""
         fields: dict[str, EncodableT] = {
             "id": packet_id,
             "from": self.from_agent,
@@ -196,20 +195,21 @@ class _NewPacket:
         if pins is not None:
             fields["pins"] = msgpack.packb([[pin.ref, pin.version] for pin in pins])
         to = self.to_agent
-        return [
+        keys_ = [
             keys.packet(to, packet_id),
+            keys.packet_log(to, packet_id),
             keys.queued(to),
             keys.expiring(to),
             keys.inbox_all(to),
-        ], [
+        ]
+        args: list[EncodableT] = [
             packet_id,
             self.created_us,
             fields["expires_us"],
             self.created_at,
             self.from_agent,
-            2 * len(fields),
-            *[item for pair in fields.items() for item in pair],
         ]
+        return keys_, args, [item for pair in fields.items() for item in pair]
 
     def packet(self, packet_id: str, pins: list[Pin]) -> Packet:
         """The packet as the script stored it, built from what was sent (not read back)."""
@@ -305,38 +305,30 @@ class HandoffStore(NamespaceStore):
         if self.ns.cluster:
             packet_id, resolved = await self._new_id_and_pins(to_agent, created_us, wanted, session)
             await self._create_apart(new, packet_id, resolved)
-            job_queued = False
         else:
-            packet_id, resolved, job_queued = await self._create_here(new, wanted)
-        if not job_queued:
-            # If the process dies here, the packet is queued without an RQ job: pull still
-            # sees it, and the periodic sweep enqueues the missing job (see sweep()).
-            await self._dispatch(to_agent, packet_id, 0)
+            packet_id, resolved = await self._create_here(new, wanted)
+        # If the process dies here, the packet is queued without an RQ job: pull still sees
+        # it, and the periodic sweep enqueues the missing job (see sweep()).
+        await self._dispatch(to_agent, packet_id, 0)
         return new.packet(packet_id, resolved)
 
     async def _create_here(
         self, new: _NewPacket, wanted: builtins.list[tuple[str, int | None]] | None
-    ) -> tuple[str, builtins.list[Pin], bool]:
+    ) -> tuple[str, builtins.list[Pin]]:
         """On one Redis the whole handoff is one script call: the pins resolved (a refused
-        pin writes nothing), a free id taken, the inbox's registration, the packet, its event
-        and (when the queue shares this Redis) its RQ job, in that order, so a worker never
-        takes a job before its packet exists. The id, the resolved pins, and whether the job
-        is queued."""
-        dispatcher = self.ns.dispatcher
-        head_prefix, head_suffix, _ = around_ref(self.keys)
+        pin writes nothing), a free id taken, the inbox's registration, the packet and its
+        event, in that order. The id and the resolved pins."""
         if wanted is None:  # the session's touched records, at the versions it saw
-            touched = "" if new.session is None else self.keys.session_touched(new.session)
-            pin_args: builtins.list[EncodableT] = [-1, touched]
+            pin_keys = [] if new.session is None else [self.keys.session_touched(new.session)]
+            pin_args: builtins.list[EncodableT] = [-1]
+            refs: builtins.list[str] = []
         else:
-            pin_args = [len(wanted)]
-            for ref, version in wanted:
-                pin_args += [ref, "" if version is None else version]
+            pin_keys = [self.keys.head(ref) for ref, _ in wanted]
+            pin_args = [len(wanted), *("" if version is None else version for _, version in wanted)]
+            refs = [ref for ref, _ in wanted]
         for _ in range(MAX_ID_ATTEMPTS):
             packet_id = _new_packet_id()
-            keys, args = new.script_call(self.keys, packet_id, None)
-            job = None
-            if dispatcher is not None:
-                job = dispatcher.job_here(self.namespace, new.to_agent, packet_id, 0)
+            keys, args, fields = new.script_call(self.keys, packet_id, None)
             event = event_args("handoff", new.from_agent, new.text(packet_id), packet=packet_id)
             keys += [
                 NAMESPACES,
@@ -344,10 +336,11 @@ class HandoffStore(NamespaceStore):
                 self.keys.events,
                 self.keys.handoff_inbox,
                 self.keys.handoffs,
+                *pin_keys,
             ]
-            args += [self.namespace, new.to_agent, len(event), *event, job or ""]
-            args += [head_prefix, head_suffix, *pin_args]
-            status, *details = await self.scripts.create_packet(keys=keys, args=args)
+            args += [self.namespace, new.to_agent, *pin_args, len(event), *event]
+            args += [codec.pack(refs), *fields]
+            status, *details = await self.scripts.hand_off(keys=keys, args=args)
             if status == b"taken":
                 continue
             if status == b"refused":
@@ -355,7 +348,7 @@ class HandoffStore(NamespaceStore):
                 index, current = details
                 raise _pin_refused(wanted, int(index), int(current) if current else None)
             pins, *failed = details
-            if failed:  # the event or the job: the packet itself is safe
+            if failed:  # the event: the packet itself is safe
                 log.warning(
                     "a handoff's follow-ups failed", packet=packet_id, error=codec.text(failed[0])
                 )
@@ -363,7 +356,7 @@ class HandoffStore(NamespaceStore):
                 Pin(ref=ref.decode(), version=int(version))
                 for ref, version in zip(pins[::2], pins[1::2], strict=True)
             ]
-            return packet_id, resolved, job is not None
+            return packet_id, resolved
         raise RuntimeError("could not find a free packet id")  # 2^32 ids: practically never
 
     async def _create_apart(
@@ -371,7 +364,8 @@ class HandoffStore(NamespaceStore):
     ) -> None:
         """A new packet on a cluster (its id taken and its pins resolved): the inbox's
         registration (other slots) first, then the packet's script, then its event."""
-        keys, args = new.script_call(self.keys, packet_id, pins)
+        keys, args, fields = new.script_call(self.keys, packet_id, pins)
+        args += fields
         batch = self.ns.batch()
         batch.pipe.sadd(NAMESPACES, self.namespace)
         batch.pipe.sadd(self.keys.inboxes, new.to_agent)
@@ -522,77 +516,47 @@ class HandoffStore(NamespaceStore):
         dispatcher = self.ns.dispatcher
         pulled = reason == "resume" and dispatcher is not None
 
-        def event_text(packet: str) -> str:
-            return f"{claimant} claimed {packet} ({reason})"
-
-        keys = [
-            self.keys.queued(agent),
-            self.keys.claimed(agent),
-            self.keys.expiring(agent),
-            self.keys.packet_prefix(agent),
-            self.keys.expired(agent),
-        ]
-        args: list[EncodableT] = [
-            packet_id,
-            now_us,
-            now_iso,
-            lease_us,
-            iso(lease_us),
-            claimant,
-            reason,
-            job,
-        ]
-        # One Redis: the script reads the pins and runs what follows the claim (its event
-        # and, for a pull, dropping the packet's RQ job: it would only find its packet
-        # claimed, and dropping it keeps queue depths true), the packet it picks marked: one
-        # round trip. A cluster reads and follows up in a second one.
-        cluster = self.ns.cluster
-        drop_here = None
-        if cluster:
-            args += ["", "", "", 0]
+        claimed = None
+        if packet_id:
+            claimed = await self._claim_one(
+                agent, packet_id, now_us, now_iso, lease_us, claimant, reason, job
+            )
         else:
-            event = event_args("claim", claimant, event_text(PACKET_MARK), packet=PACKET_MARK)
-            args += [*around_ref(self.keys), len(event), *event, self.keys.events]
-            if pulled:
-                assert dispatcher is not None
-                drop_here = dispatcher.drop_job_here(
-                    self.namespace, agent, PACKET_MARK, JOB_SEQ_MARK
+            # The oldest queued packet; one another claimant takes first (or that expires on
+            # the way) gives way to the next.
+            for _ in range(MAX_CLAIM_ATTEMPTS):
+                oldest = codec.members(await self.redis.zrange(self.keys.queued(agent), 0, 0))
+                if not oldest:
+                    break
+                claimed = await self._claim_one(
+                    agent, oldest[0].decode(), now_us, now_iso, lease_us, claimant, reason, job
                 )
-            args += drop_here or ["", "", ""]
-        drop_apart = pulled and drop_here is None
-        reply = await self.scripts.claim_packet(keys=keys, args=args)
-        if not reply or reply[0] == 0:
-            state = reply[1].decode() if reply else None
+                if not isinstance(claimed, str):
+                    break
+            else:
+                raise StoreUnavailable(f"too many concurrent claims on {agent}'s inbox, try again")
+        if claimed is None or isinstance(claimed, str):
             message = (
                 f"no packets waiting for {agent}"
                 if not packet_id
-                else f"packet {packet_id} is {state or 'unknown'}, not queued"
+                else f"packet {packet_id} is {claimed or 'unknown'}, not queued"
             )
             return Resumed(
                 agent=agent, packet=None, pins=[], stale=[], lease_until=None, message=message
             )
-        fields = codec.pairs(reply[2])
-        packet = codec.packet(fields)
-        job_seq = int(fields.get(b"job_seq", 0))
+        packet = codec.packet(claimed)
+        job_seq = int(claimed.get(b"job_seq", 0))
         wanted = [(pin.ref, pin.version) for pin in packet.pins]
+        text = f"{claimant} claimed {packet.id} ({reason})"
         try:
-            if cluster:
-                text = event_text(packet.id)
-                versions = await self.ns.records.read_versions(
-                    wanted,
-                    lambda after: self.activity.event(
-                        after, "claim", claimant, text, packet=packet.id
-                    ),
-                )
-                found = [Pinned.of(version) for version in versions]
-            else:
-                if len(reply) > 4:
-                    log.warning(
-                        "a claim's follow-ups failed", packet=packet.id, error=codec.text(reply[4])
-                    )
-                found = [Pinned.read(read) for read in reply[3]]
+            # The pins are read right after the claim, with its event.
+            versions = await self.ns.records.read_versions(
+                wanted,
+                lambda after: self.activity.event(after, "claim", claimant, text, packet=packet.id),
+            )
+            found = [Pinned.of(version) for version in versions]
         finally:
-            if drop_apart:  # the queue is on another Redis: the job goes even if a read failed
+            if pulled:  # the job would only find its packet claimed: it goes, read or not
                 assert dispatcher is not None
                 dispatcher.drop_job_later(self.namespace, agent, packet.id, job_seq)
         pins = _resolved(packet.pins, found)
@@ -609,6 +573,34 @@ class HandoffStore(NamespaceStore):
             lease_until=packet.lease_until,
             message=f"packet {packet.id} from {packet.from_agent}: {packet.summary}",
         )
+
+    async def _claim_one(
+        self,
+        agent: str,
+        packet_id: str,
+        now_us: int,
+        now_iso: str,
+        lease_us: int,
+        claimant: str,
+        reason: str,
+        job: str,
+    ) -> dict[bytes, bytes] | str:
+        """Claim packet ``packet_id`` of ``agent``'s inbox: its fields, or the state it is in
+        instead of queued ("" for an unknown packet)."""
+        reply = await self.scripts.claim_packet(
+            keys=[
+                self.keys.queued(agent),
+                self.keys.claimed(agent),
+                self.keys.expiring(agent),
+                self.keys.expired(agent),
+                self.keys.packet(agent, packet_id),
+                self.keys.packet_log(agent, packet_id),
+            ],
+            args=[packet_id, now_us, now_iso, lease_us, iso(lease_us), claimant, reason, job],
+        )
+        if reply[0] == 0:
+            return str(codec.text(reply[1]))
+        return codec.pairs(reply[1])
 
     # -- settling -----------------------------------------------------------------------------
 
@@ -645,6 +637,7 @@ class HandoffStore(NamespaceStore):
                 self.keys.failed(to_agent),
                 self.keys.expiring(to_agent),
                 self.keys.expired(to_agent),
+                self.keys.packet_log(to_agent, packet_id),
             ],
             args=[
                 packet_id,
@@ -914,25 +907,8 @@ class HandoffStore(NamespaceStore):
         for raw in await self.redis.smembers(self.keys.inboxes):
             agent = codec.text(raw)
             now_us, now_iso = now()
-            requeued, failed = await self.scripts.expire_leases(
-                keys=[
-                    self.keys.claimed(agent),
-                    self.keys.queued(agent),
-                    self.keys.failed(agent),
-                    self.keys.packet_prefix(agent),
-                    self.keys.expiring(agent),
-                ],
-                args=[now_us, now_iso, self.policy.max_deliveries, BATCH],
-            )
-            expired = await self.scripts.expire_packets(
-                keys=[
-                    self.keys.expiring(agent),
-                    self.keys.queued(agent),
-                    self.keys.packet_prefix(agent),
-                    self.keys.expired(agent),
-                ],
-                args=[now_us, now_iso, BATCH],
-            )
+            requeued, failed = await self._expire_leases(agent, now_us, now_iso)
+            expired = await self._expire_packets(agent, now_us, now_iso)
             report.requeued += [item.decode() for item in requeued]
             report.failed += [item.decode() for item in failed]
             report.expired += [item.decode() for item in expired]
@@ -950,6 +926,54 @@ class HandoffStore(NamespaceStore):
                 await self._dispatch(agent, packet_id.decode(), int(seq or 0))
             report.repaired += await self._repair_jobs(agent, now_us)
         return report
+
+    def _packets_keys(self, agent: str, ids: builtins.list[str]) -> builtins.list[str]:
+        """Each packet's hash and log, in pairs (what the expiry scripts take)."""
+        return [
+            key
+            for packet_id in ids
+            for key in (self.keys.packet(agent, packet_id), self.keys.packet_log(agent, packet_id))
+        ]
+
+    async def _due(self, key: str, now_us: int) -> builtins.list[str]:
+        """Up to ``BATCH`` ids of ``key`` (a sorted set by time) due by ``now_us``."""
+        due = await self.redis.zrangebyscore(key, "-inf", now_us, start=0, num=BATCH)
+        return [raw.decode() for raw in codec.members(due)]
+
+    async def _expire_leases(
+        self, agent: str, now_us: int, now_iso: str
+    ) -> tuple[builtins.list[bytes], builtins.list[bytes]]:
+        """Claims whose lease ran out: (queued again, failed for good)."""
+        ids = await self._due(self.keys.claimed(agent), now_us)
+        if not ids:
+            return [], []
+        requeued, failed = await self.scripts.expire_leases(
+            keys=[
+                self.keys.claimed(agent),
+                self.keys.queued(agent),
+                self.keys.failed(agent),
+                self.keys.expiring(agent),
+                *self._packets_keys(agent, ids),
+            ],
+            args=[now_us, now_iso, self.policy.max_deliveries, *ids],
+        )
+        return requeued, failed
+
+    async def _expire_packets(self, agent: str, now_us: int, now_iso: str) -> builtins.list[bytes]:
+        """Queued packets past their expiry, expired."""
+        ids = await self._due(self.keys.expiring(agent), now_us)
+        if not ids:
+            return []
+        expired: builtins.list[bytes] = await self.scripts.expire_packets(
+            keys=[
+                self.keys.expiring(agent),
+                self.keys.queued(agent),
+                self.keys.expired(agent),
+                *self._packets_keys(agent, ids),
+            ],
+            args=[now_us, now_iso, *ids],
+        )
+        return expired
 
     async def _repair_jobs(self, agent: str, now_us: int) -> builtins.list[str]:
         """Queued packets whose RQ job is missing (the writer died between the two writes)."""

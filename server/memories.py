@@ -749,7 +749,7 @@ class MemoryStore(NamespaceStore):
                 keys=[
                     self.keys.session(session_id),
                     self.keys.observations(session_id),
-                    self.keys.observation(session_id, ""),
+                    *(self.keys.observation(session_id, each) for each in ids),
                 ],
                 args=ids,
             )

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from typing import Any, Protocol
 
 import structlog
+from redis.exceptions import RedisError
 from redis.typing import EncodableT
 
 from baton.server import codec
@@ -52,7 +53,7 @@ from baton.server.models import (
     Remembered,
     StaleOutcome,
 )
-from baton.server.search import text_of
+from baton.server.search import IndexCall, text_of
 from baton.server.store_base import NamespaceParts, NamespaceStore
 from baton.server.validation import (
     check_agent,
@@ -185,12 +186,10 @@ class RecordStore(NamespaceStore):
         if not ref.startswith(UNINDEXED_SCOPE):
             await self.search.refresh_average()
         cluster = self.ns.cluster
-        # The listing entries (just before the version) and what follows a write that won
-        # (session touch, event, search document): inside the write's script on one Redis,
-        # round trips of their own on a cluster.
-        follow_keys, follow_args = (
-            ([], []) if cluster else self._follow_ups_inside(ref, value, agent, session, tag_list)
-        )
+        document = None if ref.startswith(UNINDEXED_SCOPE) else fact_document(ref, value, tag_list)
+        # The document's old terms come from what this process last indexed; the script names
+        # any it was not given, and the write is sent again with them.
+        index = None if document is None else self.search.call(*document, kind="fact", agent=agent)
         new_hash = ""
         for _ in range(MAX_WRITE_ATTEMPTS):
             body = version_body(
@@ -222,9 +221,16 @@ class RecordStore(NamespaceStore):
             if cluster:
                 reply = await self._write_apart(ref, agent, tag_list, keys, args)
             else:
+                follow_keys, follow_args = self._follow_ups_inside(
+                    ref, agent, session, tag_list, index
+                )
                 reply = await self.scripts.remember(
                     keys=[*keys, *follow_keys], args=[*args, *follow_args]
                 )
+            if reply[0] == 2:  # the search document's old terms it was not given
+                assert index is not None
+                index = self.search.with_missing(index, reply[1:])
+                continue
             if reply[0] == 1:
                 current += 1
                 if len(reply) > 2:
@@ -248,14 +254,7 @@ class RecordStore(NamespaceStore):
             raise StoreUnavailable(f"{ref}: too many concurrent writers, try again", ref=ref)
         self.heads.note(ref, current, new_hash)
         if cluster:
-            follow_ups = self._follow_ups(ref, current, value, agent, session, tag_list)
-            failed = [
-                r
-                for r in await follow_ups.execute(raise_on_error=False)
-                if isinstance(r, Exception)
-            ]
-            if failed:
-                log.warning("a write's follow-ups failed", ref=ref, error=describe(failed[0]))
+            await self._follow_up_apart(ref, current, agent, session, index)
         return Remembered(
             ref=ref,
             version=current,
@@ -269,42 +268,42 @@ class RecordStore(NamespaceStore):
         self, ref: str, agent: str, tags: list[str], keys: list[str], args: list[EncodableT]
     ) -> Any:
         """One attempt at a write on a cluster: the listing entries (in other slots) first,
-        then the script; its reply. Listing first: a crash in between leaves an entry that
-        readers skip, never a record that listing cannot find."""
+        then the version's script; its reply. Listing first: a crash in between leaves an
+        entry that readers skip, never a record that listing cannot find."""
         batch = self.ns.batch()
         batch.pipe.zadd(self.keys.refs, {ref: 0})
         batch.pipe.sadd(self.keys.agents, agent)
         for tag in tags:
             batch.pipe.sadd(self.keys.tag(tag), ref)
-        batch.script(self.scripts.remember, keys, args)
+        batch.script(self.scripts.append_version, keys, args)
         return (await batch.execute())[-1]
 
-    def _follow_ups(
-        self,
-        ref: str,
-        version: int,
-        value: Any,
-        agent: str,
-        session: str | None,
-        tags: list[str],
-    ) -> Batch:
+    async def _follow_up_apart(
+        self, ref: str, version: int, agent: str, session: str | None, index: IndexCall | None
+    ) -> None:
         """What follows a write that won, sent apart on a cluster: the session's touched set,
-        the activity event and the search document."""
+        the activity event, then the search document. A failure is logged: the write
+        stands."""
         batch = self.ns.batch()
         if session is not None:
             self.activity.queue_touch(batch, session, agent, {ref: version})
         self.activity.event(batch, "remember", agent, f"{agent} wrote {ref}", ref=ref)
-        document = fact_document(ref, value, tags)
-        if document is not None:
-            self.search.queue_index(batch, *document, kind="fact", agent=agent)
-        return batch
+        failed = [r for r in await batch.execute(raise_on_error=False) if isinstance(r, Exception)]
+        if index is not None:
+            try:
+                await self.search.run(index)
+            except RedisError as error:
+                failed.append(error)
+        if failed:
+            log.warning("a write's follow-ups failed", ref=ref, error=describe(failed[0]))
 
     def _follow_ups_inside(
-        self, ref: str, value: Any, agent: str, session: str | None, tags: list[str]
+        self, ref: str, agent: str, session: str | None, tags: list[str], index: IndexCall | None
     ) -> tuple[list[str], list[EncodableT]]:
-        """The keys and arguments ``remember.lua`` takes to run, on one Redis, what
-        :meth:`_follow_ups` sends apart on a cluster, and the listing entries."""
-        keys = [self.keys.refs, self.keys.agents, self.keys.events, *self.search.index_keys]
+        """The keys and arguments ``remember.lua`` takes after the version's, to run what
+        :meth:`_follow_up_apart` sends apart on a cluster, and the listing entries."""
+        keys = [self.keys.refs, self.keys.agents, self.keys.events]
+        keys += [self.keys.search_docs, self.keys.search_meta, self.keys.search_stats]
         keys += [self.keys.tag(tag) for tag in tags]
         if session is not None:
             keys += [self.keys.session(session), self.keys.session_touched(session)]
@@ -312,11 +311,11 @@ class RecordStore(NamespaceStore):
         event = event_args("remember", agent, f"{agent} wrote {ref}", ref=ref)
         args: list[EncodableT] = [ref, len(tags), self.ns.name, time.time_ns() // 1000]
         args += [len(event), *event]
-        document = fact_document(ref, value, tags)
-        if document is None:
+        if index is None:
             args.append("")
         else:
-            args += self.search.index_args(*document, kind="fact", agent=agent)
+            keys += self.search.keys_of(index)[3:]
+            args += index.args
         return keys, args
 
     def _pack_value(self, value: Any) -> tuple[bytes, bool]:
@@ -510,8 +509,9 @@ class RecordStore(NamespaceStore):
             hashes = [raw.decode() for raw in await batch.execute()]
             tombstone = {"at": utc_now(), "by": agent, "reason": reason}
             marks = [digest(tombstone_body(original, tombstone)) for original in hashes]
+            versions = [self.keys.version(ref, number) for number in range(1, current + 1)]
             applied = await self.scripts.forget_record(
-                keys=[self.keys.head(ref), self.keys.version_prefix(ref)],
+                keys=[self.keys.head(ref), *versions],
                 args=[current, tombstone["at"], agent, reason, codec.pack(None), *marks],
             )
             if applied:
@@ -550,18 +550,14 @@ class RecordStore(NamespaceStore):
         return found
 
     async def _read(self, ref: str, version: int | None) -> RecordVersion | int | None:
-        """One round trip: the version, the current version number if it is missing, or None."""
-        reply = await self.scripts.recall(
-            keys=[self.keys.head(ref), self.keys.version_prefix(ref)],
-            args=["" if version is None else version],
-        )
-        if not reply:
-            return None
-        head, fields = codec.pairs(reply[0]), codec.pairs(reply[1])
-        current = int(head[b"version"])
-        if not fields:
-            return current
-        return codec.record_version(ref, fields, head, current)
+        """The version (the current one for None), the current version number if it is
+        missing, or None. One round trip, two when the current version is not the one this
+        process last saw."""
+        found = await self.read_versions([(ref, version)])
+        if found[0] is not None:
+            return found[0]
+        current = await self.redis.hget(self.keys.head(ref), "version")
+        return None if current is None else int(current)
 
     async def list_records(
         self,
@@ -687,23 +683,53 @@ class RecordStore(NamespaceStore):
     ) -> list[RecordVersion | None]:
         """Many (ref, version or None for current) reads in one round trip, with whatever
         ``also`` queues (its failures are logged); None where the record or version does not
-        exist."""
+        exist. A current version this process has not seen yet costs a second round trip."""
         batch = self.ns.batch()
         for ref, version in wanted:
-            keys = [self.keys.head(ref), self.keys.version_prefix(ref)]
-            batch.script(self.scripts.recall, keys, ["" if version is None else version])
+            self._queue_read(batch, ref, version)
         if also is not None:
             also(batch)
         replies = await batch.execute(raise_on_error=False)
         failed = [reply for reply in replies[len(wanted) :] if isinstance(reply, Exception)]
         if failed:
             log.warning("what followed a read failed", error=describe(failed[0]))
+        replies = replies[: len(wanted)]
+        for _ in range(MAX_WRITE_ATTEMPTS):
+            # A current version other than the one guessed: read the one its head names.
+            moved = [
+                i for i, reply in enumerate(replies) if isinstance(reply, list) and len(reply) == 1
+            ]
+            if not moved:
+                break
+            again = self.ns.batch()
+            for index in moved:
+                self._queue_read(again, wanted[index][0], None, codec.pairs(replies[index][0]))
+            for index, reply in zip(moved, await again.execute(raise_on_error=False), strict=True):
+                replies[index] = reply
+        else:
+            raise StoreUnavailable("records moved on while being read: too many concurrent writers")
         found = []
-        for (ref, _), reply in zip(wanted, replies, strict=False):
+        for (ref, version), reply in zip(wanted, replies, strict=True):
             if isinstance(reply, Exception):
                 raise reply
-            found.append(read_reply(ref, reply))
+            record = read_reply(ref, reply)
+            if record is not None and version is None:
+                self.heads.note(ref, record.version, record.hash)
+            found.append(record)
         return found
+
+    def _queue_read(
+        self, batch: Batch, ref: str, version: int | None, head: dict[bytes, bytes] | None = None
+    ) -> None:
+        """Queue ``recall.lua`` for ``ref`` at ``version``; for the current one (None), at
+        the version ``head`` names, else at the one this process last saw."""
+        if version is not None:
+            number, which = version, ""
+        else:
+            number = int(head[b"version"]) if head else self.heads.get(ref)[0]
+            which = "current"
+        keys = [self.keys.head(ref), self.keys.version(ref, number)]
+        batch.script(self.scripts.recall, keys, [number, which])
 
     async def history(self, ref: str) -> History:
         """Every version of ``ref``, oldest first, each with whether its chain link verifies."""
@@ -750,7 +776,7 @@ class RecordStore(NamespaceStore):
 def read_reply(ref: str, reply: list[Any]) -> RecordVersion | None:
     """The version a ``recall.lua`` reply found; None for an unknown record or
     version."""
-    if not reply or not reply[1]:
+    if len(reply) < 2 or not reply[1]:
         return None
     head = codec.pairs(reply[0])
     return codec.record_version(ref, codec.pairs(reply[1]), head, int(head[b"version"]))

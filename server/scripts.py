@@ -9,6 +9,7 @@ head and the caller rebuilds and retries. Concurrent writers therefore never los
 
 from __future__ import annotations
 
+import os
 from functools import cache
 from importlib import resources
 
@@ -17,24 +18,37 @@ from redis.commands.core import AsyncScript
 
 # The shared functions (files of Lua functions) each script gets in front of its own source.
 PRELUDES = {
-    "create_packet": ("move", "commands", "follow_ups"),
-    "run_commands": ("commands",),
-    "claim_packet": ("move", "discard", "follow_ups"),
+    "create_packet": ("move", "store_packet"),
+    "hand_off": ("move", "store_packet", "follow_ups"),
+    "claim_packet": ("move", "follow_ups"),
     "settle_packet": ("move",),
     "expire_leases": ("move",),
     "expire_packets": ("move",),
     "index_doc": ("index",),
     "touch_session": ("touch",),
-    "remember": ("index", "touch", "follow_ups"),
-    "discard_job": ("discard",),
+    "remember": ("write_version", "index", "touch", "follow_ups"),
+    "append_version": ("write_version",),
 }
+
+
+# BATON_LUA_KEY_CHECK=1 (the test suite sets it): every script first checks that each key a
+# command of it touches was given in KEYS (Redis's COMMAND GETKEYS names a command's keys),
+# and fails with UNDECLARED otherwise, even inside a follow-up's pcall. Slower; for tests.
+KEY_CHECK_VARIABLE = "BATON_LUA_KEY_CHECK"
 
 
 @cache
 def lua_source(name: str) -> str:
-    """The source of ``server/lua/<name>.lua``, with its shared functions in front."""
-    source = resources.files(__package__).joinpath("lua", f"{name}.lua").read_text()
-    return "".join(lua_source(prelude) for prelude in PRELUDES.get(name, ())) + source
+    """The source of ``server/lua/<name>.lua``, with its shared functions in front (and the
+    key check in front of all, when ``BATON_LUA_KEY_CHECK`` is 1)."""
+    source = _read(name)
+    preludes = "".join(_read(prelude) for prelude in PRELUDES.get(name, ()))
+    check = _read("key_check") if os.environ.get(KEY_CHECK_VARIABLE) == "1" else ""
+    return check + preludes + source
+
+
+def _read(name: str) -> str:
+    return resources.files(__package__).joinpath("lua", f"{name}.lua").read_text()
 
 
 class Scripts:
@@ -46,6 +60,7 @@ class Scripts:
             return redis.register_script(lua_source(name))
 
         self.remember = register("remember")
+        self.append_version = register("append_version")
         self.recall = register("recall")
         self.record_outcome = register("record_outcome")
         self.touch_session = register("touch_session")
@@ -54,6 +69,7 @@ class Scripts:
         self.search = register("search")
         self.index_doc = register("index_doc")
         self.create_packet = register("create_packet")
+        self.hand_off = register("hand_off")
         self.claim_packet = register("claim_packet")
         self.renew_lease = register("renew_lease")
         self.settle_packet = register("settle_packet")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -27,7 +27,8 @@ from redis.asyncio import Redis
 from redis.typing import EncodableT
 
 from baton.server.batch import Batch
-from baton.server.codec import pack
+from baton.server.codec import pack, unpack
+from baton.server.errors import StoreUnavailable
 from baton.server.keys import Keys
 from baton.server.scripts import Scripts
 
@@ -38,6 +39,8 @@ AVERAGE_REFRESH_SECONDS = 5.0
 _averages: dict[str, tuple[float, float]] = {}  # stats key -> (read at, average doc length)
 TOKEN = re.compile(r"[a-z0-9][a-z0-9/._-]*[a-z0-9]|[a-z0-9]")
 MIN_TOKEN = 2
+INDEXED_KEPT = 4096  # documents whose indexed terms a namespace's index keeps in memory
+MAX_INDEX_ATTEMPTS = 5
 
 
 def stem(token: str) -> str:
@@ -92,8 +95,23 @@ class Hit(msgspec.Struct, kw_only=True):
     agent: str | None
 
 
+class IndexCall(msgspec.Struct, frozen=True):
+    """One call of ``index_document`` (``lua/index.lua``): the postings it touches (after
+    the docs, meta and stats hashes) and its arguments."""
+
+    doc: str
+    terms: list[str]  # its new terms, then the old ones whose postings it also takes
+    args: list[EncodableT]
+
+
 class SearchIndex:
-    """The BM25 index of one namespace."""
+    """The BM25 index of one namespace.
+
+    A script touches only the keys it is given, so (re)indexing a document names the
+    postings of its old terms too. They are taken from what this process last indexed or
+    read of the document (:attr:`indexed`, a bounded cache; :meth:`prepare` reads them for
+    documents it does not know); a script given too few refuses, writing nothing, and names
+    the missing ones, and the call is made again with them."""
 
     def __init__(self, redis: Redis, scripts: Scripts, keys: Keys) -> None:
         self.redis = redis
@@ -104,36 +122,26 @@ class SearchIndex:
         self.docs_key = keys.search_docs
         self.stats_key = keys.search_stats
         self.keys = keys
-        self.term_prefix = keys.search_term_prefix
-        self.index_keys = [self.docs_key, self.meta_key, self.stats_key, self.term_prefix]
         self.prune_above = PRUNE_ABOVE_POSTINGS
+        # doc -> its terms when last indexed here (or read), newest INDEXED_KEPT docs
+        self.indexed: OrderedDict[str, tuple[str, ...]] = OrderedDict()
 
-    def queue_index(
-        self,
-        batch: Batch,
-        doc: str,
-        text: str,
-        *,
-        kind: str,
-        project: str | None = None,
-        agent: str | None = None,
-    ) -> None:
-        """Queue the one script call that (re)indexes ``doc`` on ``batch`` (call
-        :meth:`refresh_average` first now and then: the length normalisation uses it)."""
-        args = self.index_args(doc, text, kind=kind, project=project, agent=agent)
-        batch.script(self.index_script, self.index_keys, args)
-
-    def index_args(
+    def call(
         self,
         doc: str,
-        text: str,
+        text: str | None,
         *,
-        kind: str,
+        kind: str = "",
         project: str | None = None,
         agent: str | None = None,
-    ) -> list[EncodableT]:
-        """What ``index_document`` (``lua/index.lua``) takes to (re)index ``doc``: the doc,
-        its entry, meta and length, then its term / posting score pairs."""
+    ) -> IndexCall:
+        """The call that (re)indexes ``doc`` with ``text``, or takes it out (None); the
+        document's terms are noted as indexed (call :meth:`refresh_average` first now and
+        then: the length normalisation uses it)."""
+        old = self.indexed.get(doc, ())
+        if text is None:
+            self._note(doc, ())
+            return IndexCall(doc, list(old), [doc, "", "", 0, 0, *old])
         terms = Counter(tokenize(text))
         length = sum(terms.values())
         entry = {
@@ -151,8 +159,66 @@ class SearchIndex:
             for term, count in terms.items()
             for item in (term, count * (K1 + 1) / (count + norm))
         ]
+        gone = [term for term in old if term not in terms]
         meta = f"{kind}\t{project or ''}\t{agent or ''}"
-        return [doc, pack(entry), meta, length, *postings]
+        self._note(doc, tuple(terms))
+        return IndexCall(
+            doc, [*terms, *gone], [doc, pack(entry), meta, length, len(terms), *postings, *gone]
+        )
+
+    def keys_of(self, call: IndexCall) -> list[str]:
+        """The keys ``index_document`` takes for ``call``."""
+        return [
+            self.docs_key,
+            self.meta_key,
+            self.stats_key,
+            *(self.keys.search_term(term) for term in call.terms),
+        ]
+
+    def with_missing(self, call: IndexCall, missing: Iterable[bytes | str]) -> IndexCall:
+        """``call`` given the postings of ``missing`` too (terms a script named)."""
+        terms = [term.decode() if isinstance(term, bytes) else term for term in missing]
+        return IndexCall(call.doc, [*call.terms, *terms], [*call.args, *terms])
+
+    def _note(self, doc: str, terms: tuple[str, ...]) -> None:
+        self.indexed[doc] = terms
+        self.indexed.move_to_end(doc)
+        if len(self.indexed) > INDEXED_KEPT:
+            self.indexed.popitem(last=False)
+
+    async def prepare(self, docs: Sequence[str]) -> None:
+        """Read the indexed terms of the ``docs`` this process does not know (one round
+        trip), so that calls queued on a batch name every posting they touch."""
+        unknown = [doc for doc in docs if doc not in self.indexed]
+        if not unknown:
+            return
+        entries = await self.redis.hmget(self.docs_key, unknown)
+        for doc, entry in zip(unknown, entries, strict=True):
+            if isinstance(entry, str):  # (binary client: never, but typed so)
+                entry = entry.encode()
+            terms = () if entry is None else unpack(entry)["terms"]
+            self._note(doc, tuple(terms))
+
+    def queue(self, batch: Batch, call: IndexCall) -> None:
+        """Queue ``call`` on ``batch`` (its reply: :meth:`run` explains it)."""
+        batch.script(self.index_script, self.keys_of(call), call.args)
+
+    async def run(self, call: IndexCall) -> bool:
+        """Run ``call`` (again with the postings a refusal names); whether the document was
+        indexed before."""
+        for _ in range(MAX_INDEX_ATTEMPTS):
+            reply = await self.index_script(keys=self.keys_of(call), args=call.args)
+            if reply[0] != -1:
+                return bool(reply[0])
+            call = self.with_missing(call, reply[1:])
+        raise StoreUnavailable(f"search document {call.doc}: too many concurrent writers")
+
+    async def settle(self, calls: Sequence[IndexCall], replies: Sequence[Any]) -> None:
+        """Run again, with the postings they named, the queued ``calls`` whose ``replies``
+        refused (another process re-indexed the document in between)."""
+        for call, reply in zip(calls, replies, strict=True):
+            if isinstance(reply, list) and reply and reply[0] == -1:
+                await self.run(self.with_missing(call, reply[1:]))
 
     async def refresh_average(self) -> None:
         """Re-read the average document length the length normalisation uses (cached for a
@@ -166,21 +232,14 @@ class SearchIndex:
 
     async def index(self, doc: str, text: str, **fields: Any) -> None:
         await self.refresh_average()
-        batch = Batch(self.redis)
-        self.queue_index(batch, doc, text, **fields)
-        await batch.execute()
-
-    def queue_remove(self, batch: Batch, doc: str) -> None:
-        """Queue taking ``doc`` out of the index on ``batch`` (the indexing script, given no
-        entry)."""
-        batch.script(self.index_script, self.index_keys, [doc, "", "", 0])
+        await self.prepare([doc])
+        await self.run(self.call(doc, text, **fields))
 
     async def remove(self, docs: Iterable[str]) -> int:
         """Take documents out of the index; returns how many were in it."""
-        batch = Batch(self.redis)
-        for doc in docs:
-            self.queue_remove(batch, doc)
-        return sum(int(result) for result in await batch.execute())
+        docs = list(docs)
+        await self.prepare(docs)
+        return sum([await self.run(self.call(doc, None)) for doc in docs])
 
     async def search(
         self,

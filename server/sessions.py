@@ -361,13 +361,14 @@ class SessionStore(NamespaceStore):
             pipe.hsetnx(session_key, "title", narrative[:200])
         if files:
             pipe.sadd(self.keys.session_files(session_id), *files)
-        self.ns.search.queue_index(
-            batch,
+        # A new document (its id is new): it has no old terms whose postings it would touch.
+        index = self.ns.search.call(
             *observation_document(session_id, observation_id, title, narrative, files),
             kind="observation",
             project=observation.project,
             agent=agent,
         )
+        self.ns.search.queue(batch, index)
         self.activity.event(batch, "observe", agent, f"{agent}: {kind} {title}")
         await batch.execute()
         return Observed(observation=observation, deduplicated=False)

@@ -19,6 +19,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+# Every Lua script, in this process and in every Baton process the tests start, refuses a
+# command on a key it was not given (scripts.py): the whole suite checks that scripts
+# declare their keys. Set before Baton is imported: scripts are read once.
+os.environ["BATON_LUA_KEY_CHECK"] = "1"
+
 import httpx
 import pytest
 import redis

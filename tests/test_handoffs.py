@@ -297,9 +297,12 @@ async def own_database(redis_url: str) -> AsyncIterator[Backend]:
             await backend.redis.flushdb()
 
 
-async def test_resume_is_one_command_on_one_redis(redis_url: str, sync_redis: redis.Redis) -> None:
-    """On one Redis a resume is one round trip: a single script claims the packet, reads its
-    pins, writes the event and drops the job. A cluster reads the pins in a second one."""
+async def test_resume_claims_then_reads_the_pins_with_its_event(
+    redis_url: str, sync_redis: redis.Redis
+) -> None:
+    """A resume reads the oldest packet's id, claims it with one script (given every key it
+    touches), then reads the pins at their pinned versions and writes the claim's event in one
+    pipeline; the packet's RQ job is dropped off the caller's path."""
     async with own_database(redis_url) as backend:
         ns = backend.namespace("default")
         for n in range(3):
@@ -313,13 +316,18 @@ async def test_resume_is_one_command_on_one_redis(redis_url: str, sync_redis: re
 
         sent = await commands_sent(sync_redis, redis_url, resume)
         events = await ns.activity.recent(1)
-        queued_jobs = Queue(
+        queue = Queue(
             queue_name("default", "executor"), connection=redis.Redis.from_url(own_url(redis_url))
-        ).count
+        )
+        for _ in range(200):
+            if not queue.count:
+                break
+            await asyncio.sleep(0.01)
+        queued_jobs = queue.count
     assert resumed is not None and [pin.value for pin in resumed.pins] == [0, 1, 2]
-    assert sent == ["EVALSHA"]
+    assert sent[:6] == ["ZRANGE", "EVALSHA", "EVALSHA", "EVALSHA", "EVALSHA", "XADD"]
     assert [event.kind for event in events] == ["claim"]
-    assert queued_jobs == 0  # the job was dropped by the same script
+    assert queued_jobs == 0
 
 
 async def test_a_write_is_one_command_on_one_redis(redis_url: str, sync_redis: redis.Redis) -> None:
@@ -351,16 +359,16 @@ async def test_a_write_is_one_command_on_one_redis(redis_url: str, sync_redis: r
     assert agents == {b"scout"}
 
 
-async def test_a_handoff_is_one_command_on_one_redis(
+async def test_a_handoff_is_one_script_then_rqs_own_enqueue(
     redis_url: str, sync_redis: redis.Redis
 ) -> None:
-    """On one Redis a handoff is one script call: its pins resolved, its id taken, the
-    inbox's registration, the packet, its event and its RQ job; it answers the packet exactly
-    as stored."""
+    """On one Redis a handoff's packet is one script call (its pins resolved, its id taken,
+    the inbox's registration, the packet and its event), then RQ's own enqueue writes its
+    job in RQ's MULTI; it answers the packet exactly as stored."""
     async with own_database(redis_url) as backend:
         ns = backend.namespace("default")
         await ns.records.remember("one/pin", 1, agent="scout")
-        await hand(ns.handoffs)  # RQ builds the queue's job template (and asks the version)
+        await hand(ns.handoffs)  # (RQ asks the server's version once per connection)
         packet = None
 
         async def handoff() -> None:
@@ -384,7 +392,7 @@ async def test_a_handoff_is_one_command_on_one_redis(
         assert packet is not None
         stored = await ns.handoffs.get(packet.id)
         pins_field = await backend.redis.hget(ns.keys.packet("executor", packet.id), "pins")
-    assert sent == ["EVALSHA"]
+    assert sent[:2] == ["EVALSHA", "MULTI"] and sent[-1] == "EXEC"
     assert stored == packet and packet.pins == [Pin(ref="one/pin", version=1)]
     assert pins_field == msgpack.packb([["one/pin", 1]])  # whole numbers, as Python packs them
     assert job_ids[1:] == [job_id("default", packet.id, 0)]

@@ -1,5 +1,5 @@
 -- KEYS[1] session hash   KEYS[2] the session's observation list
--- KEYS[3] prefix of the session's observation keys (ends in ":obs:")
+-- KEYS[3..] the hash of each observation ARGV names, in its order
 -- ARGV[1..] observation ids
 -- Deletes each listed observation the session holds and lowers its observation_count by the
 -- number deleted (ids it does not hold, or listed twice, count once or not at all).
@@ -11,7 +11,7 @@ end
 local deleted = {}
 for i = 1, #ARGV do
   if redis.call('LREM', KEYS[2], 0, ARGV[i]) > 0 then
-    redis.call('DEL', KEYS[3] .. ARGV[i])
+    redis.call('DEL', KEYS[2 + i])
     deleted[#deleted + 1] = ARGV[i]
   end
 end

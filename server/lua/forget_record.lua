@@ -1,14 +1,15 @@
--- KEYS[1] record head hash   KEYS[2] prefix of the record's version keys (ends in ":v:")
--- ARGV[1] the version the caller built on   ARGV[2] forgotten at   ARGV[3] by   ARGV[4] reason
--- ARGV[5] the empty value (msgpack nil)      ARGV[6..] tombstone hash of versions 1..n
+-- KEYS[1] record head hash   KEYS[2..n+1] the hashes of versions 1..n
+-- ARGV[1] the version the caller built on (n)   ARGV[2] forgotten at   ARGV[3] by
+-- ARGV[4] reason   ARGV[5] the empty value (msgpack nil)
+-- ARGV[6..n+5] tombstone hash of versions 1..n
 -- Replaces every version's value by a tombstone; hashes and links stay, so the chain still
 -- verifies. Returns 1, or 0 when the record moved on (the caller retries).
 
 if tonumber(redis.call('HGET', KEYS[1], 'version') or '0') ~= tonumber(ARGV[1]) then
   return 0
 end
-for i = 6, #ARGV do
-  redis.call('HSET', KEYS[2] .. (i - 5), 'value', ARGV[5], 'tombstone_hash', ARGV[i],
+for i = 2, #KEYS do
+  redis.call('HSET', KEYS[i], 'value', ARGV[5], 'tombstone_hash', ARGV[i + 4],
              'forgotten_at', ARGV[2], 'forgotten_by', ARGV[3], 'forgotten_reason', ARGV[4])
 end
 redis.call('HSET', KEYS[1], 'forgotten_at', ARGV[2])

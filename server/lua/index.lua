@@ -1,27 +1,61 @@
--- A Lua function, not a script: no keys and no arguments of its own.
+-- Lua functions, not a script: no keys and no arguments of their own.
 -- Shared by index_doc and remember: (re)index one document. keys: docs hash, meta hash,
--- stats hash, the term postings' prefix; args: doc id, its entry (msgpack {kind, project,
--- agent, len, terms}, or "" to only remove it), its meta ("kind\tproject\tagent"), its
--- length, then term / posting score pairs.
+-- stats hash, then the postings (sorted sets) of the terms args names, in their order;
+-- args: doc id, its entry (msgpack {kind, project, agent, len, terms}, or "" to only remove
+-- it), its meta ("kind\tproject\tagent"), its length, how many terms it has (N), N term /
+-- posting score pairs, then the terms of the further postings given (the document's terms
+-- when it was last indexed, as the caller believes them).
 -- A document indexed again keeps its entry's place and only moves what changed: its old
 -- terms that are gone lose their posting, every new term's posting is set (ZADD replaces a
 -- kept term's score), and the totals move by the difference.
--- Returns 1 if the doc was indexed before, else 0.
 
+-- term -> its posting's key, for every posting given.
+local function postings_of(keys, args)
+  local postings, count = {}, tonumber(args[5])
+  for i = 1, count do
+    postings[args[4 + 2 * i]] = keys[3 + i]
+  end
+  for i = 6 + 2 * count, #args do
+    postings[args[i]] = keys[3 + count + (i - 5 - 2 * count)]
+  end
+  return postings
+end
+
+-- The terms of the document's indexed entry whose postings were not given (nil when none
+-- are missing): the caller gives them and calls again, since a script touches only the
+-- keys it was given.
+local function missing_postings(keys, args)
+  local old = redis.call('HGET', keys[1], args[1])
+  if not old then
+    return nil
+  end
+  local postings, missing = postings_of(keys, args), {}
+  for _, term in ipairs(cmsgpack.unpack(old)['terms']) do
+    if not postings[term] then
+      missing[#missing + 1] = term
+    end
+  end
+  if #missing == 0 then
+    return nil
+  end
+  return missing
+end
+
+-- Returns 1 if the doc was indexed before, else 0. Every posting it touches must be given
+-- (missing_postings first).
 local function index_document(keys, args)
   local old = redis.call('HGET', keys[1], args[1])
   local adding = args[2] ~= ''
+  local postings, count = postings_of(keys, args), tonumber(args[5])
   if old then
     local entry = cmsgpack.unpack(old)
     local kept = {}
-    if adding then
-      for i = 5, #args, 2 do
-        kept[args[i]] = true
-      end
+    for i = 1, count do
+      kept[args[4 + 2 * i]] = true
     end
     for _, term in ipairs(entry['terms']) do
       if not kept[term] then
-        redis.call('ZREM', keys[4] .. term, args[1])
+        redis.call('ZREM', postings[term], args[1])
       end
     end
     if adding then
@@ -39,8 +73,8 @@ local function index_document(keys, args)
   if adding then
     redis.call('HSET', keys[1], args[1], args[2])
     redis.call('HSET', keys[2], args[1], args[3])
-    for i = 5, #args, 2 do
-      redis.call('ZADD', keys[4] .. args[i], args[i + 1], args[1])
+    for i = 1, count do
+      redis.call('ZADD', keys[3 + i], args[5 + 2 * i], args[1])
     end
   end
   if old then

@@ -1,84 +1,78 @@
--- KEYS[1] record head hash
--- KEYS[2] the new version's hash key
--- KEYS[3] the current version's hash key (unused when the record is new)
--- ARGV[1] the current version the caller built on (0 for a new record)
--- ARGV[2] the new version's sha256      ARGV[3] its confidence
--- ARGV[4] its created_at                ARGV[5] its author
--- ARGV[6] the head hash the caller built on ("" for a new record)
--- ARGV[7] its prev_hash                 ARGV[8] its value (msgpack)
--- ARGV[9] its session ("" for none)     ARGV[10] its tags (msgpack)
---
--- On one Redis, what follows a write that won comes in the same call (a cluster sends it in
--- a round trip of its own: these keys are in other slots). Absent on a cluster:
+-- KEYS[1..3] and ARGV[1..10]: see write_version.lua (the head, the new and current
+-- versions; what the version holds and the head it was built on).
+-- A whole write on one Redis: the listing entries, the version, and what follows it.
 -- KEYS[4] the namespace's refs   KEYS[5] its agents   KEYS[6] its events stream
--- KEYS[7..10] the search index: docs hash, meta hash, stats hash, term postings' prefix
--- KEYS[11..] each tag's set, then with a session: its hash, its touched hash, the sessions,
---   the active sessions and the set of namespaces
--- ARGV[11] the ref   ARGV[12] how many tags   ARGV[13] the namespace   ARGV[14] now in µs
+-- KEYS[7..9] the search index: docs hash, meta hash, stats hash
+-- KEYS[10..9+T] each tag's set (T tags), then with a session (ARGV[9]): its hash, its
+--   touched hash, the sessions, the active sessions and the set of namespaces
+-- KEYS[after those] the postings the search document's index call names (index.lua)
+-- ARGV[11] the ref   ARGV[12] how many tags (T)   ARGV[13] the namespace   ARGV[14] now (µs)
 -- ARGV[15] how many XADD arguments the event has (E), ARGV[16..15+E] those arguments, from
 --   MAXLEN on (activity.event_args)
--- ARGV[16+E] the search document ("" when the ref is not indexed), then what index_document
---   takes after it: entry, meta, length, term / posting score pairs
+-- ARGV[16+E] the search document ("" when the ref is not indexed), then what
+--   index_document takes after it: entry, meta, length, term count, term / posting score
+--   pairs, the further postings' terms
 --
 -- Returns {1, new_version} on success, its follow-ups run ({1, new_version, error} if one
 -- failed); {0, current_version, current_hash} when the head is not the one the caller built
 -- on, by number or by hash (it rebuilds on that head and retries); {-1} when the record was
--- forgotten (it takes no new versions).
+-- forgotten (it takes no new versions); {2, term, ...}, writing nothing, when the document
+-- was indexed with terms whose postings were not given (the caller gives them, retries).
+-- Runs after write_version.lua, index.lua, touch.lua and follow_ups.lua (the loader puts
+-- them in front).
 
-local head = redis.call('HMGET', KEYS[1], 'version', 'hash', 'forgotten_at')
-if head[3] then
-  return {-1}
+local refused = refused_head()
+if refused then
+  return refused
 end
-local current = tonumber(head[1] or '0')
-if current ~= tonumber(ARGV[1]) or (head[2] or '') ~= ARGV[6] then
-  return {0, current, head[2] or ''}
+local ref, tags, session = ARGV[11], tonumber(ARGV[12]), ARGV[9]
+local s = 10 + tags  -- the session's keys
+local postings = s
+if session ~= '' then
+  postings = s + 5
 end
-local new = current + 1
-local ref = ARGV[11]
-local tags = tonumber(ARGV[12] or '0')
-if ref then
-  -- Index first, as a cluster does before the script: listing finds every record written.
-  redis.call('ZADD', KEYS[4], 0, ref)
-  redis.call('SADD', KEYS[5], ARGV[5])
-  for i = 11, 10 + tags do
-    redis.call('SADD', KEYS[i], ref)
+local document = 16 + tonumber(ARGV[15])
+local index_keys = {KEYS[7], KEYS[8], KEYS[9]}
+for i = postings, #KEYS do  -- (unpack stops at Lua's stack limit: a document can have more)
+  index_keys[#index_keys + 1] = KEYS[i]
+end
+local index_args = slice(ARGV, document, #ARGV)
+if ARGV[document] ~= '' then
+  local missing = missing_postings(index_keys, index_args)
+  if missing then
+    table.insert(missing, 1, 2)
+    return missing
   end
 end
-if current > 0 then
-  local confidence = redis.call('HGET', KEYS[1], 'confidence')
-  redis.call('HSET', KEYS[3], 'superseded_by', new, 'confidence', confidence)
+
+-- Index first: listing finds every record written.
+redis.call('ZADD', KEYS[4], 0, ref)
+redis.call('SADD', KEYS[5], ARGV[5])
+for i = 10, 9 + tags do
+  redis.call('SADD', KEYS[i], ref)
 end
-redis.call('HSET', KEYS[2], 'value', ARGV[8], 'author', ARGV[5], 'session', ARGV[9],
-           'created_at', ARGV[4], 'tags', ARGV[10], 'version', new, 'hash', ARGV[2],
-           'prev_hash', ARGV[7], 'confidence', ARGV[3])
-redis.call('HSET', KEYS[1], 'version', new, 'hash', ARGV[2], 'confidence', ARGV[3],
-           'updated_at', ARGV[4], 'author', ARGV[5])
-if not ref then
-  return {1, new}
-end
+local new = write_version()
 
 -- The version is written whatever happens next: a failing follow-up costs its event,
 -- session touch or search document (as a crash between two round trips would), never the
 -- write.
-local s = 11 + tags  -- the session's keys
 local function session_touch()
   touch_session({KEYS[s], KEYS[s + 1]}, {ARGV[5], ARGV[4], ref, new})
 end
 local function session_listing()  -- in the lists, and its namespace swept
-  redis.call('ZADD', KEYS[s + 2], 'NX', ARGV[14], ARGV[9])
-  redis.call('ZADD', KEYS[s + 3], ARGV[14], ARGV[9])
+  redis.call('ZADD', KEYS[s + 2], 'NX', ARGV[14], session)
+  redis.call('ZADD', KEYS[s + 3], ARGV[14], session)
   redis.call('SADD', KEYS[s + 4], ARGV[13])
 end
-local document = 16 + tonumber(ARGV[15])
 local function event()
   redis.call('XADD', KEYS[6], unpack(ARGV, 16, document - 1))
 end
 local function search_document()
-  index_document({KEYS[7], KEYS[8], KEYS[9], KEYS[10]}, slice(ARGV, document, #ARGV))
+  index_document(index_keys, index_args)
 end
 
 local follow_ups = {event}
-if ARGV[9] ~= '' then
+if session ~= '' then
   follow_ups = {session_touch, session_listing, event}
 end
 if ARGV[document] ~= '' then

@@ -1,5 +1,5 @@
 -- KEYS[1] packet hash   KEYS[2] inbox queued   KEYS[3] inbox claimed
--- KEYS[4] inbox failed  KEYS[5] inbox expiring KEYS[6] inbox expired
+-- KEYS[4] inbox failed  KEYS[5] inbox expiring KEYS[6] inbox expired   KEYS[7] packet log
 -- ARGV[1] packet id     ARGV[2] from-state it must be in     ARGV[3] to-state
 -- (failed or expired -> queued is an operator's requeue: a fresh start, expiry and
 -- delivery count cleared; the log keeps the history)
@@ -41,5 +41,5 @@ else
     redis.call('ZADD', KEYS[4], ARGV[7], ARGV[1])
   end
 end
-move(KEYS[1], to, ARGV[4], ARGV[5], ARGV[6])
+move(KEYS[1], KEYS[7], to, ARGV[4], ARGV[5], ARGV[6])
 return {1, state, redis.call('HGET', KEYS[1], 'job_seq')}
