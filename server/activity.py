@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING
 
 import structlog
@@ -29,11 +29,20 @@ MAX_RECENT = 500
 class Activity:
     """The activity stream and session touches of one namespace."""
 
-    def __init__(self, redis: Redis, scripts: Scripts, keys: Keys, namespace: str) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        scripts: Scripts,
+        keys: Keys,
+        namespace: str,
+        batch: Callable[[], Batch],
+    ) -> None:
+        """``batch`` makes a batch for the namespace's topology."""
         self.redis = redis
         self.namespace = namespace
         self.scripts = scripts
         self.keys = keys
+        self.batch = batch
 
     # -- events -------------------------------------------------------------------------------
 
@@ -56,7 +65,7 @@ class Activity:
         self, kind: str, agent: str, text: str, *, ref: str | None = None, packet: str | None = None
     ) -> None:
         """Write one event now."""
-        batch = Batch(self.redis)
+        batch = self.batch()
         self.event(batch, kind, agent, text, ref=ref, packet=packet)
         await batch.execute()
 
@@ -76,7 +85,7 @@ class Activity:
         self, session_id: str, agent: str, seen: dict[str, int], *, listed: bool = False
     ) -> None:
         """Record activity and what a session saw (see :meth:`queue_touch`)."""
-        batch = Batch(self.redis)
+        batch = self.batch()
         self.queue_touch(batch, session_id, agent, seen, listed=listed)
         await batch.execute()
 

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from redis.asyncio import Redis
-from redis.asyncio.cluster import RedisCluster
 
 from baton.queue.dispatch import RQDispatcher
 from baton.server.activity import Activity
@@ -34,6 +33,8 @@ from baton.server.scripts import Scripts
 from baton.server.search import SearchIndex
 from baton.server.sessions import SessionStore
 from baton.server.settings import HandoffPolicy, Limits, Settings
+from baton.server.store_base import Topology
+from baton.server.topology import topology_of
 from baton.server.validation import check_namespace
 from baton.server.verify import Verifier
 
@@ -50,14 +51,12 @@ class Backend:
     dispatcher: Dispatcher | None = None
     policy: HandoffPolicy = field(default_factory=HandoffPolicy)
     scripts: Scripts = field(init=False)
+    topology: Topology = field(init=False)
     namespaces: dict[str, Namespace] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.scripts = Scripts(self.redis)
-
-    @property
-    def cluster(self) -> bool:
-        return isinstance(self.redis, RedisCluster)
+        self.topology = topology_of(self.redis)
 
     def namespace(self, name: str) -> Namespace:
         """The view of namespace ``name`` (checked; kept for reuse)."""
@@ -88,17 +87,14 @@ class Namespace:
         self.scripts = backend.scripts
         self.dispatcher = backend.dispatcher
         self.policy = backend.policy
+        self.topology = backend.topology
         self.keys = Keys(self.name)
         self.search = SearchIndex(self.redis, backend.scripts, self.keys)
-        self.activity = Activity(self.redis, self.scripts, self.keys, self.name)
+        self.activity = Activity(self.redis, self.scripts, self.keys, self.name, self.batch)
         self.heads = HeadHints()
 
-    @property
-    def cluster(self) -> bool:
-        return self.backend.cluster
-
-    def batch(self) -> Batch:
-        return Batch(self.redis)
+    def batch(self, *, transaction: bool = False) -> Batch:
+        return self.topology.batch(self.redis, transaction=transaction)
 
     @cached_property
     def records(self) -> RecordStore:

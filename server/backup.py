@@ -29,7 +29,6 @@ from redis.asyncio.client import Pipeline
 from redis.typing import EncodableT, FieldT
 
 from baton.server import codec
-from baton.server.batch import Batch
 from baton.server.errors import BatonError, InvalidInput
 from baton.server.integrity import OUTCOME_FIELDS, VERSION_FIELDS, ChainChecker
 from baton.server.keys import NAMESPACES
@@ -430,7 +429,7 @@ async def import_dump(
     (what the namespace held of it is cleared first, in the same transaction); with
     neither, the namespace is taken to hold none of them."""
     redis = ns.redis
-    single = atomic and not ns.cluster
+    single = atomic and ns.topology.transactions
     stale: list[bytes] = []
     if replace and single:  # deleted inside the import's own transaction
         stale = [key async for key in redis.scan_iter(match=ns.keys.everything, count=1000)]
@@ -473,23 +472,27 @@ async def import_dump(
     return counts
 
 
-class IndexingBatch(Batch):
-    """A batch that also (re)indexes search documents: a document whose old terms changed
-    since they were read (another writer) is indexed again after the batch."""
+class IndexingBatch:
+    """A namespace's batch that also (re)indexes search documents: a document whose old
+    terms changed since they were read (another writer) is indexed again after the batch."""
 
     def __init__(self, ns: Namespace, *, transaction: bool) -> None:
-        super().__init__(ns.redis, transaction=transaction)
+        self.batch = ns.batch(transaction=transaction)
         self.search = ns.search
         self.calls: list[tuple[int, IndexCall]] = []
+
+    @property
+    def pipe(self) -> Pipeline:
+        return self.batch.pipe
 
     def index(self, doc: str, text: str | None, **fields: Any) -> None:
         """Queue (re)indexing ``doc`` with ``text``, or taking it out (None)."""
         call = self.search.call(doc, text, **fields)
-        self.calls.append((len(self), call))
-        self.search.queue(self, call)
+        self.calls.append((len(self.batch), call))
+        self.search.queue(self.batch, call)
 
-    async def execute(self, *, raise_on_error: bool = True) -> list[Any]:
-        replies = await super().execute(raise_on_error=raise_on_error)
+    async def execute(self) -> list[Any]:
+        replies = await self.batch.execute()
         await self.search.settle(
             [call for _, call in self.calls], [replies[at] for at, _ in self.calls]
         )

@@ -16,19 +16,15 @@ packet, so a packet claimed by ``resume`` is never also run by a worker, and vic
 from __future__ import annotations
 
 import builtins
-import secrets
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 
-import msgpack
 import structlog
-from redis.typing import EncodableT
 
 from baton.server import codec
-from baton.server.activity import event_args
+from baton.server.changes import NewPacket
 from baton.server.clock import iso, now
 from baton.server.errors import (
     Forbidden,
@@ -38,7 +34,7 @@ from baton.server.errors import (
     StoreUnavailable,
     describe,
 )
-from baton.server.keys import NAMESPACES, Keys, job_id
+from baton.server.keys import job_id
 from baton.server.models import (
     PACKET_STATES,
     AgentSummary,
@@ -52,14 +48,12 @@ from baton.server.models import (
     Resumed,
     StalePin,
     SweepReport,
-    Transition,
 )
 from baton.server.records import BATCH, MAX_NOTE, NamespaceWithRecords
 from baton.server.store_base import NamespaceStore
 from baton.server.validation import check_agent, check_ref, check_session_id, check_text
 
 log = structlog.get_logger("baton.handoffs")
-MAX_ID_ATTEMPTS = 20
 MAX_SECONDS = 10 * 365 * 86_400  # expiries and leases: ten years at most
 # How many times a resume tries the next oldest packet when others claim first.
 MAX_CLAIM_ATTEMPTS = 50
@@ -135,115 +129,6 @@ def _text_list(items: Sequence[str], field: str, max_items: int, max_length: int
     return list(items)
 
 
-def _pin_refused(
-    wanted: list[tuple[str, int | None]], index: int, current: int | None
-) -> InvalidInput:
-    """Why pin ``index`` cannot be pinned: its record does not exist (``current`` None), or
-    it asks for a version after the current one."""
-    ref, version = wanted[index]
-    if current is None:
-        return InvalidInput(f"pins[{index}].ref", f"no record {ref}")
-    return InvalidInput(
-        f"pins[{index}].version", f"{ref} has no version {version} (current {current})"
-    )
-
-
-def _new_packet_id() -> str:
-    return f"h_{secrets.token_hex(4)}"
-
-
-@dataclass(frozen=True, slots=True)
-class _NewPacket:
-    """A checked handoff on its way into the store (its id is chosen per attempt)."""
-
-    from_agent: str
-    to_agent: str
-    summary: str
-    steps: list[str]
-    questions: list[str]
-    note: str | None
-    session: str | None
-    created_us: int
-    created_at: str
-    expires_us: int | None
-
-    def text(self, packet_id: str) -> str:
-        return f"{self.from_agent} handed {packet_id} to {self.to_agent}: {self.summary}"
-
-    def script_call(
-        self, keys: Keys, packet_id: str, pins: list[Pin] | None
-    ) -> tuple[list[str], list[EncodableT], list[EncodableT]]:
-        """The keys and arguments ``create_packet.lua`` takes to store the packet (the first
-        ones of ``hand_off.lua``'s), and the packet's fields: its pins field only when
-        ``pins`` are resolved already."""
-        fields: dict[str, EncodableT] = {
-            "id": packet_id,
-            "from": self.from_agent,
-            "to": self.to_agent,
-            "summary": self.summary,
-            "next": msgpack.packb(self.steps),
-            "open": msgpack.packb(self.questions),
-            "note": self.note or "",
-            "session": self.session or "",
-            "created_at": self.created_at,
-            "created_us": self.created_us,
-            "expires_us": "" if self.expires_us is None else self.expires_us,
-            "deliveries": 0,
-            "redeliveries": 0,
-            "job_seq": 0,
-        }
-        if pins is not None:
-            fields["pins"] = msgpack.packb([[pin.ref, pin.version] for pin in pins])
-        to = self.to_agent
-        keys_ = [
-            keys.packet(to, packet_id),
-            keys.packet_log(to, packet_id),
-            keys.queued(to),
-            keys.expiring(to),
-            keys.inbox_all(to),
-        ]
-        args: list[EncodableT] = [
-            packet_id,
-            self.created_us,
-            fields["expires_us"],
-            self.created_at,
-            self.from_agent,
-        ]
-        return keys_, args, [item for pair in fields.items() for item in pair]
-
-    def packet(self, packet_id: str, pins: list[Pin]) -> Packet:
-        """The packet as the script stored it, built from what was sent (not read back)."""
-        return Packet(
-            id=packet_id,
-            from_agent=self.from_agent,
-            to_agent=self.to_agent,
-            summary=self.summary,
-            next=self.steps,
-            open=self.questions,
-            pins=pins,
-            note=self.note or None,
-            session=self.session,
-            state="queued",
-            created_at=self.created_at,
-            updated_at=self.created_at,
-            expires_at=None if self.expires_us is None else iso(self.expires_us),
-            lease_until=None,
-            claimed_by=None,
-            deliveries=0,
-            redeliveries=0,
-            error=None,
-            log=[
-                Transition(
-                    at=self.created_at,
-                    agent=self.from_agent,
-                    from_state="new",
-                    to_state="queued",
-                    reason="handed off",
-                )
-            ],
-        )
-
-
 class HandoffStore(NamespaceStore):
     """Handoff packets of one namespace."""
 
@@ -290,7 +175,7 @@ class HandoffStore(NamespaceStore):
             check_text(note, "note", MAX_NOTE)
         wanted = self._check_pins(pins)
         created_us, created_at = now()
-        new = _NewPacket(
+        new = NewPacket(
             from_agent=from_agent,
             to_agent=to_agent,
             summary=summary,
@@ -302,81 +187,11 @@ class HandoffStore(NamespaceStore):
             created_at=created_at,
             expires_us=None if expires_in is None else created_us + int(expires_in * 1_000_000),
         )
-        if self.ns.cluster:
-            packet_id, resolved = await self._new_id_and_pins(to_agent, created_us, wanted, session)
-            await self._create_apart(new, packet_id, resolved)
-        else:
-            packet_id, resolved = await self._create_here(new, wanted)
+        packet_id, resolved = await self.ns.topology.create_packet(self.ns, new, wanted)
         # If the process dies here, the packet is queued without an RQ job: pull still sees
         # it, and the periodic sweep enqueues the missing job (see sweep()).
         await self._dispatch(to_agent, packet_id, 0)
         return new.packet(packet_id, resolved)
-
-    async def _create_here(
-        self, new: _NewPacket, wanted: builtins.list[tuple[str, int | None]] | None
-    ) -> tuple[str, builtins.list[Pin]]:
-        """On one Redis the whole handoff is one script call: the pins resolved (a refused
-        pin writes nothing), a free id taken, the inbox's registration, the packet and its
-        event, in that order. The id and the resolved pins."""
-        if wanted is None:  # the session's touched records, at the versions it saw
-            pin_keys = [] if new.session is None else [self.keys.session_touched(new.session)]
-            pin_args: builtins.list[EncodableT] = [-1]
-            refs: builtins.list[str] = []
-        else:
-            pin_keys = [self.keys.head(ref) for ref, _ in wanted]
-            pin_args = [len(wanted), *("" if version is None else version for _, version in wanted)]
-            refs = [ref for ref, _ in wanted]
-        for _ in range(MAX_ID_ATTEMPTS):
-            packet_id = _new_packet_id()
-            keys, args, fields = new.script_call(self.keys, packet_id, None)
-            event = event_args("handoff", new.from_agent, new.text(packet_id), packet=packet_id)
-            keys += [
-                NAMESPACES,
-                self.keys.inboxes,
-                self.keys.events,
-                self.keys.handoff_inbox,
-                self.keys.handoffs,
-                *pin_keys,
-            ]
-            args += [self.namespace, new.to_agent, *pin_args, len(event), *event]
-            args += [codec.pack(refs), *fields]
-            status, *details = await self.scripts.hand_off(keys=keys, args=args)
-            if status == b"taken":
-                continue
-            if status == b"refused":
-                assert wanted is not None
-                index, current = details
-                raise _pin_refused(wanted, int(index), int(current) if current else None)
-            pins, *failed = details
-            if failed:  # the event: the packet itself is safe
-                log.warning(
-                    "a handoff's follow-ups failed", packet=packet_id, error=codec.text(failed[0])
-                )
-            resolved = [
-                Pin(ref=ref.decode(), version=int(version))
-                for ref, version in zip(pins[::2], pins[1::2], strict=True)
-            ]
-            return packet_id, resolved
-        raise RuntimeError("could not find a free packet id")  # 2^32 ids: practically never
-
-    async def _create_apart(
-        self, new: _NewPacket, packet_id: str, pins: builtins.list[Pin]
-    ) -> None:
-        """A new packet on a cluster (its id taken and its pins resolved): the inbox's
-        registration (other slots) first, then the packet's script, then its event."""
-        keys, args, fields = new.script_call(self.keys, packet_id, pins)
-        args += fields
-        batch = self.ns.batch()
-        batch.pipe.sadd(NAMESPACES, self.namespace)
-        batch.pipe.sadd(self.keys.inboxes, new.to_agent)
-        batch.script(self.scripts.create_packet, keys, args)
-        self.activity.event(batch, "handoff", new.from_agent, new.text(packet_id), packet=packet_id)
-        replies = await batch.execute(raise_on_error=False)
-        for reply in replies[:3]:
-            if isinstance(reply, Exception):
-                raise reply
-        if isinstance(replies[3], Exception):  # the event: the packet itself is safe
-            log.warning("handoff event not written", packet=packet_id, error=describe(replies[3]))
 
     def _check_pins(
         self, pins: Sequence[dict[str, Any] | Pin] | None
@@ -402,59 +217,6 @@ class HandoffStore(NamespaceStore):
                 raise InvalidInput(f"pins[{index}].version", "must be a whole number from 1")
             wanted.append((ref, version))
         return wanted
-
-    async def _new_id_and_pins(
-        self,
-        to_agent: str,
-        created_us: int,
-        wanted: builtins.list[tuple[str, int | None]] | None,
-        session: str | None,
-    ) -> tuple[str, builtins.list[Pin]]:
-        """On a cluster: a free packet id, taken together with the indexes that find the
-        packet (written before the packet itself, so a crash in between leaves nothing
-        unfindable), and the pins resolved, in one round trip. Pins that do not resolve give
-        the id back, so a refused packet leaves nothing behind."""
-        for _ in range(MAX_ID_ATTEMPTS):
-            packet_id = _new_packet_id()
-            pipe = self.redis.pipeline(transaction=False)
-            if wanted is not None:
-                for ref, _ in wanted:
-                    pipe.hget(self.keys.head(ref), "version")
-            elif session is not None:
-                pipe.hgetall(self.keys.session_touched(session))
-            pipe.hsetnx(self.keys.handoff_inbox, packet_id, to_agent)
-            pipe.zadd(self.keys.handoffs, {packet_id: created_us}, nx=True)  # a taken id: kept
-            *reads, taken, _ = await pipe.execute()
-            if taken:
-                break
-        else:
-            raise RuntimeError("could not find a free packet id")  # 2^32 ids: practically never
-        try:
-            return packet_id, self._pins_from(wanted, reads)
-        except InvalidInput:
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.hdel(self.keys.handoff_inbox, packet_id)
-            pipe.zrem(self.keys.handoffs, packet_id)
-            await pipe.execute()
-            raise
-
-    @staticmethod
-    def _pins_from(
-        wanted: builtins.list[tuple[str, int | None]] | None, reads: builtins.list[Any]
-    ) -> builtins.list[Pin]:
-        """The pins, from the heads' versions (or the session's touched hash) just read."""
-        if wanted is None:
-            touched = codec.hash_fields(reads[0]) if reads else {}
-            return sorted(
-                (Pin(ref=ref.decode(), version=int(version)) for ref, version in touched.items()),
-                key=lambda pin: pin.ref,
-            )
-        resolved = []
-        for index, ((ref, version), current) in enumerate(zip(wanted, reads, strict=True)):
-            if current is None or (version is not None and version > int(current)):
-                raise _pin_refused(wanted, index, None if current is None else int(current))
-            resolved.append(Pin(ref=ref, version=int(current) if version is None else version))
-        return resolved
 
     async def _dispatch(self, agent: str, packet_id: str, seq: int) -> None:
         """Enqueue the packet's job. The packet is already safe in its inbox, so a failure

@@ -7,19 +7,17 @@ caller built on; a writer that lost the race rebuilds and retries, so none loses
 
 from __future__ import annotations
 
-import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 import structlog
-from redis.exceptions import RedisError
 from redis.typing import EncodableT
 
 from baton.server import codec
 from baton.server import confidence as confidence_rules
-from baton.server.activity import event_args
 from baton.server.batch import Batch
+from baton.server.changes import VersionWrite
 from baton.server.clock import utc_now
 from baton.server.errors import (
     Forbidden,
@@ -41,7 +39,6 @@ from baton.server.integrity import (
     tombstone_body,
     version_body,
 )
-from baton.server.keys import NAMESPACES
 from baton.server.models import (
     History,
     HistoryEntry,
@@ -53,7 +50,7 @@ from baton.server.models import (
     Remembered,
     StaleOutcome,
 )
-from baton.server.search import IndexCall, text_of
+from baton.server.search import text_of
 from baton.server.store_base import NamespaceParts, NamespaceStore
 from baton.server.validation import (
     check_agent,
@@ -185,7 +182,6 @@ class RecordStore(NamespaceStore):
         current, prev_hash = guess
         if not ref.startswith(UNINDEXED_SCOPE):
             await self.search.refresh_average()
-        cluster = self.ns.cluster
         document = None if ref.startswith(UNINDEXED_SCOPE) else fact_document(ref, value, tag_list)
         # The document's old terms come from what this process last indexed; the script names
         # any it was not given, and the write is sent again with them.
@@ -218,15 +214,8 @@ class RecordStore(NamespaceStore):
                 session or "",
                 codec.pack(tag_list),
             ]
-            if cluster:
-                reply = await self._write_apart(ref, agent, tag_list, keys, args)
-            else:
-                follow_keys, follow_args = self._follow_ups_inside(
-                    ref, agent, session, tag_list, index
-                )
-                reply = await self.scripts.remember(
-                    keys=[*keys, *follow_keys], args=[*args, *follow_args]
-                )
+            write = VersionWrite(ref, agent, session, tag_list, index, keys, args)
+            reply = await self.ns.topology.write_version(self.ns, write)
             if reply[0] == 2:  # the search document's old terms it was not given
                 assert index is not None
                 index = self.search.with_missing(index, reply[1:])
@@ -253,8 +242,7 @@ class RecordStore(NamespaceStore):
         else:
             raise StoreUnavailable(f"{ref}: too many concurrent writers, try again", ref=ref)
         self.heads.note(ref, current, new_hash)
-        if cluster:
-            await self._follow_up_apart(ref, current, agent, session, index)
+        await self.ns.topology.after_write(self.ns, write, current)
         return Remembered(
             ref=ref,
             version=current,
@@ -263,60 +251,6 @@ class RecordStore(NamespaceStore):
             superseded=current - 1 or None,
             created_at=created_at,
         )
-
-    async def _write_apart(
-        self, ref: str, agent: str, tags: list[str], keys: list[str], args: list[EncodableT]
-    ) -> Any:
-        """One attempt at a write on a cluster: the listing entries (in other slots) first,
-        then the version's script; its reply. Listing first: a crash in between leaves an
-        entry that readers skip, never a record that listing cannot find."""
-        batch = self.ns.batch()
-        batch.pipe.zadd(self.keys.refs, {ref: 0})
-        batch.pipe.sadd(self.keys.agents, agent)
-        for tag in tags:
-            batch.pipe.sadd(self.keys.tag(tag), ref)
-        batch.script(self.scripts.append_version, keys, args)
-        return (await batch.execute())[-1]
-
-    async def _follow_up_apart(
-        self, ref: str, version: int, agent: str, session: str | None, index: IndexCall | None
-    ) -> None:
-        """What follows a write that won, sent apart on a cluster: the session's touched set,
-        the activity event, then the search document. A failure is logged: the write
-        stands."""
-        batch = self.ns.batch()
-        if session is not None:
-            self.activity.queue_touch(batch, session, agent, {ref: version})
-        self.activity.event(batch, "remember", agent, f"{agent} wrote {ref}", ref=ref)
-        failed = [r for r in await batch.execute(raise_on_error=False) if isinstance(r, Exception)]
-        if index is not None:
-            try:
-                await self.search.run(index)
-            except RedisError as error:
-                failed.append(error)
-        if failed:
-            log.warning("a write's follow-ups failed", ref=ref, error=describe(failed[0]))
-
-    def _follow_ups_inside(
-        self, ref: str, agent: str, session: str | None, tags: list[str], index: IndexCall | None
-    ) -> tuple[list[str], list[EncodableT]]:
-        """The keys and arguments ``remember.lua`` takes after the version's, to run what
-        :meth:`_follow_up_apart` sends apart on a cluster, and the listing entries."""
-        keys = [self.keys.refs, self.keys.agents, self.keys.events]
-        keys += [self.keys.search_docs, self.keys.search_meta, self.keys.search_stats]
-        keys += [self.keys.tag(tag) for tag in tags]
-        if session is not None:
-            keys += [self.keys.session(session), self.keys.session_touched(session)]
-            keys += [self.keys.sessions, self.keys.active_sessions, NAMESPACES]
-        event = event_args("remember", agent, f"{agent} wrote {ref}", ref=ref)
-        args: list[EncodableT] = [ref, len(tags), self.ns.name, time.time_ns() // 1000]
-        args += [len(event), *event]
-        if index is None:
-            args.append("")
-        else:
-            keys += self.search.keys_of(index)[3:]
-            args += index.args
-        return keys, args
 
     def _pack_value(self, value: Any) -> tuple[bytes, bool]:
         """The value packed, and whether it is plain JSON without floats (``floatless``, see

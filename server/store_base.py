@@ -2,24 +2,56 @@
 
 Stores depend on :class:`NamespaceParts`, a protocol defined here, below them, never on
 ``baton.server.backend.Namespace``, the object that builds them (it satisfies the protocol
-by its shape). A store that needs another store says so in a protocol of its own module
-that extends this one (``handoffs`` needs ``records``, ``sessions`` needs ``memories``).
+by its shape). Its :class:`Topology` (one Redis or a cluster, ``baton.server.topology``)
+writes the changes that reach Redis differently on each. A store that needs another store
+says so in a protocol of its own module that extends this one (``handoffs`` needs
+``records``, ``sessions`` needs ``memories``).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
     from baton.server.activity import Activity
     from baton.server.batch import Batch
+    from baton.server.changes import NewPacket, VersionWrite, Wanted
     from baton.server.dispatcher import Dispatcher
     from baton.server.keys import Keys
+    from baton.server.models import Pin
     from baton.server.scripts import Scripts
     from baton.server.search import SearchIndex
     from baton.server.settings import HandoffPolicy, Limits
+
+
+class Topology(Protocol):
+    """How the stores' multi-key changes reach Redis."""
+
+    transactions: bool
+    """Whether a MULTI/EXEC can span a namespace's keys."""
+
+    def batch(self, redis: Redis, *, transaction: bool = False) -> Batch:
+        """Commands and scripts sent together (``transaction``: in one MULTI/EXEC, only
+        where :attr:`transactions`)."""
+        ...
+
+    async def write_version(self, ns: NamespaceParts, write: VersionWrite) -> list[Any]:
+        """One attempt at the write: the reply of the script that writes the version
+        (``write_version.lua`` says what it means)."""
+        ...
+
+    async def after_write(self, ns: NamespaceParts, write: VersionWrite, version: int) -> None:
+        """What follows a write that won and was not sent with it (failures are logged)."""
+        ...
+
+    async def create_packet(
+        self, ns: NamespaceParts, new: NewPacket, wanted: Wanted | None
+    ) -> tuple[str, list[Pin]]:
+        """Store a new packet with its pins resolved (``wanted`` None: the session's touched
+        records): its id and pins. A refused pin writes nothing (``InvalidInput``)."""
+        ...
 
 
 class NamespaceParts(Protocol):
@@ -40,13 +72,13 @@ class NamespaceParts(Protocol):
     @property
     def scripts(self) -> Scripts: ...
     @property
-    def cluster(self) -> bool: ...
+    def topology(self) -> Topology: ...
     @property
     def dispatcher(self) -> Dispatcher | None: ...
     @property
     def policy(self) -> HandoffPolicy: ...
 
-    def batch(self) -> Batch: ...
+    def batch(self, *, transaction: bool = False) -> Batch: ...
 
 
 class NamespaceStore:

@@ -6,7 +6,6 @@ import pytest
 from redis.exceptions import ResponseError
 
 from baton.server.backend import Backend
-from baton.server.batch import Batch
 
 pytestmark = pytest.mark.anyio
 
@@ -16,8 +15,8 @@ async def test_a_batch_applies_commands_and_scripts_in_queue_order(backend: Back
     script see what it did; replies come back in queue order. (On a cluster scripts run in
     their own stage: "index first" in a write depends on this order.)"""
     lock = "bench:{batch-test}:lock"
-    await backend.scripts.load(backend.redis)  # as at start-up (see Batch on NOSCRIPT)
-    batch = Batch(backend.redis)
+    await backend.scripts.load(backend.redis)  # as at start-up (see PipelineBatch)
+    batch = backend.topology.batch(backend.redis)
     batch.pipe.set(lock, "mine")
     batch.script(backend.scripts.release_lock, [lock], ["mine"])  # deletes it if still "mine"
     batch.pipe.get(lock)
@@ -35,7 +34,7 @@ async def test_a_script_redis_had_to_load_again_keeps_its_error_in_place(
     failing = backend.redis.register_script("return redis.error_reply('refused here')")
     for raise_on_error in (False, True):
         await backend.redis.script_flush()
-        batch = Batch(backend.redis)
+        batch = backend.topology.batch(backend.redis)
         batch.pipe.set("batch:before", "x")
         batch.script(failing, [], [])
         if raise_on_error:

@@ -506,7 +506,7 @@ async def test_a_taken_packet_id_is_never_reused(
     packet as it was."""
     first = await handoffs.handoff(from_agent="scout", to_agent="executor", summary="first")
     ids = iter([first.id, "h_0000beef"])
-    monkeypatch.setattr("baton.server.handoffs._new_packet_id", lambda: next(ids))
+    monkeypatch.setattr("baton.server.topology.new_packet_id", lambda: next(ids))
     second = await handoffs.handoff(from_agent="other", to_agent="planner", summary="second")
     assert second.id == "h_0000beef"
     assert await handoffs.get(first.id) == first

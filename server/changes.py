@@ -1,0 +1,148 @@
+"""What a store hands its topology (``baton.server.topology``) to write: one version of a
+record, one new packet. Plain data and the helpers both topologies use."""
+
+from __future__ import annotations
+
+import builtins
+import secrets
+import time
+from dataclasses import dataclass, field
+
+import msgpack
+from redis.typing import EncodableT
+
+from baton.server.clock import iso
+from baton.server.errors import InvalidInput
+from baton.server.keys import Keys
+from baton.server.models import Packet, Pin, Transition
+from baton.server.search import IndexCall
+
+# How many fresh packet ids a handoff tries (2^32 ids: one taken is practically never seen).
+MAX_ID_ATTEMPTS = 20
+# Pins asked for, as (ref, version or None for the current one).
+Wanted = builtins.list[tuple[str, int | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class VersionWrite:
+    """One attempt at writing a version, as :meth:`RecordStore.remember` hands it to the
+    topology (``baton.server.topology``): ``keys`` and ``args`` are ``write_version.lua``'s,
+    the rest what follows the write."""
+
+    ref: str
+    agent: str
+    session: str | None
+    tags: list[str]
+    index: IndexCall | None
+    keys: list[str]
+    args: list[EncodableT]
+    now_us: int = field(default_factory=lambda: time.time_ns() // 1000)
+
+
+def pin_refused(
+    wanted: list[tuple[str, int | None]], index: int, current: int | None
+) -> InvalidInput:
+    """Why pin ``index`` cannot be pinned: its record does not exist (``current`` None), or
+    it asks for a version after the current one."""
+    ref, version = wanted[index]
+    if current is None:
+        return InvalidInput(f"pins[{index}].ref", f"no record {ref}")
+    return InvalidInput(
+        f"pins[{index}].version", f"{ref} has no version {version} (current {current})"
+    )
+
+
+def new_packet_id() -> str:
+    return f"h_{secrets.token_hex(4)}"
+
+
+@dataclass(frozen=True, slots=True)
+class NewPacket:
+    """A checked handoff on its way into the store (its id is chosen per attempt)."""
+
+    from_agent: str
+    to_agent: str
+    summary: str
+    steps: list[str]
+    questions: list[str]
+    note: str | None
+    session: str | None
+    created_us: int
+    created_at: str
+    expires_us: int | None
+
+    def text(self, packet_id: str) -> str:
+        return f"{self.from_agent} handed {packet_id} to {self.to_agent}: {self.summary}"
+
+    def script_call(
+        self, keys: Keys, packet_id: str, pins: list[Pin] | None
+    ) -> tuple[list[str], list[EncodableT], list[EncodableT]]:
+        """The keys and arguments ``create_packet.lua`` takes to store the packet (the first
+        ones of ``hand_off.lua``'s), and the packet's fields: its pins field only when
+        ``pins`` are resolved already."""
+        fields: dict[str, EncodableT] = {
+            "id": packet_id,
+            "from": self.from_agent,
+            "to": self.to_agent,
+            "summary": self.summary,
+            "next": msgpack.packb(self.steps),
+            "open": msgpack.packb(self.questions),
+            "note": self.note or "",
+            "session": self.session or "",
+            "created_at": self.created_at,
+            "created_us": self.created_us,
+            "expires_us": "" if self.expires_us is None else self.expires_us,
+            "deliveries": 0,
+            "redeliveries": 0,
+            "job_seq": 0,
+        }
+        if pins is not None:
+            fields["pins"] = msgpack.packb([[pin.ref, pin.version] for pin in pins])
+        to = self.to_agent
+        keys_ = [
+            keys.packet(to, packet_id),
+            keys.packet_log(to, packet_id),
+            keys.queued(to),
+            keys.expiring(to),
+            keys.inbox_all(to),
+        ]
+        args: list[EncodableT] = [
+            packet_id,
+            self.created_us,
+            fields["expires_us"],
+            self.created_at,
+            self.from_agent,
+        ]
+        return keys_, args, [item for pair in fields.items() for item in pair]
+
+    def packet(self, packet_id: str, pins: list[Pin]) -> Packet:
+        """The packet as the script stored it, built from what was sent (not read back)."""
+        return Packet(
+            id=packet_id,
+            from_agent=self.from_agent,
+            to_agent=self.to_agent,
+            summary=self.summary,
+            next=self.steps,
+            open=self.questions,
+            pins=pins,
+            note=self.note or None,
+            session=self.session,
+            state="queued",
+            created_at=self.created_at,
+            updated_at=self.created_at,
+            expires_at=None if self.expires_us is None else iso(self.expires_us),
+            lease_until=None,
+            claimed_by=None,
+            deliveries=0,
+            redeliveries=0,
+            error=None,
+            log=[
+                Transition(
+                    at=self.created_at,
+                    agent=self.from_agent,
+                    from_state="new",
+                    to_state="queued",
+                    reason="handed off",
+                )
+            ],
+        )

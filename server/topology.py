@@ -1,0 +1,242 @@
+"""Where a namespace's keys live, as two backends behind one interface (as Litestar has its
+two channel backends): :class:`OneRedis` and :class:`Cluster`.
+
+A store writes each change once, in the terms of :class:`Topology`; the topology decides how
+it reaches Redis. On one Redis every key of a namespace is on one server: a write, a
+handoff and what follows them are each one script call (one round trip), and a batch is one
+pipeline (or MULTI/EXEC). On a cluster a script touches one hash slot, so a change goes in
+steps, each safe if the process dies after it: the entries that find a thing (listing,
+inboxes) before the thing, what follows it (events, session touches, search) after it. Every
+script is given every key it touches in either (``BATON_LUA_KEY_CHECK``).
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+import structlog
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import RedisError
+from redis.typing import EncodableT
+
+from baton.server import codec
+from baton.server.activity import event_args
+from baton.server.batch import Batch, PipelineBatch, StagedBatch
+from baton.server.changes import (
+    MAX_ID_ATTEMPTS,
+    NewPacket,
+    VersionWrite,
+    Wanted,
+    new_packet_id,
+    pin_refused,
+)
+from baton.server.errors import InvalidInput, describe
+from baton.server.keys import NAMESPACES
+from baton.server.models import Pin
+from baton.server.store_base import NamespaceParts, Topology
+
+log = structlog.get_logger("baton.topology")
+
+
+class OneRedis:
+    """One Redis server (with its replicas): every key of a namespace on one server."""
+
+    transactions = True
+
+    def batch(self, redis: Redis, *, transaction: bool = False) -> Batch:
+        return PipelineBatch(redis, transaction=transaction)
+
+    async def write_version(self, ns: NamespaceParts, write: VersionWrite) -> list[Any]:
+        """``remember.lua``: the listing entries, the version and what follows it (session
+        touch, event, search document), in one call."""
+        keys = ns.keys
+        follow_keys = [keys.refs, keys.agents, keys.events]
+        follow_keys += [keys.search_docs, keys.search_meta, keys.search_stats]
+        follow_keys += [keys.tag(tag) for tag in write.tags]
+        if write.session is not None:
+            follow_keys += [keys.session(write.session), keys.session_touched(write.session)]
+            follow_keys += [keys.sessions, keys.active_sessions, NAMESPACES]
+        event = event_args(
+            "remember", write.agent, f"{write.agent} wrote {write.ref}", ref=write.ref
+        )
+        follow_args: builtins.list[EncodableT] = [write.ref, len(write.tags), ns.name, write.now_us]
+        follow_args += [len(event), *event]
+        if write.index is None:
+            follow_args.append("")
+        else:
+            follow_keys += ns.search.keys_of(write.index)[3:]
+            follow_args += write.index.args
+        reply: list[Any] = await ns.scripts.remember(
+            keys=[*write.keys, *follow_keys], args=[*write.args, *follow_args]
+        )
+        return reply
+
+    async def after_write(self, ns: NamespaceParts, write: VersionWrite, version: int) -> None:
+        return None  # (sent with the write)
+
+    async def create_packet(
+        self, ns: NamespaceParts, new: NewPacket, wanted: Wanted | None
+    ) -> tuple[str, builtins.list[Pin]]:
+        """``hand_off.lua``: the pins resolved, a free id taken, the inbox's registration,
+        the packet and its event, in one call."""
+        keys = ns.keys
+        if wanted is None:  # the session's touched records, at the versions it saw
+            pin_keys = [] if new.session is None else [keys.session_touched(new.session)]
+            pin_args: builtins.list[EncodableT] = [-1]
+            refs: builtins.list[str] = []
+        else:
+            pin_keys = [keys.head(ref) for ref, _ in wanted]
+            pin_args = [len(wanted), *("" if version is None else version for _, version in wanted)]
+            refs = [ref for ref, _ in wanted]
+        for _ in range(MAX_ID_ATTEMPTS):
+            packet_id = new_packet_id()
+            script_keys, args, fields = new.script_call(keys, packet_id, None)
+            event = event_args("handoff", new.from_agent, new.text(packet_id), packet=packet_id)
+            script_keys += [
+                NAMESPACES,
+                keys.inboxes,
+                keys.events,
+                keys.handoff_inbox,
+                keys.handoffs,
+            ]
+            script_keys += pin_keys
+            args += [ns.name, new.to_agent, *pin_args, len(event), *event]
+            args += [codec.pack(refs), *fields]
+            status, *details = await ns.scripts.hand_off(keys=script_keys, args=args)
+            if status == b"taken":
+                continue
+            if status == b"refused":
+                assert wanted is not None
+                index, current = details
+                raise pin_refused(wanted, int(index), int(current) if current else None)
+            pins, *failed = details
+            if failed:  # the event: the packet itself is safe
+                log.warning(
+                    "a handoff's follow-ups failed", packet=packet_id, error=codec.text(failed[0])
+                )
+            resolved = [
+                Pin(ref=ref.decode(), version=int(version))
+                for ref, version in zip(pins[::2], pins[1::2], strict=True)
+            ]
+            return packet_id, resolved
+        raise RuntimeError("could not find a free packet id")  # 2^32 ids: practically never
+
+
+class Cluster:
+    """A Redis Cluster: a namespace's keys spread over hash slots; a script touches one."""
+
+    transactions = False
+
+    def batch(self, redis: Redis, *, transaction: bool = False) -> Batch:
+        if transaction:
+            raise ValueError("a Redis Cluster has no MULTI/EXEC across a namespace's keys")
+        return StagedBatch(redis)
+
+    async def write_version(self, ns: NamespaceParts, write: VersionWrite) -> list[Any]:
+        """The listing entries (in other slots) first, then ``append_version.lua``. Listing
+        first: a crash in between leaves an entry that readers skip, never a record that
+        listing cannot find."""
+        keys = ns.keys
+        batch = self.batch(ns.redis)
+        batch.pipe.zadd(keys.refs, {write.ref: 0})
+        batch.pipe.sadd(keys.agents, write.agent)
+        for tag in write.tags:
+            batch.pipe.sadd(keys.tag(tag), write.ref)
+        batch.script(ns.scripts.append_version, write.keys, write.args)
+        reply: list[Any] = (await batch.execute())[-1]
+        return reply
+
+    async def after_write(self, ns: NamespaceParts, write: VersionWrite, version: int) -> None:
+        """The session's touched set and the activity event, then the search document."""
+        batch = self.batch(ns.redis)
+        if write.session is not None:
+            ns.activity.queue_touch(batch, write.session, write.agent, {write.ref: version})
+        text = f"{write.agent} wrote {write.ref}"
+        ns.activity.event(batch, "remember", write.agent, text, ref=write.ref)
+        replies = await batch.execute(raise_on_error=False)
+        failed = [reply for reply in replies if isinstance(reply, Exception)]
+        if write.index is not None:
+            try:
+                await ns.search.run(write.index)
+            except RedisError as error:
+                failed.append(error)
+        if failed:
+            log.warning("a write's follow-ups failed", ref=write.ref, error=describe(failed[0]))
+
+    async def create_packet(
+        self, ns: NamespaceParts, new: NewPacket, wanted: Wanted | None
+    ) -> tuple[str, builtins.list[Pin]]:
+        """The id taken with the indexes that find the packet and the pins read (one round
+        trip), then the inbox's registration, the packet (``create_packet.lua``) and its
+        event."""
+        packet_id, pins = await self._new_id_and_pins(ns, new, wanted)
+        keys, args, fields = new.script_call(ns.keys, packet_id, pins)
+        batch = self.batch(ns.redis)
+        batch.pipe.sadd(NAMESPACES, ns.name)
+        batch.pipe.sadd(ns.keys.inboxes, new.to_agent)
+        batch.script(ns.scripts.create_packet, keys, [*args, *fields])
+        ns.activity.event(batch, "handoff", new.from_agent, new.text(packet_id), packet=packet_id)
+        replies = await batch.execute(raise_on_error=False)
+        for reply in replies[:3]:
+            if isinstance(reply, Exception):
+                raise reply
+        if isinstance(replies[3], Exception):  # the event: the packet itself is safe
+            log.warning("handoff event not written", packet=packet_id, error=describe(replies[3]))
+        return packet_id, pins
+
+    async def _new_id_and_pins(
+        self, ns: NamespaceParts, new: NewPacket, wanted: Wanted | None
+    ) -> tuple[str, builtins.list[Pin]]:
+        """A free packet id, taken together with the indexes that find the packet (written
+        before the packet itself, so a crash in between leaves nothing unfindable), and the
+        pins resolved, in one round trip. Pins that do not resolve give the id back, so a
+        refused packet leaves nothing behind."""
+        keys = ns.keys
+        for _ in range(MAX_ID_ATTEMPTS):
+            packet_id = new_packet_id()
+            pipe = ns.redis.pipeline(transaction=False)
+            if wanted is not None:
+                for ref, _ in wanted:
+                    pipe.hget(keys.head(ref), "version")
+            elif new.session is not None:
+                pipe.hgetall(keys.session_touched(new.session))
+            pipe.hsetnx(keys.handoff_inbox, packet_id, new.to_agent)
+            pipe.zadd(keys.handoffs, {packet_id: new.created_us}, nx=True)  # a taken id: kept
+            *reads, taken, _ = await pipe.execute()
+            if taken:
+                break
+        else:
+            raise RuntimeError("could not find a free packet id")  # 2^32 ids: practically never
+        try:
+            return packet_id, _pins_from(wanted, reads)
+        except InvalidInput:
+            pipe = ns.redis.pipeline(transaction=False)
+            pipe.hdel(keys.handoff_inbox, packet_id)
+            pipe.zrem(keys.handoffs, packet_id)
+            await pipe.execute()
+            raise
+
+
+def _pins_from(wanted: Wanted | None, reads: builtins.list[Any]) -> builtins.list[Pin]:
+    """The pins, from the heads' versions (or the session's touched hash) just read."""
+    if wanted is None:
+        touched = codec.hash_fields(reads[0]) if reads else {}
+        return sorted(
+            (Pin(ref=ref.decode(), version=int(version)) for ref, version in touched.items()),
+            key=lambda pin: pin.ref,
+        )
+    resolved = []
+    for index, ((ref, version), current) in enumerate(zip(wanted, reads, strict=True)):
+        if current is None or (version is not None and version > int(current)):
+            raise pin_refused(wanted, index, None if current is None else int(current))
+        resolved.append(Pin(ref=ref, version=int(current) if version is None else version))
+    return resolved
+
+
+def topology_of(redis: Redis) -> Topology:
+    """The topology a client talks to (``connection.async_redis`` makes a cluster client,
+    typed as its ``Redis``, for a ``redis+cluster://`` URL)."""
+    client: object = redis
+    return Cluster() if isinstance(client, RedisCluster) else OneRedis()
