@@ -128,7 +128,14 @@ def connect(settings: Settings, *, dispatch: bool = True) -> Backend:
     client = async_redis(data_url)
     dispatcher = None
     if dispatch:
-        dispatcher = RQDispatcher(sync_redis(queue_url(settings)), settings.handoffs)
+        rq_url = queue_url(settings)
+        shared = rq_url == data_url
+        dispatcher = RQDispatcher(
+            sync_redis(rq_url),
+            settings.handoffs,
+            client if shared else async_redis(rq_url),
+            shares_data_redis=shared,
+        )
     return Backend(client, settings.limits, dispatcher, settings.handoffs)
 
 

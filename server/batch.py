@@ -16,7 +16,8 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 from redis.commands.core import AsyncScript
-from redis.exceptions import NoScriptError, RedisError
+
+from baton.server.connection import queue_script
 
 ScriptCall = tuple[AsyncScript, list[Any], list[Any]]
 
@@ -44,30 +45,21 @@ class Batch(ABC):
 
 
 class PipelineBatch(Batch):
-    """One Redis: everything in one pipeline, one round trip, run in the order queued.
-
-    Scripts go in it as EVALSHA. Baton loads its scripts at startup; one the server lost
-    since (a restart, SCRIPT FLUSH) did not run, so it is loaded and run on its own after the
-    rest of the pipeline (redis-py's own answer, asking SCRIPT EXISTS before every pipeline
-    that holds a script, costs a round trip each time). Baton's batches only rely on plain
-    commands running *before* a script, which that keeps. A transaction loads its scripts
-    first: a re-run would not be part of its MULTI.
-    """
+    """One Redis: everything in one pipeline (or MULTI/EXEC), one round trip, run in the
+    order queued. A script the server lost since startup is loaded and run after the rest of
+    its pipeline (``connection.ScriptPipeline``); Baton's batches only rely on plain commands
+    running *before* a script, which that keeps."""
 
     def __init__(self, redis: Redis, *, transaction: bool = False) -> None:
         """With ``transaction``, everything runs in one MULTI/EXEC."""
-        self.redis = redis
-        self.transaction = transaction
         self._pipe = redis.pipeline(transaction=transaction)
-        self.scripts: dict[int, ScriptCall] = {}  # by position in the pipeline
 
     @property
     def pipe(self) -> Pipeline:
         return self._pipe
 
     def script(self, script: AsyncScript, keys: list[Any], args: list[Any]) -> None:
-        self.scripts[len(self._pipe)] = (script, keys, args)
-        self._pipe.evalsha(script.sha, len(keys), *keys, *args)
+        queue_script(self._pipe, script, keys, args)
 
     def __len__(self) -> int:
         return len(self._pipe)
@@ -75,21 +67,7 @@ class PipelineBatch(Batch):
     async def execute(self, *, raise_on_error: bool = True) -> list[Any]:
         if not len(self._pipe):
             return []
-        if self.transaction:
-            for script, _, _ in self.scripts.values():
-                await self.redis.script_load(script.script)  # (idempotent)
-            return await self._pipe.execute(raise_on_error=raise_on_error)
-        replies = await self._pipe.execute(raise_on_error=False)
-        for index, (script, keys, args) in self.scripts.items():
-            if isinstance(replies[index], NoScriptError):
-                try:
-                    replies[index] = await script(keys=keys, args=args)  # loads it, runs it
-                except RedisError as error:
-                    replies[index] = error
-        errors = [reply for reply in replies if isinstance(reply, Exception)]
-        if raise_on_error and errors:
-            raise errors[0]
-        return replies
+        return await self._pipe.execute(raise_on_error=raise_on_error)
 
 
 class StagedBatch(Batch):

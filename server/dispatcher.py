@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from baton.server.batch import Batch
 
 
 class Dispatcher(Protocol):
@@ -14,9 +17,16 @@ class Dispatcher(Protocol):
         """Ask a worker of ``agent`` to deliver the packet (idempotent per ``seq``)."""
         ...
 
+    def queue_drop(
+        self, batch: Batch, namespace: str, agent: str, packet_id: str, seq: int
+    ) -> bool:
+        """Queue on ``batch`` (on the data Redis) dropping the job of a packet ``resume``
+        claimed, if no worker took it yet, so queue depths stay true; False when the queue
+        is not on the data Redis (call :meth:`drop_job_later`)."""
+        ...
+
     def drop_job_later(self, namespace: str, agent: str, packet_id: str, seq: int) -> None:
-        """Drop the job of a packet ``resume`` claimed (if no worker took it yet), off the
-        caller's path: queue depths stay true."""
+        """The same drop, off the caller's path."""
         ...
 
     async def depth(self, namespace: str, agent: str) -> int:

@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 import structlog
 
 from baton.server import codec
+from baton.server.batch import Batch
 from baton.server.changes import NewPacket
 from baton.server.clock import iso, now
 from baton.server.errors import (
@@ -310,15 +311,23 @@ class HandoffStore(NamespaceStore):
         job_seq = int(claimed.get(b"job_seq", 0))
         wanted = [(pin.ref, pin.version) for pin in packet.pins]
         text = f"{claimant} claimed {packet.id} ({reason})"
+        dropped = False
+
+        def follow_ups(after: Batch) -> None:
+            """The claim's event and, for a pull, dropping the packet's RQ job (it would only
+            find its packet claimed)."""
+            nonlocal dropped
+            self.activity.event(after, "claim", claimant, text, packet=packet.id)
+            if pulled:
+                assert dispatcher is not None
+                dropped = dispatcher.queue_drop(after, self.namespace, agent, packet.id, job_seq)
+
         try:
-            # The pins are read right after the claim, with its event.
-            versions = await self.ns.records.read_versions(
-                wanted,
-                lambda after: self.activity.event(after, "claim", claimant, text, packet=packet.id),
-            )
+            # The pins are read right after the claim, with its follow-ups.
+            versions = await self.ns.records.read_versions(wanted, follow_ups)
             found = [Pinned.of(version) for version in versions]
         finally:
-            if pulled:  # the job would only find its packet claimed: it goes, read or not
+            if pulled and not dropped:  # the job goes, even if a read failed
                 assert dispatcher is not None
                 dispatcher.drop_job_later(self.namespace, agent, packet.id, job_seq)
         pins = _resolved(packet.pins, found)

@@ -485,13 +485,25 @@ class RecordStore(NamespaceStore):
 
     async def _read(self, ref: str, version: int | None) -> RecordVersion | int | None:
         """The version (the current one for None), the current version number if it is
-        missing, or None. One round trip, two when the current version is not the one this
-        process last saw."""
-        found = await self.read_versions([(ref, version)])
-        if found[0] is not None:
-            return found[0]
-        current = await self.redis.hget(self.keys.head(ref), "version")
-        return None if current is None else int(current)
+        missing, or None. One script call (not a batch: the common read), two when the
+        current version is not the one this process last saw."""
+        head: dict[bytes, bytes] | None = None
+        for _ in range(MAX_WRITE_ATTEMPTS):
+            keys, args = self._read_call(ref, version, head)
+            reply = await self.scripts.recall(keys=keys, args=args)
+            if not reply:
+                return None
+            head = codec.pairs(reply[0])
+            if len(reply) == 1:  # the current version moved on from the guess
+                continue
+            current = int(head[b"version"])
+            if not reply[1]:
+                return current
+            record = codec.record_version(ref, codec.pairs(reply[1]), head, current)
+            if version is None:
+                self.heads.note(ref, record.version, record.hash)
+            return record
+        raise StoreUnavailable(f"{ref} moved on while being read: too many concurrent writers")
 
     async def list_records(
         self,
@@ -655,15 +667,21 @@ class RecordStore(NamespaceStore):
     def _queue_read(
         self, batch: Batch, ref: str, version: int | None, head: dict[bytes, bytes] | None = None
     ) -> None:
-        """Queue ``recall.lua`` for ``ref`` at ``version``; for the current one (None), at
-        the version ``head`` names, else at the one this process last saw."""
+        """Queue ``recall.lua`` for ``ref`` at ``version`` (see :meth:`_read_call`)."""
+        keys, args = self._read_call(ref, version, head)
+        batch.script(self.scripts.recall, keys, args)
+
+    def _read_call(
+        self, ref: str, version: int | None, head: dict[bytes, bytes] | None
+    ) -> tuple[list[str], list[EncodableT]]:
+        """``recall.lua``'s keys and arguments for ``ref`` at ``version``; for the current
+        one (None), at the version ``head`` names, else at the one this process last saw."""
         if version is not None:
             number, which = version, ""
         else:
             number = int(head[b"version"]) if head else self.heads.get(ref)[0]
             which = "current"
-        keys = [self.keys.head(ref), self.keys.version(ref, number)]
-        batch.script(self.scripts.recall, keys, [number, which])
+        return [self.keys.head(ref), self.keys.version(ref, number)], [number, which]
 
     async def history(self, ref: str) -> History:
         """Every version of ``ref``, oldest first, each with whether its chain link verifies."""

@@ -167,12 +167,16 @@ BATON_SERVE = [sys.executable, "-m", "baton.server.cli", "serve"]
 # connection reaches here, to queue enough packets that resume never finds the inbox empty.
 ROUNDS = 3
 RESUME_CEILING = 2_500
-# (scenario, row label, target: at least this share of the one-GET baseline's throughput)
-THROUGHPUT_TARGETS = [
-    ("remember", "REST remember (req/s, 32 connections)", 0.6),
+# (scenario, row label, target: at least this share of the one-GET baseline's throughput,
+# None for a row reported without one: remember's 0.6 was retired by the speed decision,
+# docs/benchmarks.md)
+THROUGHPUT_TARGETS: list[tuple[str, str, float | None]] = [
+    ("remember", "REST remember (req/s, 32 connections)", None),
     ("recall", "REST recall of one ref (req/s, 32 connections)", 0.8),
     ("handoff", "REST handoff, 4 pins (req/s, 32 connections)", 0.5),
 ]
+# resume's p50 at one connection, at most this many times the one-GET baseline's
+RESUME_TARGET = 3.5
 # wrk's one-GET baseline on this machine reads ~3,900-6,000 req/s; far below that, the
 # figures would say more about the machine's state than about Baton.
 GENERATOR_FLOOR = 1_500
@@ -348,7 +352,10 @@ async def main(quick: bool, output: Path) -> None:
         for name, label, target in THROUGHPUT_TARGETS:
             runs = measured[name]
             ratio = runs.requests_per_second / b_http.requests_per_second
-            wrk_row(label, runs, b_http, f"≥ {target:.2f} × req/s", ratio, ratio >= target)
+            if target is None:
+                wrk_row(label, runs, b_http, "(reported)", ratio, None)
+            else:
+                wrk_row(label, runs, b_http, f"≥ {target:.2f} × req/s", ratio, ratio >= target)
 
         # Every packet handed to "puller" pins pin/0..3 at v1; pin/0 moves on now.
         async with httpx.AsyncClient(base_url=api_url, headers=headers) as http:
@@ -361,9 +368,9 @@ async def main(quick: bool, output: Path) -> None:
             "resume, 4 pins, one stale (p50, 1 connection)",
             resume,
             b_one,
-            "≤ 2.0 × p50",
+            f"≤ {RESUME_TARGET} × p50",
             ratio,
-            ratio <= 2.0 and resume.empty == 0,
+            ratio <= RESUME_TARGET and resume.empty == 0,
             throughput=False,
         )
         wrk_row(

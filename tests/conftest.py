@@ -19,11 +19,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-# Every Lua script, in this process and in every Baton process the tests start, refuses a
-# command on a key it was not given (scripts.py): the whole suite checks that scripts
-# declare their keys. Set before Baton is imported: scripts are read once.
-os.environ["BATON_LUA_KEY_CHECK"] = "1"
-
 import httpx
 import pytest
 import redis
@@ -55,6 +50,14 @@ os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="baton-tests-")
 # configured structlog alone): loggers are never cached, so ``capture_logs`` sees every
 # record, whichever test first used a logger.
 structlog.configure(cache_logger_on_first_use=False)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every Lua script, in this process and in every Baton process the tests start, refuses
+    a command on a key it was not given (``scripts.py``): the whole suite checks that
+    scripts declare their keys. Set here, not on import: the benchmarks import this module
+    and must measure Baton without the check."""
+    os.environ["BATON_LUA_KEY_CHECK"] = "1"
 
 
 @pytest.fixture(scope="session")

@@ -5,22 +5,29 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
 import time
+import zlib
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import redis
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from rq import Queue
 from rq.job import Job, JobStatus
 from rq.registry import FailedJobRegistry
+from rq.utils import str_to_date
 
 from baton.agents import BatonClient
-from baton.queue.dispatch import DELIVER, queue_name
+from baton.queue.dispatch import DELIVER, STORED_BLOCK, RQDispatcher, queue_name, zlib_stored
 from baton.queue.worker import AgentWorker
 from baton.server.backend import open_backend
+from baton.server.connection import async_redis
 from baton.server.handoffs import HandoffStore
 from baton.server.keys import job_id
 from baton.server.settings import HandoffPolicy, Settings
@@ -411,6 +418,84 @@ def test_agent_run_without_a_handler_says_how_to_register_one(redis_url: str) ->
 def data_url(redis_url: str) -> str:
     """Worker processes here use the plain embedded server, so the store does too."""
     return redis_url
+
+
+@given(st.binary(max_size=300))
+@example(b"")
+@example(bytes(range(256)) * (STORED_BLOCK // 256) + b"x" * (STORED_BLOCK % 256))
+@example(b"y" * (STORED_BLOCK + 1))
+@example(os.urandom(2 * STORED_BLOCK + 1))
+@settings(max_examples=50)
+def test_a_stored_zlib_stream_reads_back_as_the_data(data: bytes) -> None:
+    """What a job stores of its call is a zlib stream like any other: zlib (and so RQ)
+    reads back exactly the bytes, whatever their length (one stored block holds 64 KiB, so
+    lengths around a block's and two blocks' are tried), and the stream ends where it
+    says."""
+    reader = zlib.decompressobj()
+    assert reader.decompress(zlib_stored(data)) == data
+    assert reader.eof
+    assert reader.unused_data == b""
+
+
+def as_bytes(commands: list[list[str | bytes]]) -> list[list[bytes]]:
+    """Commands with every argument as the bytes sent."""
+    return [
+        [arg.encode() if isinstance(arg, str) else arg for arg in command] for command in commands
+    ]
+
+
+def job_hash(commands: list[list[bytes]]) -> dict[bytes, bytes]:
+    """The fields of the job's HSET with the most of them."""
+    command = max((c for c in commands if c[0] == b"HSET"), key=len)
+    return dict(zip(command[2::2], command[3::2], strict=True))
+
+
+@pytest.mark.parametrize(("packet", "seq"), [("h_0000aaaa", 0), ("h_ffff0001", 12)])
+def test_a_job_from_the_queue_template_is_byte_for_byte_rqs_own(
+    redis_url: str, sync_redis: redis.Redis, packet: str, seq: int
+) -> None:
+    """The commands a handoff sends for its job (from the queue's template, built by RQ once)
+    are exactly the commands RQ's own enqueue builds for that packet and delivery attempt,
+    the pickled call and the description included; only the timestamps differ, and they are
+    the job's own, not the template's, and the call is stored in zlib's format uncompressed
+    rather than compressed."""
+    dispatcher = RQDispatcher(sync_redis, HandoffPolicy(), async_redis(redis_url))  # never connects
+    assert dispatcher._template("default", "worker-a") is not None
+    before = datetime.now(UTC)
+    time.sleep(0.01)  # a stamp left from building the template would be older than this
+    ours = as_bytes(dispatcher.job_commands("default", "worker-a", packet, seq))
+    theirs = as_bytes(dispatcher._built_by_rq("default", "worker-a", packet, seq))
+    differ = {b"created_at", b"enqueued_at", b"data"}
+    assert [c for c in ours if c[0] != b"HSET"] == [c for c in theirs if c[0] != b"HSET"]
+    assert {k: v for k, v in job_hash(ours).items() if k not in differ} == {
+        k: v for k, v in job_hash(theirs).items() if k not in differ
+    }
+    call = zlib.decompress(job_hash(theirs)[b"data"])
+    assert job_hash(ours)[b"data"] == zlib_stored(call)
+    stamps = differ - {b"data"}
+    for stamp in stamps:
+        assert str_to_date(job_hash(ours)[stamp]) >= before
+
+
+@pytest.mark.parametrize(
+    ("agent", "packet"),
+    [
+        ("worker-a", "h_0000aaaa"),
+        ("worker-a", "imported-packet-7"),  # not the shape of Baton's ids: built by RQ
+        ("has-h_5a4p1e00-inside", "h_0000aaaa"),  # the template's sample id in the queue
+    ],
+)
+def test_every_job_calls_the_handler_with_its_own_packet(
+    redis_url: str, sync_redis: redis.Redis, agent: str, packet: str
+) -> None:
+    """Whatever the packet id and the agent's name, the job's pickled call (what a worker
+    runs) names that namespace, agent and packet, and the job waits on that agent's queue."""
+    dispatcher = RQDispatcher(sync_redis, HandoffPolicy(), async_redis(redis_url))  # never connects
+    commands = as_bytes(dispatcher.job_commands("default", agent, packet, 3))
+    function, _, args, _ = pickle.loads(zlib.decompress(job_hash(commands)[b"data"]))
+    assert (function, args) == (DELIVER, ("default", agent, packet))
+    queue = (Queue.redis_queue_namespace_prefix + queue_name("default", agent)).encode()
+    assert [b"RPUSH", queue, job_id("default", packet, 3).encode()] in commands
 
 
 async def test_a_handoffs_job_is_rqs_own_and_a_pull_drops_it(

@@ -13,7 +13,7 @@ from typing import Any, cast
 import msgspec
 import redis.exceptions
 import structlog
-from litestar import Litestar, asgi, get
+from litestar import Litestar, Request, asgi, get
 from litestar.datastructures import State
 from litestar.middleware.rate_limit import RateLimitConfig
 from litestar.openapi.config import OpenAPIConfig
@@ -95,7 +95,11 @@ async def whoami(caller: CallerDep) -> WhoAmI:
     )
 
 
-def _rate_limited(caller: Caller | None) -> bool:
+async def _rate_limited(request: Request[Any, Any, Any]) -> bool:
+    """Whether the request counts against a token's rate limit (open mode has no tokens).
+    A coroutine: Litestar runs a plain function given as its throttle check in a thread,
+    a thread hop on every request."""
+    caller: Caller | None = request.scope.get("state", {}).get(CALLER)
     return caller is not None and caller.credential.token_id is not None
 
 
@@ -174,9 +178,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             identifier_for_request=lambda request: str(
                 caller_of(request.scope).credential.token_id
             ),
-            check_throttle_handler=lambda request: _rate_limited(
-                request.scope.get("state", {}).get(CALLER)
-            ),
+            check_throttle_handler=_rate_limited,
             store="rate_limit",
         )
         middleware.append(limiter.middleware)
