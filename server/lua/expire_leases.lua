@@ -5,30 +5,24 @@
 -- Returns {requeued ids, failed ids}: leases that ran out go back to the queue (front
 -- position kept, redelivery counted) or, after max deliveries, to failed. A candidate whose
 -- lease is no longer due (renewed, settled since it was read) is left alone.
--- Runs after move.lua (the loader puts it in front): move() is defined.
+-- Runs after move.lua and due.lua (the loader puts them in front).
 
 local requeued, failed = {}, {}
-local now = tonumber(ARGV[1])
-for i = 4, #ARGV do
-  local id = ARGV[i]
-  local packet, log = KEYS[5 + 2 * (i - 4)], KEYS[6 + 2 * (i - 4)]
-  local lease = tonumber(redis.call('ZSCORE', KEYS[1], id) or '')
-  if lease and lease <= now then
-    redis.call('ZREM', KEYS[1], id)
-    redis.call('HDEL', packet, 'lease_until')
-    if tonumber(redis.call('HGET', packet, 'deliveries') or '0') >= tonumber(ARGV[3]) then
-      redis.call('HSET', packet, 'error', 'max deliveries')
-      redis.call('ZADD', KEYS[3], ARGV[1], id)
-      redis.call('ZREM', KEYS[4], id)
-      move(packet, log, 'failed', '', 'max deliveries', ARGV[2])
-      table.insert(failed, id)
-    else
-      redis.call('HINCRBY', packet, 'redeliveries', 1)
-      redis.call('HINCRBY', packet, 'job_seq', 1)
-      redis.call('ZADD', KEYS[2], redis.call('HGET', packet, 'created_us'), id)
-      move(packet, log, 'queued', '', 'lease expired', ARGV[2])
-      table.insert(requeued, id)
-    end
+each_due(KEYS[1], tonumber(ARGV[1]), 5, 4, function(id, packet, log)
+  redis.call('ZREM', KEYS[1], id)
+  redis.call('HDEL', packet, 'lease_until')
+  if tonumber(redis.call('HGET', packet, 'deliveries') or '0') >= tonumber(ARGV[3]) then
+    redis.call('HSET', packet, 'error', 'max deliveries')
+    redis.call('ZADD', KEYS[3], ARGV[1], id)
+    redis.call('ZREM', KEYS[4], id)
+    move(packet, log, 'failed', '', 'max deliveries', ARGV[2])
+    table.insert(failed, id)
+  else
+    redis.call('HINCRBY', packet, 'redeliveries', 1)
+    redis.call('HINCRBY', packet, 'job_seq', 1)
+    redis.call('ZADD', KEYS[2], redis.call('HGET', packet, 'created_us'), id)
+    move(packet, log, 'queued', '', 'lease expired', ARGV[2])
+    table.insert(requeued, id)
   end
-end
+end)
 return {requeued, failed}

@@ -5,25 +5,19 @@
 -- Returns the ids expired: queued packets past their expiry. A claimed packet keeps its
 -- entry, so that it can still expire if it is released back to the queue. A candidate no
 -- longer due (settled and requeued since it was read) is left alone.
--- Runs after move.lua (the loader puts it in front): move() is defined.
+-- Runs after move.lua and due.lua (the loader puts them in front).
 
 local expired = {}
-local now = tonumber(ARGV[1])
-for i = 3, #ARGV do
-  local id = ARGV[i]
-  local packet, log = KEYS[4 + 2 * (i - 3)], KEYS[5 + 2 * (i - 3)]
-  local expiry = tonumber(redis.call('ZSCORE', KEYS[1], id) or '')
-  if expiry and expiry <= now then
-    local state = redis.call('HGET', packet, 'state')
-    if state == 'queued' then
-      redis.call('ZREM', KEYS[2], id)
-      redis.call('ZADD', KEYS[3], ARGV[1], id)
-      move(packet, log, 'expired', '', 'expired before it was claimed', ARGV[2])
-      table.insert(expired, id)
-    end
-    if state ~= 'claimed' then
-      redis.call('ZREM', KEYS[1], id)
-    end
+each_due(KEYS[1], tonumber(ARGV[1]), 4, 3, function(id, packet, log)
+  local state = redis.call('HGET', packet, 'state')
+  if state == 'queued' then
+    redis.call('ZREM', KEYS[2], id)
+    redis.call('ZADD', KEYS[3], ARGV[1], id)
+    move(packet, log, 'expired', '', 'expired before it was claimed', ARGV[2])
+    table.insert(expired, id)
   end
-end
+  if state ~= 'claimed' then
+    redis.call('ZREM', KEYS[1], id)
+  end
+end)
 return expired
