@@ -83,20 +83,6 @@ class Pinned(NamedTuple):
             record.created_at,
         )
 
-    @classmethod
-    def read(cls, reply: list[Any]) -> Pinned | None:
-        """From a ``read_pin`` reply (claim_packet.lua); None for an unknown record or version."""
-        if not reply:
-            return None
-        current, value, author, created_at, confidence = reply
-        return cls(
-            int(current),
-            codec.unpack(value),
-            author.decode(),
-            float(confidence),
-            created_at.decode(),
-        )
-
 
 def _resolved(pins: list[Pin], found: list[Pinned | None]) -> list[ResolvedPin]:
     """Each pin's pinned version, flagged stale when the record has moved on (computed at

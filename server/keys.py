@@ -42,10 +42,6 @@ class Keys:
     def version(self, ref: str, version: int) -> str:
         return f"{self.record(ref)}:v:{version}"
 
-    def version_prefix(self, ref: str) -> str:
-        """What a version number completes into a version key (the scripts' view)."""
-        return f"{self.record(ref)}:v:"
-
     def outcomes(self, ref: str) -> str:
         return f"{self.record(ref)}:outcomes"
 
@@ -87,11 +83,8 @@ class Keys:
         """The common stem of every key of one agent's inbox."""
         return f"{self.base}:inbox:{{{agent}}}"
 
-    def packet_prefix(self, agent: str) -> str:
-        return f"{self.inbox(agent)}:packet:"
-
     def packet(self, agent: str, packet_id: str) -> str:
-        return f"{self.packet_prefix(agent)}{packet_id}"
+        return f"{self.inbox(agent)}:packet:{packet_id}"
 
     def packet_log(self, agent: str, packet_id: str) -> str:
         return f"{self.packet(agent, packet_id)}:log"
@@ -171,11 +164,7 @@ class Keys:
         return f"{self.index}:stats"
 
     def search_term(self, term: str) -> str:
-        return f"{self.search_term_prefix}{term}"
-
-    @property
-    def search_term_prefix(self) -> str:
-        return f"{self.index}:t:"
+        return f"{self.index}:t:{term}"
 
     # -- checkpoints (one hash tag: one slot for a namespace's checkpoints) ------------------
 
@@ -216,15 +205,6 @@ def queue_name(namespace: str, agent: str) -> str:
     """The RQ queue of one agent, e.g. ``baton:default:executor`` (RQ keeps it under
     ``rq:queue:<name>``)."""
     return f"{PREFIX}:{namespace}:{agent}"
-
-
-def around_ref(keys: Keys) -> tuple[str, str, str]:
-    """(prefix, head suffix, versions suffix): ``keys.head(ref)`` is prefix + ref + head
-    suffix and ``keys.version_prefix(ref)`` prefix + ref + versions suffix, for a script that
-    finds records by the refs it reads (one Redis only: those keys are not declared)."""
-    prefix, head_suffix = keys.head("\0").split("\0")
-    versions_suffix = keys.version_prefix("\0").split("\0")[1]
-    return prefix, head_suffix, versions_suffix
 
 
 def job_id(namespace: str, packet_id: str, seq: int | str) -> str:

@@ -1,6 +1,6 @@
 -- Lua functions, not a script: no keys and no arguments of their own. Shared by the scripts
--- that run what follows a change inside themselves (one Redis only): remember,
--- claim_packet and create_packet.
+-- that run what follows a change inside themselves (one Redis only): remember and
+-- hand_off.
 
 -- Copied element by element: unpack() stops at Lua's stack limit (about 8,000 values), and a
 -- large document has that many postings.
