@@ -11,7 +11,10 @@ raised as :class:`BatonAPIError` subclasses carrying the problem+json body.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
@@ -26,6 +29,7 @@ from baton.server.context_builder import FileContext
 from baton.server.memories import Consolidation, MemorySaved, Recall
 from baton.server.models import (
     AgentSummary,
+    Event,
     History,
     OutcomeEntry,
     OutcomeReport,
@@ -112,13 +116,18 @@ class Call(Generic[T]):
     params: dict[str, Any] = field(default_factory=dict)
 
 
-def _decode(call: Call[T], response: httpx.Response) -> T:
+def _raise_problem(response: httpx.Response) -> None:
+    """Raise the :class:`BatonAPIError` of an error answer (a read response)."""
     if response.status_code >= 400:
         try:
             problem = response.json()
         except ValueError:
             problem = {"detail": response.text}
         raise _ERRORS.get(response.status_code, BatonAPIError)(response.status_code, problem)
+
+
+def _decode(call: Call[T], response: httpx.Response) -> T:
+    _raise_problem(response)
     return msgspec.json.decode(response.content, type=call.result)
 
 
@@ -173,6 +182,69 @@ def _headers(
     )
 
 
+class EventStream:
+    r"""The namespace's events from the moment it is open: iterate it for :class:`Event`\ s
+    (the dashboard's Server-Sent Events stream, ``GET /v1/dashboard/events``). Opening
+    returns once the server has subscribed it, so a change made after that is delivered.
+    :meth:`close` may be called from another thread; the iteration then ends."""
+
+    def __init__(self, http: httpx.Client) -> None:
+        self._http = http
+        self._response: httpx.Response | None = None
+        self._lines: Iterator[str] = iter(())
+        self._closed = False
+
+    def __enter__(self) -> Self:
+        request = self._http.build_request("GET", "/v1/dashboard/events")
+        try:
+            self._response = self._http.send(request, stream=True)
+            if self._response.status_code >= 400:
+                self._response.read()
+                _raise_problem(self._response)
+            self._lines = self._response.iter_lines()
+            for line in self._lines:  # the server's first message says it has subscribed
+                if line.startswith(":"):
+                    break
+        except httpx.TransportError as error:
+            self.close()
+            raise UnreachableError(error) from error
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def __iter__(self) -> Iterator[Event]:
+        data: list[str] = []
+        try:
+            for line in self._lines:
+                if line.startswith("data:"):
+                    data.append(line[5:].removeprefix(" "))
+                elif not line:  # a message ends; one without data (a comment) is no event
+                    if any(data):
+                        yield msgspec.json.decode("\n".join(data), type=Event)
+                    data = []
+        except (httpx.TransportError, httpx.StreamError):
+            if not self._closed:
+                raise
+        # closed: the iteration ends
+
+    def close(self) -> None:
+        self._closed = True
+        if self._response is not None:
+            # A read blocked in another thread holds the connection; closing the response
+            # would wait for it. Shutting the socket down ends that read at once.
+            stream = self._response.extensions.get("network_stream")
+            sock = stream.get_extra_info("socket") if stream is not None else None
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+            self._response.close()
+        self._http.close()
+
+
 class BatonClient:
     """Blocking client. ``agent`` is who you are; ``session`` (optional) makes Baton remember
     what you touch, for default pins and outcome refs; call :meth:`start_session` for one.
@@ -191,6 +263,7 @@ class BatonClient:
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.agent = agent
+        self._transport = transport
         self._http = httpx.Client(
             base_url=base_url,
             headers=_headers(agent, session, namespace, token),
@@ -272,8 +345,20 @@ class BatonClient:
     def agents(self) -> list[AgentSummary]:
         return self._send(request(ops.AGENTS))
 
-    def stats(self, verify: bool = False) -> Stats:
-        return self._send(request(ops.MEMORY_STATS, verify=verify))
+    def stats(self, verify: bool = False, scope: str | None = None) -> Stats:
+        return self._send(request(ops.MEMORY_STATS, verify=verify, scope=scope))
+
+    def events(self) -> EventStream:
+        """The namespace's events from now on: ``with baton.events() as stream: for event
+        in stream: ...`` (a connection of its own, no timeout while it waits)."""
+        return EventStream(
+            httpx.Client(
+                base_url=self._http.base_url,
+                headers=self._http.headers,
+                timeout=httpx.Timeout(self._http.timeout.connect, read=None),
+                transport=self._transport,
+            )
+        )
 
     def save_memory(self, content: str, **options: Any) -> MemorySaved:
         return self._send(request(ops.SAVE_MEMORY, content=content, **options))
@@ -390,8 +475,8 @@ class AsyncBatonClient:
     async def agents(self) -> list[AgentSummary]:
         return await self._send(request(ops.AGENTS))
 
-    async def stats(self, verify: bool = False) -> Stats:
-        return await self._send(request(ops.MEMORY_STATS, verify=verify))
+    async def stats(self, verify: bool = False, scope: str | None = None) -> Stats:
+        return await self._send(request(ops.MEMORY_STATS, verify=verify, scope=scope))
 
     async def save_memory(self, content: str, **options: Any) -> MemorySaved:
         return await self._send(request(ops.SAVE_MEMORY, content=content, **options))

@@ -3,10 +3,14 @@ the baselines ``make bench`` compares it with (same event loop, same HTTP parser
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import socket
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import psutil
 import uvicorn
@@ -91,19 +95,45 @@ def serve(
     if isinstance(app, Litestar):
         settled(app)
     uvicorn.run(
-        app,
-        host=host,
-        port=port,
-        workers=workers,
-        factory=factory,
-        loop="auto",
-        http="auto",
-        access_log=False,
-        log_config=None,
-        proxy_headers=bool(trusted_proxies),
-        forwarded_allow_ips=list(trusted_proxies) or None,
-        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+        app, host=host, port=port, workers=workers, factory=factory, **_options(trusted_proxies)
     )
+
+
+def _options(trusted_proxies: Sequence[str] = ()) -> dict[str, Any]:
+    """The uvicorn settings every Baton server runs with."""
+    return {
+        "loop": "auto",
+        "http": "auto",
+        "access_log": False,
+        "log_config": None,
+        "proxy_headers": bool(trusted_proxies),
+        "forwarded_allow_ips": list(trusted_proxies) or None,
+        "timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_SECONDS,
+    }
+
+
+@contextlib.contextmanager
+def served_in_thread(app: Litestar, host: str = "127.0.0.1") -> Iterator[str]:
+    """``app`` served in a thread of this process on a free port of ``host``, with the same
+    settings as :func:`serve`; yields its base URL once it answers, stops it on exit."""
+    listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    listener.bind((host, 0))
+    port = listener.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, **_options()))
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [listener]}, name="baton-api", daemon=True
+    )
+    thread.start()
+    try:
+        while not server.started:
+            if not thread.is_alive():
+                raise RuntimeError("Baton's API stopped while starting; its log says why")
+            time.sleep(0.01)
+        yield f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    finally:
+        server.should_exit = True
+        thread.join()
+        listener.close()
 
 
 def serve_workers(

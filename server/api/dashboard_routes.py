@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
+import msgspec
 from litestar import Controller, Request, Response, get, post
 from litestar.datastructures import Cookie, State
 from litestar.enums import RequestEncodingType
@@ -165,7 +166,9 @@ class DashboardData(Controller):
                             return
                         checked = loop.time()
                     if event is not None:
-                        yield ServerSentEventMessage(data=event.text, event=event.kind, id=event.id)
+                        yield ServerSentEventMessage(
+                            data=msgspec.json.encode(event).decode(), event=event.kind, id=event.id
+                        )
                         waited = loop.time()
                     elif loop.time() - waited >= EVENT_WAIT_MS / 1000:
                         yield ServerSentEventMessage(comment="keep-alive")
