@@ -245,6 +245,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--keep", action="store_true", help="leave the API server running afterwards, to browse"
     )
     parser.add_argument(
+        "--amfs",
+        action="store_true",
+        help="tell the story through AMFS's AgentMemory on Baton, in this process "
+        "(needs the amfs extra: pip install 'baton[amfs]')",
+    )
+    parser.add_argument(
         "--write-transcript",
         nargs="?",
         const="docs/demo-transcript.md",
@@ -267,6 +273,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"cannot write the transcript to {path}: {path.parent} is not a directory "
             "(outside the repository, give --write-transcript PATH)"
         )
+    if args.amfs:
+        try:
+            from baton.demo.amfs_story import run as run_through_amfs
+        except ImportError as missing:
+            parser.error(f"--amfs needs the amfs extra ({missing}): pip install 'baton[amfs]'")
+        return run_through_amfs()
     return run(args.keep, path)
 
 

@@ -466,7 +466,7 @@ GUIDE: dict[str, tuple[list[str], str]] = {
         ["baton mcp --agent scout", "AGENT_ID=executor baton mcp"],
         f"AGENT_ID, {STORE_ENV}, MEMORY_DB",
     ),
-    "demo": (["baton demo", "baton demo --keep"], STORE_ENV),
+    "demo": (["baton demo", "baton demo --keep", "baton demo --amfs"], STORE_ENV),
     "token": (
         [
             "baton token add --agent scout",
@@ -560,7 +560,9 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.set_defaults(handler=cmd_mcp)
 
     # Listed for --help only: main() hands "baton demo ..." to the demo's own parser.
-    commands.add_parser("demo", help="run the scout/executor demo (--keep, --write-transcript)")
+    commands.add_parser(
+        "demo", help="run the scout/executor demo (--keep, --write-transcript, --amfs)"
+    )
 
     token = commands.add_parser("token", help="manage API tokens (add, list, revoke)")
     token_commands = token.add_subparsers(dest="token_command", required=True)

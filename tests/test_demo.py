@@ -96,6 +96,35 @@ def test_demo_reuses_a_running_server_and_runs_again(tmp_path: Path) -> None:
         server.stop()
 
 
+def test_the_story_told_through_amfs_sees_the_stale_pin_and_cleans_up(tmp_path: Path) -> None:
+    """``baton demo --amfs``: AMFS agents on Baton; the executor is warned about the pin
+    that moved (which AMFS alone would have served silently), drops listing/553, passes
+    every check, and stops the embedded server it started."""
+    result = run_demo(tmp_path / "data", "--amfs")
+    assert result.returncode == 0, result.stdout + result.stderr
+    for line in (
+        "  . stale: listing/553/assessment was pinned at v1, now at v2",
+        "  . adapter.read_at_version v1: apply; memory.read v2: maybe",
+        "  . dropping listing/553",
+        "  . ok: listing/482/assessment confidence is 0.84",
+        "all checks passed",
+    ):
+        assert line in result.stdout
+    assert not EmbeddedServer(tmp_path / "data").ping()
+
+
+def test_the_amfs_story_without_the_extra_says_what_to_install() -> None:
+    """Without the amfs package, ``baton demo --amfs`` exits 2 with the install line."""
+    without_amfs = (
+        "import sys; sys.modules['amfs'] = None; from baton.demo.run import main; main(['--amfs'])"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", without_amfs], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 2
+    assert "pip install 'baton[amfs]'" in result.stderr.splitlines()[-1]
+
+
 def test_compose_services_run_real_baton_commands() -> None:
     """compose.yaml has the five services on one Redis URL, with health checks and restart
     policies, and every service command is a command baton accepts."""
