@@ -40,6 +40,7 @@ from baton.server.models import (
     Remembered,
     Resumed,
     Session,
+    SessionEnded,
     Stats,
 )
 from baton.server.operation import Operation
@@ -165,6 +166,14 @@ def request(operation: Operation[Any, T], **fields: Any) -> Call[T]:
     if operation.rest.method == "GET":
         return Call("GET", path, operation.result, params=given)
     return Call(operation.rest.method, path, operation.result, json=given)
+
+
+def _end(http: httpx.Client | httpx.AsyncClient, summary: str | None) -> Call[SessionEnded]:
+    """The request that ends the session a client's requests carry."""
+    session = http.headers.get("X-Baton-Session")
+    if session is None:
+        raise ValueError("no session to end: call start_session() first")
+    return request(ops.END_SESSION, session_id=session, summary=summary)
 
 
 def _headers(
@@ -300,6 +309,13 @@ class BatonClient:
         self._http.headers["X-Baton-Session"] = session.id
         return session
 
+    def end_session(self, summary: str | None = None) -> SessionEnded:
+        """End the session :meth:`start_session` started: what it held back (``handoff``
+        with ``deliver="session_end"``) becomes claimable; later requests carry none."""
+        ended = self._send(_end(self._http, summary))
+        del self._http.headers["X-Baton-Session"]
+        return ended
+
     def remember(self, ref: str, value: Any, **options: Any) -> Remembered:
         return self._send(request(ops.REMEMBER, ref=ref, value=value, **options))
 
@@ -430,6 +446,11 @@ class AsyncBatonClient:
         session = await self._send(request(ops.START_SESSION))
         self._http.headers["X-Baton-Session"] = session.id
         return session
+
+    async def end_session(self, summary: str | None = None) -> SessionEnded:
+        ended = await self._send(_end(self._http, summary))
+        del self._http.headers["X-Baton-Session"]
+        return ended
 
     async def remember(self, ref: str, value: Any, **options: Any) -> Remembered:
         return await self._send(request(ops.REMEMBER, ref=ref, value=value, **options))

@@ -66,6 +66,8 @@ def crawl(url: str, namespace: str) -> None:
             for i, listing in listings.items()
             if board.assess(listing)[0]["verdict"] == "apply"
         ]
+        # Held until this session ends: the executor (always on, in compose) cannot act on
+        # the packet while the scout is still correcting what it pinned.
         packet = baton.handoff(
             RECEIVER,
             SUMMARY,
@@ -74,12 +76,16 @@ def crawl(url: str, namespace: str) -> None:
                 for i, item in worth
             ],
             open=["Is the 60s backoff enough, or does the board keep a longer penalty window?"],
+            deliver="session_end",
         )
         bullet(
             f"packet {packet.id} -> {RECEIVER}: {packet.summary} "
-            f"({len(packet.pins)} pinned record versions, over REST)"
+            f"({len(packet.pins)} pinned record versions, over REST, held until this "
+            "session ends)"
         )
-    asyncio.run(correct_after_handoff(url, namespace))
+        asyncio.run(correct_after_handoff(url, namespace))
+        baton.end_session("crawled the board, handed over, corrected listing/553")
+        bullet(f"session ended: packet {packet.id} is claimable now")
 
 
 async def correct_after_handoff(url: str, namespace: str) -> None:

@@ -570,6 +570,7 @@ def _queue_clear_packet(ns: Namespace, pipe: Pipeline, packet_id: str, agent: st
     keys = ns.keys
     pipe.delete(keys.packet(agent, packet_id), keys.packet_log(agent, packet_id))
     for inbox_set in (
+        keys.held,
         keys.queued,
         keys.claimed,
         keys.failed,
@@ -646,15 +647,15 @@ def _queue_packet(ns: Namespace, pipe: Pipeline, line: dict[str, Any]) -> None:
     pipe.zadd(keys.handoffs, {packet_id: created})
     pipe.zadd(keys.inbox_all(agent), {packet_id: created})
     pipe.sadd(keys.inboxes, agent)
-    if state == "queued":
-        pipe.zadd(keys.queued(agent), {packet_id: created})
+    if state in ("queued", "held"):  # a held packet waits for its sender's session again
+        pipe.zadd((keys.queued if state == "queued" else keys.held)(agent), {packet_id: created})
     elif state == "claimed":
         pipe.zadd(keys.claimed(agent), {packet_id: created})  # an old lease: swept soon
     elif state in ("failed", "expired"):
         pipe.zadd(
             keys.failed(agent) if state == "failed" else keys.expired(agent), {packet_id: created}
         )
-    if fields.get("expires_us") and state in ("queued", "claimed"):
+    if fields.get("expires_us") and state in ("held", "queued", "claimed"):
         pipe.zadd(keys.expiring(agent), {packet_id: int(fields["expires_us"])})
 
 

@@ -14,7 +14,7 @@ from redis.typing import EncodableT
 from baton.server.clock import iso
 from baton.server.errors import InvalidInput
 from baton.server.keys import Keys
-from baton.server.models import Packet, Pin, Transition
+from baton.server.models import Packet, PacketState, Pin, Transition
 from baton.server.search import IndexCall
 
 # How many fresh packet ids a handoff tries (2^32 ids: one taken is practically never seen).
@@ -70,6 +70,11 @@ class NewPacket:
     created_us: int
     created_at: str
     expires_us: int | None
+    held: bool = False  # claimable only once the sender's session ends
+
+    @property
+    def state(self) -> PacketState:
+        return "held" if self.held else "queued"
 
     def text(self, packet_id: str) -> str:
         return f"{self.from_agent} handed {packet_id} to {self.to_agent}: {self.summary}"
@@ -102,7 +107,7 @@ class NewPacket:
         keys_ = [
             keys.packet(to, packet_id),
             keys.packet_log(to, packet_id),
-            keys.queued(to),
+            keys.held(to) if self.held else keys.queued(to),
             keys.expiring(to),
             keys.inbox_all(to),
         ]
@@ -112,6 +117,7 @@ class NewPacket:
             fields["expires_us"],
             self.created_at,
             self.from_agent,
+            self.state,
         ]
         return keys_, args, [item for pair in fields.items() for item in pair]
 
@@ -127,7 +133,7 @@ class NewPacket:
             pins=pins,
             note=self.note or None,
             session=self.session,
-            state="queued",
+            state=self.state,
             created_at=self.created_at,
             updated_at=self.created_at,
             expires_at=None if self.expires_us is None else iso(self.expires_us),

@@ -128,17 +128,19 @@ class Dashboard:
         }
 
     async def pending(self) -> PendingView:
-        """Every agent's queued and claimed packets, oldest first, stale pins flagged live."""
+        """Every agent's held, queued and claimed packets, oldest first, stale pins flagged
+        live."""
         summaries = await self.handoffs.agents()
-        busy = [s for s in summaries if s.queued or s.claimed]
+        busy = [s for s in summaries if s.queued or s.claimed or s.held]
         pipe = self.redis.pipeline(transaction=False)
         for summary in busy:
+            pipe.zrange(self.keys.held(summary.agent), 0, PAGE - 1)
             pipe.zrange(self.keys.queued(summary.agent), 0, PAGE - 1)
             pipe.zrange(self.keys.claimed(summary.agent), 0, PAGE - 1)
         replies = await pipe.execute()
         by_agent: dict[str, list[Packet]] = {}
         for index, summary in enumerate(busy):
-            ids = [raw.decode() for raw in replies[2 * index] + replies[2 * index + 1]]
+            ids = [raw.decode() for part in replies[3 * index : 3 * index + 3] for raw in part]
             by_agent[summary.agent] = await self._packets(ids)
         current = await self._current_versions(
             [pin.ref for packets in by_agent.values() for p in packets for pin in p.pins]

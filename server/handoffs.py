@@ -39,6 +39,7 @@ from baton.server.keys import job_id
 from baton.server.models import (
     PACKET_STATES,
     AgentSummary,
+    Delivery,
     OutcomeKind,
     OutcomeReport,
     Packet,
@@ -139,12 +140,15 @@ class HandoffStore(NamespaceStore):
         expires_in: float | None = None,
         note: str | None = None,
         session: str | None = None,
+        deliver: Delivery = "now",
     ) -> Packet:
         """Put a packet in ``to_agent``'s inbox and on its RQ queue.
 
         ``pins`` are ``{ref, version}``; a pin without a version means the current version
         now. With ``pins`` omitted, every record ``session`` touched is pinned at the version
-        that session last saw (no session: no pins).
+        that session last saw (no session: no pins). With ``deliver="session_end"`` the
+        packet is held (pins resolved now) and becomes claimable only when ``session`` ends
+        (:meth:`send_held`), so the sender can finish its work before anyone acts on it.
         """
         from_agent = check_agent(from_agent, field="from")
         to_agent = check_agent(to_agent, field="to")
@@ -160,6 +164,13 @@ class HandoffStore(NamespaceStore):
         )
         if note is not None:
             check_text(note, "note", MAX_NOTE)
+        if deliver == "session_end":
+            if session is None:
+                raise InvalidInput(
+                    "deliver", "session_end needs a session: start one and send X-Baton-Session"
+                )
+            if await self.redis.hget(self.keys.session(session), "status") != b"active":
+                raise InvalidInput("deliver", f"session_end: session {session} is not active")
         wanted = self._check_pins(pins)
         created_us, created_at = now()
         new = NewPacket(
@@ -173,12 +184,68 @@ class HandoffStore(NamespaceStore):
             created_us=created_us,
             created_at=created_at,
             expires_us=None if expires_in is None else created_us + int(expires_in * 1_000_000),
+            held=deliver == "session_end",
         )
         packet_id, resolved = await self.ns.topology.create_packet(self.ns, new, wanted)
         # If the process dies here, the packet is queued without an RQ job: pull still sees
         # it, and the periodic sweep enqueues the missing job (see sweep()).
-        await self._dispatch(to_agent, packet_id, 0)
+        if not new.held:
+            await self._dispatch(to_agent, packet_id, 0)
         return new.packet(packet_id, resolved)
+
+    async def send_held(self, session: str | None = None) -> builtins.list[str]:
+        """Make claimable every held packet whose sender's session is no longer active (only
+        ``session``'s when given): each goes to its receiver's queue at the time it was handed
+        off, and gets its RQ job. Called when a session ends, and by the sweep (for sessions
+        abandoned, or ended by a process that died before sending). Idempotent."""
+        receivers = sorted(codec.text(raw) for raw in await self.redis.smembers(self.keys.inboxes))
+        pipe = self.redis.pipeline(transaction=False)
+        for name in receivers:
+            pipe.zrange(self.keys.held(name), 0, -1)
+        held = [
+            (name, codec.text(raw))
+            for name, ids in zip(receivers, await pipe.execute(), strict=True)
+            for raw in ids
+        ]
+        if not held:
+            return []
+        pipe = self.redis.pipeline(transaction=False)
+        for name, packet_id in held:
+            pipe.hmget(self.keys.packet(name, packet_id), "session", "from")
+        owners = await pipe.execute()
+        sessions = {codec.text(raw[0]) for raw in owners if raw[0]}
+        if session is not None:
+            sessions &= {session}
+        pipe = self.redis.pipeline(transaction=False)
+        for each in sorted(sessions):
+            pipe.hget(self.keys.session(each), "status")
+        active = {
+            each
+            for each, status in zip(sorted(sessions), await pipe.execute(), strict=True)
+            if status == b"active"
+        }
+        sent: list[str] = []
+        for (name, packet_id), (owner, sender) in zip(held, owners, strict=True):
+            owner_session = codec.text(owner) if owner else ""
+            if owner_session not in sessions or owner_session in active:
+                continue
+            keys = [
+                self.keys.packet(name, packet_id),
+                self.keys.packet_log(name, packet_id),
+                self.keys.held(name),
+                self.keys.queued(name),
+            ]
+            sender_name = codec.text(sender) if sender else ""
+            if await self.scripts.send_held(keys=keys, args=[packet_id, now()[1], sender_name]):
+                await self.activity.emit(
+                    "queued",
+                    sender_name or "baton",
+                    f"{packet_id}: {sender_name}'s session ended, it is claimable now",
+                    packet=packet_id,
+                )
+                await self._dispatch(name, packet_id, 0)
+                sent.append(packet_id)
+        return sent
 
     def _check_pins(
         self, pins: Sequence[dict[str, Any] | Pin] | None
@@ -607,6 +674,7 @@ class HandoffStore(NamespaceStore):
         pipe = self.redis.pipeline(transaction=False)
         for name in receivers:
             for key in (
+                self.keys.held(name),
                 self.keys.queued(name),
                 self.keys.claimed(name),
                 self.keys.failed(name),
@@ -615,14 +683,15 @@ class HandoffStore(NamespaceStore):
             ):
                 pipe.zcard(key)
         replies = await pipe.execute()
-        counts = dict.fromkeys(("queued", "claimed", "done", "failed", "expired"), 0)
-        for offset in range(0, len(replies), 5):
-            queued, claimed, failed, expired, every = replies[offset : offset + 5]
+        counts = dict.fromkeys(("held", "queued", "claimed", "done", "failed", "expired"), 0)
+        for offset in range(0, len(replies), 6):
+            held, queued, claimed, failed, expired, every = replies[offset : offset + 6]
+            counts["held"] += held
             counts["queued"] += queued
             counts["claimed"] += claimed
             counts["failed"] += failed
             counts["expired"] += expired
-            counts["done"] += every - queued - claimed - failed - expired
+            counts["done"] += every - held - queued - claimed - failed - expired
         return counts
 
     async def agents(self) -> builtins.list[AgentSummary]:
@@ -638,17 +707,19 @@ class HandoffStore(NamespaceStore):
             pipe.zcard(self.keys.claimed(name))
             pipe.zcard(self.keys.failed(name))
             pipe.zrange(self.keys.queued(name), 0, 0, withscores=True)
+            pipe.zcard(self.keys.held(name))
         replies = await pipe.execute()
         now_us = time.time_ns() // 1000
         summaries = []
         for offset, name in enumerate(names):
-            queued, claimed, failed, oldest = replies[4 * offset : 4 * offset + 4]
+            queued, claimed, failed, oldest, held = replies[5 * offset : 5 * offset + 5]
             summaries.append(
                 AgentSummary(
                     agent=name,
                     queued=queued,
                     claimed=claimed,
                     failed=failed,
+                    held=held,
                     oldest_queued_age_seconds=(
                         round((now_us - oldest[0][1]) / 1e6, 3) if oldest else None
                     ),
@@ -659,8 +730,10 @@ class HandoffStore(NamespaceStore):
     # -- maintenance --------------------------------------------------------------------------
 
     async def sweep(self) -> SweepReport:
-        """Expire leases and packets, and enqueue RQ jobs that went missing. Idempotent."""
+        """Send held packets whose sender's session is over, expire leases and packets, and
+        enqueue RQ jobs that went missing. Idempotent."""
         report = SweepReport(requeued=[], failed=[], expired=[], repaired=[])
+        report.sent = await self.send_held()
         for raw in await self.redis.smembers(self.keys.inboxes):
             agent = codec.text(raw)
             now_us, now_iso = now()

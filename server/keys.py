@@ -92,6 +92,10 @@ class Keys:
     def queued(self, agent: str) -> str:
         return f"{self.inbox(agent)}:queued"
 
+    def held(self, agent: str) -> str:
+        """Packets held until their sender's session ends (``deliver: session_end``)."""
+        return f"{self.inbox(agent)}:held"
+
     def claimed(self, agent: str) -> str:
         return f"{self.inbox(agent)}:claimed"
 

@@ -219,7 +219,9 @@ class ResumeHere(msgspec.Struct, kw_only=True):
 
 # -- handoffs ---------------------------------------------------------------------------------
 
-PacketState = Literal["queued", "claimed", "done", "failed", "expired"]
+PacketState = Literal["held", "queued", "claimed", "done", "failed", "expired"]
+# When a new packet becomes claimable: at once, or once the sender's session has ended.
+Delivery = Literal["now", "session_end"]
 PACKET_STATES: tuple[PacketState, ...] = get_args(PacketState)
 
 
@@ -307,6 +309,7 @@ class AgentSummary(msgspec.Struct, kw_only=True):
     claimed: int
     failed: int
     oldest_queued_age_seconds: float | None
+    held: int = 0  # waiting for their sender's session to end
 
 
 class SweepReport(msgspec.Struct, kw_only=True):
@@ -316,6 +319,7 @@ class SweepReport(msgspec.Struct, kw_only=True):
     failed: list[str]
     expired: list[str]
     repaired: list[str]
+    sent: list[str] = []  # held packets whose sender's session had ended
 
 
 class Event(msgspec.Struct, kw_only=True):

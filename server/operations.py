@@ -39,6 +39,7 @@ from baton.server.memories import (
 )
 from baton.server.models import (
     AgentSummary,
+    Delivery,
     History,
     Observed,
     OutcomeEntry,
@@ -194,7 +195,8 @@ class PinInput(Input, kw_only=True):
 
 
 class HandoffInput(Input, kw_only=True):
-    """A packet for ``to``. Without ``pins``, everything your session touched is pinned."""
+    """A packet for ``to``. Without ``pins``, everything your session touched is pinned.
+    ``deliver: session_end`` holds it until your session ends (claimable then, not before)."""
 
     to: str
     summary: str
@@ -203,6 +205,7 @@ class HandoffInput(Input, kw_only=True):
     pins: list[PinInput] | None = None
     expires_in: Seconds | None = None
     note: str | None = None
+    deliver: Delivery = "now"
 
 
 async def handoff(call: Call, i: HandoffInput) -> Packet:
@@ -216,6 +219,7 @@ async def handoff(call: Call, i: HandoffInput) -> Packet:
         expires_in=i.expires_in,
         note=i.note,
         session=call.caller.session,
+        deliver=i.deliver,
     )
 
 
@@ -317,9 +321,12 @@ class SessionEndInput(Input, kw_only=True):
 
 
 async def end_session(call: Call, i: SessionEndInput) -> SessionEnded:
-    return await call.ns.sessions.end(
+    ended = await call.ns.sessions.end(
         i.session_id, caller=call.caller, summary=i.summary, title=i.title, concepts=i.concepts
     )
+    if ended.ended:  # what it held back is claimable now (the sweep retries after a crash)
+        await call.ns.handoffs.send_held(i.session_id)
+    return ended
 
 
 class SessionsInput(Input, kw_only=True):
@@ -709,7 +716,9 @@ HANDOFF = Operation(
     "questions goes into its queue. Pins are the record versions your work is built on "
     "([{ref, version}], version omitted = current); leave pins out to pin everything you "
     "read or wrote in this session. The receiver is told if a pinned record changes "
-    "before it picks the packet up. expires_in: seconds until an unclaimed packet expires.",
+    "before it picks the packet up. expires_in: seconds until an unclaimed packet expires. "
+    'deliver: "session_end" holds the packet until your session ends, so you can finish '
+    "(and correct) your work before anyone acts on it.",
     HandoffInput,
     Packet,
     handoff,

@@ -22,6 +22,7 @@ PRELUDES = {
     "hand_off": ("move", "store_packet", "follow_ups"),
     "claim_packet": ("move", "follow_ups"),
     "settle_packet": ("move",),
+    "send_held": ("move",),
     "expire_leases": ("move", "due"),
     "expire_packets": ("move", "due"),
     "index_doc": ("index",),
@@ -73,6 +74,7 @@ class Scripts:
         self.claim_packet = register("claim_packet")
         self.renew_lease = register("renew_lease")
         self.settle_packet = register("settle_packet")
+        self.send_held = register("send_held")
         self.expire_leases = register("expire_leases")
         self.expire_packets = register("expire_packets")
         self.release_lock = register("release_lock")

@@ -176,3 +176,39 @@ def test_the_client_reaches_the_memory_operations(api_url: str) -> None:
         assert baton.consolidate(project=f"{word}-none").dry_run is True
         with pytest.raises(TypeError):
             baton.update_memory(saved.memory.id, contents="a typo in a parameter name")
+
+
+def test_a_packet_held_for_the_senders_session_end_is_sent_when_it_ends(
+    http: httpx.Client,
+) -> None:
+    """Over REST: a handoff with deliver=session_end is held while the sender corrects a
+    pinned fact; ending the session makes it claimable, and the receiver is told the pin
+    moved. Without a session the same request is a 422 naming deliver."""
+    session = http.post("/v1/sessions", json={}, headers={"X-Baton-Agent": "scout"}).json()["id"]
+    scout = {"X-Baton-Agent": "scout", "X-Baton-Session": session}
+    http.post("/v1/records", json={"ref": "listing/553/assessment", "value": 1}, headers=scout)
+    held = http.post(
+        "/v1/handoffs",
+        json={"to": "executor", "summary": "work", "deliver": "session_end"},
+        headers=scout,
+    )
+    assert held.status_code == 201 and held.json()["state"] == "held"
+    http.post("/v1/records", json={"ref": "listing/553/assessment", "value": 2}, headers=scout)
+    executor = {"X-Baton-Agent": "executor"}
+    assert (
+        http.post("/v1/agents/executor/resume", json={}, headers=executor).json()["packet"] is None
+    )
+
+    ended = http.post(f"/v1/sessions/{session}/end", json={}, headers=scout)
+    assert ended.status_code == 200, ended.text
+    resumed = http.post("/v1/agents/executor/resume", json={}, headers=executor).json()
+    assert resumed["packet"]["id"] == held.json()["id"]
+    assert [(s["ref"], s["pinned_version"], s["current_version"]) for s in resumed["stale"]] == [
+        ("listing/553/assessment", 1, 2)
+    ]
+    refused = http.post(
+        "/v1/handoffs",
+        json={"to": "executor", "summary": "work", "deliver": "session_end"},
+        headers={"X-Baton-Agent": "scout"},
+    )
+    assert refused.status_code == 422 and refused.json()["field"] == "deliver"

@@ -427,3 +427,39 @@ def test_a_dump_made_before_end_lines_imports_with_unsealed(
     loaded = baton(redis_url, "import", "--unsealed", str(dump))
     assert loaded.returncode == 0, loaded.stderr
     assert canonical(baton(redis_url, "export").stdout) == canonical(exported)
+
+
+def test_a_held_packet_comes_back_held_and_is_sent_when_its_session_ends(
+    http: httpx.Client, redis_url: str, sync_redis: redis.Redis
+) -> None:
+    """A packet held for its sender's session end is restored held (not claimable), and
+    ending that session after the import sends it."""
+    scout = {"X-Baton-Agent": "scout", "X-Baton-Session": "sess-9"}
+    http.post("/v1/sessions", json={"id": "sess-9"}, headers={"X-Baton-Agent": "scout"})
+    http.post("/v1/records", json={"ref": "source/rate", "value": "60s"}, headers=scout)
+    held = http.post(
+        "/v1/handoffs",
+        json={"to": "executor", "summary": "s", "deliver": "session_end"},
+        headers=scout,
+    ).json()
+    exported = baton(redis_url, "export")
+    assert exported.returncode == 0, exported.stderr
+    sync_redis.flushdb()
+    loaded = subprocess.run(
+        [sys.executable, "-m", "baton.server.cli", "import", "-"],
+        input=exported.stdout,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "BATON_REDIS_URL": redis_url},
+    )
+    assert loaded.returncode == 0, loaded.stderr
+    executor = {"X-Baton-Agent": "executor"}
+    assert http.get(f"/v1/handoffs/{held['id']}").json()["state"] == "held"
+    waiting = http.post("/v1/agents/executor/resume", json={}, headers=executor).json()
+    assert waiting["packet"] is None
+    http.post("/v1/sessions/sess-9/end", json={}, headers={"X-Baton-Agent": "scout"})
+    resumed = http.post("/v1/agents/executor/resume", json={}, headers=executor).json()
+    assert resumed["packet"]["id"] == held["id"]

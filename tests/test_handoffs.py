@@ -686,3 +686,107 @@ async def test_after_a_script_flush_a_handoff_still_writes_its_packet_before_its
     pushed = next(i for i, command in enumerate(log) if command.startswith(b"RPUSH rq:queue:"))
     assert written < pushed
     assert queue.job_ids == [job_id("default", packet.id, 0)]
+
+
+async def started(backend: Backend, agent: str = "scout") -> str:
+    """A new active session of ``agent``."""
+    session = await backend.namespace("default").sessions.start(caller=as_agent(agent))
+    return session.id
+
+
+async def test_a_packet_held_for_the_session_end_is_claimable_only_then(
+    dispatching_backend: Backend, sync_redis: redis.Redis
+) -> None:
+    """deliver=session_end: the packet is held (pins resolved at the handoff), no one can
+    claim it and it has no RQ job; once the sender's session ends it is queued at its
+    hand-off time, gets its job, and its pins show what moved meanwhile."""
+    ns = dispatching_backend.namespace("default")
+    handoffs, records = ns.handoffs, ns.records
+    session = await started(dispatching_backend)
+    await records.remember("listing/553/assessment", {"verdict": "apply"}, agent="scout")
+    earlier = await hand(handoffs)
+    held = await handoffs.handoff(
+        from_agent="scout",
+        to_agent="executor",
+        summary="after my session",
+        pins=[{"ref": "listing/553/assessment"}],
+        session=session,
+        deliver="session_end",
+    )
+    assert held.state == "held" and [(p.ref, p.version) for p in held.pins] == [
+        ("listing/553/assessment", 1)
+    ]
+    assert [t.to_state for t in (await handoffs.get(held.id)).log or []] == ["held"]
+    assert Queue(queue_name("default", "executor"), connection=sync_redis).job_ids == [
+        job_id("default", earlier, 0)
+    ]
+    await records.remember("listing/553/assessment", {"verdict": "maybe"}, agent="scout")
+    assert (await handoffs.resume("executor")).packet.id == earlier  # type: ignore[union-attr]
+    assert (await handoffs.resume("executor")).packet is None
+    assert (await handoffs.counts())["held"] == 1
+    assert await handoffs.send_held(session) == []  # the session is still active
+
+    await ns.sessions.end(session, caller=as_agent("scout"))
+    assert await handoffs.send_held(session) == [held.id]
+    assert await handoffs.send_held(session) == []  # sent once
+    assert (
+        job_id("default", held.id, 0)
+        in Queue(queue_name("default", "executor"), connection=sync_redis).job_ids
+    )
+    resumed = await handoffs.resume("executor")
+    assert resumed.packet is not None and resumed.packet.id == held.id
+    assert [(s.ref, s.pinned_version, s.current_version) for s in resumed.stale] == [
+        ("listing/553/assessment", 1, 2)
+    ]
+    log = (await handoffs.get(held.id)).log or []
+    assert [t.to_state for t in log] == ["held", "queued", "claimed"]
+    assert log[1].reason == "the sender's session ended"
+
+
+async def test_the_sweep_sends_what_an_abandoned_session_held(
+    dispatching_backend: Backend,
+) -> None:
+    """A session that goes idle is abandoned by the sweep, which then sends what it held;
+    an active session's packet stays held."""
+    ns = dispatching_backend.namespace("default")
+    idle, busy = await started(dispatching_backend), await started(dispatching_backend)
+    gone = await hand(ns.handoffs, session=idle, deliver="session_end")
+    kept = await hand(ns.handoffs, session=busy, deliver="session_end")
+    assert await ns.sessions.abandon_idle(-1) != []
+    await ns.sessions.start(caller=as_agent("scout"), session_id=busy)  # active again
+    report = await ns.handoffs.sweep()
+    assert report.sent == [gone]
+    assert (await ns.handoffs.get(gone)).state == "queued"
+    assert (await ns.handoffs.get(kept)).state == "held"
+
+
+async def test_holding_needs_an_active_session_of_the_sender(
+    dispatching_backend: Backend,
+) -> None:
+    """deliver=session_end without a session, or with one that has ended, is a 422 naming
+    deliver, and writes no packet."""
+    ns = dispatching_backend.namespace("default")
+    with pytest.raises(InvalidInput, match="needs a session") as refused:
+        await hand(ns.handoffs, deliver="session_end")
+    assert refused.value.field == "deliver"
+    session = await started(dispatching_backend)
+    await ns.sessions.end(session, caller=as_agent("scout"))
+    with pytest.raises(InvalidInput, match="is not active"):
+        await hand(ns.handoffs, session=session, deliver="session_end")
+    assert (await ns.handoffs.list()).packets == []
+
+
+async def test_a_held_packet_expires_once_sent_if_its_time_ran_out(
+    dispatching_backend: Backend,
+) -> None:
+    """expires_in counts from the handoff: a held packet is not expired while held (its
+    receiver could not have claimed it), and expires at the first sweep after it is sent."""
+    ns = dispatching_backend.namespace("default")
+    session = await started(dispatching_backend)
+    packet = await hand(ns.handoffs, session=session, deliver="session_end", expires_in=0.05)
+    await asyncio.sleep(0.1)
+    assert (await ns.handoffs.sweep()).expired == []
+    assert (await ns.handoffs.get(packet)).state == "held"
+    await ns.sessions.end(session, caller=as_agent("scout"))
+    report = await ns.handoffs.sweep()
+    assert (report.sent, report.expired) == ([packet], [packet])

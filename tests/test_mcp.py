@@ -173,7 +173,14 @@ async def test_every_tool_in_the_reference_story(scout: Client, executor: Client
     assert report["handoff"]["state"] == "done"
     stats = await call(executor, "memory_stats", verify=True)
     assert (stats["refs"], stats["versions"], stats["outcomes"], stats["broken"]) == (2, 3, 1, [])
-    assert stats["handoffs"] == {"queued": 0, "claimed": 0, "done": 1, "failed": 0, "expired": 0}
+    assert stats["handoffs"] == {
+        "held": 0,
+        "queued": 0,
+        "claimed": 0,
+        "done": 1,
+        "failed": 0,
+        "expired": 0,
+    }
     assert (await call(executor, "resume"))["packet"] is None
 
 

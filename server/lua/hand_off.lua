@@ -1,17 +1,18 @@
--- KEYS[1] packet hash   KEYS[2] packet log   KEYS[3] inbox queued   KEYS[4] inbox expiring
+-- KEYS[1] packet hash   KEYS[2] packet log   KEYS[3] inbox queued (or held)   KEYS[4] expiring
 -- KEYS[5] inbox all     KEYS[6] the set of namespaces   KEYS[7] the namespace's inboxes
 -- KEYS[8] its events    KEYS[9] the packet-to-inbox hash   KEYS[10] every packet by time
 -- KEYS[11..] for pins asked for, each pin's record head hash; for the session's touched
 --            records, that session's touched hash (none without a session: no pins)
 -- ARGV[1] packet id     ARGV[2] created (µs)   ARGV[3] expires (µs) or ""
--- ARGV[4] created_at    ARGV[5] sender         ARGV[6] the namespace   ARGV[7] the receiver
--- ARGV[8] how many pins were asked for (P), or -1 for the records the sender's session
+-- ARGV[4] created_at    ARGV[5] sender         ARGV[6] first state: queued or held
+-- ARGV[7] the namespace   ARGV[8] the receiver
+-- ARGV[9] how many pins were asked for (P), or -1 for the records the sender's session
 --         touched, at the versions it saw
--- ARGV[9..8+P] each pin's version ("" for the current one), in the order of their heads
--- ARGV[9+P] how many XADD arguments the event has (E), ARGV[10+P..9+P+E] those arguments
+-- ARGV[10..9+P] each pin's version ("" for the current one), in the order of their heads
+-- ARGV[10+P] how many XADD arguments the event has (E), ARGV[11+P..10+P+E] those arguments
 --           from MAXLEN on (activity.event_args)
--- ARGV[10+P+E] the pins' refs, in the order of their heads (a msgpack list)
--- ARGV[11+P+E..] field/value pairs of the packet
+-- ARGV[11+P+E] the pins' refs, in the order of their heads (a msgpack list)
+-- ARGV[12+P+E..] field/value pairs of the packet
 -- A whole handoff on one Redis: the pins resolved (a refused pin writes nothing), the id
 -- taken, the inbox's registration before the packet, and its event after it.
 -- Returns {"stored", pins} with pins the resolved pins ({ref, version, ref, version, ...}),
@@ -33,8 +34,8 @@ local function bytewise_before(a, b)
   return #a < #b
 end
 
-local count = tonumber(ARGV[8])
-local event_first = 10 + math.max(count, 0)
+local count = tonumber(ARGV[9])
+local event_first = 11 + math.max(count, 0)
 local event_last = event_first - 1 + tonumber(ARGV[event_first - 1])
 local refs = cmsgpack.unpack(ARGV[event_last + 1])
 
@@ -52,7 +53,7 @@ local function resolved_pins()
     return pins
   end
   for i = 1, count do
-    local wanted = ARGV[8 + i]
+    local wanted = ARGV[9 + i]
     local current = redis.call('HGET', KEYS[10 + i], 'version')
     if not current then
       return nil, {'refused', i - 1, ''}
@@ -71,7 +72,7 @@ local pins, refusal = resolved_pins()
 if not pins then
   return refusal
 end
-if redis.call('HSETNX', KEYS[9], ARGV[1], ARGV[7]) == 0 then
+if redis.call('HSETNX', KEYS[9], ARGV[1], ARGV[8]) == 0 then
   return {'taken'}
 end
 redis.call('ZADD', KEYS[10], 'NX', ARGV[2], ARGV[1])
@@ -83,9 +84,9 @@ for _, pin in ipairs(pins) do
   reply[2][#reply[2] + 1] = pin[1]
   reply[2][#reply[2] + 1] = pin[2]
 end
-redis.call('SADD', KEYS[6], ARGV[6])
-redis.call('SADD', KEYS[7], ARGV[7])
-store_packet(KEYS, ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], fields)
+redis.call('SADD', KEYS[6], ARGV[7])
+redis.call('SADD', KEYS[7], ARGV[8])
+store_packet(KEYS, ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], fields)
 reply[3] = run_follow_ups({function()
   redis.call('XADD', KEYS[8], unpack(ARGV, event_first, event_last))
 end})
