@@ -26,6 +26,7 @@ import msgspec
 from baton.server import operations as ops
 from baton.server.agentmemory_shapes import Saved
 from baton.server.context_builder import FileContext
+from baton.server.endpoint import token_of
 from baton.server.memories import Consolidation, MemorySaved, Recall
 from baton.server.models import (
     AgentSummary,
@@ -179,8 +180,9 @@ def _end(http: httpx.Client | httpx.AsyncClient, summary: str | None) -> Call[Se
 def _headers(
     agent: str, session: str | None, namespace: str | None, token: str | None
 ) -> dict[str, str]:
-    """Identity headers; ``token`` defaults to ``BATON_TOKEN`` (an empty string sends none)."""
-    token = os.environ.get("BATON_TOKEN") if token is None else token
+    """Identity headers; ``token`` defaults to ``BATON_TOKEN`` (or ``BATON_TOKEN_FILE``; an
+    empty string sends none)."""
+    token = token_of(os.environ) if token is None else token
     return _drop_none(
         {
             "X-Baton-Agent": agent,

@@ -25,7 +25,7 @@ import redis
 from baton.agents.host_setup import HOSTS, Host, mcp_config
 from baton.server.connection import sync_redis
 from baton.server.embedded import EmbeddedServer
-from baton.server.endpoint import base_url_of
+from baton.server.endpoint import base_url_of, token_of
 from baton.server.settings import Settings
 
 Level = Literal["ok", "warn", "FAIL"]
@@ -84,7 +84,11 @@ def _store(settings: Settings) -> Iterator[Finding]:
 
 def _api(environ: Mapping[str, str]) -> Iterator[Finding]:
     url = base_url_of(environ)
-    token = environ.get("BATON_TOKEN")
+    try:
+        token = token_of(environ)
+    except ValueError as error:
+        yield Finding("FAIL", f"{error}: fix the path or set BATON_TOKEN")
+        return
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
         with httpx.Client(base_url=url, timeout=TIMEOUT, headers=headers) as client:

@@ -31,7 +31,7 @@ import time
 
 from baton.agents.spool import RETRY_STATUSES, Busy, Rejected, Spool, Unreachable
 from baton.server.clock import utc_now
-from baton.server.endpoint import base_url_of, data_dir_of
+from baton.server.endpoint import base_url_of, data_dir_of, token_of
 
 TYPE_CHECKING = False  # typing itself costs a few milliseconds of every call
 if TYPE_CHECKING:
@@ -494,7 +494,11 @@ def main(arguments: list[str]) -> int:
     if len(rest) > 1 or any(argument.startswith("-") for argument in rest):
         print(f"baton hook: unexpected arguments {' '.join(rest)}\n{USAGE}", file=sys.stderr)
         return 2 if checking or flushing else 0
-    token = os.environ.get("BATON_TOKEN") or None
+    try:
+        token = token_of(os.environ)
+    except ValueError as error:  # an unreadable BATON_TOKEN_FILE: say so, never block
+        print(f"baton hook: {error}", file=sys.stderr)
+        return 1 if checking or flushing else 0
     # With a token the hook acts as the token's agent unless AGENT_ID names one (Baton
     # checks the name: a bad one is answered 400 and printed as one line).
     agent = os.environ.get("AGENT_ID") or (None if token else "claude-code")

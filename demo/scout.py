@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 from collections.abc import Sequence
 
 import httpx
@@ -21,6 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 from baton.agents import BatonClient
 from baton.demo import board
 from baton.demo.transcript import bullet, section
+from baton.server.endpoint import token_of
 
 AGENT = "scout"
 RECEIVER = "executor"
@@ -92,7 +94,10 @@ async def correct_after_handoff(url: str, namespace: str) -> None:
     """The board changed after the handoff: re-assess 553 through the MCP tools over HTTP."""
     edited = board.listings(after_edits=True)[553]
     value, confidence = board.assess(edited)
+    token = token_of(os.environ)
     headers = {"X-Baton-Agent": AGENT, "X-Baton-Namespace": namespace}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
     async with httpx.AsyncClient(headers=headers) as http:
         # mcp annotates http_client as httpx2.AsyncClient (the httpx fork it is built on); an
         # httpx.AsyncClient works too: the transport only calls what both clients share.

@@ -26,6 +26,7 @@ from baton.server.connection import (
     write_refused,
 )
 from baton.server.embedded import EmbeddedServerError
+from baton.server.endpoint import token_of
 from baton.server.errors import BatonError
 from baton.server.identity import ANONYMOUS
 from baton.server.logs import configure_logging
@@ -120,6 +121,8 @@ def cmd_token(args: argparse.Namespace) -> int:
                 f"{' (admin)' if issued.token.admin else ''}; shown once, store it now",
                 file=sys.stderr,
             )
+        elif args.token_command == "bootstrap":
+            await _bootstrap(tokens, Path(args.file), token_of(os.environ))
         elif args.token_command == "list":
             for token in await tokens.list():
                 print(
@@ -135,6 +138,29 @@ def cmd_token(args: argparse.Namespace) -> int:
 
     result: int = asyncio.run(_in_namespace(None, run))
     return result
+
+
+async def _bootstrap(tokens: TokenStore, path: Path, given: str | None) -> None:
+    """Make sure the admin token in ``path`` is live: a new one is made (or ``given``, the
+    caller's ``BATON_TOKEN``, registered) and written there (mode 0600) when the file does
+    not exist; a file's token is registered again only in a store that has no tokens at all
+    (a fresh Redis), never over a revoked one. Idempotent: for a deployment's start-up."""
+    secret = path.read_text().strip() if path.exists() else given
+    if secret and await tokens.check(secret):
+        print(f"{path}: its admin token is live", file=sys.stderr)
+        return
+    if secret and path.exists() and await tokens.any():
+        raise SystemExit(
+            f"baton token bootstrap: the token in {path} is not live here (revoked or expired); "
+            "delete the file to make a new one"
+        )
+    issued = await tokens.add("admin", admin=True, secret=secret)
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as out:
+            out.write(issued.secret + "\n")
+    print(f"{path}: admin token {issued.token.id} is live", file=sys.stderr)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -473,6 +499,7 @@ GUIDE: dict[str, tuple[list[str], str]] = {
             "baton token add --agent ops --admin",
             "baton token list",
             "baton token revoke tok_1a2b3c4d",
+            "baton token bootstrap --file /run/baton/admin-token",
         ],
         "BATON_REDIS_URL",
     ),
@@ -564,7 +591,7 @@ def build_parser() -> argparse.ArgumentParser:
         "demo", help="run the scout/executor demo (--keep, --write-transcript, --amfs)"
     )
 
-    token = commands.add_parser("token", help="manage API tokens (add, list, revoke)")
+    token = commands.add_parser("token", help="manage API tokens (add, bootstrap, list, revoke)")
     token_commands = token.add_subparsers(dest="token_command", required=True)
     add = token_commands.add_parser("add", help="create a token; its secret is printed once")
     add.add_argument("--agent", required=True, help="the agent the token acts as")
@@ -576,6 +603,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         help="namespace the token may use; repeatable (default all)",
     )
+    bootstrap = token_commands.add_parser(
+        "bootstrap",
+        help="make sure FILE holds a live admin token (written once: BATON_TOKEN, or a new "
+        "one); for a deployment's start-up",
+    )
+    bootstrap.add_argument("--file", required=True, help="where the token is kept (mode 0600)")
     token_commands.add_parser("list", help="tokens, without their secrets")
     revoke = token_commands.add_parser("revoke", help="revoke a token by id")
     revoke.add_argument("id")

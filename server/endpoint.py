@@ -40,3 +40,22 @@ def data_dir_of(environ: Mapping[str, str]) -> str:
         return os.path.abspath(os.path.expanduser(memory_db)) + MEMORY_DB_SUFFIX
     xdg = environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
     return os.path.join(xdg, "baton")
+
+
+def token_of(environ: Mapping[str, str]) -> str | None:
+    """The token agents send: ``BATON_TOKEN``, else the first line of the file
+    ``BATON_TOKEN_FILE`` names (a secret mounted in a container, say); None for neither.
+    A named file that cannot be read is a ValueError saying so."""
+    if environ.get("BATON_TOKEN"):
+        return environ["BATON_TOKEN"]
+    path = environ.get("BATON_TOKEN_FILE")
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as source:
+            token = source.readline().strip()
+    except OSError as error:
+        raise ValueError(f"BATON_TOKEN_FILE {path}: {error.strerror or error}") from None
+    if not token:
+        raise ValueError(f"BATON_TOKEN_FILE {path} is empty")
+    return token

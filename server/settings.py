@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, TypeVar, get_args
 
-from baton.server.endpoint import DEFAULT_HOST, DEFAULT_PORT, base_url, data_dir_of
+from baton.server.endpoint import DEFAULT_HOST, DEFAULT_PORT, base_url, data_dir_of, token_of
 from baton.server.errors import InvalidInput
 
 # Which requests get an access-log line: every one, failed or slow ones (default), none.
@@ -95,7 +95,8 @@ class Settings:
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
         """Read ``BATON_REDIS_URL``, ``BATON_DATA_DIR``, ``BATON_APPENDFSYNC``, ``BATON_NAMESPACE``,
         ``BATON_HOST``, ``BATON_PORT``, ``BATON_URL``, ``BATON_QUEUE_URL``,
-        ``BATON_MAX_VALUE_BYTES``, ``BATON_SESSION_IDLE_HOURS``, ``BATON_TOKEN``,
+        ``BATON_MAX_VALUE_BYTES``, ``BATON_SESSION_IDLE_HOURS``, ``BATON_TOKEN`` (or
+        ``BATON_TOKEN_FILE``),
         ``BATON_ALLOWED_HOSTS``, ``BATON_RATE_LIMIT``, ``BATON_AUTH_FAILURES``,
         ``BATON_SIGNING_KEY``, ``BATON_CHECKPOINT_INTERVAL``, ``BATON_MAX_STREAMS``,
         ``BATON_ACCESS_LOG``,
@@ -118,7 +119,7 @@ class Settings:
             queue_url=_redis_url(env.get("BATON_QUEUE_URL"), "BATON_QUEUE_URL"),
             agentmemory_secret=env.get("AGENTMEMORY_SECRET") or None,
             agentmemory_agent=env.get("AGENTMEMORY_AGENT") or "agentmemory",
-            token=env.get("BATON_TOKEN") or None,
+            token=token_of(env),
             allowed_hosts=tuple(
                 host.strip().lower()
                 for host in env.get("BATON_ALLOWED_HOSTS", "").split(",")

@@ -81,6 +81,10 @@ def parse_duration(text: str) -> int:
     return seconds
 
 
+# What a token secret looks like: ours are bt_ + 43 characters of secrets.token_urlsafe(32).
+SECRET_PATTERN = re.compile(r"bt_[A-Za-z0-9_-]{32,200}")
+
+
 class TokenStore:
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
@@ -93,13 +97,17 @@ class TokenStore:
         admin: bool = False,
         expires_in: int | None = None,
         scopes: list[str] | None = None,
+        secret: str | None = None,
     ) -> Issued:
-        """Create a token; the returned secret is shown once and never stored."""
+        """Create a token; the returned secret is shown once and never stored. ``secret``
+        registers one made elsewhere (a deployment's bootstrap token) instead of a new one."""
         agent = check_agent(agent, field="agent")
         for scope in scopes or []:
             if scope != "*":
                 check_namespace(scope, field="scope")
-        secret = "bt_" + secrets.token_urlsafe(32)
+        if secret is not None and not SECRET_PATTERN.fullmatch(secret):
+            raise InvalidInput("secret", "must be bt_ and at least 32 URL-safe characters")
+        secret = secret or "bt_" + secrets.token_urlsafe(32)
         token = Token(
             id=f"tok_{secrets.token_hex(4)}",
             agent=agent,

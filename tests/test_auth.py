@@ -493,3 +493,81 @@ def test_hook_and_push_worker_carry_their_token(
     handled = client(secured, tester).get(f"/v1/records/handled/{packet['id']}").json()
     assert (handled["value"], handled["author"]) == ("push", "tester")
     assert client(secured, tester).get(f"/v1/handoffs/{packet['id']}").json()["state"] == "done"
+
+
+def test_token_bootstrap_makes_one_admin_token_once_and_never_revives_a_revoked_one(
+    own_db: str, tmp_path: Path
+) -> None:
+    """`baton token bootstrap --file F` writes a new admin token to F (0600) once; run again
+    it keeps it; BATON_TOKEN, when set, is the token it registers; a revoked token in F is
+    refused, not registered again; a fresh store takes F's token back."""
+    path = tmp_path / "run" / "admin-token"
+    first = baton(own_db, "token", "bootstrap", "--file", str(path))
+    assert first.returncode == 0, first.stderr
+    secret = path.read_text().strip()
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    again = baton(own_db, "token", "bootstrap", "--file", str(path))
+    assert again.returncode == 0 and "is live" in again.stderr
+    assert path.read_text().strip() == secret
+    listed = baton(own_db, "token", "list").stdout.splitlines()
+    assert len(listed) == 1 and " admin " in listed[0]
+
+    given = tmp_path / "given"
+    chosen = "bt_" + "x" * 40
+    result = subprocess.run(
+        [sys.executable, "-m", "baton.server.cli", "token", "bootstrap", "--file", str(given)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "BATON_REDIS_URL": own_db, "BATON_TOKEN": chosen},
+    )
+    assert result.returncode == 0, result.stderr
+    assert given.read_text().strip() == chosen
+
+    token_id = listed[0].split()[0]
+    assert baton(own_db, "token", "revoke", token_id).returncode == 0
+    refused = baton(own_db, "token", "bootstrap", "--file", str(path))
+    assert refused.returncode == 1 and "not live here" in refused.stderr
+    redis.Redis.from_url(own_db).flushdb()
+    revived = baton(own_db, "token", "bootstrap", "--file", str(path))
+    assert revived.returncode == 0, revived.stderr
+    assert len(baton(own_db, "token", "list").stdout.splitlines()) == 1
+
+
+def test_clients_read_their_token_from_baton_token_file(
+    own_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With BATON_TOKEN unset, the Python client and `baton hook --check` send the token in
+    the file BATON_TOKEN_FILE names; a missing file is one line naming it."""
+    from baton.agents import BatonClient
+
+    path = tmp_path / "token"
+    assert baton(own_db, "token", "bootstrap", "--file", str(path)).returncode == 0
+    monkeypatch.delenv("BATON_TOKEN", raising=False)
+    monkeypatch.setenv("BATON_TOKEN_FILE", str(path))
+    with running_server(own_db, tmp_path / "serve.log") as url:
+        with BatonClient(url, agent="scout") as scout:
+            assert scout.remember("notes/a", 1).version == 1
+        hook = subprocess.run(
+            [sys.executable, "-m", "baton.server.cli", "hook", "--check"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env={**os.environ, "BATON_URL": url},
+        )
+        assert hook.returncode == 0, hook.stdout + hook.stderr
+        missing = subprocess.run(
+            [sys.executable, "-m", "baton.server.cli", "hook", "--check"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env={**os.environ, "BATON_URL": url, "BATON_TOKEN_FILE": str(tmp_path / "none")},
+        )
+        assert missing.returncode == 1
+        assert missing.stderr.strip().startswith("baton hook: BATON_TOKEN_FILE")
