@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 NPM_CLIENTS := tests/agentmemory/node_modules/.installed
 
-.PHONY: install browser wrk npm-clients demo lint test test-fast bench bench-ab bench-floor serve clean
+.PHONY: install browser wrk npm-clients demo lint test test-fast compose-check bench bench-ab bench-floor serve clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -65,6 +65,20 @@ test: lint browser $(NPM_CLIENTS)
 ## make test-fast: everything but the slow multi-process end-to-end tests
 test-fast: $(STAMP) $(NPM_CLIENTS)
 	$(BIN)/python -m pytest -m 'not slow' $(ARGS)
+
+## make compose-check: compose.yaml, then compose.cluster.yaml, on a real Docker engine:
+## built, brought up, the demo's story and a killed API replica checked, torn down
+## (ARGS=--cluster or --keep for one run). With ../shared/tools/docker-standins beside the
+## checkout (a machine without a registry), it starts the engine and the base images first.
+STANDINS := ../shared/tools/docker-standins
+compose-check: $(STAMP)
+	@if [ -x $(STANDINS) ]; then $(STANDINS); fi
+ifeq ($(ARGS),)
+	$(BIN)/python tests/compose_check.py
+	$(BIN)/python tests/compose_check.py --cluster
+else
+	$(BIN)/python tests/compose_check.py $(ARGS)
+endif
 
 ## make bench: speed next to same-run baselines; writes docs/benchmarks.md (ARGS=--quick)
 bench: $(STAMP) wrk
