@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import logging
 import os
 import sys
 import threading
@@ -27,6 +26,7 @@ from baton.queue.jobs import sweep
 from baton.queue.worker_context import worker_context
 from baton.server.connection import queue_url, sync_redis
 from baton.server.keys import queue_name
+from baton.server.logs import configure_logging
 from baton.server.settings import Settings
 
 log = structlog.get_logger("baton.worker")
@@ -82,16 +82,6 @@ class AgentNotRegistered(LookupError):
     """``baton agent run NAME`` found no handler for NAME in the modules it imported."""
 
 
-def _rq_logs_to_stderr() -> None:
-    """RQ logs to stdout by default; stdout belongs to the agent (its transcript, or MCP)."""
-    rq_logger = logging.getLogger("rq")
-    if not rq_logger.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s", "%H:%M:%S"))
-        rq_logger.addHandler(handler)
-        rq_logger.setLevel(logging.INFO)
-
-
 def import_handlers(modules: Sequence[str]) -> None:
     """Import the modules that register handlers, looked up in the current directory first
     (as ``python -m`` and ``rq worker --path .`` do; a console script would not)."""
@@ -112,7 +102,7 @@ def run_agent(
             f"no handler for agent {name!r} (registered: {known}); pass the module that "
             "defines it with --module, or set BATON_AGENT_MODULES"
         )
-    _rq_logs_to_stderr()
+    configure_logging()  # RQ's lines too, on stderr: stdout is the agent's (transcript, MCP)
     connection = sync_redis(queue_url(settings))
     queue = Queue(queue_name(settings.namespace, name), connection=connection)
     worker = WORKER_CLASS([queue], connection=connection)
@@ -168,7 +158,7 @@ def _schedule(scheduler: RQScheduler, stop: threading.Event) -> None:
 def run_maintenance(settings: Settings, *, burst: bool = False) -> bool:
     """Run the periodic sweeps: RQ's cron scheduler enqueues :func:`sweep` every
     ``BATON_SWEEP_SECONDS`` and this worker runs it."""
-    _rq_logs_to_stderr()
+    configure_logging()  # RQ's lines too, on stderr: stdout is the agent's (transcript, MCP)
     connection = sync_redis(queue_url(settings))
     queue = Queue(MAINTENANCE_QUEUE, connection=connection)
     worker = WORKER_CLASS([queue], connection=connection)

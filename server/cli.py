@@ -16,6 +16,7 @@ from typing import Any
 
 import msgspec
 import redis.exceptions
+import structlog
 
 from baton.server.backend import Namespace, open_backend
 from baton.server.connection import (
@@ -29,7 +30,7 @@ from baton.server.embedded import EmbeddedServerError
 from baton.server.endpoint import token_of
 from baton.server.errors import BatonError
 from baton.server.identity import ANONYMOUS
-from baton.server.logs import configure_logging
+from baton.server.logs import LOG_FORMAT_VARIABLE, LOG_FORMATS, configure_logging, log_format_of
 from baton.server.models import PACKET_STATES, Stats
 from baton.server.settings import Settings
 from baton.server.tokens import TokenStore, parse_duration
@@ -76,7 +77,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except PortInUse as error:
         print(f"baton: {error}", file=sys.stderr)
         return 3
-    print(f"baton: serving http://{args.host}:{args.port} (redis: {url})", file=sys.stderr)
+    structlog.get_logger("baton.serve").info(
+        "serving", url=f"http://{args.host}:{args.port}", redis=url, workers=args.workers
+    )
     if args.workers > 1:
         serve_workers(
             APP_FACTORY,
@@ -555,6 +558,13 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"baton {version('baton-server')}")
+    parser.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default=None,
+        help="how every process started logs on stderr: json lines, console lines, or auto "
+        "(console on a terminal; the default, or BATON_LOG_FORMAT)",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     serve = commands.add_parser("serve", help="run the REST API (embedded Redis by default)")
@@ -747,6 +757,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     args = parser.parse_args(arguments)
+    if args.log_format:  # the environment carries it to the processes this one starts
+        os.environ[LOG_FORMAT_VARIABLE] = args.log_format
+    try:
+        log_format_of(os.environ.get(LOG_FORMAT_VARIABLE))
+    except ValueError as error:
+        parser.error(str(error))
     if args.command == "serve":
         settings = _settings()
         args.host = args.host or settings.host

@@ -227,4 +227,4 @@ def test_a_busy_port_is_one_line_naming_its_holder(redis_url: str) -> None:
     [line] = done.stderr.strip().splitlines()
     assert f"cannot listen on 127.0.0.1:{port}" in line
     assert f"pid {os.getpid()}" in line
-    assert "baton: serving" not in done.stderr
+    assert "serving" not in done.stderr
