@@ -78,7 +78,7 @@ def _store(settings: Settings) -> Iterator[Finding]:
         yield Finding("FAIL", f"the embedded Valkey of {settings.data_dir}: {status['condition']}")
     else:
         yield Finding(
-            "ok", f"embedded Valkey {status.get('version')} running in {settings.data_dir}"
+            "ok", f"embedded Valkey {status.get('valkey_version')} running in {settings.data_dir}"
         )
 
 

@@ -214,14 +214,15 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     settings = _settings()
+    report: dict[str, Any] = {"baton_version": version("baton-server")}
     if settings.redis_url:
-        report: dict[str, Any] = {"redis": settings.redis_url, "embedded": False}
+        report |= {"redis": settings.redis_url, "embedded": False}
         try:
             report["reachable"] = asyncio.run(_ping(settings.redis_url))
         except Exception as error:
             report["reachable"], report["error"] = False, str(error)
     else:
-        report = {"embedded": True, **embedded_server(settings).status()}
+        report |= {"embedded": True, **embedded_server(settings).status()}
     print(json.dumps(report, indent=2))
     return 0
 

@@ -254,7 +254,8 @@ class EmbeddedServer:
         return True
 
     def status(self) -> dict[str, object]:
-        """What runs where: pid, socket, data dir and, when up, version, keys and memory."""
+        """What runs where: pid, socket, data dir and, when up, Valkey's version, keys and
+        memory."""
         report: dict[str, object] = {
             "running": False,
             "data_dir": str(self.data_dir),
@@ -268,7 +269,7 @@ class EmbeddedServer:
         try:
             info = client.info()
             report.update(
-                version=info.get("valkey_version") or info.get("redis_version"),
+                valkey_version=info.get("valkey_version") or info.get("redis_version"),
                 used_memory=info.get("used_memory_human"),
                 appendfsync=client.config_get("appendfsync").get("appendfsync"),
                 keys=client.dbsize(),

@@ -53,3 +53,67 @@ def test_baton_says_its_version() -> None:
         check=True,
     )
     assert answer.stdout.strip() == f"baton {version('baton-server')}"
+
+
+@pytest.mark.slow
+def test_the_wheel_installs_into_a_fresh_environment_outside_the_checkout(
+    tmp_path: Path,
+) -> None:
+    """The wheel, installed by pip into a new virtual environment, runs from a directory
+    that is not the checkout: `baton --version` and `baton status` answer, and the
+    installed package reads its Lua scripts from site-packages, not from here."""
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(tmp_path), str(REPO)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    assert built.returncode == 0
+    [wheel] = tmp_path.glob("baton_server-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    installed = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert installed.returncode == 0, installed.stderr
+    # What is left once the machine's own pip set-up (an index folder it lacks, pip's
+    # upgrade notice) is set aside: nothing, no setuptools or packaging warning.
+    ours = [
+        line
+        for line in installed.stderr.splitlines()
+        if line.strip() and "is ignored: it is neither" not in line and "[notice]" not in line
+    ]
+    assert ours == [], installed.stderr
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    environment = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "XDG_DATA_HOME": str(tmp_path / "x")}
+
+    def run(*args: str) -> str:
+        done = subprocess.run(
+            [str(venv / "bin" / "baton"), *args],
+            cwd=elsewhere,
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        return done.stdout
+
+    assert run("--version").strip() == f"baton {version('baton-server')}"
+    assert '"baton_version"' in run("status")
+    located = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import baton.server.scripts as s; print(s.__file__)"],
+        cwd=elsewhere,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert str(venv) in located and str(REPO) not in located
