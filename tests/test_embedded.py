@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from importlib.metadata import version
 from pathlib import Path
 
 import psutil
@@ -148,7 +149,12 @@ def test_appendfsync_always_is_configurable(data_dir: Path) -> None:
 def test_configured_redis_url_starts_nothing(data_dir: Path, redis_url: str) -> None:
     """With BATON_REDIS_URL set, status reports that server and no embedded one is started."""
     report = json.loads(baton("status", data_dir=data_dir, BATON_REDIS_URL=redis_url).stdout)
-    assert report == {"redis": redis_url, "embedded": False, "reachable": True}
+    assert report == {
+        "baton_version": version("baton-server"),
+        "redis": redis_url,
+        "embedded": False,
+        "reachable": True,
+    }
     assert not data_dir.exists()
 
 
