@@ -35,6 +35,8 @@ PREFERRED_PORT = 8765
 STALE_LINE = "stale: listing/553/assessment was pinned at v1, now at v2"
 TRANSCRIPT_HEADER = """# Demo transcript
 
+*For newcomers: everything `make demo` prints, in full.*
+
 Written by `baton demo --write-transcript` ({date}). The packet ids and times differ on
 every run; the checks at the end are what `make demo` asserts.
 
