@@ -166,6 +166,13 @@ async def _bootstrap(tokens: TokenStore, path: Path, given: str | None) -> None:
     print(f"{path}: admin token {issued.token.id} is live", file=sys.stderr)
 
 
+def cmd_completion(args: argparse.Namespace) -> int:
+    from argcomplete.shell_integration import shellcode
+
+    print(shellcode(["baton"], shell=args.shell))
+    return 0
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     from baton.server.backup import dump_lines
 
@@ -483,7 +490,7 @@ STORE_ENV = (
     "BATON_REDIS_URL (a Redis or Redis Cluster; unset: the embedded Valkey of "
     "BATON_DATA_DIR), BATON_NAMESPACE"
 )
-API_ENV = "BATON_URL (default http://127.0.0.1:8765), BATON_TOKEN"
+API_ENV = "BATON_URL (default http://127.0.0.1:8765), BATON_TOKEN (or BATON_TOKEN_FILE)"
 # Each command's examples and the environment it reads, shown by `baton COMMAND --help`.
 GUIDE: dict[str, tuple[list[str], str]] = {
     "serve": (
@@ -506,6 +513,14 @@ GUIDE: dict[str, tuple[list[str], str]] = {
             "baton token bootstrap --file /run/baton/admin-token",
         ],
         "BATON_REDIS_URL",
+    ),
+    "completion": (
+        [
+            'eval "$(baton completion bash)"    # in ~/.bashrc',
+            'eval "$(baton completion zsh)"     # in ~/.zshrc, after compinit',
+            "baton completion fish | source     # in ~/.config/fish/config.fish",
+        ],
+        "none",
     ),
     "export": (["baton export > dump.jsonl"], STORE_ENV),
     "import": (["baton import dump.jsonl", "baton import --replace dump.jsonl"], STORE_ENV),
@@ -534,9 +549,10 @@ start here:
   baton doctor                  check the setup and say what to fix
   make demo / baton demo        watch two agents hand work over
   baton setup claude-code       connect an agent host (or: opencode)
+  baton completion bash         tab completion (or: zsh, fish)
 
-environment: BATON_REDIS_URL, BATON_DATA_DIR, BATON_URL, BATON_TOKEN, AGENT_ID; every
-setting in docs/operations.md. `baton COMMAND --help` shows examples."""
+environment: BATON_REDIS_URL, BATON_DATA_DIR, BATON_URL, BATON_TOKEN, AGENT_ID,
+BATON_LOG_FORMAT; every setting in docs/operations.md. `baton COMMAND --help` shows examples."""
 
 
 def _guided(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -624,6 +640,12 @@ def build_parser() -> argparse.ArgumentParser:
     revoke = token_commands.add_parser("revoke", help="revoke a token by id")
     revoke.add_argument("id")
     token.set_defaults(handler=cmd_token)
+
+    completion = commands.add_parser(
+        "completion", help="print the shell code that completes baton's commands and options"
+    )
+    completion.add_argument("shell", choices=["bash", "zsh", "fish"])
+    completion.set_defaults(handler=cmd_completion)
 
     dump = commands.add_parser("export", help="write a namespace as JSON lines to stdout")
     dump.add_argument("--scope", default=None, help="only records in this scope and below")
@@ -754,6 +776,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return demo(arguments[1:])
     parser = build_parser()
+    if "_ARGCOMPLETE" in os.environ:  # a shell asks for completions (`baton completion`)
+        import argcomplete
+
+        argcomplete.autocomplete(parser)  # writes them and exits
     if not arguments:  # bare `baton`: the overview, not an error
         parser.print_help()
         return 0
@@ -784,6 +810,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if (refused := write_refused(error)) is None:
             raise
         print(f"baton: {refused[1]}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # `baton export | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
         return 1
     return result
 

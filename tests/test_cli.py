@@ -176,3 +176,58 @@ def test_every_command_shows_examples_and_what_it_reads() -> None:
         assert examples, name
         assert all(f"baton {name}" in example for example in examples), (name, examples)
         assert "BATON_" in shown.split("\n\nreads: ", 1)[1] or name == "setup", name
+
+
+def completed(line: str) -> list[str]:
+    """What bash completes at the end of ``line``, through the code `baton completion bash`
+    prints, sourced into a real bash."""
+    script = (
+        'source <(baton completion bash); COMP_LINE="$1"; COMP_POINT=${#COMP_LINE}; '
+        'read -ra COMP_WORDS <<< "$1"; [[ "$1" == *" " ]] && COMP_WORDS+=(""); '
+        "COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); "
+        '_python_argcomplete baton "${COMP_WORDS[-1]}" "${COMP_WORDS[-2]}"; '
+        'printf "%s\\n" "${COMPREPLY[@]}"'
+    )
+    done = subprocess.run(
+        ["bash", "-c", script, "bash", line],
+        env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return sorted(word.strip() for word in done.stdout.splitlines() if word.strip())
+
+
+def test_bash_completes_commands_subcommands_and_choices() -> None:
+    """Sourced into bash, `baton completion bash` completes commands, a command's
+    subcommands and an option's choices; zsh and fish get their own code."""
+    assert completed("baton se") == ["serve", "setup"]
+    subcommands = [word for word in completed("baton token ") if not word.startswith("-")]
+    assert subcommands == ["add", "bootstrap", "list", "revoke"]
+    assert completed("baton --log-format ") == ["auto", "console", "json"]
+    for shell, marker in (("zsh", "#compdef baton"), ("fish", "complete --command baton")):
+        code = subprocess.run(
+            [sys.executable, "-m", "baton.server.cli", "completion", shell],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+        assert marker in code, shell
+
+
+def test_output_cut_short_by_its_reader_is_no_traceback() -> None:
+    """`baton ... | head -1`: when the reader has gone before baton writes, baton stops
+    quietly, without a traceback."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "baton.server.cli", "completion", "bash"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()  # long before the interpreter has started and printed
+    assert process.wait(60) == 1
+    assert process.stderr.read() == ""
