@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
 BINARY_VERSION_FIELDS = ("value", "tags")
 BINARY_PACKET_FIELDS = ("next", "open", "pins")
+PROGRESS_LINES = 1000  # lines between two progress reports of an import
 
 
 def _decode(fields: dict[bytes, bytes], binary: Iterable[str] = ()) -> dict[str, Any]:
@@ -420,6 +421,7 @@ async def import_dump(
     atomic: bool = False,
     merge: bool = False,
     replace: bool = False,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, int]:
     """Write a checked dump (see :func:`read_dump`) into ``store``'s namespace. With
     ``atomic`` (and a single Redis, not a cluster), all of it in one MULTI/EXEC: a failure
@@ -427,7 +429,8 @@ async def import_dump(
     that same transaction on a single Redis, so a failed import leaves it as it was). With
     ``merge``, each record, packet and session of the dump replaces the one with its id
     (what the namespace held of it is cleared first, in the same transaction); with
-    neither, the namespace is taken to hold none of them."""
+    neither, the namespace is taken to hold none of them. ``on_progress(lines_done,
+    lines_total)`` is called as lines are prepared and once they are written."""
     redis = ns.redis
     single = atomic and ns.topology.transactions
     stale: list[bytes] = []
@@ -440,6 +443,7 @@ async def import_dump(
     if single:
         await ns.scripts.load(redis)  # no NOSCRIPT inside the transaction
     counts = {"records": 0, "versions": 0, "outcomes": 0, "packets": 0, "sessions": 0}
+    done = 0
     batch = len(lines) or 1 if single else BATCH
     for start in range(0, max(len(lines), 1), batch):
         await ns.search.prepare(
@@ -467,8 +471,13 @@ async def import_dump(
                     _queue_clear_session(ns, queued, line["id"], held.observations[line["id"]])
                 _queue_session(ns, queued, line)
                 counts["sessions"] += 1
+            done += 1
+            if on_progress and done % PROGRESS_LINES == 0:
+                on_progress(done, len(lines))
         queued.pipe.sadd(NAMESPACES, ns.name)
         await queued.execute()
+        if on_progress:
+            on_progress(done, len(lines))
     return counts
 
 

@@ -21,7 +21,7 @@ import builtins
 import hashlib
 import os
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -283,8 +283,14 @@ class CheckpointStore:
         newest = codec.entries(await self.redis.xrevrange(self.keys.events, count=1))
         return newest[0][0].decode() if newest else "0-0"
 
-    async def take(self, *, only_if_changed: bool = False) -> Checkpoint | None:
-        """Take a checkpoint (None when ``only_if_changed`` and nothing was written since)."""
+    async def take(
+        self,
+        *,
+        only_if_changed: bool = False,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> Checkpoint | None:
+        """Take a checkpoint (None when ``only_if_changed`` and nothing was written since);
+        ``on_progress(records_done, records_total)`` is called after each batch of leaves."""
         lock = self.keys.checkpoint_lock
         if not await self.redis.set(lock, "1", nx=True, ex=LOCK_SECONDS):
             raise StoreUnavailable("another checkpoint is being taken; try again shortly")
@@ -298,6 +304,7 @@ class CheckpointStore:
             await self.redis.delete(leaves_key)  # what a crashed attempt at seq left
             tree = MerkleRoot()
             outcome_logs = forgotten = 0
+            total = await self.redis.zcard(self.keys.refs) if on_progress else 0
             async for batch in self.leaves():
                 for leaf in batch:
                     tree.add(leaf_hash(leaf))
@@ -305,6 +312,8 @@ class CheckpointStore:
                     forgotten += leaf[5]
                 if batch:
                     await self.redis.rpush(leaves_key, msgpack.packb(batch))
+                if on_progress:
+                    on_progress(tree.count, total)
             checkpoint = Checkpoint(
                 namespace=self.ns.name,
                 seq=seq,

@@ -32,11 +32,15 @@ from baton.server.errors import BatonError
 from baton.server.identity import ANONYMOUS
 from baton.server.logs import LOG_FORMAT_VARIABLE, LOG_FORMATS, configure_logging, log_format_of
 from baton.server.models import PACKET_STATES, Stats
+from baton.server.progress import ProgressReport
 from baton.server.settings import Settings
 from baton.server.tokens import TokenStore, parse_duration
 from baton.server.validation import check_agent, check_namespace
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+PROGRESS_EVERY = 500  # lines between two progress updates of an export
 
 
 def _check_queue_url(settings: Settings) -> None:
@@ -178,9 +182,12 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     async def run(ns: Namespace) -> int:
         count = 0
-        async for text in dump_lines(ns, args.scope):
-            sys.stdout.write(text)
-            count += 1
+        with ProgressReport("exporting", "lines") as progress:
+            async for text in dump_lines(ns, args.scope):
+                sys.stdout.write(text)
+                count += 1
+                if count % PROGRESS_EVERY == 0:
+                    progress.update(count)
         return count - 1  # the end line
 
     count = asyncio.run(_in_namespace(args.namespace, run))
@@ -204,7 +211,15 @@ def cmd_import(args: argparse.Namespace) -> int:
     async def run(ns: Namespace) -> dict[str, int] | None:
         if not await namespace_is_empty(ns) and not (args.replace or args.merge):
             return None
-        return await import_dump(ns, lines, atomic=True, merge=args.merge, replace=args.replace)
+        with ProgressReport("importing", "lines") as progress:
+            return await import_dump(
+                ns,
+                lines,
+                atomic=True,
+                merge=args.merge,
+                replace=args.replace,
+                on_progress=progress.update,
+            )
 
     counts = asyncio.run(_in_namespace(args.namespace, run))
     if counts is None:
@@ -270,15 +285,11 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    def progress(done: int, total: int) -> None:
-        if sys.stderr.isatty():
-            width = 30
-            filled = width * done // max(total, 1)
-            bar = "#" * filled + "." * (width - filled)
-            print(f"\rverifying [{bar}] {done}/{total} records", end="", file=sys.stderr)
-
     async def run(ns: Namespace) -> Any:
-        return await ns.verifier.stats(verify=True, scope=args.scope, on_progress=progress)
+        with ProgressReport("verifying", "records") as progress:
+            return await ns.verifier.stats(
+                verify=True, scope=args.scope, on_progress=progress.update
+            )
 
     findings = 0
     if args.checkpoint:
@@ -289,8 +300,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
             )
         )
     stats = asyncio.run(_in_namespace(args.namespace, run))
-    if sys.stderr.isatty():
-        print(file=sys.stderr)
     broken = stats.broken or []
     for link in broken:
         print(
@@ -360,7 +369,8 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
         checkpoints = CheckpointStore(ns, _signing_key())
         if args.export:
             return msgspec.json.encode(await checkpoints.export()).decode()
-        taken = await checkpoints.take()
+        with ProgressReport("checkpointing", "records") as progress:
+            taken = await checkpoints.take(on_progress=progress.update)
         assert taken is not None
         return (
             f"checkpoint {taken.seq} of {taken.namespace}: {taken.records} records, "

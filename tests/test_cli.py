@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import msgpack
 import pytest
 import redis
@@ -231,3 +232,74 @@ def test_output_cut_short_by_its_reader_is_no_traceback() -> None:
     process.stdout.close()  # long before the interpreter has started and printed
     assert process.wait(60) == 1
     assert process.stderr.read() == ""
+
+
+def on_a_terminal(redis_url: str, *args: str) -> tuple[str, str]:
+    """``baton ARGS`` with stderr on a pseudo-terminal: (stdout, what the terminal showed)."""
+    import pty
+
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "baton.server.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=terminal,
+        env={**os.environ, "BATON_REDIS_URL": redis_url},
+        cwd=REPO,
+    )
+    os.close(terminal)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:  # the terminal's other end closed
+            break
+        if not chunk:
+            break
+        shown += chunk
+    assert process.stdout is not None
+    out = process.stdout.read().decode()
+    assert process.wait(60) == 0
+    os.close(controller)
+    return out, shown.decode(errors="replace")
+
+
+def test_long_commands_draw_a_progress_bar_on_a_terminal_only(
+    redis_url: str, http: httpx.Client, tmp_path: Path
+) -> None:
+    """On a terminal, verify, checkpoint, export and import draw a progress bar on stderr
+    while their results go to stdout as usual; off a terminal, their stderr has no bar."""
+    for n in range(30):
+        http.post("/v1/records", json={"ref": f"progress/r{n}", "value": n})
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text(baton(redis_url, "export").stdout)
+    for args, what in (
+        (["verify"], "verifying"),
+        (["checkpoint"], "checkpointing"),
+        (["export"], "exporting"),
+        (["import", "--replace", str(dump)], "importing"),
+    ):
+        out, shown = on_a_terminal(redis_url, *args)
+        assert what in shown and "\x1b[" in shown, args
+        assert out.strip(), args
+        plain = baton(redis_url, *args)
+        assert what not in plain.stderr and "\x1b[" not in plain.stderr, args
+
+
+def test_off_a_terminal_progress_is_a_plain_line_now_and_then(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Off a terminal, progress is one plain line per PLAIN_EVERY_SECONDS, with the total
+    when it is known."""
+    import io
+
+    from baton.server import progress
+
+    monkeypatch.setattr(progress, "PLAIN_EVERY_SECONDS", 0.0)
+    stream = io.StringIO()
+    with progress.ProgressReport("importing", "lines", stream=stream) as report:
+        report.update(1000, 2500)
+        report.update(2000)
+    assert stream.getvalue().splitlines() == [
+        "baton: importing: 1000/2500 lines",
+        "baton: importing: 2000 lines",
+    ]
