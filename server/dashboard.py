@@ -9,28 +9,43 @@ from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
+from baton.server import codec
+from baton.server.keys import NAMESPACES
+from baton.server.memories import Memory
 from baton.server.models import (
     AgentSummary,
     Event,
     History,
+    Observation,
     OutcomeEntry,
     Packet,
+    RecallHit,
+    Session,
     StalePin,
 )
 from baton.server.records import NamespaceWithRecords
 
 if TYPE_CHECKING:
     from baton.server.handoffs import HandoffStore
+    from baton.server.memories import MemoryStore
+    from baton.server.sessions import SessionStore
 
 PAGE = 100
 
 
+class StaleView(StalePin, kw_only=True):
+    """A pin that moved, with who wrote the version it moved to, and when."""
+
+    changed_by: str | None
+    changed_at: str | None
+
+
 class PendingPacket(msgspec.Struct, kw_only=True):
-    """A queued or claimed packet with its staleness computed now."""
+    """A held, queued or claimed packet with its staleness computed now."""
 
     packet: Packet
     age_seconds: float
-    stale: list[StalePin]
+    stale: list[StaleView]
     lease_seconds_left: float | None
     expires_in_seconds: float | None
 
@@ -46,6 +61,7 @@ class PendingView(msgspec.Struct, kw_only=True):
     claimed: int
     failed: int
     agents: list[AgentQueue]
+    held: int = 0
 
 
 class PinView(msgspec.Struct, kw_only=True):
@@ -90,6 +106,33 @@ class ActivityView(msgspec.Struct, kw_only=True):
     events: list[Event]
 
 
+class SessionsView(msgspec.Struct, kw_only=True):
+    """Recent sessions, or with ``query`` the memories and observations that match it."""
+
+    namespace: str
+    sessions: list[Session]
+    query: str | None = None
+    hits: list[RecallHit] = []
+
+
+class SessionView(msgspec.Struct, kw_only=True):
+    """One session: what the hooks recorded of it and the memories drawn from that."""
+
+    namespace: str
+    session: Session
+    observations: list[Observation]
+    memories: list[RecallHit]
+
+
+class MemoriesView(msgspec.Struct, kw_only=True):
+    """The latest saved memories, newest first, or with ``query`` those that match it."""
+
+    namespace: str
+    memories: list[Memory]
+    query: str | None = None
+    hits: list[RecallHit] = []
+
+
 def _seconds_until(stamp: str | None, now: float) -> float | None:
     if stamp is None:
         return None
@@ -101,6 +144,12 @@ class DashboardParts(NamespaceWithRecords, Protocol):
 
     @property
     def handoffs(self) -> HandoffStore: ...
+
+    @property
+    def sessions(self) -> SessionStore: ...
+
+    @property
+    def memories(self) -> MemoryStore: ...
 
 
 class Dashboard:
@@ -145,16 +194,21 @@ class Dashboard:
         current = await self._current_versions(
             [pin.ref for packets in by_agent.values() for p in packets for pin in p.pins]
         )
+        moved = await self._writers(
+            [(ref, version) for ref, version in current.items() if version is not None]
+        )
         now = time.time()
         queues = []
         for summary in busy:
             pending = []
             for packet in sorted(by_agent[summary.agent], key=lambda p: p.created_at):
                 stale = [
-                    StalePin(
+                    StaleView(
                         ref=pin.ref,
                         pinned_version=pin.version,
                         current_version=current[pin.ref] or 0,
+                        changed_by=moved.get(pin.ref, (None, None))[0],
+                        changed_at=moved.get(pin.ref, (None, None))[1],
                     )
                     for pin in packet.pins
                     if current[pin.ref] != pin.version
@@ -171,10 +225,59 @@ class Dashboard:
             queues.append(AgentQueue(summary=summary, packets=pending))
         return PendingView(
             namespace=self.namespace,
+            held=sum(s.held for s in summaries),
             queued=sum(s.queued for s in summaries),
             claimed=sum(s.claimed for s in summaries),
             failed=sum(s.failed for s in summaries),
             agents=queues,
+        )
+
+    async def _writers(
+        self, versions: list[tuple[str, int]]
+    ) -> dict[str, tuple[str | None, str | None]]:
+        """Who wrote each (ref, version), and when."""
+        pipe = self.redis.pipeline(transaction=False)
+        for ref, version in versions:
+            pipe.hmget(self.keys.version(ref, version), "author", "created_at")
+        return {
+            ref: (
+                None if author is None else author.decode(),
+                None if at is None else at.decode(),
+            )
+            for (ref, _), (author, at) in zip(versions, await pipe.execute(), strict=True)
+        }
+
+    async def namespaces(self) -> list[str]:
+        """Every namespace that holds data, for the picker."""
+        return sorted(codec.text(raw) for raw in await self.redis.smembers(NAMESPACES))
+
+    async def sessions(self, query: str | None = None) -> SessionsView:
+        recent = await self.ns.sessions.recent(PAGE)
+        if not query or not query.strip():
+            return SessionsView(namespace=self.namespace, sessions=recent)
+        found = await self.ns.memories.recall(query, limit=50, format="compact")
+        return SessionsView(
+            namespace=self.namespace, sessions=recent, query=query, hits=found.results
+        )
+
+    async def session(self, session_id: str) -> SessionView:
+        session = await self.ns.sessions.get(session_id)
+        observations = await self.ns.sessions.observations(session_id)
+        memories = await self.ns.memories.drawn_from([o.id for o in observations])
+        return SessionView(
+            namespace=self.namespace,
+            session=session,
+            observations=observations,
+            memories=memories,
+        )
+
+    async def memories(self, query: str | None = None) -> MemoriesView:
+        latest = sorted(await self.ns.memories.latest(), key=lambda m: m.created_at)[::-1]
+        if not query or not query.strip():
+            return MemoriesView(namespace=self.namespace, memories=latest[:PAGE])
+        found = await self.ns.memories.recall(query, limit=50, kinds=("memory",))
+        return MemoriesView(
+            namespace=self.namespace, memories=latest[:PAGE], query=query, hits=found.results
         )
 
     async def packet(self, packet_id: str) -> PacketView:

@@ -4,6 +4,8 @@ watching the pending page update live."""
 from __future__ import annotations
 
 import asyncio
+import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -59,9 +61,15 @@ def test_pending_view_counts_and_stale_flags(
     [queue] = [q for q in view["agents"] if q["summary"]["agent"] == "executor"]
     packets = {item["packet"]["id"]: item for item in queue["packets"]}
     assert set(packets) == {ids["claimed"], ids["stale"]}
-    assert packets[ids["stale"]]["stale"] == [
-        {"ref": "listing/553/assessment", "pinned_version": 1, "current_version": 2}
-    ]
+    [stale] = packets[ids["stale"]]["stale"]
+    changed_at = stale.pop("changed_at")
+    assert stale == {
+        "ref": "listing/553/assessment",
+        "pinned_version": 1,
+        "current_version": 2,
+        "changed_by": "scout",
+    }
+    assert changed_at == scout.recall("listing/553/assessment").created_at
     assert packets[ids["claimed"]]["stale"] == []
     assert packets[ids["claimed"]]["lease_seconds_left"] > 800
     assert "reviewer" not in [q["summary"]["agent"] for q in view["agents"]]
@@ -277,3 +285,102 @@ async def test_a_namespace_whose_streams_closed_holds_no_connection(redis_url: s
     finally:
         await hub.close()
         await client.aclose()
+
+
+def working_session(http: httpx.Client) -> str:
+    """A coding agent's session: two hook observations, and a memory drawn from one."""
+    session = "sess-dash"
+    http.post("/v1/sessions", json={"id": session, "project": "shop", "cwd": "/srv/shop"})
+    observed = []
+    for command in ("pytest tests/test_refunds.py", "git diff payments/refund.py"):
+        reply = http.post(
+            "/v1/observations",
+            json={
+                "hook_type": "post_tool_use",
+                "session_id": session,
+                "project": "shop",
+                "cwd": "/srv/shop",
+                "timestamp": "t",
+                "data": {"tool_name": "Bash", "tool_input": {"command": command}},
+            },
+        ).json()
+        observed.append(reply["observation"]["id"])
+    http.post(
+        "/v1/memories",
+        json={
+            "content": "Refunds over 500 EUR need a second approver (payments/refund.py)",
+            "project": "shop",
+            "source_observation_ids": [observed[0]],
+        },
+    )
+    return session
+
+
+@pytest.mark.slow
+def test_a_browser_sees_stale_pins_sessions_memories_and_switches_namespace(
+    scout: BatonClient, executor: BatonClient, http: httpx.Client, api_url: str, tmp_path: Path
+) -> None:
+    """In headless Chromium: the pending card names the stale pin (ref, pinned and current
+    version, who changed it, a human time with the exact one on hover); the sessions page
+    lists the session and finds the memory by a word; the session page shows its
+    observations and the memory drawn from them; the namespace picker switches. Each page
+    is photographed (BATON_SCREENSHOTS=DIR keeps them, for docs/dashboard.md)."""
+    from playwright.sync_api import sync_playwright
+
+    ids = scenario(scout, executor, api_url)
+    session = working_session(http)
+    with BatonClient(api_url, agent="scout", namespace="staging") as other:
+        other.handoff("executor", "work in another namespace")
+    shots = Path(os.environ.get("BATON_SCREENSHOTS") or tmp_path)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.goto(f"{api_url}/")
+        detail = page.locator(f"tr[data-stale-of='{ids['stale']}']")
+        text = detail.inner_text()
+        assert "listing/553/assessment" in text and "v1" in text and "v2" in text
+        assert re.search(r"changed by scout (just now|\d+s ago)", text), text
+        exact = detail.locator("time").get_attribute("title") or ""
+        assert exact.endswith(" UTC") and exact[:4].isdigit()
+        page.screenshot(path=str(shots / "dashboard-pending.png"), full_page=True)
+
+        page.goto(f"{api_url}/sessions?q=approver")
+        assert page.locator(f"a[href^='/sessions/{session}']").count() >= 1
+        hits = page.locator("li.hit").all_inner_texts()
+        assert any("second approver" in hit for hit in hits)
+        page.screenshot(path=str(shots / "dashboard-sessions.png"), full_page=True)
+
+        page.goto(f"{api_url}/sessions/{session}")
+        body = page.locator("main").inner_text()
+        assert "pytest tests/test_refunds.py" in body and "second approver" in body
+        page.screenshot(path=str(shots / "dashboard-session.png"), full_page=True)
+
+        page.goto(f"{api_url}/memories?q=refunds")
+        assert any("second approver" in hit for hit in page.locator("li.hit").all_inner_texts())
+
+        page.select_option("#namespace-picker", "staging")
+        page.wait_for_url("**namespace=staging**")
+        assert page.locator("#namespace-picker").input_value() == "staging"
+        assert "No memories" in page.locator("main").inner_text()
+        page.goto(f"{api_url}/?namespace=staging")
+        assert "work in another namespace" in page.locator("main").inner_text()
+        browser.close()
+    assert (shots / "dashboard-session.png").stat().st_size > 0
+
+
+def test_session_and_memory_views_as_json(http: httpx.Client) -> None:
+    """/v1/dashboard/sessions, /sessions/{id} and /memories: what the pages render, a
+    search by a word the memory holds, and a 404 problem for an unknown session."""
+    session = working_session(http)
+    listed = http.get("/v1/dashboard/sessions").json()
+    assert [s["id"] for s in listed["sessions"]] == [session] and listed["hits"] == []
+    found = http.get("/v1/dashboard/sessions", params={"q": "approver"}).json()
+    assert [hit["kind"] for hit in found["hits"]] == ["memory"]
+    one = http.get(f"/v1/dashboard/sessions/{session}").json()
+    assert [o["title"] for o in one["observations"]] == ["Bash", "Bash"]
+    assert [m["title"][:7] for m in one["memories"]] == ["Refunds"]
+    memories = http.get("/v1/dashboard/memories", params={"q": "refunds"}).json()
+    assert len(memories["memories"]) == 1 and len(memories["hits"]) == 1
+    missing = http.get("/v1/dashboard/sessions/sess-none")
+    assert missing.status_code == 404
+    assert missing.headers["content-type"].startswith("application/problem+json")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,6 +16,7 @@ from litestar.datastructures import Cookie, State
 from litestar.enums import RequestEncodingType
 from litestar.params import Body, FromPath, FromQuery, Parameter
 from litestar.response import Redirect, ServerSentEvent, ServerSentEventMessage, Template
+from markupsafe import Markup
 
 from baton.server.api.auth import LOGIN_COOKIE, Gate, require_admin
 from baton.server.api.deps import CallerDep, DashboardDep, HandoffsDep
@@ -23,12 +25,17 @@ from baton.server.api.problems import problems
 from baton.server.dashboard import (
     ActivityView,
     ConfidencePoint,
+    Dashboard,
     FailedView,
+    MemoriesView,
     PacketView,
     PendingView,
     RecordView,
+    SessionsView,
+    SessionView,
 )
 from baton.server.errors import BatonError
+from baton.server.identity import Caller
 from baton.server.tokens import LOGIN_SECONDS, TokenStore
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
@@ -83,10 +90,41 @@ def _login_page(state: State, error: str | None, status_code: int = 200) -> Temp
     )
 
 
-def _page(name: str, view: Any, request: Request[Any, Any, Any], **extra: Any) -> Template:
+def when(stamp: str | None) -> Markup:
+    """An ISO time as ``<time>``: "3 min ago" (or "in 5 min"), the exact UTC time on hover."""
+    if not stamp:
+        return Markup("-")
+    at = datetime.fromisoformat(stamp)
+    seconds = (datetime.now(UTC) - at).total_seconds()
+    text = duration(abs(seconds))
+    human = "just now" if abs(seconds) < 1 else (f"{text} ago" if seconds > 0 else f"in {text}")
+    exact = at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return Markup('<time datetime="{}" title="{}">{}</time>').format(stamp, exact, human)
+
+
+async def _page(
+    name: str,
+    view: Any,
+    request: Request[Any, Any, Any],
+    dashboard: Dashboard,
+    caller: Caller,
+    **extra: Any,
+) -> Template:
+    """A page, with the namespaces its caller may switch to for the picker."""
+    namespaces = [each for each in await dashboard.namespaces() if caller.credential.allows(each)]
+    if view.namespace not in namespaces:
+        namespaces.append(view.namespace)
     return Template(
         template_name=name,
-        context={"view": view, "namespace": view.namespace, "path": request.url.path, **extra},
+        context={
+            "view": view,
+            "namespace": view.namespace,
+            "namespaces": namespaces,
+            "path": request.url.path,
+            "when": when,
+            "duration": duration,
+            **extra,
+        },
     )
 
 
@@ -133,6 +171,26 @@ class DashboardData(Controller):
         self, dashboard: DashboardDep, limit: Annotated[int, Parameter(ge=1, le=500)] = 50
     ) -> ActivityView:
         return await dashboard.activity(limit)
+
+    @get("/sessions", summary="Recent sessions, or the memories and observations matching q")
+    async def sessions(
+        self, dashboard: DashboardDep, q: FromQuery[str | None] = None
+    ) -> SessionsView:
+        return await dashboard.sessions(q)
+
+    @get(
+        "/sessions/{session_id:str}",
+        summary="One session: its observations and the memories drawn from them",
+        responses=problems(404),
+    )
+    async def session(self, session_id: FromPath[str], dashboard: DashboardDep) -> SessionView:
+        return await dashboard.session(session_id)
+
+    @get("/memories", summary="The latest memories, newest first, or those matching q")
+    async def memories(
+        self, dashboard: DashboardDep, q: FromQuery[str | None] = None
+    ) -> MemoriesView:
+        return await dashboard.memories(q)
 
     @get("/events", include_in_schema=False)  # a text/event-stream, see docs/dashboard.md
     async def events(
@@ -189,28 +247,42 @@ class DashboardPages(Controller):
         self,
         request: Request[Any, Any, Any],
         dashboard: DashboardDep,
+        caller: CallerDep,
         partial: FromQuery[bool] = False,
     ) -> Template:
         view = await dashboard.pending()
         name = "_pending.html" if partial else "pending.html"
-        return _page(name, view, request, duration=duration)
+        return await _page(name, view, request, dashboard, caller)
 
     @get("/handoffs/{packet_id:str}", name="packet")
     async def packet(
-        self, packet_id: FromPath[str], request: Request[Any, Any, Any], dashboard: DashboardDep
+        self,
+        packet_id: FromPath[str],
+        request: Request[Any, Any, Any],
+        dashboard: DashboardDep,
+        caller: CallerDep,
     ) -> Template:
-        return _page("packet.html", await dashboard.packet(packet_id), request)
+        view = await dashboard.packet(packet_id)
+        return await _page("packet.html", view, request, dashboard, caller)
 
     @get("/records/{ref:path}", name="record")
     async def record(
-        self, ref: FromPath[str], request: Request[Any, Any, Any], dashboard: DashboardDep
+        self,
+        ref: FromPath[str],
+        request: Request[Any, Any, Any],
+        dashboard: DashboardDep,
+        caller: CallerDep,
     ) -> Template:
         view = await dashboard.record(ref.lstrip("/"))
-        return _page("record.html", view, request, chart=chart(view.confidence))
+        return await _page(
+            "record.html", view, request, dashboard, caller, chart=chart(view.confidence)
+        )
 
     @get("/failed", name="failed")
-    async def failed(self, request: Request[Any, Any, Any], dashboard: DashboardDep) -> Template:
-        return _page("failed.html", await dashboard.failed(), request)
+    async def failed(
+        self, request: Request[Any, Any, Any], dashboard: DashboardDep, caller: CallerDep
+    ) -> Template:
+        return await _page("failed.html", await dashboard.failed(), request, dashboard, caller)
 
     @get("/login", name="login")
     async def login_form(self, state: State) -> Template:
@@ -259,8 +331,44 @@ class DashboardPages(Controller):
         )
 
     @get("/activity", name="activity")
-    async def activity(self, request: Request[Any, Any, Any], dashboard: DashboardDep) -> Template:
-        return _page("activity.html", await dashboard.activity(100), request)
+    async def activity(
+        self, request: Request[Any, Any, Any], dashboard: DashboardDep, caller: CallerDep
+    ) -> Template:
+        view = await dashboard.activity(100)
+        return await _page("activity.html", view, request, dashboard, caller)
+
+    @get("/sessions", name="sessions")
+    async def sessions(
+        self,
+        request: Request[Any, Any, Any],
+        dashboard: DashboardDep,
+        caller: CallerDep,
+        q: FromQuery[str | None] = None,
+    ) -> Template:
+        view = await dashboard.sessions(q)
+        return await _page("sessions.html", view, request, dashboard, caller)
+
+    @get("/sessions/{session_id:str}", name="session")
+    async def session(
+        self,
+        session_id: FromPath[str],
+        request: Request[Any, Any, Any],
+        dashboard: DashboardDep,
+        caller: CallerDep,
+    ) -> Template:
+        view = await dashboard.session(session_id)
+        return await _page("session.html", view, request, dashboard, caller)
+
+    @get("/memories", name="memories")
+    async def memories(
+        self,
+        request: Request[Any, Any, Any],
+        dashboard: DashboardDep,
+        caller: CallerDep,
+        q: FromQuery[str | None] = None,
+    ) -> Template:
+        view = await dashboard.memories(q)
+        return await _page("memories.html", view, request, dashboard, caller)
 
     @post("/handoffs/{packet_id:str}/requeue", name="requeue", opt={"form": True})
     async def requeue(
