@@ -230,7 +230,8 @@ def run(keep: bool, transcript_path: Path | None) -> int:
         if kept:
             pid = kept[0].pid
             print(
-                f"\nthe API server is still running at {url} (pid {pid}); stop it with: kill {pid}"
+                f"\nthe API server is still running at {url} (pid {pid}), its dashboard at "
+                f"{url}/?namespace={namespace}; stop it with: kill {pid}"
             )
         elif started_redis:
             embedded_server(settings).stop()
