@@ -157,14 +157,19 @@ def test_dashboard_login_trades_the_token_for_an_opaque_cookie(
 ) -> None:
     """The dashboard's login form posts the token once; the browser keeps only an opaque,
     HttpOnly, SameSite=Strict cookie (never the token, never in a URL); logging out ends it.
-    A write carried by the cookie from another origin (another localhost port) is refused.
+    A write carried by the cookie from another origin (another localhost port), and a login
+    posted from another site, are refused.
     agentmemory routes accept a Baton token."""
     assert httpx.get(f"{secured}/").status_code == 401
     with httpx.Client(base_url=secured) as browser:
         assert 'method="post"' in browser.get("/login").text
         assert browser.get("/login", params={"token": tokens["admin"]}).cookies == {}
         assert browser.post("/login", data={"token": "bt_wrong"}).status_code == 401
-        login = browser.post("/login", data={"token": tokens["admin"]})
+        forged = browser.post(  # another site's form signing the browser in: login CSRF
+            "/login", data={"token": tokens["admin"]}, headers={"Origin": "http://evil.example"}
+        )
+        assert forged.status_code == 403 and "set-cookie" not in forged.headers
+        login = browser.post("/login", data={"token": tokens["admin"]}, headers={"Origin": secured})
         assert (login.status_code, login.headers["location"]) == (303, "/")
         cookie = login.headers["set-cookie"]
         assert "HttpOnly" in cookie and "samesite=strict" in cookie.lower()

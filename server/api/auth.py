@@ -222,7 +222,7 @@ class Gate:
             await self.count_failure(scope, redis)
             raise Unauthorized("unknown, revoked or expired token")
         if secret is None:
-            _check_same_origin(scope, headers)
+            check_same_origin(scope, headers)
         return Credential(
             "token",
             agent=token.agent,
@@ -319,16 +319,20 @@ class Headers:
         return None
 
 
-def _check_same_origin(scope: Scope, headers: Headers) -> None:
-    """A write carried by the dashboard's login cookie comes from the dashboard's own pages:
-    SameSite=Strict keeps other sites' pages out, not same-site ones (another port on
-    localhost), so an ``Origin`` naming another host or port is refused."""
+def check_same_origin(
+    scope: Scope, headers: Headers, what: str = "a write with the dashboard's login cookie"
+) -> None:
+    """A write carried by the dashboard's login cookie, and a login itself, come from the
+    dashboard's own pages: SameSite=Strict keeps other sites' pages out, not same-site ones
+    (another port on localhost), and a login form posted by another site would sign the
+    browser in as the other site's token (login CSRF); so an ``Origin`` naming another host
+    or port is refused."""
     origin = headers.first(b"origin")
     if scope.get("method") not in UNSAFE_METHODS or origin is None:
         return
     host = (headers.first(b"host") or "").lower()
     if urlsplit(origin).netloc.lower() != host:
-        raise Forbidden(f"a write from {origin} with the dashboard's login cookie refused")
+        raise Forbidden(f"{what} from {origin} refused")
 
 
 def _bearer(headers: Headers) -> str | None:

@@ -18,7 +18,13 @@ from litestar.params import Body, FromPath, FromQuery, Parameter
 from litestar.response import Redirect, ServerSentEvent, ServerSentEventMessage, Template
 from markupsafe import Markup
 
-from baton.server.api.auth import LOGIN_COOKIE, Gate, require_admin
+from baton.server.api.auth import (
+    LOGIN_COOKIE,
+    Gate,
+    Headers,
+    check_same_origin,
+    require_admin,
+)
 from baton.server.api.deps import CallerDep, DashboardDep, HandoffsDep
 from baton.server.api.event_streams import EventHub
 from baton.server.api.problems import problems
@@ -297,6 +303,7 @@ class DashboardPages(Controller):
     ) -> Response[Any]:
         """Trade a token for a login cookie (opaque, HttpOnly, SameSite=Strict, Secure over
         https): the token itself never sits in the browser or a URL."""
+        check_same_origin(request.scope, Headers(request.scope["headers"]), "a login")
         gate: Gate = state.gate
         redis = state.backend.redis
         locked = await gate.lockout(request.scope, redis)  # a valid token still passes
