@@ -555,24 +555,20 @@ def test_clients_read_their_token_from_baton_token_file(
     with running_server(own_db, tmp_path / "serve.log") as url:
         with BatonClient(url, agent="scout") as scout:
             assert scout.remember("notes/a", 1).version == 1
-        hook = subprocess.run(
-            [sys.executable, "-m", "baton.server.cli", "hook", "--check"],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-            env={**os.environ, "BATON_URL": url},
-        )
+
+        def hook_check(**env: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [sys.executable, "-m", "baton.server.cli", "hook", "--check"],
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+                env={**os.environ, "BATON_URL": url, **env},
+            )
+
+        hook = hook_check()
         assert hook.returncode == 0, hook.stdout + hook.stderr
-        missing = subprocess.run(
-            [sys.executable, "-m", "baton.server.cli", "hook", "--check"],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-            env={**os.environ, "BATON_URL": url, "BATON_TOKEN_FILE": str(tmp_path / "none")},
-        )
+        missing = hook_check(BATON_TOKEN_FILE=str(tmp_path / "none"))
         assert missing.returncode == 1
         assert missing.stderr.strip().startswith("baton hook: BATON_TOKEN_FILE")

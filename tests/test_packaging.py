@@ -14,22 +14,31 @@ import pytest
 from tests.conftest import REPO
 
 
-@pytest.mark.slow
-def test_the_wheel_builds_quietly_and_carries_its_data_and_licence(tmp_path: Path) -> None:
-    """`pip wheel .` builds with no setuptools warning, and the wheel holds the Lua
-    scripts, templates, static files, demo fixtures, the hosts' skill and command files and
-    the MIT licence."""
-    built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(tmp_path), str(REPO)],
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The wheel `pip wheel .` builds from this checkout, and what the build printed."""
+    folder = tmp_path_factory.mktemp("wheel")
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(folder), str(REPO)],
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
-    assert built.returncode == 0, built.stderr
-    output = built.stdout + built.stderr
+    assert build.returncode == 0, build.stderr
+    [wheel] = folder.glob("baton_server-*.whl")
+    return wheel, build.stdout + build.stderr
+
+
+@pytest.mark.slow
+def test_the_wheel_builds_quietly_and_carries_its_data_and_licence(
+    built: tuple[Path, str],
+) -> None:
+    """`pip wheel .` builds with no setuptools warning, and the wheel holds the Lua
+    scripts, templates, static files, demo fixtures, the hosts' skill and command files and
+    the MIT licence."""
+    wheel, output = built
     assert "BuildBackendWarning" not in output and "DeprecationWarning" not in output, output
-    [wheel] = tmp_path.glob("baton_server-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     for wanted in (
         "baton/server/lua/claim_packet.lua",
@@ -57,20 +66,12 @@ def test_baton_says_its_version() -> None:
 
 @pytest.mark.slow
 def test_the_wheel_installs_into_a_fresh_environment_outside_the_checkout(
-    tmp_path: Path,
+    built: tuple[Path, str], tmp_path: Path
 ) -> None:
     """The wheel, installed by pip into a new virtual environment, runs from a directory
     that is not the checkout: `baton --version` and `baton status` answer, and the
     installed package reads its Lua scripts from site-packages, not from here."""
-    built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(tmp_path), str(REPO)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    assert built.returncode == 0
-    [wheel] = tmp_path.glob("baton_server-*.whl")
+    wheel, _ = built
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     installed = subprocess.run(
