@@ -18,9 +18,10 @@ from baton.server.backup import Seal
 from tests.conftest import REPO, written_keys
 
 
-def baton(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+def baton(redis_url: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "baton.server.cli", *args],
+        input=stdin,
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -445,16 +446,7 @@ def test_a_held_packet_comes_back_held_and_is_sent_when_its_session_ends(
     exported = baton(redis_url, "export")
     assert exported.returncode == 0, exported.stderr
     sync_redis.flushdb()
-    loaded = subprocess.run(
-        [sys.executable, "-m", "baton.server.cli", "import", "-"],
-        input=exported.stdout,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, "BATON_REDIS_URL": redis_url},
-    )
+    loaded = baton(redis_url, "import", "-", stdin=exported.stdout)
     assert loaded.returncode == 0, loaded.stderr
     executor = {"X-Baton-Agent": "executor"}
     assert http.get(f"/v1/handoffs/{held['id']}").json()["state"] == "held"
