@@ -195,7 +195,15 @@ class Dashboard:
             [pin.ref for packets in by_agent.values() for p in packets for pin in p.pins]
         )
         moved = await self._writers(
-            [(ref, version) for ref, version in current.items() if version is not None]
+            sorted(
+                {
+                    (pin.ref, version)
+                    for packets in by_agent.values()
+                    for p in packets
+                    for pin in p.pins
+                    if (version := current[pin.ref]) is not None and version != pin.version
+                }
+            )
         )
         now = time.time()
         queues = []
