@@ -145,7 +145,8 @@ def _host(host: Host, home: Path, project: Path) -> Iterator[Finding]:
 
 
 def _claude_hooks(home: Path, project: Path) -> Iterator[Finding]:
-    for path in (project / ".claude" / "settings.json", home / ".claude" / "settings.json"):
+    places = (project / ".claude" / "settings.json", home / ".claude" / "settings.json")
+    for path in dict.fromkeys(place.resolve() for place in places):  # the same file once
         data = _json(path)
         hooks = data.get("hooks") if isinstance(data, dict) else None
         commands = [
