@@ -97,11 +97,14 @@ def _api(environ: Mapping[str, str]) -> Iterator[Finding]:
                 return
             whoami = client.get("/v1/whoami")
     except httpx.TransportError as error:
-        yield Finding(
-            "warn",
-            f"no Baton API answers at {url} ({type(error).__name__}): hooks keep their events "
-            "until it does; run `baton serve` or set BATON_URL",
-        )
+        if "BATON_URL" in environ:  # chosen, so it should answer: a fault, said plainly
+            yield Finding("FAIL", f"BATON_URL {url}: {_why(error)}; check BATON_URL")
+        else:
+            yield Finding(
+                "warn",
+                f"no Baton API answers at {url} ({_why(error)}): hooks keep their events "
+                "until it does; run `baton serve`, or set BATON_URL to where it runs",
+            )
         return
     if whoami.status_code == 200:
         who = whoami.json()
@@ -118,6 +121,28 @@ def _api(environ: Mapping[str, str]) -> Iterator[Finding]:
         yield Finding("FAIL", f"{url} requires a token: set BATON_TOKEN (`baton token add`)")
     else:
         yield Finding("FAIL", f"{url} answered /v1/whoami with {whoami.status_code}")
+
+
+def _why(error: httpx.TransportError) -> str:
+    """What a failed connection means, in words."""
+    text = str(error).lower()
+    if isinstance(error, httpx.UnsupportedProtocol):
+        return "it needs http:// or https:// in front"
+    if isinstance(error, httpx.ConnectError) and (
+        "name or service not known" in text
+        or "nodename nor servname" in text
+        or "temporary failure in name resolution" in text
+    ):
+        return "its host name is not known"
+    if isinstance(error, httpx.ConnectError) and ("ssl" in text or "tls" in text):
+        return "the TLS handshake failed (https:// to a plain http server?)"
+    if isinstance(error, httpx.ConnectError):
+        return "nothing listens there (connection refused)"
+    if isinstance(error, httpx.TimeoutException):
+        return "it did not answer in time"
+    if isinstance(error, httpx.RemoteProtocolError):
+        return "something answers there, but not as an HTTP server Baton would be"
+    return type(error).__name__
 
 
 def _host(host: Host, home: Path, project: Path) -> Iterator[Finding]:

@@ -212,3 +212,17 @@ def test_a_packet_held_for_the_senders_session_end_is_sent_when_it_ends(
         headers={"X-Baton-Agent": "scout"},
     )
     assert refused.status_code == 422 and refused.json()["field"] == "deliver"
+
+
+def test_the_readme_client_example_shows_the_stale_pin(
+    api_url: str, redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """README's Python example, run as written against a server: the executor is told the
+    pin it was handed moved from v1 to v2."""
+    from tests.conftest import REPO
+
+    readme = (REPO / "README.md").read_text()
+    code = readme.split("From Python (a running `baton serve`", 1)[1]
+    code = code.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(code.replace("http://127.0.0.1:8765", api_url), {})
+    assert capsys.readouterr().out == "listing/553/assessment 1 2\n"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import redis
 
-from tests.conftest import issue, run_baton, running_server
+from tests.conftest import free_port, issue, run_baton, running_server
 
 BATON = str(Path(sys.executable).with_name("baton"))
 
@@ -61,6 +61,24 @@ def test_a_broken_setup_names_each_fault(redis_url: str, tmp_path: Path) -> None
     assert any("opencode (user" in line and f"`{gone}`" in line for line in fails)
     assert any("Claude Code hooks" in line and gone in line for line in fails)
     redis.Redis.from_url(store).flushdb()
+
+
+def test_a_baton_url_that_does_not_answer_is_a_fault_said_in_words(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """A BATON_URL that was set and does not answer is a FAIL (exit 1) that says why: no
+    scheme, an unknown host, nothing listening; left unset, no server is only a warning."""
+    closed = free_port()
+    for url, why in (
+        (f"127.0.0.1:{closed}", "it needs http:// or https:// in front"),
+        ("http://no-such-host.invalid:8765", "its host name is not known"),
+        (f"http://127.0.0.1:{closed}", "nothing listens there (connection refused)"),
+    ):
+        done = baton("doctor", home=tmp_path, BATON_REDIS_URL=redis_url, BATON_URL=url)
+        assert done.returncode == 1, url
+        assert f"FAIL BATON_URL {url}: {why}; check BATON_URL" in done.stdout.splitlines()
+    unset = baton("doctor", home=tmp_path, BATON_REDIS_URL=redis_url, BATON_PORT=str(closed))
+    assert any(line.startswith("warn no Baton API answers") for line in unset.stdout.splitlines())
 
 
 def test_bare_baton_shows_the_overview(tmp_path: Path) -> None:
