@@ -4,8 +4,8 @@ RQ jobs carry only ``(namespace, agent, packet_id)``; the packet itself lives in
 inbox in Redis, and the job claims it through the same claim path as ``resume``. A job is
 RQ's own enqueue's commands (from a template RQ builds once per queue), sent from the event
 loop, and dropped after a pull by ``discard_job.lua`` or, with the queue on another Redis,
-by RQ's ``Queue.remove`` and ``Job.delete``. RQ's default serializer is kept so that RQ's
-own tools (``rq info``, ``rq requeue``) work as is.
+by RQ's ``Queue.remove`` and ``Job.delete``. Job data is JSON (RQ's ``JSONSerializer``,
+``baton.queue.job_guard`` says why); RQ's own tools take it with ``--serializer json``.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from redis.asyncio import Redis as AsyncRedis
 from rq import Queue, Retry
 from rq.exceptions import NoSuchJobError
 from rq.job import Job
+from rq.serializers import JSONSerializer
 
 from baton.server.batch import Batch
 from baton.server.clock import iso
@@ -38,6 +39,7 @@ log = structlog.get_logger("baton.dispatch")
 DELIVER = "baton.queue.jobs.deliver_packet"
 SWEEP = "baton.queue.jobs.sweep"
 MAINTENANCE_QUEUE = "baton-maintenance"
+JOB_SERIALIZER = JSONSerializer  # decoding a job's data runs no code, unlike pickle
 # Finished jobs are kept an hour (visible in rq info); failed ones a week (our dead letter).
 RESULT_TTL = 3600
 FAILURE_TTL = 7 * 24 * 3600
@@ -47,7 +49,7 @@ _background: set[asyncio.Task[None]] = set()
 
 # The packet a queue's job template is built for: as long as every packet id Baton makes
 # (``PACKET_ID_PATTERN``, ASCII), so one can be swapped for another byte for byte inside the
-# job's pickled call.
+# job's call.
 SAMPLE_PACKET = "h_5a4p1e00"
 SAMPLE_SEQ = 0
 TIMESTAMP_FIELDS = frozenset({b"created_at", b"enqueued_at"})
@@ -60,7 +62,7 @@ def zlib_stored(data: bytes) -> bytes:
     """``data`` as a zlib stream of stored (uncompressed) deflate blocks (RFC 1950/1951):
     read by ``zlib.decompress``, and so by RQ, like the compressed stream RQ writes. Making
     it needs none of deflate's 256 KiB of state per call: ``zlib.compress`` of a job's small
-    pickled call cost 27-74 µs here, a few percent of a handoff."""
+    encoded call cost 27-74 µs here, a few percent of a handoff."""
     blocks = [
         struct.pack("<BHH", start + STORED_BLOCK >= len(data), len(chunk), len(chunk) ^ 0xFFFF)
         + chunk
@@ -74,7 +76,7 @@ def zlib_stored(data: bytes) -> bytes:
 class JobTemplate:
     """RQ's own commands for one queue's job, built by RQ once for a sample packet, with the
     places that differ from job to job marked: the job id (in keys and values), the packet
-    id (in the description), the timestamps and the pickled call, whose packet id is swapped
+    id (in the description), the timestamps and the encoded call (JSON), whose packet id is swapped
     byte for byte (ids have one length) and which is stored uncompressed in zlib's format
     (:func:`zlib_stored`). Kept by the speed rule (it writes RQ's job as RQ would, not
     through RQ): ``make bench-ab`` against b1b9ce7, handoff at 32 connections, 0.68 x its
@@ -83,7 +85,7 @@ class JobTemplate:
 
     commands: tuple[tuple[str | bytes, ...], ...]
     sample_job: str
-    call: bytes  # the pickled call, uncompressed
+    call: bytes  # the encoded call, uncompressed
     timestamps: tuple[tuple[int, int], ...]  # (command, argument) positions
     data: tuple[int, int]
     # The text arguments naming the sample job or packet: (command, argument, text).
@@ -154,7 +156,9 @@ class RQDispatcher:
         self.encoder = connection.get_encoder()
 
     def queue(self, namespace: str, agent: str) -> Queue:
-        return Queue(queue_name(namespace, agent), connection=self.connection)
+        return Queue(
+            queue_name(namespace, agent), connection=self.connection, serializer=JOB_SERIALIZER
+        )
 
     def job_commands(
         self, namespace: str, agent: str, packet_id: str, seq: int
@@ -273,7 +277,9 @@ class RQDispatcher:
         if not self.queue(namespace, agent).remove(identifier):
             return  # a worker has it (or it is gone)
         with contextlib.suppress(NoSuchJobError):
-            Job.fetch(identifier, connection=self.connection).delete(remove_from_queue=False)
+            Job.fetch(identifier, connection=self.connection, serializer=JOB_SERIALIZER).delete(
+                remove_from_queue=False
+            )
 
     async def depth(self, namespace: str, agent: str) -> int:
         return int(await self.async_connection.llen(self.queue(namespace, agent).key))
@@ -283,7 +289,7 @@ class RQDispatcher:
 
     def _missing(self, namespace: str, jobs: Sequence[tuple[str, int]]) -> list[int]:
         identifiers = [job_id(namespace, packet_id, seq) for packet_id, seq in jobs]
-        found = Job.fetch_many(identifiers, connection=self.connection)
+        found = Job.fetch_many(identifiers, connection=self.connection, serializer=JOB_SERIALIZER)
         return [index for index, job in enumerate(found) if job is None]
 
     async def aclose(self) -> None:

@@ -16,13 +16,20 @@ import structlog
 from redis.client import PubSubWorkerThread
 from redis.exceptions import RedisError
 from rq import Queue
-from rq.cron import CronScheduler
+from rq.job import Job, JobStatus
+from rq.results import Result
 from rq.scheduler import RQScheduler
 from rq.worker import SimpleWorker, WorkerStatus
 
 from baton.agents.agent_runtime import handler_for, registered
-from baton.queue.dispatch import MAINTENANCE_QUEUE, SWEEP
-from baton.queue.jobs import sweep
+from baton.queue.dispatch import (
+    FAILURE_TTL,
+    JOB_SERIALIZER,
+    MAINTENANCE_QUEUE,
+    RESULT_TTL,
+    SWEEP,
+)
+from baton.queue.job_guard import refusal
 from baton.queue.worker_context import worker_context
 from baton.server.connection import queue_url, sync_redis
 from baton.server.keys import queue_name
@@ -38,9 +45,28 @@ class AgentWorker(SimpleWorker):
     process keeps its event loop and Redis connections between jobs; leases, not a work
     horse, protect a packet whose worker dies), with a bounded stop: on SIGTERM the running
     handler may finish within ``stop_seconds``; past that its packet goes back to its queue
-    (redelivered at once instead of after its lease) and the process exits."""
+    (redelivered at once instead of after its lease) and the process exits. It runs only
+    Baton's own jobs (``baton.queue.job_guard``)."""
 
     stop_seconds: float = 3.0
+
+    def execute_job(self, job: Job, queue: Queue) -> None:
+        reason = refusal(job)
+        if reason is None:
+            super().execute_job(job, queue)
+            return
+        log.error("job refused, nothing of it ran", job=job.id, queue=queue.name, reason=reason)
+        refused = f"refused by Baton: {reason}"
+        with self.connection.pipeline() as pipeline:
+            job.set_status(JobStatus.FAILED, pipeline=pipeline)
+            queue.failed_job_registry.add(
+                job, ttl=FAILURE_TTL, exc_string=refused, pipeline=pipeline
+            )
+            Result.create_failure(
+                job, FAILURE_TTL, exc_string=refused, worker_name=self.name, pipeline=pipeline
+            )
+            pipeline.lrem(queue.intermediate_queue_key, 1, job.id)
+            pipeline.execute()
 
     def unsubscribe(self) -> None:
         """RQ's, reordered so it never waits on its own pubsub thread: RQ 3 reads the
@@ -104,8 +130,10 @@ def run_agent(
         )
     configure_logging()  # RQ's lines too, on stderr: stdout is the agent's (transcript, MCP)
     connection = sync_redis(queue_url(settings))
-    queue = Queue(queue_name(settings.namespace, name), connection=connection)
-    worker = WORKER_CLASS([queue], connection=connection)
+    queue = Queue(
+        queue_name(settings.namespace, name), connection=connection, serializer=JOB_SERIALIZER
+    )
+    worker = WORKER_CLASS([queue], connection=connection, serializer=JOB_SERIALIZER)
     worker.stop_seconds = settings.stop_seconds
     if burst:  # RQ then moves due retries once, in this process
         return worker.work(burst=True, with_scheduler=True)
@@ -119,7 +147,7 @@ def scheduling(worker: AgentWorker) -> Iterator[None]:
     over) as a thread of the worker, instead of the process RQ would fork for it: that
     process outlived a worker killed with SIGKILL, heart-beating into Redis for ever. On a
     normal stop it releases its locks; after a kill they expire within a minute."""
-    scheduler = RQScheduler(worker.queues, connection=worker.connection)
+    scheduler = RQScheduler(worker.queues, connection=worker.connection, serializer=JOB_SERIALIZER)
     stop = threading.Event()
     thread = threading.Thread(
         target=_schedule, args=(scheduler, stop), name="baton-scheduler", daemon=True
@@ -156,27 +184,36 @@ def _schedule(scheduler: RQScheduler, stop: threading.Event) -> None:
 
 
 def run_maintenance(settings: Settings, *, burst: bool = False) -> bool:
-    """Run the periodic sweeps: RQ's cron scheduler enqueues :func:`sweep` every
-    ``BATON_SWEEP_SECONDS`` and this worker runs it."""
+    """Run the periodic sweeps: a thread enqueues the sweep job every
+    ``BATON_SWEEP_SECONDS`` and this worker runs it. Not RQ's ``CronScheduler``: it enqueues
+    with RQ's pickle serializer (RQ 3.0 takes no other), which Baton's workers refuse."""
     configure_logging()  # RQ's lines too, on stderr: stdout is the agent's (transcript, MCP)
     connection = sync_redis(queue_url(settings))
-    queue = Queue(MAINTENANCE_QUEUE, connection=connection)
-    worker = WORKER_CLASS([queue], connection=connection)
+    queue = Queue(MAINTENANCE_QUEUE, connection=connection, serializer=JOB_SERIALIZER)
+    worker = WORKER_CLASS([queue], connection=connection, serializer=JOB_SERIALIZER)
     if burst:
         queue.enqueue(SWEEP)
         return worker.work(burst=True)
-    cron = CronScheduler(connection)
-    cron.register(sweep, MAINTENANCE_QUEUE, interval=settings.handoffs.sweep_seconds)
     stop = threading.Event()
-    threading.Thread(target=_tick, args=(cron, stop), name="baton-cron", daemon=True).start()
+    ticking = threading.Thread(
+        target=_tick,
+        args=(queue, settings.handoffs.sweep_seconds, stop),
+        name="baton-sweep-timer",
+        daemon=True,
+    )
+    ticking.start()
     try:
         return worker.work()
     finally:
         stop.set()
 
 
-def _tick(cron: CronScheduler, stop: threading.Event) -> None:
-    """RQ's CronScheduler loop without its signal handlers (the worker owns the signals)."""
+def _tick(queue: Queue, seconds: float, stop: threading.Event) -> None:
+    """Enqueue the sweep every ``seconds`` (a round that cannot reach Redis is logged and
+    the next one tried)."""
     while not stop.is_set():
-        cron.enqueue_jobs()
-        stop.wait(cron.calculate_sleep_interval())
+        try:
+            queue.enqueue(SWEEP, result_ttl=RESULT_TTL, failure_ttl=FAILURE_TTL)
+        except RedisError as error:
+            log.warning("could not enqueue the sweep; trying again", error=str(error))
+        stop.wait(seconds)

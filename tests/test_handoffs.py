@@ -13,7 +13,7 @@ from rq import Queue
 from rq.job import Job
 from structlog.testing import capture_logs
 
-from baton.queue.dispatch import DELIVER, FAILURE_TTL, queue_name
+from baton.queue.dispatch import DELIVER, FAILURE_TTL, JOB_SERIALIZER, queue_name
 from baton.server.backend import Backend, open_backend
 from baton.server.errors import Forbidden, InvalidInput, NotFound, StateConflict
 from baton.server.handoffs import HandoffStore, job_id
@@ -408,9 +408,11 @@ async def test_handoff_enqueues_one_rq_job_with_the_policy(
     """The packet's RQ job names the packet, runs under the lease as its timeout, is
     retried as the policy says, and keeps its failure a week (the dead letter)."""
     packet_id = await hand(handoffs)
-    job = Job.fetch(job_id("default", packet_id, 0), connection=sync_redis)
+    job = Job.fetch(
+        job_id("default", packet_id, 0), connection=sync_redis, serializer=JOB_SERIALIZER
+    )
     policy = handoffs.policy
-    assert job.func_name == DELIVER and job.args == ("default", "executor", packet_id)
+    assert job.func_name == DELIVER and job.args == ["default", "executor", packet_id]
     assert (job.timeout, job.retries_left, job.failure_ttl) == (
         int(policy.lease_seconds),
         policy.handler_tries - 1,

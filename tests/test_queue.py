@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import pickle
 import signal
 import subprocess
 import sys
@@ -18,13 +17,21 @@ import pytest
 import redis
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from rq import Queue
+from rq import Callback, Queue
 from rq.job import Job, JobStatus
-from rq.registry import FailedJobRegistry
+from rq.registry import FailedJobRegistry, FinishedJobRegistry
 from rq.utils import str_to_date
 
 from baton.agents import BatonClient
-from baton.queue.dispatch import DELIVER, STORED_BLOCK, RQDispatcher, queue_name, zlib_stored
+from baton.queue.dispatch import (
+    DELIVER,
+    JOB_SERIALIZER,
+    MAINTENANCE_QUEUE,
+    STORED_BLOCK,
+    RQDispatcher,
+    queue_name,
+    zlib_stored,
+)
 from baton.queue.worker import AgentWorker
 from baton.server.backend import open_backend
 from baton.server.connection import async_redis
@@ -77,6 +84,20 @@ async def queue_packets(
     ]
 
 
+def tester_burst(redis_url: str, api_url: str, **env: str) -> subprocess.Popen[str]:
+    """`baton agent run tester --burst` with the test handlers: handles what is queued, exits."""
+    return baton_process(
+        "agent",
+        "run",
+        "tester",
+        "-m",
+        "tests.handlers",
+        "--burst",
+        redis_url=redis_url,
+        api_url=api_url,
+    )
+
+
 async def until_claimed(handoffs: HandoffStore, packet_id: str) -> None:
     """Wait (up to 30 s) until a worker has claimed the packet."""
     deadline = time.monotonic() + 30
@@ -113,16 +134,7 @@ async def test_pull_and_push_racing_never_handle_a_packet_twice(
     """An RQ agent worker and two pulling processes drain one queue together: each packet
     is handled exactly once (its handled/<id> record has one version)."""
     ids = await queue_packets(handoffs, "tester", 120)
-    worker = baton_process(
-        "agent",
-        "run",
-        "tester",
-        "-m",
-        "tests.handlers",
-        "--burst",
-        redis_url=redis_url,
-        api_url=api_url,
-    )
+    worker = tester_burst(redis_url, api_url)
     pulling = pullers(api_url, "tester", 2, "handle")
     pulled = [json.loads(p.communicate(timeout=120)[0]) for p in pulling]
     output = worker.communicate(timeout=120)[0]
@@ -183,16 +195,7 @@ async def test_worker_killed_inside_a_handler_gets_the_packet_redelivered(
         assert baton.get_handoff(packet_id).state == "queued"
 
         # The handler hangs only on the first delivery; the second one completes.
-        worker = baton_process(
-            "agent",
-            "run",
-            "tester",
-            "-m",
-            "tests.handlers",
-            "--burst",
-            redis_url=redis_url,
-            api_url=api_url,
-        )
+        worker = tester_burst(redis_url, api_url)
         output = worker.communicate(timeout=60)[0]
         assert worker.returncode == 0, output
         packet = baton.get_handoff(packet_id)
@@ -207,16 +210,7 @@ async def test_a_handler_that_always_raises_is_retried_then_failed(
     """A failing handler is tried 3 times; then the packet is failed with the error text and
     the job sits in RQ's failed registry (the dead letter)."""
     [packet_id] = await queue_packets(handoffs, "tester", 1, note="raise")
-    worker = baton_process(
-        "agent",
-        "run",
-        "tester",
-        "-m",
-        "tests.handlers",
-        "--burst",
-        redis_url=redis_url,
-        api_url=api_url,
-    )
+    worker = tester_burst(redis_url, api_url)
     output = worker.communicate(timeout=120)[0]
     assert worker.returncode == 0, output
 
@@ -237,16 +231,7 @@ async def test_rq_requeue_of_a_dead_letter_really_retries_the_packet(
     `rq requeue` (RQ's own CLI) of that job puts the packet back in its queue and the next
     worker handles it."""
     [packet_id] = await queue_packets(handoffs, "tester", 1, note="until-fixed")
-    worker = baton_process(
-        "agent",
-        "run",
-        "tester",
-        "-m",
-        "tests.handlers",
-        "--burst",
-        redis_url=redis_url,
-        api_url=api_url,
-    )
+    worker = tester_burst(redis_url, api_url)
     assert worker.communicate(timeout=120)[0] is not None and worker.returncode == 0
     assert (await handoffs.get(packet_id)).state == "failed"
 
@@ -256,6 +241,8 @@ async def test_rq_requeue_of_a_dead_letter_really_retries_the_packet(
         [
             str(Path(sys.executable).with_name("rq")),
             "requeue",
+            "--serializer",
+            "json",
             "--all",
             "--queue",
             queue,
@@ -268,16 +255,7 @@ async def test_rq_requeue_of_a_dead_letter_really_retries_the_packet(
         check=False,
     )
     assert requeued.returncode == 0, requeued.stderr
-    worker = baton_process(
-        "agent",
-        "run",
-        "tester",
-        "-m",
-        "tests.handlers",
-        "--burst",
-        redis_url=redis_url,
-        api_url=api_url,
-    )
+    worker = tester_burst(redis_url, api_url)
     output = worker.communicate(timeout=120)[0]
     assert worker.returncode == 0, output
     packet = await handoffs.get(packet_id)
@@ -293,17 +271,7 @@ async def test_a_handler_longer_than_its_lease_keeps_its_packet(
     """A handler taking 6 s under a 2 s lease: the worker renews the lease while it runs, so
     the API's sweeps never put the packet back and pulls never get it; handled once."""
     [packet_id] = await queue_packets(handoffs, "tester", 1, note="sleep-6")
-    worker = baton_process(
-        "agent",
-        "run",
-        "tester",
-        "-m",
-        "tests.handlers",
-        "--burst",
-        redis_url=redis_url,
-        api_url=api_url,
-        BATON_LEASE_SECONDS="2",
-    )
+    worker = tester_burst(redis_url, api_url, BATON_LEASE_SECONDS="2")
     await until_claimed(handoffs, packet_id)
     with BatonClient(api_url, agent="tester") as puller:
         deadline = time.monotonic() + 8
@@ -343,16 +311,7 @@ async def test_sigterm_stops_a_worker_stuck_in_a_handler_within_its_grace(
     assert packet.state == "queued" and packet.log is not None
     assert "stop grace" in packet.log[-1].reason
 
-    again = baton_process(
-        "agent",
-        "run",
-        "tester",
-        "-m",
-        "tests.handlers",
-        "--burst",
-        redis_url=redis_url,
-        api_url=api_url,
-    )
+    again = tester_burst(redis_url, api_url)
     assert again.wait(60) == 0
     assert (await handoffs.get(packet_id)).state == "done"
 
@@ -456,7 +415,7 @@ def test_a_job_from_the_queue_template_is_byte_for_byte_rqs_own(
 ) -> None:
     """The commands a handoff sends for its job (from the queue's template, built by RQ once)
     are exactly the commands RQ's own enqueue builds for that packet and delivery attempt,
-    the pickled call and the description included; only the timestamps differ, and they are
+    the encoded call and the description included; only the timestamps differ, and they are
     the job's own, not the template's, and the call is stored in zlib's format uncompressed
     rather than compressed."""
     dispatcher = RQDispatcher(sync_redis, HandoffPolicy(), async_redis(redis_url))  # never connects
@@ -488,12 +447,12 @@ def test_a_job_from_the_queue_template_is_byte_for_byte_rqs_own(
 def test_every_job_calls_the_handler_with_its_own_packet(
     redis_url: str, sync_redis: redis.Redis, agent: str, packet: str
 ) -> None:
-    """Whatever the packet id and the agent's name, the job's pickled call (what a worker
+    """Whatever the packet id and the agent's name, the job's call (JSON: what a worker
     runs) names that namespace, agent and packet, and the job waits on that agent's queue."""
     dispatcher = RQDispatcher(sync_redis, HandoffPolicy(), async_redis(redis_url))  # never connects
     commands = as_bytes(dispatcher.job_commands("default", agent, packet, 3))
-    function, _, args, _ = pickle.loads(zlib.decompress(job_hash(commands)[b"data"]))
-    assert (function, args) == (DELIVER, ("default", agent, packet))
+    function, _, args, _ = json.loads(zlib.decompress(job_hash(commands)[b"data"]))
+    assert (function, args) == (DELIVER, ["default", agent, packet])
     queue = (Queue.redis_queue_namespace_prefix + queue_name("default", agent)).encode()
     assert [b"RPUSH", queue, job_id("default", packet, 3).encode()] in commands
 
@@ -510,10 +469,10 @@ async def test_a_handoffs_job_is_rqs_own_and_a_pull_drops_it(
         handoffs = backend.namespace("default").handoffs
         packet = await handoffs.handoff(from_agent="scout", to_agent="worker-a", summary="s")
         ours = job_id("default", packet.id, 0)
-        job = Job.fetch(ours, connection=sync_redis)
+        job = Job.fetch(ours, connection=sync_redis, serializer=JOB_SERIALIZER)
         assert (job.func_name, job.args, job.get_status()) == (
             DELIVER,
-            ("default", "worker-a", packet.id),
+            ["default", "worker-a", packet.id],
             JobStatus.QUEUED,
         )
         assert queue.job_ids == [ours]
@@ -578,3 +537,79 @@ def test_a_worker_never_waits_on_its_command_thread_to_stop(redis_url: str) -> N
     worker.unsubscribe()
     assert time.monotonic() - stopping < 10  # RQ alone: 60 s
     connection.close()
+
+
+class RunsOnUnpickling:
+    """A pickle payload that runs a shell command when loaded (the classic ``__reduce__``)."""
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return (os.system, (self.command,))
+
+
+def failure_of(connection: redis.Redis, identifier: str) -> str:
+    """The failure RQ records for the job (what ``rq info`` and RQ's dashboards show)."""
+    job = Job.fetch(identifier, connection=connection, serializer=JOB_SERIALIZER)
+    result = job.latest_result()
+    assert result is not None and result.exc_string is not None
+    return result.exc_string
+
+
+async def test_a_worker_runs_only_batons_jobs_from_json_data(
+    handoffs: HandoffStore, api_url: str, redis_url: str, sync_redis: redis.Redis, tmp_path: Path
+) -> None:
+    """Jobs written into an agent's queue by someone with Redis access (a pickled payload, a
+    JSON job naming ``os.system``, Baton's own job with a callback or the wrong arguments)
+    are failed with the reason and nothing of them runs; the real packet queued behind them
+    is handled by the same worker."""
+    name = queue_name("default", "tester")
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    marker = marks / "ran"
+    pickled = Queue(name, connection=sync_redis)  # RQ's default: pickle
+    as_json = Queue(name, connection=sync_redis, serializer=JOB_SERIALIZER)
+    planted = {
+        "pickle": pickled.enqueue_call(DELIVER, args=(RunsOnUnpickling(f"touch {marker}1"),)),
+        "os.system": as_json.enqueue_call("os.system", args=(f"touch {marker}2",)),
+        "callback": as_json.enqueue_call(
+            DELIVER,
+            args=("default", "tester", "h_00000000"),
+            on_failure=Callback("os.system"),
+        ),
+        "arguments": as_json.enqueue_call(DELIVER, args=("default", "tester", 3)),
+    }
+    [packet_id] = await queue_packets(handoffs, "tester", 1)
+    worker = tester_burst(redis_url, api_url)
+    output = worker.communicate(timeout=120)[0]
+    assert worker.returncode == 0, output
+    assert not list(marks.iterdir())
+    failed = FailedJobRegistry(queue=as_json)
+    assert sorted(failed.get_job_ids()) == sorted(job.id for job in planted.values())
+    reasons = {kind: failure_of(sync_redis, job.id) for kind, job in planted.items()}
+    assert "not a JSON job" in reasons["pickle"]
+    assert "names 'os.system'" in reasons["os.system"]
+    assert "callbacks" in reasons["callback"]
+    assert "arguments are not those" in reasons["arguments"]
+    assert all(reason.startswith("refused by Baton:") for reason in reasons.values())
+    assert (await handoffs.get(packet_id)).state == "done"
+
+
+def test_the_maintenance_worker_sweeps_on_its_interval(
+    redis_url: str, sync_redis: redis.Redis
+) -> None:
+    """`baton worker` enqueues the sweep every ``BATON_SWEEP_SECONDS`` (as JSON, which its
+    own guard accepts) and runs each one."""
+    finished = FinishedJobRegistry(MAINTENANCE_QUEUE, connection=sync_redis)
+    before = finished.count
+    worker = baton_process("worker", redis_url=redis_url, BATON_SWEEP_SECONDS="1")
+    try:
+        deadline = time.monotonic() + 60
+        while finished.count < before + 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        output = worker.communicate(timeout=30)[0]
+    assert finished.count >= before + 2, output
+    assert FailedJobRegistry(MAINTENANCE_QUEUE, connection=sync_redis).count == 0, output

@@ -1,0 +1,39 @@
+"""What Baton's workers agree to run: Baton's own job functions, from JSON job data.
+
+RQ, as shipped, unpickles a job's data and imports and calls whatever function the job
+names, so anyone who can write to the queue's Redis runs code in every worker. Baton's
+queues use RQ's ``JSONSerializer`` (decoding JSON runs no code) and its workers check each
+job before RQ imports or calls anything: only Baton's job functions, with arguments of
+their shapes, and no callbacks or webhooks. A job that fails the check is failed with the
+reason, in RQ's failed registry, and nothing of it runs.
+"""
+
+from __future__ import annotations
+
+import json
+
+from rq.job import Job
+
+from baton.queue.dispatch import DELIVER, SWEEP
+
+# Each job function Baton enqueues, with the number of (text) arguments it takes.
+ALLOWED_JOBS: dict[str, int] = {DELIVER: 3, SWEEP: 0}
+CALLBACK_FIELDS = ("success_callback_name", "failure_callback_name", "stopped_callback_name")
+
+
+def refusal(job: Job) -> str | None:
+    """Why ``job`` must not run, or None when it is one of Baton's own jobs."""
+    try:
+        function, instance, args, kwargs = json.loads(job.data)  # as JOB_SERIALIZER reads it
+    except (ValueError, TypeError):
+        return "its data is not a JSON job (Baton's queues take no pickled jobs)"
+    if not isinstance(function, str) or function not in ALLOWED_JOBS:
+        return f"it names {function!r}, not one of Baton's job functions"
+    arity = ALLOWED_JOBS[function]
+    shaped = isinstance(args, list) and len(args) == arity
+    if instance is not None or kwargs or not shaped or not all(isinstance(a, str) for a in args):
+        return f"its arguments are not those of {function}"
+    hooks = job.to_dict(include_meta=False)
+    if any(hooks.get(name) for name in CALLBACK_FIELDS) or hooks.get("webhooks"):
+        return "it carries callbacks or webhooks, which Baton's jobs never have"
+    return None
