@@ -283,7 +283,12 @@ class BatonAdapter(AdapterABC):
             "orphaned": [],
             "chain_breaks": [],
         }
-        section = {"hash": "corrupted", "link": "chain_breaks", "unindexed": "orphaned"}
+        section = {
+            "hash": "corrupted",
+            "head": "corrupted",
+            "link": "chain_breaks",
+            "unindexed": "orphaned",
+        }
         for broken in stats.broken or []:
             entity, _, key = broken.ref.rpartition("/")
             report[section[broken.kind]].append(

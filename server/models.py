@@ -114,7 +114,9 @@ class BrokenLink(msgspec.Struct, kw_only=True):
     ref: str
     chain: Literal["versions", "outcomes"]
     version: int
-    kind: Literal["hash", "link", "unindexed"]  # unindexed: stored, but hidden from listings
+    # unindexed: stored, but hidden from listings; head: the record's head disagrees with
+    # its chains (a set-back version, a wrong hash, confidence or outcome counter)
+    kind: Literal["hash", "link", "unindexed", "head"]
     expected: str
     found: str
 

@@ -410,6 +410,40 @@ async def test_verify_checks_the_outcomes_chain(
     assert [(b.chain, b.version, b.kind) for b in broken] == [("outcomes", 1, "hash")]
 
 
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        ({"confidence": "0.99"}, "confidence"),
+        ({"successes": "7"}, "successes"),
+        ({"failures": "0"}, "failures"),
+        ({"outcome_hash": "0" * 64}, "outcome_hash"),
+        ({"version": "1"}, "version"),
+        ({"hash": "0" * 64}, "hash"),
+    ],
+    ids=lambda value: value if isinstance(value, str) else "",
+)
+async def test_verify_holds_a_records_head_to_its_chains(
+    store: RecordStore, data_redis: redis.Redis, edit: dict[str, str], field: str
+) -> None:
+    """A head edited behind Baton's back (confidence raised, an outcome counter changed, the
+    outcomes chain's head replaced, the version set back to hide the newest, the hash
+    swapped) is reported as a ``head`` problem naming the field first; an untouched record with
+    outcomes on an older and on the current version verifies clean."""
+    await store.remember("a/b", 1, agent="scout", confidence=0.6)
+    await store.record_outcome("success", "RUN-1", agent="e", refs=["a/b"])
+    await store.remember("a/b", 2, agent="scout", confidence=0.7)
+    await store.record_outcome("failure", "RUN-2", agent="e", refs=["a/b"])
+    assert (await store.ns.verifier.stats(verify=True)).broken == []
+
+    data_redis.hset(Keys().head("a/b"), mapping=edit)
+    broken = (await store.ns.verifier.stats(verify=True)).broken or []
+    named = [(b.ref, b.kind, b.expected.split()[0]) for b in broken]
+    if field == "version":  # the hash and confidence are then those of another version too
+        assert named[0] == ("a/b", "head", "version") and {kind for _, kind, _ in named} == {"head"}
+    else:
+        assert named == [("a/b", "head", field)]
+
+
 async def test_writes_survive_a_script_flush_without_asking_script_exists(
     redis_url: str, sync_redis: redis.Redis
 ) -> None:
