@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from baton.server import codec
 from baton.server.backend import Backend
-from baton.server.checkpoints import CheckpointStore, take_checkpoint_if_due
+from baton.server.checkpoints import CheckpointStore, SeenCheckpoints, take_checkpoint_if_due
 from baton.server.keys import NAMESPACES, SWEEP_LOCK
 from baton.server.settings import Settings
 
@@ -32,7 +32,8 @@ async def sweep_namespace(
     forgotten = await ns.memories.expire()
     report = await ns.handoffs.sweep()
     checkpoint = await take_checkpoint_if_due(
-        CheckpointStore(ns, signing_key), settings.checkpoint_seconds
+        CheckpointStore(ns, signing_key, SeenCheckpoints.of(settings.data_dir)),
+        settings.checkpoint_seconds,
     )
     if (
         abandoned

@@ -28,23 +28,26 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack
 import msgspec
+import structlog
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from baton.server import codec
 from baton.server.clock import utc_now
-from baton.server.errors import InvalidInput, NotFound, StoreUnavailable
+from baton.server.errors import InvalidInput, NotFound, StateConflict, StoreUnavailable
 from baton.server.integrity import canonical_bytes
 from baton.server.records import BATCH
 
 if TYPE_CHECKING:
     from baton.server.backend import Namespace
 
+log = structlog.get_logger("baton.checkpoints")
 ZERO = "0" * 64
 KEEP_LEAVES = 3
 MAX_SEQ = 2**62  # beyond any list index Redis accepts
 LOCK_SECONDS = 600
 KEY_FILE = "signing.key"
+SEEN_DIR = "checkpoints-seen"  # in the data dir: the newest checkpoint seen, per namespace
 
 Leaf = tuple[str, int, str, int, str, bool]  # ref, version, hash, outcomes, outcome hash, forgotten
 
@@ -104,10 +107,11 @@ class CheckpointReport(msgspec.Struct, kw_only=True):
     new_since: int
     findings: list[Finding]
     forgotten_since: list[str]
+    rolled_back: str | None = None  # how the store's own checkpoints went back, if they did
 
     @property
     def ok(self) -> bool:
-        return self.signature_ok and self.leaves_ok and not self.findings
+        return self.signature_ok and self.leaves_ok and not self.findings and not self.rolled_back
 
 
 # -- Merkle tree ---------------------------------------------------------------------------
@@ -227,18 +231,79 @@ def signature_valid(checkpoint: Checkpoint, public_key: str) -> bool:
     return True
 
 
+# -- the newest checkpoint seen, kept outside Redis -------------------------------------------
+
+
+class SeenCheckpoints:
+    """The newest checkpoint this installation took or verified, per namespace, in a file of
+    the data dir: someone with access to Redis alone can delete the newest checkpoints from
+    the store (and the records they held), but cannot make this installation forget it saw
+    them. One small file per namespace, replaced atomically, only ever moved forward."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    @classmethod
+    def of(cls, data_dir: Path) -> SeenCheckpoints:
+        return cls(data_dir / SEEN_DIR)
+
+    def _path(self, namespace: str) -> Path:
+        return self.directory / hashlib.sha256(namespace.encode()).hexdigest()[:32]
+
+    def get(self, namespace: str) -> tuple[int, str] | None:
+        try:
+            seq, digest = self._path(namespace).read_text().split()
+            return int(seq), digest
+        except (OSError, ValueError):
+            return None
+
+    def note(self, checkpoint: Checkpoint) -> None:
+        seen = self.get(checkpoint.namespace)
+        if seen is not None and seen[0] >= checkpoint.seq:
+            return
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = self._path(checkpoint.namespace)
+        draft = path.with_name(f".{path.name}.{os.getpid()}")
+        draft.write_text(f"{checkpoint.seq} {checkpoint.hash}\n")
+        os.replace(draft, path)
+
+
 # -- the store -----------------------------------------------------------------------------
 
 
 class CheckpointStore:
     """Checkpoints of one namespace."""
 
-    def __init__(self, namespace: Namespace, key: Ed25519PrivateKey) -> None:
+    def __init__(
+        self, namespace: Namespace, key: Ed25519PrivateKey, seen: SeenCheckpoints | None = None
+    ) -> None:
         self.ns = namespace
         self.redis = namespace.redis
         self.keys = namespace.keys
         self.key = key
         self.public_key = public_key_b64(key)
+        self.seen = seen
+
+    async def rollback(self, held: Checkpoint | None = None) -> str | None:
+        """How the store's checkpoints went back, if they did: the newest one is older than
+        one this installation saw (or than ``held``, an export kept elsewhere), or the
+        store's checkpoint at that number is not the one seen."""
+        marks = [] if held is None else [(held.seq, held.hash, "the export")]
+        seen = self.seen.get(self.ns.name) if self.seen else None
+        if seen is not None:
+            marks.append((*seen, "this installation"))
+        latest = await self.latest()
+        for seq, digest, who in marks:
+            if latest is None or latest.seq < seq:
+                newest = "none" if latest is None else f"checkpoint {latest.seq}"
+                return f"{who} holds checkpoint {seq}, but the store's newest is {newest}"
+            stored = await self.get(seq)
+            if stored.hash != digest:
+                return (
+                    f"{who} holds checkpoint {seq} hashed {digest[:12]}…, the store's is "
+                    f"{stored.hash[:12]}…"
+                )
+        return None
 
     async def leaves(self) -> AsyncIterator[builtins.list[Leaf]]:
         """The store's current leaves, in ref order, a batch at a time."""
@@ -287,10 +352,14 @@ class CheckpointStore:
         self,
         *,
         only_if_changed: bool = False,
+        force: bool = False,
         on_progress: Callable[[int, int], None] | None = None,
     ) -> Checkpoint | None:
         """Take a checkpoint (None when ``only_if_changed`` and nothing was written since);
-        ``on_progress(records_done, records_total)`` is called after each batch of leaves."""
+        ``on_progress(records_done, records_total)`` is called after each batch of leaves.
+        Refused (``StateConflict``) when the store's checkpoints were rolled back or when
+        the store lost, without an audit entry, what the previous checkpoint held: signing
+        would bless the tampering. ``force`` signs anyway, once it has been looked into."""
         lock = self.keys.checkpoint_lock
         if not await self.redis.set(lock, "1", nx=True, ex=LOCK_SECONDS):
             raise StoreUnavailable("another checkpoint is being taken; try again shortly")
@@ -299,6 +368,13 @@ class CheckpointStore:
             last_event = await self._last_event()
             if only_if_changed and previous is not None and previous.last_event == last_event:
                 return None
+            rolled_back = None if force else await self.rollback()
+            if rolled_back:
+                raise StateConflict(
+                    f"not signing: the store's checkpoints were rolled back ({rolled_back}); "
+                    "look into it, then sign with --force",
+                    rolled_back=rolled_back,
+                )
             seq = 1 if previous is None else previous.seq + 1
             leaves_key = self.keys.checkpoint_leaves(seq)
             await self.redis.delete(leaves_key)  # what a crashed attempt at seq left
@@ -314,6 +390,8 @@ class CheckpointStore:
                     await self.redis.rpush(leaves_key, msgpack.packb(batch))
                 if on_progress:
                     on_progress(tree.count, total)
+            if previous is not None and not force:
+                await self._refuse_regressions(previous.seq, seq)
             checkpoint = Checkpoint(
                 namespace=self.ns.name,
                 seq=seq,
@@ -332,9 +410,38 @@ class CheckpointStore:
             # Appending the head commits the checkpoint; its leaves are already in place.
             await self.redis.rpush(self.keys.checkpoints, msgspec.json.encode(checkpoint))
             await self.redis.delete(self.keys.checkpoint_leaves(seq - KEEP_LEAVES))
+            if self.seen:
+                self.seen.note(checkpoint)
             return checkpoint
         finally:
             await self.redis.delete(lock)
+
+    async def _refuse_regressions(self, previous: int, seq: int) -> None:
+        """``StateConflict`` (and checkpoint ``seq``'s leaves dropped) when a record checkpoint
+        ``previous`` held is gone, behind, changed at its version, has a shorter or rewritten
+        outcomes log, or was forgotten, with no audit entry explaining it. Both checkpoints'
+        leaves are in ref order: one merged pass, no reads but the leaves."""
+        audited = await self._audited_targets()
+        lost: builtins.list[str] = []
+        now = _leaf_stream(self.stored_leaves(seq))
+        current = await anext(now, None)
+        async for old in _leaf_stream(self.stored_leaves(previous)):
+            while current is not None and current[0] < old[0]:
+                current = await anext(now, None)
+            if old[0] in audited:
+                continue
+            problem = _regression(old, current if current and current[0] == old[0] else None)
+            if problem:
+                lost.append(f"{old[0]} {problem}")
+        if lost:
+            await self.redis.delete(self.keys.checkpoint_leaves(seq))
+            shown = "; ".join(lost[:5]) + (f"; and {len(lost) - 5} more" if len(lost) > 5 else "")
+            raise StateConflict(
+                f"not signing: {len(lost)} record(s) lost what checkpoint {previous} held, with "
+                f"no audit entry ({shown}); run baton verify --checkpoint latest, then sign "
+                "with --force",
+                lost=len(lost),
+            )
 
     async def stored_leaves(self, seq: int) -> AsyncIterator[builtins.list[Leaf]]:
         """A checkpoint's leaves as kept in Redis (only the latest few are kept)."""
@@ -376,6 +483,9 @@ class CheckpointStore:
         new_since = 0
         async for batch in self.leaves():
             new_since += sum(leaf[0] not in pinned for leaf in batch)
+        rolled_back = await self.rollback(checkpoint if signed else None)
+        if signed and leaves_ok and self.seen:
+            self.seen.note(checkpoint)
         return CheckpointReport(
             checkpoint=checkpoint.seq,
             signature_ok=signed,
@@ -386,6 +496,7 @@ class CheckpointStore:
             new_since=new_since,
             findings=findings,
             forgotten_since=forgotten_since,
+            rolled_back=rolled_back,
         )
 
     async def _audited_targets(self) -> set[str]:
@@ -482,6 +593,32 @@ class CheckpointStore:
         return findings
 
 
+async def _leaf_stream(batches: AsyncIterator[builtins.list[Leaf]]) -> AsyncIterator[Leaf]:
+    async for batch in batches:
+        for leaf in batch:
+            yield leaf
+
+
+def _regression(old: Leaf, new: Leaf | None) -> str | None:
+    """What record ``old`` (a leaf of the previous checkpoint) lost by ``new`` (its leaf
+    now, None when it is gone), if anything."""
+    if new is None:
+        return "is gone"
+    _, version, digest, outcomes, outcome_hash, forgotten = old
+    _, now_version, now_digest, now_outcomes, now_outcome_hash, now_forgotten = new
+    if now_version < version:
+        return f"went back from v{version} to v{now_version}"
+    if now_version == version and now_digest != digest:
+        return f"v{version} changed"
+    if now_outcomes < outcomes:
+        return f"lost outcomes ({outcomes} -> {now_outcomes})"
+    if now_outcomes == outcomes and now_outcome_hash != outcome_hash:
+        return f"outcome #{outcomes} changed"
+    if now_forgotten and not forgotten:
+        return "was forgotten"
+    return None
+
+
 def _versions(first: int, last: int) -> str:
     return f"v{first} was" if first == last else f"v{first}..v{last} were"
 
@@ -505,6 +642,9 @@ async def take_checkpoint_if_due(
     try:
         return await checkpoints.take(only_if_changed=True)
     except StoreUnavailable:
+        return None
+    except StateConflict as refused:
+        log.error("checkpoint refused", namespace=checkpoints.ns.name, reason=str(refused))
         return None
 
 

@@ -317,9 +317,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
 async def _verify_checkpoint(ns: Namespace, which: str, public_key: str | None) -> int:
     """Print the comparison with a checkpoint (``latest`` or an export file); the number
     of problems found."""
-    from baton.server.checkpoints import CheckpointStore, parse_export
+    from baton.server.checkpoints import parse_export
 
-    checkpoints = CheckpointStore(ns, _signing_key())
+    checkpoints = _checkpoints(ns)
     if which == "latest":
         exported = await checkpoints.export()
     else:
@@ -340,6 +340,9 @@ async def _verify_checkpoint(ns: Namespace, which: str, public_key: str | None) 
     if not report.leaves_ok:
         print(f"BROKEN checkpoint {report.checkpoint}: its leaves do not add up to its root")
         problems += 1
+    if report.rolled_back:
+        print(f"BROKEN checkpoints rolled back: {report.rolled_back}")
+        problems += 1
     for finding in report.findings:
         print(f"BROKEN {finding.ref} {finding.kind}: {finding.detail}")
     for ref in report.forgotten_since:
@@ -352,25 +355,25 @@ async def _verify_checkpoint(ns: Namespace, which: str, public_key: str | None) 
     return problems
 
 
-def _signing_key() -> Any:
-    from baton.server.checkpoints import load_signing_key
+def _checkpoints(ns: Namespace) -> Any:
+    """The namespace's checkpoints with this installation's signing key and seen marks."""
+    from baton.server.checkpoints import CheckpointStore, SeenCheckpoints, load_signing_key
 
     settings = _settings()
     try:
-        return load_signing_key(settings.data_dir, settings.signing_key)
+        key = load_signing_key(settings.data_dir, settings.signing_key)
     except ValueError as error:
         raise SystemExit(f"baton: {error}") from None
+    return CheckpointStore(ns, key, SeenCheckpoints.of(settings.data_dir))
 
 
 def cmd_checkpoint(args: argparse.Namespace) -> int:
-    from baton.server.checkpoints import CheckpointStore
-
     async def run(ns: Namespace) -> str:
-        checkpoints = CheckpointStore(ns, _signing_key())
+        checkpoints = _checkpoints(ns)
         if args.export:
             return msgspec.json.encode(await checkpoints.export()).decode()
         with ProgressReport("checkpointing", "records") as progress:
-            taken = await checkpoints.take(on_progress=progress.update)
+            taken = await checkpoints.take(force=args.force, on_progress=progress.update)
         assert taken is not None
         return (
             f"checkpoint {taken.seq} of {taken.namespace}: {taken.records} records, "
@@ -772,6 +775,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--export",
         action="store_true",
         help="print the latest checkpoint and its leaves as one JSON line",
+    )
+    checkpoint.add_argument(
+        "--force",
+        action="store_true",
+        help="sign even though the store lost what the previous checkpoint held or its "
+        "checkpoints were rolled back (after you looked into it)",
     )
     checkpoint.add_argument("--namespace", default=None)
     checkpoint.set_defaults(handler=cmd_checkpoint)

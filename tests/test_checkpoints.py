@@ -21,6 +21,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from baton.server.checkpoints import (
     CheckpointStore,
     MerkleRoot,
+    SeenCheckpoints,
     leaf_bytes,
     load_signing_key,
     parse_export,
@@ -29,6 +30,7 @@ from baton.server.checkpoints import (
     signature_valid,
     take_checkpoint_if_due,
 )
+from baton.server.errors import StateConflict
 from baton.server.integrity import canonical_bytes
 from baton.server.records import RecordStore
 from tests.conftest import REPO, as_agent
@@ -93,6 +95,76 @@ async def test_truncation_and_deletion_are_named(
     found = {(f.ref, f.kind, f.checkpoint_version, f.current_version) for f in report.findings}
     assert found == {("t/doc", "behind", 3, 2), ("t/other", "missing", 1, None)}
     assert report.signature_ok and report.leaves_ok and not report.ok
+
+
+async def test_the_next_checkpoint_will_not_sign_what_was_lost_since(
+    store: RecordStore, checkpoints: CheckpointStore, data_redis: redis.Redis
+) -> None:
+    """A record deleted and another cut back behind Baton's back after a checkpoint: the next
+    checkpoint (the sweep's or on demand) refuses to sign that state, naming both, and
+    nothing is added; records and versions written since do not block it; ``force`` signs
+    once someone has looked, and the checkpoint after that one signs as usual."""
+    await write(store, "t/doc", 1, 2)
+    await write(store, "t/gone", 1)
+    first = await checkpoints.take()
+    assert first is not None
+    await write(store, "t/doc", 3)
+    await write(store, "t/new", 1)
+    keys = store.keys
+    data_redis.delete(keys.head("t/gone"), keys.version("t/gone", 1))
+    data_redis.zrem(keys.refs, "t/gone")
+    data_redis.delete(keys.version("t/doc", 3), keys.version("t/doc", 2))
+    data_redis.hset(
+        keys.head("t/doc"),
+        mapping={"version": 1, "hash": data_redis.hget(keys.version("t/doc", 1), "hash")},
+    )
+
+    with pytest.raises(StateConflict) as refused:
+        await checkpoints.take()
+    assert "2 record(s) lost what checkpoint 1 held" in str(refused.value)
+    assert "t/doc went back from v2 to v1" in str(refused.value)
+    assert "t/gone is gone" in str(refused.value)
+    assert await take_checkpoint_if_due(checkpoints, 0) is None  # the sweep logs it
+    assert [c.seq for c in await checkpoints.list()] == [1]
+    assert not data_redis.exists(keys.checkpoint_leaves(2))
+
+    forced = await checkpoints.take(force=True)
+    assert forced is not None and (forced.seq, forced.records) == (2, 2)
+    await write(store, "t/doc", 2)
+    assert (await checkpoints.take()) is not None
+
+
+async def test_a_rollback_of_the_stores_checkpoints_is_named(
+    store: RecordStore, data_redis: redis.Redis, tmp_path: Path
+) -> None:
+    """Someone with Redis access deletes the newest checkpoints (and a record they held):
+    this installation remembers the newest checkpoint it took (in its data dir, not in
+    Redis), so verifying against the store's latest names the rollback and no checkpoint is
+    signed on top of it; an export kept elsewhere names it too, whoever verifies it."""
+    key = load_signing_key(tmp_path, None)
+    checkpoints = CheckpointStore(store.ns, key, SeenCheckpoints.of(tmp_path))
+    await write(store, "t/a", 1)
+    await checkpoints.take()
+    await write(store, "t/b", 1)
+    await checkpoints.take()
+    kept = await checkpoints.export()
+    data_redis.rpop(store.keys.checkpoints)
+    data_redis.delete(store.keys.head("t/b"), store.keys.version("t/b", 1))
+    data_redis.zrem(store.keys.refs, "t/b")
+
+    report = await checkpoints.verify(await checkpoints.export())
+    assert report.findings == [] and report.signature_ok and not report.ok
+    assert report.rolled_back == (
+        "this installation holds checkpoint 2, but the store's newest is checkpoint 1"
+    )
+    with pytest.raises(StateConflict, match="rolled back"):
+        await checkpoints.take()
+    elsewhere = CheckpointStore(store.ns, key)  # another machine: no memory of its own
+    from_export = await elsewhere.verify(kept)
+    assert from_export.rolled_back == (
+        "the export holds checkpoint 2, but the store's newest is checkpoint 1"
+    )
+    assert [(f.ref, f.kind) for f in from_export.findings] == [("t/b", "missing")]
 
 
 async def test_an_edited_outcome_is_named(

@@ -50,7 +50,7 @@ from baton.server.api.openapi_bodies import (
 from baton.server.api.operation_routes import rest_handlers
 from baton.server.api.problems import EXCEPTION_HANDLERS, problems
 from baton.server.backend import Backend, open_backend
-from baton.server.checkpoints import load_signing_key
+from baton.server.checkpoints import SeenCheckpoints, load_signing_key
 from baton.server.clock import utc_now
 from baton.server.connection import async_redis, embedded_server, redis_url, write_refused
 from baton.server.embedded import supervise
@@ -251,7 +251,13 @@ def create_app(settings: Settings | None = None) -> Litestar:
         stores=stores,
         lifespan=[lifespan],
         state=State(
-            {"namespace": settings.namespace, "mcp": mcp, "gate": gate, "signing_key": signing_key}
+            {
+                "namespace": settings.namespace,
+                "mcp": mcp,
+                "gate": gate,
+                "signing_key": signing_key,
+                "checkpoints_seen": SeenCheckpoints.of(settings.data_dir),
+            }
         ),
         request_max_body_size=settings.limits.max_value_bytes + BODY_OVERHEAD,
         openapi_config=OpenAPIConfig(

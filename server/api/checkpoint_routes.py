@@ -7,7 +7,7 @@ from typing import Annotated
 import msgspec
 from litestar import Controller, get, post
 from litestar.datastructures import State
-from litestar.params import FromPath, JSONBody, Parameter
+from litestar.params import FromPath, FromQuery, JSONBody, Parameter
 
 from baton.server.api.auth import require_admin
 from baton.server.api.deps import CallerDep, NamespaceDep
@@ -39,7 +39,7 @@ class VerifyBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 def _checkpoints(ns: NamespaceDep, state: State) -> CheckpointStore:
-    return CheckpointStore(ns, state.signing_key)
+    return CheckpointStore(ns, state.signing_key, state.checkpoints_seen)
 
 
 class CheckpointController(Controller):
@@ -52,10 +52,14 @@ class CheckpointController(Controller):
     ) -> list[Checkpoint]:
         return await _checkpoints(ns, state).list(limit)
 
-    @post("/", summary="Take a signed checkpoint now (admin)", responses=problems(503))
-    async def take(self, ns: NamespaceDep, state: State, caller: CallerDep) -> Checkpoint:
+    @post("/", summary="Take a signed checkpoint now (admin)", responses=problems(409, 503))
+    async def take(
+        self, ns: NamespaceDep, state: State, caller: CallerDep, force: FromQuery[bool] = False
+    ) -> Checkpoint:
+        """Refused (409) when the store lost what the previous checkpoint held, with no
+        audit entry, or its checkpoints were rolled back; ``force=true`` signs anyway."""
         require_admin(caller, "taking a checkpoint")
-        taken = await _checkpoints(ns, state).take()
+        taken = await _checkpoints(ns, state).take(force=force)
         assert taken is not None  # only_if_changed is off
         return taken
 
