@@ -115,6 +115,23 @@ class TooManyStreams(BatonError):
     title = "Too many open streams"
 
 
+class TooManySessions(BatonError):
+    """A caller holding as many open MCP sessions as it may."""
+
+    status_code = 429
+    title = "Too many open MCP sessions"
+
+    @classmethod
+    def of(cls, agent: str, cap: int) -> TooManySessions:
+        return cls(
+            f"agent {agent} holds {cap} open MCP sessions, the most one agent may "
+            "(BATON_MCP_SESSIONS); close one (DELETE /mcp with its mcp-session-id) or wait "
+            "for an idle one to time out (BATON_MCP_IDLE_SECONDS)",
+            agent=agent,
+            limit=cap,
+        )
+
+
 def describe(error: BaseException) -> str:
     """An exception as a log line can say it: its type and message (redis-py 8's errors have
     a ``repr`` that names neither, e.g. ``server:ResponseError``)."""

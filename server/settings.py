@@ -79,6 +79,8 @@ class Settings:
     auth_failure_limit: tuple[int, str] | None = (20, "minute")
     signing_key: str | None = None
     max_streams: int = 16
+    mcp_sessions: int = 32  # open MCP sessions over HTTP per agent
+    mcp_idle_seconds: float = 1800.0  # an MCP session with no request this long is closed
     access_log: AccessLog = "errors"
     stop_seconds: float = 3.0
     checkpoint_seconds: float | None = 300.0
@@ -99,6 +101,7 @@ class Settings:
         ``BATON_TOKEN_FILE``),
         ``BATON_ALLOWED_HOSTS``, ``BATON_RATE_LIMIT``, ``BATON_AUTH_FAILURES``,
         ``BATON_SIGNING_KEY``, ``BATON_CHECKPOINT_INTERVAL``, ``BATON_MAX_STREAMS``,
+        ``BATON_MCP_SESSIONS``, ``BATON_MCP_IDLE_SECONDS``,
         ``BATON_ACCESS_LOG``,
         ``BATON_STOP_SECONDS``,
         ``AGENTMEMORY_SECRET``, ``AGENTMEMORY_AGENT`` and the handoff policy variables."""
@@ -149,6 +152,8 @@ class Settings:
             ),
             signing_key=env.get("BATON_SIGNING_KEY") or None,
             max_streams=_number(env, "BATON_MAX_STREAMS", 16, int),
+            mcp_sessions=_number(env, "BATON_MCP_SESSIONS", 32, int),
+            mcp_idle_seconds=_number(env, "BATON_MCP_IDLE_SECONDS", 1800.0, float),
             access_log=_access_log(env.get("BATON_ACCESS_LOG", "errors")),
             stop_seconds=_number(env, "BATON_STOP_SECONDS", 3.0, float),
             checkpoint_seconds=_seconds(

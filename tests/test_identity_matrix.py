@@ -12,6 +12,7 @@ passes identity, so the refusals are about identity and not a broken example.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -468,3 +469,48 @@ def test_open_mode_refuses_what_a_web_page_could_send(
     )
     assert forged.status_code == 403, forged.text
     assert written_keys(sync_redis) == []
+
+
+# -- availability: one agent cannot take the server from the others ---------------------------
+
+MCP_ACCEPT = ("Accept", "application/json, text/event-stream")
+
+
+@pytest.fixture(scope="module")
+def tight(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    """A secured server with small per-agent limits, so each can be reached in a test."""
+    url = f"{redis_url}?db=4"
+    redis.Redis.from_url(url).flushdb()
+    tokens = {name: issue(url, name) for name in ("bob", "mallory")}
+    log = tmp_path_factory.mktemp("tight") / "serve.log"
+    limits = {"BATON_MCP_SESSIONS": "2", "BATON_MCP_IDLE_SECONDS": "1", "BATON_RATE_LIMIT": "off"}
+    with running_server(url, log, **limits) as base:
+        yield World(base, url, tokens, memory="", packets={})
+    redis.Redis.from_url(url).flushdb()
+
+
+def open_mcp(client: httpx.Client) -> httpx.Response:
+    return client.post("/mcp/", json=MCP_INITIALIZE)
+
+
+def test_one_agent_cannot_hold_every_mcp_session(tight: World) -> None:
+    """An agent at its MCP session cap is refused another (429 naming the cap and how to
+    free one) while another agent still opens its own; closing a session frees its place;
+    sessions left idle past the idle timeout are closed and free theirs too, and their ids
+    then answer 404."""
+    mallory = tight.client(tight.tokens["mallory"], MCP_ACCEPT)
+    bob = tight.client(tight.tokens["bob"], MCP_ACCEPT)
+    held = [open_mcp(mallory).headers["mcp-session-id"] for _ in range(2)]
+    refused = open_mcp(mallory)
+    assert refused.status_code == 429, refused.text
+    assert refused.json()["limit"] == 2 and "BATON_MCP_SESSIONS" in refused.json()["detail"]
+    assert open_mcp(bob).status_code == 200
+
+    assert mallory.delete("/mcp/", headers={"mcp-session-id": held[0]}).status_code == 200
+    held[0] = open_mcp(mallory).headers["mcp-session-id"]
+    assert open_mcp(mallory).status_code == 429
+    time.sleep(1.5)  # both of mallory's sessions sit idle past BATON_MCP_IDLE_SECONDS
+    assert [open_mcp(mallory).status_code for _ in range(2)] == [200, 200]
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    stale = mallory.post("/mcp/", json=listing, headers={"mcp-session-id": held[1]})
+    assert stale.status_code == 404 and "timed out" in stale.json()["detail"]

@@ -195,10 +195,12 @@ def create_app(settings: Settings | None = None) -> Litestar:
             streamable_http_path="/",
             host=settings.host,
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+            session_idle_timeout=settings.mcp_idle_seconds,
         ),
     )
 
-    guarded_mcp_app = SessionOwners().guard(mcp_app)
+    owners = SessionOwners(settings.mcp_sessions, settings.mcp_idle_seconds)
+    guarded_mcp_app = owners.guard(mcp_app)
 
     @asgi("/mcp", is_mount=True, copy_scope=True, opt={"mcp": True})
     async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
