@@ -68,13 +68,13 @@ class SessionOwners:
             closing = scope.get("method") == "DELETE"
             session = None if session_id is None else self.sessions.get(session_id)
             if session_id is not None and session is None:
-                error = NotFound(
+                gone = NotFound(
                     f"MCP session {session_id[:64]} not found (closed, timed out after "
                     f"{self.idle_seconds:g} s idle, or opened on another API process); "
                     "open a new one",
                     session=session_id[:64],
                 )
-                await refuse(send, scope, error)
+                await refuse(send, scope, gone)
                 return
             if session is not None and session.owner != who and not caller.admin:
                 error = Forbidden(
