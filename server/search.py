@@ -12,6 +12,11 @@ every few seconds); a query weights each term's postings by its idf and sums the
 ZUNIONSTORE, leaving out (MaxScore pruning) the common terms that cannot lift a document into
 the result on their own. The ranking is exact BM25 up to the drift of the average length
 between the moments documents were indexed.
+
+Scoring runs inside the single-threaded Redis, so one search's work is bounded: a query is
+scored on its 32 most selective terms, and the script stops after ``SEARCH_WORK_BUDGET``
+postings read or scores looked up, answering the best of what it read (exact scores, the
+best parts of every term's postings) — a few ms of the server's time at most.
 """
 
 from __future__ import annotations
@@ -35,6 +40,10 @@ from baton.server.scripts import Scripts
 K1 = 1.2
 B = 0.75
 PRUNE_ABOVE_POSTINGS = 2_000  # below this many postings a plain union is as cheap as pruning
+# One search's work in the server (postings read plus scores looked up): it runs inside the
+# single-threaded Redis, so this bounds how long one query holds everybody else's requests.
+SEARCH_WORK_BUDGET = 10_000
+MAX_QUERY_TERMS = 32  # a query is scored on this many of its terms, the most selective
 AVERAGE_REFRESH_SECONDS = 5.0
 _averages: dict[str, tuple[float, float]] = {}  # stats key -> (read at, average doc length)
 TOKEN = re.compile(r"[a-z0-9][a-z0-9/._-]*[a-z0-9]|[a-z0-9]")
@@ -123,6 +132,7 @@ class SearchIndex:
         self.stats_key = keys.search_stats
         self.keys = keys
         self.prune_above = PRUNE_ABOVE_POSTINGS
+        self.work_budget = SEARCH_WORK_BUDGET
         # doc -> its terms when last indexed here (or read), newest INDEXED_KEPT docs
         self.indexed: OrderedDict[str, tuple[str, ...]] = OrderedDict()
 
@@ -241,6 +251,20 @@ class SearchIndex:
         await self.prepare(docs)
         return sum([await self.run(self.call(doc, None)) for doc in docs])
 
+    async def selective(self, terms: list[str]) -> list[str]:
+        """At most :data:`MAX_QUERY_TERMS` of a query's ``terms``: all of them when they are
+        few, else the rarest in the index, earlier ones first among equals (a pasted log or a
+        whole memory as a query costs what a short query does; its rare words are what find
+        its documents)."""
+        if len(terms) <= MAX_QUERY_TERMS:
+            return terms
+        pipe = self.redis.pipeline(transaction=False)
+        for term in terms:
+            pipe.zcard(self.keys.search_term(term))
+        sizes = await pipe.execute()
+        ranked = sorted((size, order) for order, size in enumerate(sizes) if size)
+        return [terms[order] for _, order in sorted(ranked[:MAX_QUERY_TERMS], key=lambda x: x[1])]
+
     async def search(
         self,
         query: str,
@@ -255,7 +279,7 @@ class SearchIndex:
         With ``project``, only documents of that project or of none (unscoped memories are
         shared); with ``agent``, only that agent's documents.
         """
-        terms = list(dict.fromkeys(tokenize(query)))
+        terms = await self.selective(list(dict.fromkeys(tokenize(query))))
         if not terms:
             return []
         keys = [
@@ -265,7 +289,9 @@ class SearchIndex:
             *(self.keys.search_term(term) for term in terms),
         ]
         filters = [",".join(kinds), project or "", agent or ""]
-        reply = await self.script(keys=keys, args=[limit, *filters, self.prune_above])
+        reply = await self.script(
+            keys=keys, args=[limit, *filters, self.prune_above, self.work_budget]
+        )
         hits = []
         for index in range(0, len(reply), 3):
             kind, doc_project, doc_agent = reply[index + 2].decode().split("\t")

@@ -18,7 +18,7 @@ from baton.server.models import Observation, Session
 from baton.server.observations import compress, concepts_of, open_question
 from baton.server.operations import MEMORY_SAVE
 from baton.server.records import RecordStore
-from baton.server.search import SearchIndex, tokenize
+from baton.server.search import MAX_QUERY_TERMS, PRUNE_ABOVE_POSTINGS, SearchIndex, tokenize
 from baton.server.sessions import SessionStore, within
 from baton.server.settings import Limits
 from tests.conftest import as_agent
@@ -95,6 +95,42 @@ async def zipf_corpus(index: SearchIndex, count: int) -> list[str]:
             project=(None, "p1", "p2")[n % 3],
         )
     return [" ".join(rng.choices(vocabulary, weights, k=rng.randint(1, 3))) for _ in range(60)]
+
+
+async def test_a_long_query_is_scored_on_its_rarest_terms(memories: MemoryStore) -> None:
+    """A query of thousands of words (a pasted log, a whole memory) is scored on its 32 most
+    selective terms (its rarest in the index; words no document holds are left out): it
+    answers exactly as those terms alone do."""
+    index = memories.index
+    await zipf_corpus(index, 300)
+    await index.index("m:rare", "w1 w2 quokka zebrafish", kind="memory")
+    common = " ".join(f"w{n}" for n in range(400))
+    query = f"quokka zebrafish {common} {' '.join(f'unseen{n}' for n in range(3000))}"
+    hits = await index.search(query, limit=10)
+    kept = await index.selective(list(dict.fromkeys(tokenize(query))))
+    assert len(kept) == MAX_QUERY_TERMS and {"quokka", "zebrafish"} <= set(kept)
+    assert not any(term.startswith("unseen") for term in kept) and hits
+    assert [(h.doc, h.score) for h in await index.search(" ".join(kept), limit=10)] == [
+        (h.doc, h.score) for h in hits
+    ]
+
+
+async def test_a_search_past_its_work_budget_answers_exact_scores(memories: MemoryStore) -> None:
+    """A search that reaches its work budget stops and answers from the best parts of its
+    terms' postings: at most ``limit`` hits, best first, each with its exact BM25 score
+    (the same as when every posting is scored), and they pass the filters."""
+    index = memories.index
+    queries = await zipf_corpus(index, 2000)
+    for query in queries[:20]:
+        index.work_budget = 10**12
+        exact = {h.doc: h.score for h in await index.search(query, limit=10**6, project="p1")}
+        index.work_budget, index.prune_above = 50, 0
+        cut = await index.search(query, limit=10, project="p1")
+        index.prune_above = PRUNE_ABOVE_POSTINGS
+        assert cut and len(cut) <= 10
+        assert [h.score for h in cut] == sorted((h.score for h in cut), reverse=True)
+        assert all(h.score == pytest.approx(exact[h.doc], abs=2e-4) for h in cut)
+        assert all(h.project in (None, "p1") for h in cut)
 
 
 @pytest.mark.parametrize("filters", [{}, {"kinds": ["memory"]}, {"project": "p1"}])

@@ -5,6 +5,7 @@
 -- ARGV[3] project ("" = any; documents of no project always match)
 -- ARGV[4] agent ("" = any; documents of no agent, i.e. shared ones, always match)
 -- ARGV[5] try the threshold algorithm (below) when the postings hold more entries than this
+-- ARGV[6] the work one query may do: postings read plus scores looked up (see below)
 -- Returns {doc, score, meta, ...} for the best ``limit`` documents the filters want, by BM25,
 -- best first: each posting already holds tf·(k1+1)/(tf + k1·(1−b+b·len/avglen)), so a
 -- query only weights every term's postings by its idf and sums them — a ZUNIONSTORE, in C,
@@ -46,10 +47,14 @@ end
 -- (ZMSCORE on every term) and keep those the filters want. A document not read yet scores
 -- at most the sum of weight × the last part read in each list not read to its end; once
 -- the limit-th best kept score reaches that sum, the result is final. Gives up (nil) once
--- it has read a quarter of the postings.
+-- it has read a quarter of the postings, when a union of them all is within the budget.
+-- Past the budget it stops and answers the best documents of what it read (the best parts
+-- of every term's postings): one query never holds the server for long.
+local budget = tonumber(ARGV[6])
 local function threshold_top()
   local seen, docs, best = {}, {}, {}
   local block = math.max(limit, 10)
+  local work = 0
   while true do
     local fresh, bound = {}, 0
     for _, term in ipairs(terms) do
@@ -60,6 +65,7 @@ local function threshold_top()
         end
         local entries = redis.call('ZRANGE', term.key, term.read, stop, 'REV', 'WITHSCORES')
         term.read = term.read + #entries / 2
+        work = work + #entries / 2
         for j = 1, #entries, 2 do
           if not seen[entries[j]] then
             seen[entries[j]] = true
@@ -85,6 +91,7 @@ local function threshold_top()
         sums[j] = 0
       end
       if #kept > 0 then
+        work = work + #kept * #terms
         for _, term in ipairs(terms) do
           local parts = redis.call('ZMSCORE', term.key, unpack(kept))
           for j = 1, #kept do
@@ -103,7 +110,7 @@ local function threshold_top()
     for j = #best, limit + 1, -1 do
       best[j] = nil
     end
-    if bound == 0 or (#best >= limit and -best[limit] >= bound) then
+    if bound == 0 or (#best >= limit and -best[limit] >= bound) or work >= budget then
       local floor = best[#best] and -best[#best] or 0
       local order = {}
       for _, doc in ipairs(docs) do
@@ -123,7 +130,7 @@ local function threshold_top()
       end
       return found
     end
-    if #docs * 4 > listed then
+    if #docs * 4 > listed and listed <= budget then
       return nil
     end
     block = block * 2
@@ -131,7 +138,7 @@ local function threshold_top()
 end
 
 local found
-if listed > tonumber(ARGV[5]) then
+if listed > tonumber(ARGV[5]) or listed > budget then
   found = threshold_top()
 end
 if not found then
