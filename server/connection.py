@@ -36,7 +36,7 @@ from baton.server.settings import Settings
 
 
 def embedded_server(settings: Settings) -> EmbeddedServer:
-    return EmbeddedServer(settings.data_dir, settings.appendfsync)
+    return EmbeddedServer(settings.data_dir, settings.appendfsync, settings.maxmemory)
 
 
 def redis_url(settings: Settings) -> str:

@@ -77,12 +77,17 @@ def valkey_binary() -> str:
     )
 
 
+FULL_AT = 0.98  # of maxmemory: the status calls the server full (writes start failing)
+
+
 @dataclass(frozen=True)
 class EmbeddedServer:
     """The Valkey server that belongs to one data dir."""
 
     data_dir: Path
     appendfsync: str = "everysec"
+    # Bytes of data it may hold (0: no limit); at the limit it refuses writes, never evicts.
+    maxmemory: int = 0
 
     @property
     def socket_path(self) -> Path:
@@ -149,7 +154,7 @@ class EmbeddedServer:
         """Why a running server refuses writes, in words (``"disk full: …"``), or None."""
         client = self.client(socket_timeout=2, decode_responses=True)
         try:
-            info = client.info("persistence")
+            info = {**client.info("persistence"), **client.info("memory")}
         except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError, OSError):
             return None
         finally:
@@ -161,6 +166,13 @@ class EmbeddedServer:
             )
         if info.get("loading"):
             return "loading its append-only file"
+        limit = int(info.get("maxmemory") or 0)
+        if limit and int(info.get("used_memory") or 0) >= limit * FULL_AT:
+            return (
+                f"memory full: it holds {info.get('used_memory_human')} of its "
+                f"{info.get('maxmemory_human')} (BATON_MAXMEMORY); writes are refused (503), "
+                "nothing is evicted, until data is forgotten or the limit is raised"
+            )
         return None
 
     def pids(self) -> list[int]:
@@ -271,6 +283,7 @@ class EmbeddedServer:
             report.update(
                 valkey_version=info.get("valkey_version") or info.get("redis_version"),
                 used_memory=info.get("used_memory_human"),
+                maxmemory=info.get("maxmemory_human"),
                 appendfsync=client.config_get("appendfsync").get("appendfsync"),
                 keys=client.dbsize(),
             )
@@ -354,6 +367,10 @@ class EmbeddedServer:
             self.appendfsync,
             "--save",
             "",
+            "--maxmemory",
+            str(self.maxmemory),
+            "--maxmemory-policy",
+            "noeviction",
         ]
         result = subprocess.run(command, capture_output=True, text=True, check=False)
         if result.returncode != 0:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,14 @@ AccessLog = Literal["all", "errors", "off"]
 ACCESS_LOG_CHOICES: tuple[AccessLog, ...] = get_args(AccessLog)
 
 APPENDFSYNC_CHOICES = ("always", "everysec", "no")
+
+
+def default_maxmemory() -> int:
+    """Half of this machine's memory: the embedded server refuses writes past it rather
+    than being ended by the kernel's OOM killer."""
+    import psutil  # here: `baton hook`, which reads settings on every tool call, never needs it
+
+    return int(psutil.virtual_memory().total // 2)
 
 
 def default_data_dir() -> Path:
@@ -63,6 +72,7 @@ class Settings:
     redis_url: str | None = None
     data_dir: Path = field(default_factory=default_data_dir)
     appendfsync: str = "everysec"
+    maxmemory: int = field(default_factory=default_maxmemory)  # the embedded server's, bytes
     namespace: str = "default"
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
@@ -116,6 +126,7 @@ class Settings:
             redis_url=_redis_url(env.get("BATON_REDIS_URL"), "BATON_REDIS_URL"),
             data_dir=Path(data_dir_of(env)).resolve(),
             appendfsync=appendfsync,
+            maxmemory=_bytes(env, "BATON_MAXMEMORY", default_maxmemory()),
             namespace=env.get("BATON_NAMESPACE", "default"),
             host=env.get("BATON_HOST", DEFAULT_HOST),
             port=_number(env, "BATON_PORT", DEFAULT_PORT, int, highest=65535),
@@ -208,6 +219,21 @@ def _redis_url(raw: str | None, variable: str) -> str | None:
     if not raw.startswith(REDIS_SCHEMES):
         raise ValueError(f"{variable} must start with {', '.join(REDIS_SCHEMES)}; got {raw!r}")
     return raw
+
+
+BYTE_UNITS = {"": 1, "k": 2**10, "kb": 2**10, "m": 2**20, "mb": 2**20, "g": 2**30, "gb": 2**30}
+
+
+def _bytes(env: Mapping[str, str], variable: str, default: int) -> int:
+    """A size from ``variable``: bytes, or with a unit (``512mb``, ``2gb``); a clear error
+    naming the variable otherwise."""
+    raw = env.get(variable)
+    if raw is None:
+        return default
+    match = re.fullmatch(r"\s*(\d+)\s*([kmg]?b?)\s*", raw.lower())
+    if match is None or int(match[1]) <= 0:
+        raise ValueError(f"{variable} must be a size above 0 such as 512mb or 2gb, got {raw!r}")
+    return int(match[1]) * BYTE_UNITS[match[2]]
 
 
 def _number(

@@ -35,11 +35,13 @@ from baton.server.connection import async_redis
 from baton.server.embedded import EmbeddedServer
 from baton.server.integrity import GENESIS_HASH, digest, version_body
 from baton.server.keys import Keys
+from baton.server.search import MAX_QUERY_TERMS
 from baton.server.settings import Limits
 from tests.bench_growth import growth
 from tests.bench_http import (
     THROUGHPUT,
     Runs,
+    Scenario,
     Target,
     latency_rounds,
     throughput_rounds,
@@ -614,6 +616,34 @@ async def main(quick: bool, output: Path) -> None:
             None,
             met,
             "in-process",
+        )
+
+        # -- fairness: four clients hammering worst-case searches, another client reading -----
+        worst = json.dumps({"query": " ".join(vocabulary[:MAX_QUERY_TERMS]), "limit": 10})
+        hammer = Scenario("worst-case search", ["/agentmemory/search"], "POST", [worst])
+        async with httpx.AsyncClient(base_url=api_url, headers=headers) as reader:
+
+            async def read(i: int) -> None:
+                (await reader.get("/v1/records/pin/1")).raise_for_status()
+
+            reads = 300 // scale * 2
+            alone = await sequential(read, reads, "the same reads, alone")
+            hammering = asyncio.create_task(
+                asyncio.to_thread(
+                    wrk, api_url, hammer, connections=4, seconds=20, server_pids=[api.pid]
+                )
+            )
+            await asyncio.sleep(1)
+            loaded = await sequential(read, reads, "recall under load")
+            searches = await hammering
+        ratio = loaded.pct(0.5) / alone.pct(0.5)
+        row(
+            f"recall while 4 clients search worst-case ({searches.requests_per_second:.0f}/s)",
+            loaded,
+            alone,
+            "≤ 2 × p50",
+            ratio,
+            ratio <= 2,
         )
 
         # -- how cost grows, then the server's memory with all that data ------------------------

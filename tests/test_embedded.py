@@ -312,3 +312,30 @@ def test_a_server_whose_socket_and_pid_file_vanished_is_not_doubled(data_dir: Pa
     assert len(servers_for(data_dir)) == 1
     assert server.pid() != old_pid
     assert server.client().dbsize() == 200
+
+
+def test_a_full_embedded_server_refuses_writes_and_keeps_every_acknowledged_one(
+    data_dir: Path,
+) -> None:
+    """With BATON_MAXMEMORY reached, the embedded server refuses writes (never evicts):
+    every write it acknowledged is still there, `baton status` says it is full and why,
+    and a Baton write fails with one line naming it."""
+    assert baton("stats", data_dir=data_dir, BATON_MAXMEMORY="4mb").returncode == 0
+    server = EmbeddedServer(data_dir)
+    client = server.client()
+    acknowledged = 0
+    with pytest.raises(redis.exceptions.OutOfMemoryError):
+        for n in range(10_000):
+            client.set(f"filler:{n}", b"x" * 10_000)
+            acknowledged += 1
+    assert 0 < acknowledged < 10_000
+    assert client.config_get("maxmemory-policy")["maxmemory-policy"] == "noeviction"
+    assert len(client.keys("filler:*")) == acknowledged
+    client.close()
+    report = json.loads(baton("status", data_dir=data_dir).stdout)
+    assert (
+        report["condition"].startswith("memory full") and "BATON_MAXMEMORY" in report["condition"]
+    )
+    refused = baton("token", "add", "--agent", "late", data_dir=data_dir)
+    assert refused.returncode != 0 and "out of memory" in refused.stderr.lower()
+    assert len(refused.stderr.strip().splitlines()) == 1
