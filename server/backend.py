@@ -25,8 +25,9 @@ from baton.server.connection import (
 )
 from baton.server.dashboard import Dashboard
 from baton.server.dispatcher import Dispatcher
+from baton.server.errors import QuotaReached
 from baton.server.handoffs import HandoffStore
-from baton.server.keys import Keys
+from baton.server.keys import NAMESPACES, Keys
 from baton.server.memories import MemoryStore
 from baton.server.records import HeadHints, RecordStore
 from baton.server.scripts import Scripts
@@ -53,6 +54,8 @@ class Backend:
     scripts: Scripts = field(init=False)
     topology: Topology = field(init=False)
     namespaces: dict[str, Namespace] = field(init=False, default_factory=dict)
+    # namespaces registered by this process (Namespace.admit)
+    admitted: set[str] = field(init=False, default_factory=set)
 
     def __post_init__(self) -> None:
         self.scripts = Scripts(self.redis)
@@ -89,12 +92,32 @@ class Namespace:
         self.policy = backend.policy
         self.topology = backend.topology
         self.keys = Keys(self.name)
-        self.search = SearchIndex(self.redis, backend.scripts, self.keys)
+        self.search = SearchIndex(
+            self.redis, backend.scripts, self.keys, self.limits.max_index_terms
+        )
         self.activity = Activity(self.redis, self.scripts, self.keys, self.name, self.batch)
         self.heads = HeadHints()
 
     def batch(self, *, transaction: bool = False) -> Batch:
         return self.topology.batch(self.redis, transaction=transaction)
+
+    async def admit(self) -> None:
+        """Register this namespace before its first write, or ``QuotaReached`` when it is
+        new and the server already holds ``max_namespaces`` (each costs the sweeps a visit);
+        a namespace admitted once is known to this process from then on."""
+        if self.name in self.backend.admitted:
+            return
+        if not await self.redis.sismember(NAMESPACES, self.name):
+            held = await self.redis.scard(NAMESPACES)
+            if held >= self.limits.max_namespaces:
+                raise QuotaReached.of(
+                    "the server's namespaces",
+                    self.limits.max_namespaces,
+                    "BATON_MAX_NAMESPACES",
+                    namespace=self.name,
+                )
+            await self.redis.sadd(NAMESPACES, self.name)
+        self.backend.admitted.add(self.name)
 
     @cached_property
     def records(self) -> RecordStore:

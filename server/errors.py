@@ -115,6 +115,22 @@ class TooManyStreams(BatonError):
     title = "Too many open streams"
 
 
+class QuotaReached(BatonError):
+    """A write that would grow the store past one of its quotas; nothing was written."""
+
+    status_code = 413
+    title = "Quota reached"
+
+    @classmethod
+    def of(cls, what: str, limit: int, setting: str, **extra: object) -> QuotaReached:
+        return cls(
+            f"{what} reached its quota of {limit:,} ({setting}); nothing was written",
+            limit=limit,
+            setting=setting,
+            **extra,
+        )
+
+
 class TooManySessions(BatonError):
     """A caller holding as many open MCP sessions as it may."""
 

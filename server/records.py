@@ -23,6 +23,7 @@ from baton.server.errors import (
     Forbidden,
     InvalidInput,
     NotFound,
+    QuotaReached,
     StoreUnavailable,
     TooLarge,
     VersionConflict,
@@ -180,14 +181,18 @@ class RecordStore(NamespaceStore):
                     current_version=guess[0],
                 )
         current, prev_hash = guess
-        if not ref.startswith(UNINDEXED_SCOPE):
-            await self.search.refresh_average()
+        await self.ns.admit()
+        await self.search.check_room()  # a memory's text is indexed too, after this write
         document = None if ref.startswith(UNINDEXED_SCOPE) else fact_document(ref, value, tag_list)
         # The document's old terms come from what this process last indexed; the script names
         # any it was not given, and the write is sent again with them.
         index = None if document is None else self.search.call(*document, kind="fact", agent=agent)
         new_hash = ""
         for _ in range(MAX_WRITE_ATTEMPTS):
+            if current >= self.limits.max_versions:
+                raise QuotaReached.of(
+                    f"{ref}'s history", self.limits.max_versions, "BATON_MAX_VERSIONS", ref=ref
+                )
             body = version_body(
                 ref=ref,
                 version=current + 1,

@@ -33,7 +33,7 @@ from redis.typing import EncodableT
 
 from baton.server.batch import Batch
 from baton.server.codec import pack, unpack
-from baton.server.errors import StoreUnavailable
+from baton.server.errors import QuotaReached, StoreUnavailable
 from baton.server.keys import Keys
 from baton.server.scripts import Scripts
 
@@ -45,7 +45,8 @@ PRUNE_ABOVE_POSTINGS = 2_000  # below this many postings a plain union is as che
 SEARCH_WORK_BUDGET = 10_000
 MAX_QUERY_TERMS = 32  # a query is scored on this many of its terms, the most selective
 AVERAGE_REFRESH_SECONDS = 5.0
-_averages: dict[str, tuple[float, float]] = {}  # stats key -> (read at, average doc length)
+# stats key -> (read at, average doc length, distinct terms), as last read by this process
+_averages: dict[str, tuple[float, float, int]] = {}
 TOKEN = re.compile(r"[a-z0-9][a-z0-9/._-]*[a-z0-9]|[a-z0-9]")
 MIN_TOKEN = 2
 INDEXED_KEPT = 4096  # documents whose indexed terms a namespace's index keeps in memory
@@ -122,7 +123,9 @@ class SearchIndex:
     documents it does not know); a script given too few refuses, writing nothing, and names
     the missing ones, and the call is made again with them."""
 
-    def __init__(self, redis: Redis, scripts: Scripts, keys: Keys) -> None:
+    def __init__(
+        self, redis: Redis, scripts: Scripts, keys: Keys, max_terms: int | None = None
+    ) -> None:
         self.redis = redis
         self.script = scripts.search
         self.index_script = scripts.index_doc
@@ -133,6 +136,7 @@ class SearchIndex:
         self.keys = keys
         self.prune_above = PRUNE_ABOVE_POSTINGS
         self.work_budget = SEARCH_WORK_BUDGET
+        self.max_terms = max_terms
         # doc -> its terms when last indexed here (or read), newest INDEXED_KEPT docs
         self.indexed: OrderedDict[str, tuple[str, ...]] = OrderedDict()
 
@@ -161,7 +165,7 @@ class SearchIndex:
             "len": length,
             "terms": sorted(terms),
         }
-        average = _averages.get(self.stats_key, (0.0, 0.0))[1] or float(length or 1)
+        average = _averages.get(self.stats_key, (0.0, 0.0, 0))[1] or float(length or 1)
         norm = K1 * (1 - B + B * length / average)
         # Each posting holds the term's BM25 part but for idf, normalised by the doc's length.
         postings = [
@@ -233,12 +237,23 @@ class SearchIndex:
     async def refresh_average(self) -> None:
         """Re-read the average document length the length normalisation uses (cached for a
         few seconds per process: it drifts slowly)."""
-        read_at, _ = _averages.get(self.stats_key, (0.0, 0.0))
+        read_at = _averages.get(self.stats_key, (0.0, 0.0, 0))[0]
         if time.monotonic() - read_at < AVERAGE_REFRESH_SECONDS:
             return
-        docs, total = await self.redis.hmget(self.stats_key, "docs", "total_length")
+        docs, total, terms = await self.redis.hmget(self.stats_key, "docs", "total_length", "terms")
         average = int(total or 0) / int(docs) if docs and int(docs) > 0 else 0.0
-        _averages[self.stats_key] = (time.monotonic(), average)
+        _averages[self.stats_key] = (time.monotonic(), average, int(terms or 0))
+
+    async def check_room(self) -> None:
+        """``QuotaReached`` when the index holds ``max_terms`` distinct terms (each is a key),
+        as last read (every few seconds): checked before a write that indexes text, so a
+        refused write writes nothing."""
+        await self.refresh_average()
+        terms = _averages[self.stats_key][2]
+        if self.max_terms is not None and terms >= self.max_terms:
+            raise QuotaReached.of(
+                "the namespace's search index", self.max_terms, "BATON_MAX_INDEX_TERMS", terms=terms
+            )
 
     async def index(self, doc: str, text: str, **fields: Any) -> None:
         await self.refresh_average()

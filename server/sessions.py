@@ -328,7 +328,8 @@ class SessionStore(NamespaceStore):
             timestamp=timestamp,
             created_at=utc_now(),
         )
-        await self.ns.search.refresh_average()
+        await self.ns.admit()
+        await self.ns.search.check_room()
         session_key = self.keys.session(session_id)
         batch = self.ns.batch()
         self.activity.queue_touch(batch, session_id, agent, {}, listed=True)

@@ -46,6 +46,9 @@ class Limits:
     max_steps: int = 50
     max_step_length: int = 1000
     max_pins: int = 200
+    max_versions: int = 10_000  # versions one record keeps
+    max_index_terms: int = 5_000_000  # distinct search terms (one key each) per namespace
+    max_namespaces: int = 1_000  # namespaces on one server
 
     def check_page(self, limit: int) -> int:
         """A page size within ``max_page_size`` (``BATON_MAX_PAGE_SIZE``), or a 422."""
@@ -156,6 +159,9 @@ class Settings:
                 ),
                 max_steps=_number(env, "BATON_MAX_STEPS", Limits.max_steps, int),
                 max_pins=_number(env, "BATON_MAX_PINS", Limits.max_pins, int),
+                max_versions=_number(env, "BATON_MAX_VERSIONS", Limits.max_versions, int),
+                max_index_terms=_number(env, "BATON_MAX_INDEX_TERMS", Limits.max_index_terms, int),
+                max_namespaces=_number(env, "BATON_MAX_NAMESPACES", Limits.max_namespaces, int),
             ),
             rate_limit=_rate(env.get("BATON_RATE_LIMIT", "600/second"), "BATON_RATE_LIMIT"),
             auth_failure_limit=_rate(

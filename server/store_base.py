@@ -80,6 +80,9 @@ class NamespaceParts(Protocol):
 
     def batch(self, *, transaction: bool = False) -> Batch: ...
 
+    async def admit(self) -> None:
+        """Register the namespace before its first write (its quota)."""
+
 
 class NamespaceStore:
     """A store of one namespace (records, packets, sessions, memories, …)."""

@@ -483,7 +483,14 @@ def tight(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     redis.Redis.from_url(url).flushdb()
     tokens = {name: issue(url, name) for name in ("bob", "mallory")}
     log = tmp_path_factory.mktemp("tight") / "serve.log"
-    limits = {"BATON_MCP_SESSIONS": "2", "BATON_MCP_IDLE_SECONDS": "1", "BATON_RATE_LIMIT": "off"}
+    limits = {
+        "BATON_MCP_SESSIONS": "2",
+        "BATON_MCP_IDLE_SECONDS": "1",
+        "BATON_MAX_VERSIONS": "3",
+        "BATON_MAX_INDEX_TERMS": "40",
+        "BATON_MAX_NAMESPACES": "4",
+        "BATON_RATE_LIMIT": "off",
+    }
     with running_server(url, log, **limits) as base:
         yield World(base, url, tokens, memory="", packets={})
     redis.Redis.from_url(url).flushdb()
@@ -514,3 +521,39 @@ def test_one_agent_cannot_hold_every_mcp_session(tight: World) -> None:
     listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
     stale = mallory.post("/mcp/", json=listing, headers={"mcp-session-id": held[1]})
     assert stale.status_code == 404 and "timed out" in stale.json()["detail"]
+
+
+def refused_by_quota(response: httpx.Response, setting: str) -> bool:
+    body = response.json()
+    return response.status_code == 413 and body["setting"] == setting and setting in body["detail"]
+
+
+def test_quotas_stop_one_agent_from_filling_the_store(tight: World) -> None:
+    """A record at its version quota, a namespace whose search index holds its quota of
+    distinct terms, and a server at its namespace quota each refuse the write that would go
+    past (413 naming the setting) and write nothing; the other namespaces and records still
+    take writes."""
+    bob = tight.client(tight.tokens["bob"])
+    mallory = tight.client(tight.tokens["mallory"], ("X-Baton-Namespace", "flood"))
+    for n in range(3):
+        assert bob.post("/v1/records", json={"ref": "q/v", "value": n}).status_code == 201
+    past = bob.post("/v1/records", json={"ref": "q/v", "value": 3})
+    assert refused_by_quota(past, "BATON_MAX_VERSIONS"), past.text
+    assert bob.get("/v1/records/q/v").json()["version"] == 3
+
+    words = " ".join(f"word{n}" for n in range(60))
+    assert mallory.post("/v1/records", json={"ref": "f/1", "value": words}).status_code == 201
+    time.sleep(5.5)  # the index's counts are read every few seconds
+    full = mallory.post("/v1/records", json={"ref": "f/2", "value": "more words"})
+    assert refused_by_quota(full, "BATON_MAX_INDEX_TERMS"), full.text
+    assert mallory.get("/v1/records/f/2").status_code == 404
+    assert bob.post("/v1/records", json={"ref": "q/w", "value": "fine"}).status_code == 201
+
+    held = redis.Redis.from_url(tight.redis_url).scard("baton:namespaces")
+    for n in range(4 - held):
+        other = tight.client(tight.tokens["bob"], ("X-Baton-Namespace", f"extra{n}"))
+        assert other.post("/v1/records", json={"ref": "a/b", "value": n}).status_code == 201
+    one_more = tight.client(tight.tokens["bob"], ("X-Baton-Namespace", "one-more"))
+    refused = one_more.post("/v1/records", json={"ref": "a/b", "value": 1})
+    assert refused_by_quota(refused, "BATON_MAX_NAMESPACES"), refused.text
+    assert bob.post("/v1/records", json={"ref": "q/x", "value": "still"}).status_code == 201

@@ -191,7 +191,7 @@ async def test_reindexing_leaves_what_indexing_the_new_text_would(
 ) -> None:
     """A document indexed again (terms kept, dropped and added, then one removed) leaves
     the index exactly as indexing only the final texts would: no stale posting, the same
-    scores, totals and document entries."""
+    scores, totals (the count of distinct terms too) and document entries."""
     client = async_redis(redis_url)
     backend = Backend(client, Limits())
     edited, fresh = backend.namespace("edited").search, backend.namespace("fresh").search
@@ -206,7 +206,11 @@ async def test_reindexing_leaves_what_indexing_the_new_text_would(
 
     terms = ["alpha", "beta", "gamma", "delta", "epsilon", "gone", "soon"]
     assert index_state(sync_redis, "edited", terms) == index_state(sync_redis, "fresh", terms)
-    assert index_state(sync_redis, "edited", terms)[2] == {b"docs": b"2", b"total_length": b"5"}
+    assert index_state(sync_redis, "edited", terms)[2] == {
+        b"docs": b"2",
+        b"total_length": b"5",
+        b"terms": b"4",  # beta gamma epsilon delta: one posting key each
+    }
     await client.aclose()
 
 

@@ -7,7 +7,8 @@
 -- when it was last indexed, as the caller believes them).
 -- A document indexed again keeps its entry's place and only moves what changed: its old
 -- terms that are gone lose their posting, every new term's posting is set (ZADD replaces a
--- kept term's score), and the totals move by the difference.
+-- kept term's score), and the totals move by the difference. The stats hash also counts
+-- the postings that exist ('terms': one key each), for the namespace's quota.
 
 -- term -> its posting's key, for every posting given.
 local function postings_of(keys, args)
@@ -56,6 +57,9 @@ local function index_document(keys, args)
     for _, term in ipairs(entry['terms']) do
       if not kept[term] then
         redis.call('ZREM', postings[term], args[1])
+        if redis.call('EXISTS', postings[term]) == 0 then
+          redis.call('HINCRBY', keys[3], 'terms', -1)
+        end
       end
     end
     if adding then
@@ -74,7 +78,10 @@ local function index_document(keys, args)
     redis.call('HSET', keys[1], args[1], args[2])
     redis.call('HSET', keys[2], args[1], args[3])
     for i = 1, count do
-      redis.call('ZADD', keys[3 + i], args[5 + 2 * i], args[1])
+      if redis.call('ZADD', keys[3 + i], args[5 + 2 * i], args[1]) == 1
+          and redis.call('ZCARD', keys[3 + i]) == 1 then
+        redis.call('HINCRBY', keys[3], 'terms', 1)
+      end
     end
   end
   if old then
