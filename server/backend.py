@@ -7,6 +7,7 @@ the tests all build their backend with it.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ from baton.server.keys import NAMESPACES, Keys
 from baton.server.memories import MemoryStore
 from baton.server.records import HeadHints, RecordStore
 from baton.server.scripts import Scripts
-from baton.server.search import SearchIndex
+from baton.server.search import SEARCHES_AT_ONCE, SearchIndex
 from baton.server.sessions import SessionStore
 from baton.server.settings import HandoffPolicy, Limits, Settings
 from baton.server.store_base import Topology
@@ -56,6 +57,10 @@ class Backend:
     namespaces: dict[str, Namespace] = field(init=False, default_factory=dict)
     # namespaces registered by this process (Namespace.admit)
     admitted: set[str] = field(init=False, default_factory=set)
+    # every namespace's searches take turns (SearchIndex.search)
+    search_turns: asyncio.Semaphore = field(
+        init=False, default_factory=lambda: asyncio.Semaphore(SEARCHES_AT_ONCE)
+    )
 
     def __post_init__(self) -> None:
         self.scripts = Scripts(self.redis)
@@ -93,7 +98,11 @@ class Namespace:
         self.topology = backend.topology
         self.keys = Keys(self.name)
         self.search = SearchIndex(
-            self.redis, backend.scripts, self.keys, self.limits.max_index_terms
+            self.redis,
+            backend.scripts,
+            self.keys,
+            self.limits.max_index_terms,
+            backend.search_turns,
         )
         self.activity = Activity(self.redis, self.scripts, self.keys, self.name, self.batch)
         self.heads = HeadHints()
