@@ -187,7 +187,8 @@ async def test_a_thousand_open_streams_do_not_starve_requests(
 ) -> None:
     """1,000 live event streams (one per agent) hold no connection of the request pool:
     /v1/stats still answers in under a second, every stream gets the next event, and one
-    caller may hold at most BATON_MAX_STREAMS streams (429 beyond)."""
+    caller may hold at most BATON_MAX_STREAMS streams (429 beyond); all of them closing at
+    once, with requests in flight, answers every request and logs no error."""
     import asyncio
     import time
 
@@ -237,9 +238,20 @@ async def test_a_thousand_open_streams_do_not_starve_requests(
                     statuses.append(response.status_code)
                     opened.append((context, None))
                 assert statuses == [200, 200, 200, 200, 429]
+                # All of them closing at once, with requests in flight: every answer is a 200.
+                closing = asyncio.gather(
+                    *(context.__aexit__(None, None, None) for context, _ in opened),  # type: ignore[attr-defined]
+                    return_exceptions=True,
+                )
+                answers = await asyncio.gather(*(client.get("/v1/stats") for _ in range(20)))
+                opened = []
+                await closing
+                assert {answer.status_code for answer in answers} == {200}
             finally:
                 for context, _ in opened:
                     await context.__aexit__(None, None, None)  # type: ignore[attr-defined]
+    logged = (tmp_path / "serve.log").read_text()
+    assert "Traceback" not in logged and '"level": "error"' not in logged
 
 
 @pytest.mark.anyio
