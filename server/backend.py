@@ -103,6 +103,7 @@ class Namespace:
             self.keys,
             self.limits.max_index_terms,
             backend.search_turns,
+            self.limits.search_share,
         )
         self.activity = Activity(self.redis, self.scripts, self.keys, self.name, self.batch)
         self.heads = HeadHints()

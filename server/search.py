@@ -45,10 +45,13 @@ PRUNE_ABOVE_POSTINGS = 2_000  # below this many postings a plain union is as che
 # single-threaded Redis, so this bounds how long one query holds everybody else's requests.
 SEARCH_WORK_BUDGET = 10_000
 MAX_QUERY_TERMS = 32  # a query is scored on this many of its terms, the most selective
-# Searches one process runs at once; the others wait their turn. make bench's fairness rows
-# (20,000 memories, 4 clients looping worst-case searches, scratch run): one at a time,
-# 186 searches/s and another client's API read p50 4.9 ms (1.0 alone); unbounded, 158/s
-# and 16.5 ms: concurrent searches only interleave their Python work on one event loop.
+# Searches one process runs at once; the others wait their turn, and a turn ends only once
+# the search's share of the time is kept (BATON_SEARCH_SHARE): after a search that took t,
+# the next starts t * (1 / share - 1) later. A search's own answer is never delayed.
+# make bench's fairness rows (20,000 memories, 4 clients looping worst-case searches,
+# scratch runs): concurrent searches, another client's API read p50 16.5 ms (1.1 alone),
+# 158 searches/s; one at a time 5.1 ms, 216/s; share 0.5: 1.8-2.2 ms (1.0-1.2 alone), 73/s;
+# share 0.4 (the default): 1.2-1.4 x alone, 51/s.
 SEARCHES_AT_ONCE = 1
 AVERAGE_REFRESH_SECONDS = 5.0
 # stats key -> (read at, average doc length, distinct terms), as last read by this process
@@ -136,6 +139,7 @@ class SearchIndex:
         keys: Keys,
         max_terms: int | None = None,
         turns: asyncio.Semaphore | None = None,
+        share: float = 1.0,
     ) -> None:
         self.redis = redis
         self.script = scripts.search
@@ -149,6 +153,7 @@ class SearchIndex:
         self.work_budget = SEARCH_WORK_BUDGET
         self.max_terms = max_terms
         self.turns = turns or asyncio.Semaphore(SEARCHES_AT_ONCE)  # shared per process
+        self.share = share
         # doc -> its terms when last indexed here (or read), newest INDEXED_KEPT docs
         self.indexed: OrderedDict[str, tuple[str, ...]] = OrderedDict()
 
@@ -305,10 +310,15 @@ class SearchIndex:
 
         With ``project``, only documents of that project or of none (unscoped memories are
         shared); with ``agent``, only that agent's documents. Waits for its turn among the
-        process's searches (:data:`SEARCHES_AT_ONCE`).
+        process's searches (:data:`SEARCHES_AT_ONCE`, ``share``).
         """
-        async with self.turns:
+        await self.turns.acquire()
+        started = time.monotonic()
+        try:
             return await self._scored(query, limit, kinds, project, agent)
+        finally:
+            rest = (time.monotonic() - started) * (1 / self.share - 1)
+            asyncio.get_running_loop().call_later(rest, self.turns.release)
 
     async def _scored(
         self,

@@ -49,6 +49,7 @@ class Limits:
     max_versions: int = 10_000  # versions one record keeps
     max_index_terms: int = 5_000_000  # distinct search terms (one key each) per namespace
     max_namespaces: int = 1_000  # namespaces on one server
+    search_share: float = 0.4  # of a process's time its searches may take (SearchIndex)
 
     def check_page(self, limit: int) -> int:
         """A page size within ``max_page_size`` (``BATON_MAX_PAGE_SIZE``), or a 422."""
@@ -162,6 +163,9 @@ class Settings:
                 max_versions=_number(env, "BATON_MAX_VERSIONS", Limits.max_versions, int),
                 max_index_terms=_number(env, "BATON_MAX_INDEX_TERMS", Limits.max_index_terms, int),
                 max_namespaces=_number(env, "BATON_MAX_NAMESPACES", Limits.max_namespaces, int),
+                search_share=_number(
+                    env, "BATON_SEARCH_SHARE", Limits.search_share, float, highest=1.0
+                ),
             ),
             rate_limit=_rate(env.get("BATON_RATE_LIMIT", "600/second"), "BATON_RATE_LIMIT"),
             auth_failure_limit=_rate(

@@ -133,6 +133,29 @@ async def test_a_search_past_its_work_budget_answers_exact_scores(memories: Memo
         assert all(h.project in (None, "p1") for h in cut)
 
 
+async def test_searches_take_turns_and_keep_to_their_share(memories: MemoryStore) -> None:
+    """A search answers at once, but its turn is held for the rest of its share of the time
+    (BATON_SEARCH_SHARE), so the next search of the process starts later; then it is given
+    back, also after a search that failed."""
+    index = memories.index
+    await zipf_corpus(index, 200)
+    index.share = 0.001  # the turn is held a thousand times as long as the search took
+
+    async def given_back() -> bool:
+        for _ in range(600):
+            if not index.turns.locked():
+                return True
+            await asyncio.sleep(0.05)
+        return False
+
+    assert await index.search("w1 w2", limit=5)
+    assert index.turns.locked()
+    assert await given_back()
+    with pytest.raises(AttributeError):
+        await index.search(None, limit=5)  # type: ignore[arg-type]
+    assert await given_back()
+
+
 @pytest.mark.parametrize("filters", [{}, {"kinds": ["memory"]}, {"project": "p1"}])
 async def test_pruned_search_ranks_exactly_like_the_full_union(
     memories: MemoryStore, filters: dict[str, Any]
