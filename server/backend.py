@@ -104,6 +104,7 @@ class Namespace:
             self.limits.max_index_terms,
             backend.search_turns,
             self.limits.search_share,
+            self.limits.max_namespace_bytes,
         )
         self.activity = Activity(self.redis, self.scripts, self.keys, self.name, self.batch)
         self.heads = HeadHints()

@@ -613,14 +613,16 @@ def _queue_record(ns: Namespace, batch: IndexingBatch, line: dict[str, Any]) -> 
     keys, ref, pipe = ns.keys, line["ref"], batch.pipe
     pipe.zadd(keys.refs, {ref: 0})
     pipe.hset(keys.head(ref), mapping=line["head"])
+    stored = 0
     for version in line["versions"]:
-        pipe.hset(
-            keys.version(ref, int(version["version"])),
-            mapping=_encode(version, BINARY_VERSION_FIELDS),
-        )
+        value = msgpack.packb(version["value"])
+        fields = {**_encode(version, BINARY_VERSION_FIELDS), "value": value}
+        pipe.hset(keys.version(ref, int(version["version"])), mapping=fields)
+        stored += len(value)
         pipe.sadd(keys.agents, version["author"])
         for tag in version["tags"]:
             pipe.sadd(keys.tag(tag), ref)
+    pipe.hincrby(keys.search_stats, "bytes", stored)  # the namespace's stored values
     for entry in line["outcomes"]:
         pipe.rpush(keys.outcomes(ref), msgpack.packb(entry))
     if line.get("expires_us") is not None:  # a memory's ttl

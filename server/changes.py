@@ -38,6 +38,13 @@ class VersionWrite:
     args: list[EncodableT]
     now_us: int = field(default_factory=lambda: time.time_ns() // 1000)
 
+    @property
+    def value_bytes(self) -> int:
+        """The size of the value the version holds (``write_version.lua``'s ARGV[8]), which
+        the namespace's stored bytes count."""
+        value = self.args[7]
+        return len(value) if isinstance(value, bytes) else 0
+
 
 def pin_refused(
     wanted: list[tuple[str, int | None]], index: int, current: int | None

@@ -54,8 +54,9 @@ MAX_QUERY_TERMS = 32  # a query is scored on this many of its terms, the most se
 # share 0.4 (the default): 1.2-1.4 x alone, 51/s.
 SEARCHES_AT_ONCE = 1
 AVERAGE_REFRESH_SECONDS = 5.0
-# stats key -> (read at, average doc length, distinct terms), as last read by this process
-_averages: dict[str, tuple[float, float, int]] = {}
+# stats key -> (read at, average doc length, distinct terms, stored value bytes), as last read
+# by this process
+_averages: dict[str, tuple[float, float, int, int]] = {}
 TOKEN = re.compile(r"[a-z0-9][a-z0-9/._-]*[a-z0-9]|[a-z0-9]")
 MIN_TOKEN = 2
 INDEXED_KEPT = 4096  # documents whose indexed terms a namespace's index keeps in memory
@@ -140,6 +141,7 @@ class SearchIndex:
         max_terms: int | None = None,
         turns: asyncio.Semaphore | None = None,
         share: float = 1.0,
+        max_bytes: int | None = None,
     ) -> None:
         self.redis = redis
         self.script = scripts.search
@@ -152,6 +154,7 @@ class SearchIndex:
         self.prune_above = PRUNE_ABOVE_POSTINGS
         self.work_budget = SEARCH_WORK_BUDGET
         self.max_terms = max_terms
+        self.max_bytes = max_bytes
         self.turns = turns or asyncio.Semaphore(SEARCHES_AT_ONCE)  # shared per process
         self.share = share
         # doc -> its terms when last indexed here (or read), newest INDEXED_KEPT docs
@@ -182,7 +185,7 @@ class SearchIndex:
             "len": length,
             "terms": sorted(terms),
         }
-        average = _averages.get(self.stats_key, (0.0, 0.0, 0))[1] or float(length or 1)
+        average = _averages.get(self.stats_key, (0.0, 0.0, 0, 0))[1] or float(length or 1)
         norm = K1 * (1 - B + B * length / average)
         # Each posting holds the term's BM25 part but for idf, normalised by the doc's length.
         postings = [
@@ -254,23 +257,37 @@ class SearchIndex:
     async def refresh_average(self) -> None:
         """Re-read the average document length the length normalisation uses (cached for a
         few seconds per process: it drifts slowly)."""
-        read_at = _averages.get(self.stats_key, (0.0, 0.0, 0))[0]
+        read_at = _averages.get(self.stats_key, (0.0, 0.0, 0, 0))[0]
         if time.monotonic() - read_at < AVERAGE_REFRESH_SECONDS:
             return
-        docs, total, terms = await self.redis.hmget(self.stats_key, "docs", "total_length", "terms")
+        docs, total, terms, stored = await self.redis.hmget(
+            self.stats_key, "docs", "total_length", "terms", "bytes"
+        )
         average = int(total or 0) / int(docs) if docs and int(docs) > 0 else 0.0
-        _averages[self.stats_key] = (time.monotonic(), average, int(terms or 0))
+        _averages[self.stats_key] = (time.monotonic(), average, int(terms or 0), int(stored or 0))
 
     async def check_room(self) -> None:
-        """``QuotaReached`` when the index holds ``max_terms`` distinct terms (each is a key),
-        as last read (every few seconds): checked before a write that indexes text, so a
-        refused write writes nothing."""
+        """``QuotaReached`` when the namespace is at a quota, as last read (every few
+        seconds): its index holds ``max_terms`` distinct terms (each is a key), or its
+        records' versions hold ``max_bytes`` of values (counted in the same stats hash by
+        every write and forget). Checked before a write, so a refused write writes nothing."""
         await self.refresh_average()
-        terms = _averages[self.stats_key][2]
+        _, _, terms, stored = _averages[self.stats_key]
         if self.max_terms is not None and terms >= self.max_terms:
             raise QuotaReached.of(
                 "the namespace's search index", self.max_terms, "BATON_MAX_INDEX_TERMS", terms=terms
             )
+        if self.max_bytes is not None and stored >= self.max_bytes:
+            raise QuotaReached.of(
+                "the namespace's stored values",
+                self.max_bytes,
+                "BATON_MAX_NAMESPACE_BYTES",
+                bytes=stored,
+            )
+
+    async def count_bytes(self, delta: int) -> None:
+        """Move the namespace's count of stored value bytes (a forget frees them)."""
+        await self.redis.hincrby(self.stats_key, "bytes", delta)
 
     async def index(self, doc: str, text: str, **fields: Any) -> None:
         await self.refresh_average()

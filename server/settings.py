@@ -49,6 +49,7 @@ class Limits:
     max_versions: int = 10_000  # versions one record keeps
     max_index_terms: int = 5_000_000  # distinct search terms (one key each) per namespace
     max_namespaces: int = 1_000  # namespaces on one server
+    max_namespace_bytes: int = 2 * 2**30  # bytes of record values one namespace stores
     search_share: float = 0.4  # of a process's time its searches may take (SearchIndex)
 
     def check_page(self, limit: int) -> int:
@@ -163,6 +164,9 @@ class Settings:
                 max_versions=_number(env, "BATON_MAX_VERSIONS", Limits.max_versions, int),
                 max_index_terms=_number(env, "BATON_MAX_INDEX_TERMS", Limits.max_index_terms, int),
                 max_namespaces=_number(env, "BATON_MAX_NAMESPACES", Limits.max_namespaces, int),
+                max_namespace_bytes=_bytes(
+                    env, "BATON_MAX_NAMESPACE_BYTES", Limits.max_namespace_bytes
+                ),
                 search_share=_number(
                     env, "BATON_SEARCH_SHARE", Limits.search_share, float, highest=1.0
                 ),

@@ -151,6 +151,7 @@ class Cluster:
     async def after_write(self, ns: NamespaceParts, write: VersionWrite, version: int) -> None:
         """The session's touched set and the activity event, then the search document."""
         batch = self.batch(ns.redis)
+        batch.pipe.hincrby(ns.keys.search_stats, "bytes", write.value_bytes)
         if write.session is not None:
             ns.activity.queue_touch(batch, write.session, write.agent, {write.ref: version})
         text = f"{write.agent} wrote {write.ref}"

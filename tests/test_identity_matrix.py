@@ -489,6 +489,7 @@ def tight(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         "BATON_MAX_VERSIONS": "3",
         "BATON_MAX_INDEX_TERMS": "40",
         "BATON_MAX_NAMESPACES": "4",
+        "BATON_MAX_NAMESPACE_BYTES": "100kb",
         "BATON_RATE_LIMIT": "off",
     }
     with running_server(url, log, **limits) as base:
@@ -530,9 +531,9 @@ def refused_by_quota(response: httpx.Response, setting: str) -> bool:
 
 def test_quotas_stop_one_agent_from_filling_the_store(tight: World) -> None:
     """A record at its version quota, a namespace whose search index holds its quota of
-    distinct terms, and a server at its namespace quota each refuse the write that would go
-    past (413 naming the setting) and write nothing; the other namespaces and records still
-    take writes."""
+    distinct terms, a namespace holding its quota of value bytes, and a server at its
+    namespace quota each refuse the write that would go past (413 naming the setting) and
+    write nothing; the other namespaces and records still take writes."""
     bob = tight.client(tight.tokens["bob"])
     mallory = tight.client(tight.tokens["mallory"], ("X-Baton-Namespace", "flood"))
     for n in range(3):
@@ -543,10 +544,16 @@ def test_quotas_stop_one_agent_from_filling_the_store(tight: World) -> None:
 
     words = " ".join(f"word{n}" for n in range(60))
     assert mallory.post("/v1/records", json={"ref": "f/1", "value": words}).status_code == 201
-    time.sleep(5.5)  # the index's counts are read every few seconds
+    heavy = tight.client(tight.tokens["mallory"], ("X-Baton-Namespace", "heavy"))
+    for n in range(2):
+        big = {"ref": f"h/{n}", "value": "z" * 60_000}
+        assert heavy.post("/v1/records", json=big).status_code == 201
+    time.sleep(5.5)  # a namespace's counts are read every few seconds
     full = mallory.post("/v1/records", json={"ref": "f/2", "value": "more words"})
     assert refused_by_quota(full, "BATON_MAX_INDEX_TERMS"), full.text
     assert mallory.get("/v1/records/f/2").status_code == 404
+    too_much = heavy.post("/v1/records", json={"ref": "h/2", "value": "z"})
+    assert refused_by_quota(too_much, "BATON_MAX_NAMESPACE_BYTES"), too_much.text
     assert bob.post("/v1/records", json={"ref": "q/w", "value": "fine"}).status_code == 201
 
     held = redis.Redis.from_url(tight.redis_url).scard("baton:namespaces")

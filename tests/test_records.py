@@ -444,6 +444,25 @@ async def test_verify_holds_a_records_head_to_its_chains(
         assert named == [("a/b", "head", field)]
 
 
+async def test_a_namespace_counts_the_value_bytes_it_stores(
+    store: RecordStore, data_redis: redis.Redis
+) -> None:
+    """Every version's value counts towards its namespace's stored bytes (the quota
+    BATON_MAX_NAMESPACE_BYTES reads), on one Redis and on a cluster alike; forgetting a
+    record gives back all but its tombstones (one byte each)."""
+    values = ["x" * 1000, {"text": "y" * 500}, "short"]
+    for value in values[:2]:
+        await store.remember("q/a", value, agent="scout")
+    await store.remember("q/b", values[2], agent="scout")
+
+    def stored() -> int:
+        return int(data_redis.hget(Keys().search_stats, "bytes") or 0)
+
+    assert stored() == sum(len(msgpack.packb(value)) for value in values)
+    await store.forget("q/a", agent="scout", reason="test")
+    assert stored() == len(msgpack.packb(values[2])) + 2 * len(msgpack.packb(None))
+
+
 async def test_writes_survive_a_script_flush_without_asking_script_exists(
     redis_url: str, sync_redis: redis.Redis
 ) -> None:

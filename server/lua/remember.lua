@@ -2,7 +2,8 @@
 -- versions; what the version holds and the head it was built on).
 -- A whole write on one Redis: the listing entries, the version, and what follows it.
 -- KEYS[4] the namespace's refs   KEYS[5] its agents   KEYS[6] its events stream
--- KEYS[7..9] the search index: docs hash, meta hash, stats hash
+-- KEYS[7..9] the search index: docs hash, meta hash, stats hash (which also counts the
+--   namespace's stored value bytes, 'bytes')
 -- KEYS[10..9+T] each tag's set (T tags), then with a session (ARGV[9]): its hash, its
 --   touched hash, the sessions, the active sessions and the set of namespaces
 -- KEYS[after those] the postings the search document's index call names (index.lua)
@@ -52,6 +53,7 @@ for i = 10, 9 + tags do
   redis.call('SADD', KEYS[i], ref)
 end
 local new = write_version()
+redis.call('HINCRBY', KEYS[9], 'bytes', #ARGV[8])
 
 -- The version is written whatever happens next: a failing follow-up costs its event,
 -- session touch or search document (as a crash between two round trips would), never the
