@@ -7,7 +7,6 @@ the tests all build their backend with it.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -32,7 +31,7 @@ from baton.server.keys import NAMESPACES, Keys
 from baton.server.memories import MemoryStore
 from baton.server.records import HeadHints, RecordStore
 from baton.server.scripts import Scripts
-from baton.server.search import SEARCHES_AT_ONCE, SearchIndex
+from baton.server.search import SearchIndex, SearchTurns
 from baton.server.sessions import SessionStore
 from baton.server.settings import HandoffPolicy, Limits, Settings
 from baton.server.store_base import Topology
@@ -57,12 +56,10 @@ class Backend:
     namespaces: dict[str, Namespace] = field(init=False, default_factory=dict)
     # namespaces registered by this process (Namespace.admit)
     admitted: set[str] = field(init=False, default_factory=set)
-    # every namespace's searches take turns (SearchIndex.search)
-    search_turns: asyncio.Semaphore = field(
-        init=False, default_factory=lambda: asyncio.Semaphore(SEARCHES_AT_ONCE)
-    )
+    search_turns: SearchTurns = field(init=False)  # every namespace's searches take turns
 
     def __post_init__(self) -> None:
+        self.search_turns = SearchTurns(self.limits.search_share)
         self.scripts = Scripts(self.redis)
         self.topology = topology_of(self.redis)
 
@@ -103,7 +100,6 @@ class Namespace:
             self.keys,
             self.limits.max_index_terms,
             backend.search_turns,
-            self.limits.search_share,
             self.limits.max_namespace_bytes,
         )
         self.activity = Activity(self.redis, self.scripts, self.keys, self.name, self.batch)

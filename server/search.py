@@ -25,7 +25,8 @@ import asyncio
 import re
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 import msgspec
@@ -45,9 +46,8 @@ PRUNE_ABOVE_POSTINGS = 2_000  # below this many postings a plain union is as che
 # single-threaded Redis, so this bounds how long one query holds everybody else's requests.
 SEARCH_WORK_BUDGET = 10_000
 MAX_QUERY_TERMS = 32  # a query is scored on this many of its terms, the most selective
-# Searches one process runs at once; the others wait their turn, and a turn ends only once
-# the search's share of the time is kept (BATON_SEARCH_SHARE): after a search that took t,
-# the next starts t * (1 / share - 1) later. A search's own answer is never delayed.
+# Searches one process runs at once; the others wait their turn, and while some wait, a turn
+# ends only once the search's share of the time is kept (BATON_SEARCH_SHARE, SearchTurns).
 # make bench's fairness rows (20,000 memories, 4 clients looping worst-case searches,
 # scratch runs): concurrent searches, another client's API read p50 16.5 ms (1.1 alone),
 # 158 searches/s; one at a time 5.1 ms, 216/s; share 0.5: 1.8-2.2 ms (1.0-1.2 alone), 73/s;
@@ -107,6 +107,35 @@ def text_of(value: Any) -> str:
     return "" if value is None or isinstance(value, bool) else str(value)
 
 
+class SearchTurns:
+    """A process's searches take turns: at most :data:`SEARCHES_AT_ONCE` at once, and while
+    others wait, a turn is held on for the rest of its ``share`` of the time (after a search
+    that took t, the next waiting one starts t * (1 / share - 1) later). A lone client's
+    searches never wait, and no answer is delayed: the next search is."""
+
+    def __init__(self, share: float = 1.0) -> None:
+        self.share = share
+        self.free = asyncio.Semaphore(SEARCHES_AT_ONCE)
+        self.waiting = 0
+
+    @asynccontextmanager
+    async def turn(self) -> AsyncIterator[None]:
+        self.waiting += 1
+        try:
+            await self.free.acquire()
+        finally:
+            self.waiting -= 1
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            rest = (time.monotonic() - started) * (1 / self.share - 1) if self.waiting else 0
+            if rest > 0:
+                asyncio.get_running_loop().call_later(rest, self.free.release)
+            else:
+                self.free.release()
+
+
 class Hit(msgspec.Struct, kw_only=True):
     doc: str
     kind: str
@@ -139,8 +168,7 @@ class SearchIndex:
         scripts: Scripts,
         keys: Keys,
         max_terms: int | None = None,
-        turns: asyncio.Semaphore | None = None,
-        share: float = 1.0,
+        turns: SearchTurns | None = None,
         max_bytes: int | None = None,
     ) -> None:
         self.redis = redis
@@ -155,8 +183,7 @@ class SearchIndex:
         self.work_budget = SEARCH_WORK_BUDGET
         self.max_terms = max_terms
         self.max_bytes = max_bytes
-        self.turns = turns or asyncio.Semaphore(SEARCHES_AT_ONCE)  # shared per process
-        self.share = share
+        self.turns = turns or SearchTurns()  # shared by a process's namespaces
         # doc -> its terms when last indexed here (or read), newest INDEXED_KEPT docs
         self.indexed: OrderedDict[str, tuple[str, ...]] = OrderedDict()
 
@@ -327,15 +354,10 @@ class SearchIndex:
 
         With ``project``, only documents of that project or of none (unscoped memories are
         shared); with ``agent``, only that agent's documents. Waits for its turn among the
-        process's searches (:data:`SEARCHES_AT_ONCE`, ``share``).
+        process's searches (:class:`SearchTurns`).
         """
-        await self.turns.acquire()
-        started = time.monotonic()
-        try:
+        async with self.turns.turn():
             return await self._scored(query, limit, kinds, project, agent)
-        finally:
-            rest = (time.monotonic() - started) * (1 / self.share - 1)
-            asyncio.get_running_loop().call_later(rest, self.turns.release)
 
     async def _scored(
         self,

@@ -134,26 +134,21 @@ async def test_a_search_past_its_work_budget_answers_exact_scores(memories: Memo
 
 
 async def test_searches_take_turns_and_keep_to_their_share(memories: MemoryStore) -> None:
-    """A search answers at once, but its turn is held for the rest of its share of the time
-    (BATON_SEARCH_SHARE), so the next search of the process starts later; then it is given
-    back, also after a search that failed."""
+    """While a search waits its turn, the one before holds the turn on for the rest of its
+    share of the time (BATON_SEARCH_SHARE) after answering; a search nobody waits behind
+    gives its turn back at once, also when it failed."""
     index = memories.index
     await zipf_corpus(index, 200)
-    index.share = 0.001  # the turn is held a thousand times as long as the search took
-
-    async def given_back() -> bool:
-        for _ in range(600):
-            if not index.turns.locked():
-                return True
-            await asyncio.sleep(0.05)
-        return False
-
-    assert await index.search("w1 w2", limit=5)
-    assert index.turns.locked()
-    assert await given_back()
+    index.turns.share = 0.01  # a waiter starts 99 times as long after the search before it
+    first = asyncio.create_task(index.search("w1 w2", limit=5))
+    second = asyncio.create_task(index.search("w3", limit=5))
+    assert await first
+    assert index.turns.waiting == 1 and not second.done()
+    assert await second
+    assert not index.turns.free.locked()  # nobody waited behind the second
     with pytest.raises(AttributeError):
         await index.search(None, limit=5)  # type: ignore[arg-type]
-    assert await given_back()
+    assert not index.turns.free.locked()
 
 
 @pytest.mark.parametrize("filters", [{}, {"kinds": ["memory"]}, {"project": "p1"}])
