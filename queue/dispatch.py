@@ -40,6 +40,15 @@ DELIVER = "baton.queue.jobs.deliver_packet"
 SWEEP = "baton.queue.jobs.sweep"
 MAINTENANCE_QUEUE = "baton-maintenance"
 JOB_SERIALIZER = JSONSerializer  # decoding a job's data runs no code, unlike pickle
+
+
+def job_class() -> type[Job]:
+    """The job class of Baton's queues (``baton.queue.job_guard.BatonJob``)."""
+    from baton.queue.job_guard import BatonJob  # (it imports this module's names)
+
+    return BatonJob
+
+
 # Finished jobs are kept an hour (visible in rq info); failed ones a week (our dead letter).
 RESULT_TTL = 3600
 FAILURE_TTL = 7 * 24 * 3600
@@ -157,7 +166,10 @@ class RQDispatcher:
 
     def queue(self, namespace: str, agent: str) -> Queue:
         return Queue(
-            queue_name(namespace, agent), connection=self.connection, serializer=JOB_SERIALIZER
+            queue_name(namespace, agent),
+            connection=self.connection,
+            serializer=JOB_SERIALIZER,
+            job_class=job_class(),
         )
 
     def job_commands(

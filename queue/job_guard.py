@@ -11,6 +11,7 @@ reason, in RQ's failed registry, and nothing of it runs.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from rq.job import Job
 
@@ -19,6 +20,38 @@ from baton.queue.dispatch import DELIVER, SWEEP
 # Each job function Baton enqueues, with the number of (text) arguments it takes.
 ALLOWED_JOBS: dict[str, int] = {DELIVER: 3, SWEEP: 0}
 CALLBACK_FIELDS = ("success_callback_name", "failure_callback_name", "stopped_callback_name")
+
+
+class BatonJob(Job):
+    """RQ's job, that never imports or calls what Baton did not write: its function is one
+    of Baton's job functions or nothing runs, and its callbacks and webhooks are none, on
+    every path RQ takes (a worker running it, and RQ's registry cleanup, which calls an
+    expired job's failure callback and webhooks without the worker's check)."""
+
+    @property
+    def func(self) -> Any:
+        if self.func_name not in ALLOWED_JOBS or self.instance is not None:
+            raise JobRefused(f"refused by Baton: it names {self.func_name!r}")
+        return super().func
+
+    @property
+    def success_callback(self) -> None:
+        return None
+
+    @property
+    def failure_callback(self) -> None:
+        return None
+
+    @property
+    def stopped_callback(self) -> None:
+        return None
+
+    def send_webhooks(self, status: Any, *, exc_string: str | None = None) -> None:
+        return None
+
+
+class JobRefused(RuntimeError):
+    """A job that names something other than Baton's job functions."""
 
 
 def refusal(job: Job) -> str | None:

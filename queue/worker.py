@@ -29,7 +29,7 @@ from baton.queue.dispatch import (
     RESULT_TTL,
     SWEEP,
 )
-from baton.queue.job_guard import refusal
+from baton.queue.job_guard import BatonJob, refusal
 from baton.queue.worker_context import worker_context
 from baton.server.connection import queue_url, sync_redis
 from baton.server.keys import queue_name
@@ -131,9 +131,14 @@ def run_agent(
     configure_logging()  # RQ's lines too, on stderr: stdout is the agent's (transcript, MCP)
     connection = sync_redis(queue_url(settings))
     queue = Queue(
-        queue_name(settings.namespace, name), connection=connection, serializer=JOB_SERIALIZER
+        queue_name(settings.namespace, name),
+        connection=connection,
+        serializer=JOB_SERIALIZER,
+        job_class=BatonJob,
     )
-    worker = WORKER_CLASS([queue], connection=connection, serializer=JOB_SERIALIZER)
+    worker = WORKER_CLASS(
+        [queue], connection=connection, serializer=JOB_SERIALIZER, job_class=BatonJob
+    )
     worker.stop_seconds = settings.stop_seconds
     if burst:  # RQ then moves due retries once, in this process
         return worker.work(burst=True, with_scheduler=True)
@@ -189,8 +194,12 @@ def run_maintenance(settings: Settings, *, burst: bool = False) -> bool:
     with RQ's pickle serializer (RQ 3.0 takes no other), which Baton's workers refuse."""
     configure_logging()  # RQ's lines too, on stderr: stdout is the agent's (transcript, MCP)
     connection = sync_redis(queue_url(settings))
-    queue = Queue(MAINTENANCE_QUEUE, connection=connection, serializer=JOB_SERIALIZER)
-    worker = WORKER_CLASS([queue], connection=connection, serializer=JOB_SERIALIZER)
+    queue = Queue(
+        MAINTENANCE_QUEUE, connection=connection, serializer=JOB_SERIALIZER, job_class=BatonJob
+    )
+    worker = WORKER_CLASS(
+        [queue], connection=connection, serializer=JOB_SERIALIZER, job_class=BatonJob
+    )
     if burst:
         queue.enqueue(SWEEP)
         return worker.work(burst=True)

@@ -257,15 +257,21 @@ class SeenCheckpoints:
         except (OSError, ValueError):
             return None
 
-    def note(self, checkpoint: Checkpoint) -> None:
+    def note(self, checkpoint: Checkpoint, *, force: bool = False) -> None:
+        """Keep ``checkpoint`` as the newest seen (``force``: even over a newer mark, as a
+        forced checkpoint starts the count again); a data dir that cannot be written is
+        logged, never an error of the checkpoint it notes."""
         seen = self.get(checkpoint.namespace)
-        if seen is not None and seen[0] >= checkpoint.seq:
+        if seen is not None and seen[0] >= checkpoint.seq and not force:
             return
-        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         path = self._path(checkpoint.namespace)
-        draft = path.with_name(f".{path.name}.{os.getpid()}")
-        draft.write_text(f"{checkpoint.seq} {checkpoint.hash}\n")
-        os.replace(draft, path)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            draft = path.with_name(f".{path.name}.{os.getpid()}")
+            draft.write_text(f"{checkpoint.seq} {checkpoint.hash}\n")
+            os.replace(draft, path)
+        except OSError as error:
+            log.warning("cannot keep the newest checkpoint seen", path=str(path), error=str(error))
 
 
 # -- the store -----------------------------------------------------------------------------
@@ -297,7 +303,10 @@ class CheckpointStore:
             if latest is None or latest.seq < seq:
                 newest = "none" if latest is None else f"checkpoint {latest.seq}"
                 return f"{who} holds checkpoint {seq}, but the store's newest is {newest}"
-            stored = await self.get(seq)
+            try:
+                stored = await self.get(seq)
+            except NotFound:
+                return f"{who} holds checkpoint {seq}, but the store holds no checkpoint {seq}"
             if stored.hash != digest:
                 return (
                     f"{who} holds checkpoint {seq} hashed {digest[:12]}…, the store's is "
@@ -391,7 +400,7 @@ class CheckpointStore:
                 if on_progress:
                     on_progress(tree.count, total)
             if previous is not None and not force:
-                await self._refuse_regressions(previous.seq, seq)
+                await self._refuse_regressions(previous, seq)
             checkpoint = Checkpoint(
                 namespace=self.ns.name,
                 seq=seq,
@@ -411,34 +420,39 @@ class CheckpointStore:
             await self.redis.rpush(self.keys.checkpoints, msgspec.json.encode(checkpoint))
             await self.redis.delete(self.keys.checkpoint_leaves(seq - KEEP_LEAVES))
             if self.seen:
-                self.seen.note(checkpoint)
+                self.seen.note(checkpoint, force=force)
             return checkpoint
         finally:
             await self.redis.delete(lock)
 
-    async def _refuse_regressions(self, previous: int, seq: int) -> None:
+    async def _refuse_regressions(self, previous: Checkpoint, seq: int) -> None:
         """``StateConflict`` (and checkpoint ``seq``'s leaves dropped) when a record checkpoint
         ``previous`` held is gone, behind, changed at its version, has a shorter or rewritten
-        outcomes log, or was forgotten, with no audit entry explaining it. Both checkpoints'
-        leaves are in ref order: one merged pass, no reads but the leaves."""
-        audited = await self._audited_targets()
+        outcomes log, or was forgotten, unless it was forgotten or is gone with an audit entry
+        written since ``previous``; or when ``previous``'s kept leaves do not add up to its
+        signed root (edited or removed in Redis). Both checkpoints' leaves are in ref order:
+        one merged pass, no reads but the leaves."""
+        since = int(datetime.fromisoformat(previous.at).timestamp() * 1000)
+        audited = await self._audited_targets(since=str(since))
         lost: builtins.list[str] = []
+        tree = MerkleRoot()
         now = _leaf_stream(self.stored_leaves(seq))
         current = await anext(now, None)
-        async for old in _leaf_stream(self.stored_leaves(previous)):
+        async for old in _leaf_stream(self.stored_leaves(previous.seq)):
+            tree.add(leaf_hash(old))
             while current is not None and current[0] < old[0]:
                 current = await anext(now, None)
-            if old[0] in audited:
-                continue
             problem = _regression(old, current if current and current[0] == old[0] else None)
-            if problem:
+            if problem and not (old[0] in audited and problem in AUDITABLE):
                 lost.append(f"{old[0]} {problem}")
+        if tree.count != previous.records or tree.root() != previous.root:
+            lost.insert(0, f"checkpoint {previous.seq}'s kept leaves do not add up to its root")
         if lost:
             await self.redis.delete(self.keys.checkpoint_leaves(seq))
             shown = "; ".join(lost[:5]) + (f"; and {len(lost) - 5} more" if len(lost) > 5 else "")
             raise StateConflict(
-                f"not signing: {len(lost)} record(s) lost what checkpoint {previous} held, with "
-                f"no audit entry ({shown}); run baton verify --checkpoint latest, then sign "
+                f"not signing: {len(lost)} loss(es) since checkpoint {previous.seq}, with no "
+                f"audit entry ({shown}); run baton verify --checkpoint latest, then sign "
                 "with --force",
                 lost=len(lost),
             )
@@ -499,13 +513,14 @@ class CheckpointStore:
             rolled_back=rolled_back,
         )
 
-    async def _audited_targets(self) -> set[str]:
-        """Refs whose forgetting the audit log explains (``memory/<id>`` targets)."""
+    async def _audited_targets(self, since: str = "-") -> set[str]:
+        """Refs whose forgetting the audit log explains (``memory/<id>`` targets), in its
+        entries from ``since`` (a stream id) on."""
         targets: set[str] = set()
         last = "+"
         while True:
             entries = codec.entries(
-                await self.redis.xrevrange(self.keys.audit, max=last, count=1000)
+                await self.redis.xrevrange(self.keys.audit, max=last, min=since, count=1000)
             )
             for entry_id, fields in entries:
                 if fields.get(b"action") in (b"forget", b"expire"):
@@ -597,6 +612,9 @@ async def _leaf_stream(batches: AsyncIterator[builtins.list[Leaf]]) -> AsyncIter
     async for batch in batches:
         for leaf in batch:
             yield leaf
+
+
+AUDITABLE = frozenset({"is gone", "was forgotten"})  # what an audit entry can explain
 
 
 def _regression(old: Leaf, new: Leaf | None) -> str | None:

@@ -156,6 +156,7 @@ class HandoffStore(NamespaceStore):
         if not summary.strip():
             raise InvalidInput("summary", "is required: one line on what is being handed over")
         check_text(summary, "summary", self.limits.max_summary_length)
+        await self.ns.admit()
         steps = _text_list(
             list(next_steps), "next", self.limits.max_steps, self.limits.max_step_length
         )

@@ -235,7 +235,16 @@ def _redis_url(raw: str | None, variable: str) -> str | None:
     return raw
 
 
-BYTE_UNITS = {"": 1, "k": 2**10, "kb": 2**10, "m": 2**20, "mb": 2**20, "g": 2**30, "gb": 2**30}
+BYTE_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 2**10,
+    "kb": 2**10,
+    "m": 2**20,
+    "mb": 2**20,
+    "g": 2**30,
+    "gb": 2**30,
+}
 
 
 def _bytes(env: Mapping[str, str], variable: str, default: int) -> int:

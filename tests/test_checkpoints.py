@@ -121,12 +121,17 @@ async def test_the_next_checkpoint_will_not_sign_what_was_lost_since(
 
     with pytest.raises(StateConflict) as refused:
         await checkpoints.take()
-    assert "2 record(s) lost what checkpoint 1 held" in str(refused.value)
+    assert "2 loss(es) since checkpoint 1" in str(refused.value)
     assert "t/doc went back from v2 to v1" in str(refused.value)
     assert "t/gone is gone" in str(refused.value)
     assert await take_checkpoint_if_due(checkpoints, 0) is None  # the sweep logs it
     assert [c.seq for c in await checkpoints.list()] == [1]
     assert not data_redis.exists(keys.checkpoint_leaves(2))
+    kept = data_redis.lrange(keys.checkpoint_leaves(1), 0, -1)
+    data_redis.delete(keys.checkpoint_leaves(1))  # hiding the evidence does not help
+    with pytest.raises(StateConflict, match="do not add up to its root"):
+        await checkpoints.take()
+    data_redis.rpush(keys.checkpoint_leaves(1), *kept)
 
     forced = await checkpoints.take(force=True)
     assert forced is not None and (forced.seq, forced.records) == (2, 2)
@@ -165,6 +170,10 @@ async def test_a_rollback_of_the_stores_checkpoints_is_named(
         "the export holds checkpoint 2, but the store's newest is checkpoint 1"
     )
     assert [(f.ref, f.kind) for f in from_export.findings] == [("t/b", "missing")]
+    forced = await checkpoints.take(force=True)  # after a look: the count starts again
+    assert forced is not None and forced.seq == 2
+    await write(store, "t/c", 1)
+    assert (await checkpoints.take()) is not None
 
 
 async def test_an_edited_outcome_is_named(

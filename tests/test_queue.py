@@ -32,6 +32,7 @@ from baton.queue.dispatch import (
     queue_name,
     zlib_stored,
 )
+from baton.queue.job_guard import BatonJob
 from baton.queue.worker import AgentWorker
 from baton.server.backend import open_backend
 from baton.server.connection import async_redis
@@ -95,6 +96,7 @@ def tester_burst(redis_url: str, api_url: str, **env: str) -> subprocess.Popen[s
         "--burst",
         redis_url=redis_url,
         api_url=api_url,
+        **env,
     )
 
 
@@ -613,3 +615,27 @@ def test_the_maintenance_worker_sweeps_on_its_interval(
         output = worker.communicate(timeout=30)[0]
     assert finished.count >= before + 2, output
     assert FailedJobRegistry(MAINTENANCE_QUEUE, connection=sync_redis).count == 0, output
+
+
+def planted_callback(job: Job, connection: redis.Redis, *failure: object) -> None:
+    """What someone with access to the queue's Redis would like a worker to run."""
+    connection.set("planted:called", "1")
+
+
+def test_rqs_registry_cleanup_never_calls_a_planted_callback(sync_redis: redis.Redis) -> None:
+    """A job planted as started and abandoned, with a failure callback naming any function:
+    RQ's registry cleanup (which calls an abandoned job's failure callback without the
+    worker's check) calls nothing on Baton's queues."""
+    queue = Queue(
+        queue_name("default", "cleanup"),
+        connection=sync_redis,
+        serializer=JOB_SERIALIZER,
+        job_class=BatonJob,
+    )
+    planted = Queue(queue.name, connection=sync_redis, serializer=JOB_SERIALIZER).enqueue_call(
+        "os.getpid", on_failure=Callback("tests.test_queue.planted_callback")
+    )
+    planted.set_status(JobStatus.STARTED)
+    sync_redis.zadd(queue.started_job_registry.key, {f"{planted.id}:x": 1})
+    queue.started_job_registry.cleanup()
+    assert sync_redis.get("planted:called") is None

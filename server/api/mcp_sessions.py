@@ -96,7 +96,10 @@ class SessionOwners:
                     if session_id is not None and closing:
                         if message["status"] < 300:
                             self.sessions.pop(session_id, None)  # closed by its owner
-                    elif (opened := dict(message["headers"]).get(SESSION_HEADER)) is not None:
+                    elif (
+                        message["status"] < 400
+                        and (opened := dict(message["headers"]).get(SESSION_HEADER)) is not None
+                    ):  # (the SDK names a session on its refusals too, then drops it)
                         self.sessions.setdefault(
                             opened.decode("latin-1"), OpenSession(who, last_done=time.monotonic())
                         )

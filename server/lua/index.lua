@@ -56,8 +56,8 @@ local function index_document(keys, args)
     end
     for _, term in ipairs(entry['terms']) do
       if not kept[term] then
-        redis.call('ZREM', postings[term], args[1])
-        if redis.call('EXISTS', postings[term]) == 0 then
+        if redis.call('ZREM', postings[term], args[1]) == 1
+            and redis.call('EXISTS', postings[term]) == 0 then
           redis.call('HINCRBY', keys[3], 'terms', -1)
         end
       end
