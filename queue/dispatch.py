@@ -25,8 +25,8 @@ from redis.asyncio import Redis as AsyncRedis
 from rq import Queue, Retry
 from rq.exceptions import NoSuchJobError
 from rq.job import Job
-from rq.serializers import JSONSerializer
 
+from baton.queue.job_guard import DELIVER, JOB_SERIALIZER, BatonJob
 from baton.server.batch import Batch
 from baton.server.clock import iso
 from baton.server.errors import describe
@@ -36,17 +36,7 @@ from baton.server.settings import HandoffPolicy
 from baton.server.validation import PACKET_ID_PATTERN
 
 log = structlog.get_logger("baton.dispatch")
-DELIVER = "baton.queue.jobs.deliver_packet"
-SWEEP = "baton.queue.jobs.sweep"
 MAINTENANCE_QUEUE = "baton-maintenance"
-JOB_SERIALIZER = JSONSerializer  # decoding a job's data runs no code, unlike pickle
-
-
-def job_class() -> type[Job]:
-    """The job class of Baton's queues (``baton.queue.job_guard.BatonJob``)."""
-    from baton.queue.job_guard import BatonJob  # (it imports this module's names)
-
-    return BatonJob
 
 
 # Finished jobs are kept an hour (visible in rq info); failed ones a week (our dead letter).
@@ -169,7 +159,7 @@ class RQDispatcher:
             queue_name(namespace, agent),
             connection=self.connection,
             serializer=JOB_SERIALIZER,
-            job_class=job_class(),
+            job_class=BatonJob,
         )
 
     def job_commands(

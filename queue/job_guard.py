@@ -14,9 +14,11 @@ import json
 from typing import Any
 
 from rq.job import Job
+from rq.serializers import JSONSerializer
 
-from baton.queue.dispatch import DELIVER, SWEEP
-
+DELIVER = "baton.queue.jobs.deliver_packet"
+SWEEP = "baton.queue.jobs.sweep"
+JOB_SERIALIZER = JSONSerializer  # decoding a job's data runs no code, unlike pickle
 # Each job function Baton enqueues, with the number of (text) arguments it takes.
 ALLOWED_JOBS: dict[str, int] = {DELIVER: 3, SWEEP: 0}
 CALLBACK_FIELDS = ("success_callback_name", "failure_callback_name", "stopped_callback_name")

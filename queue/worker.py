@@ -22,14 +22,8 @@ from rq.scheduler import RQScheduler
 from rq.worker import SimpleWorker, WorkerStatus
 
 from baton.agents.agent_runtime import handler_for, registered
-from baton.queue.dispatch import (
-    FAILURE_TTL,
-    JOB_SERIALIZER,
-    MAINTENANCE_QUEUE,
-    RESULT_TTL,
-    SWEEP,
-)
-from baton.queue.job_guard import BatonJob, refusal
+from baton.queue.dispatch import FAILURE_TTL, MAINTENANCE_QUEUE, RESULT_TTL
+from baton.queue.job_guard import JOB_SERIALIZER, SWEEP, BatonJob, refusal
 from baton.queue.worker_context import worker_context
 from baton.server.connection import queue_url, sync_redis
 from baton.server.keys import queue_name

@@ -13,7 +13,8 @@ from rq import Queue
 from rq.job import Job
 from structlog.testing import capture_logs
 
-from baton.queue.dispatch import DELIVER, FAILURE_TTL, JOB_SERIALIZER, queue_name
+from baton.queue.dispatch import FAILURE_TTL, queue_name
+from baton.queue.job_guard import DELIVER, JOB_SERIALIZER
 from baton.server.backend import Backend, open_backend
 from baton.server.errors import Forbidden, InvalidInput, NotFound, StateConflict
 from baton.server.handoffs import HandoffStore, job_id

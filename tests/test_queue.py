@@ -24,15 +24,13 @@ from rq.utils import str_to_date
 
 from baton.agents import BatonClient
 from baton.queue.dispatch import (
-    DELIVER,
-    JOB_SERIALIZER,
     MAINTENANCE_QUEUE,
     STORED_BLOCK,
     RQDispatcher,
     queue_name,
     zlib_stored,
 )
-from baton.queue.job_guard import BatonJob
+from baton.queue.job_guard import DELIVER, JOB_SERIALIZER, BatonJob
 from baton.queue.worker import AgentWorker
 from baton.server.backend import open_backend
 from baton.server.connection import async_redis
