@@ -133,6 +133,19 @@ async def test_a_search_past_its_work_budget_answers_exact_scores(memories: Memo
         assert all(h.project in (None, "p1") for h in cut)
 
 
+async def test_the_work_budget_holds_for_a_large_limit(memories: MemoryStore) -> None:
+    """The work budget bounds every read, not only each round: a query of 32 common words
+    asking for 500 hits scores at most as many documents as the budget can pay for (a
+    posting read costs 1, scoring a document one lookup per term), and still answers."""
+    index = memories.index
+    await zipf_corpus(index, 1500)
+    query = " ".join(f"w{n}" for n in range(MAX_QUERY_TERMS))
+    index.work_budget, index.prune_above = 660, 0
+    hits = await index.search(query, limit=500)
+    index.prune_above = PRUNE_ABOVE_POSTINGS
+    assert 0 < len(hits) <= 660 // (1 + MAX_QUERY_TERMS)
+
+
 async def test_searches_take_turns_and_keep_to_their_share(memories: MemoryStore) -> None:
     """While a search waits its turn, the one before holds the turn on for the rest of its
     share of the time (BATON_SEARCH_SHARE) after answering; a search nobody waits behind

@@ -21,7 +21,7 @@ for i = 4, #KEYS do
   local frequency = redis.call('ZCARD', KEYS[i])
   if frequency > 0 then
     local weight = math.log(1 + (total_docs - frequency + 0.5) / (frequency + 0.5))
-    terms[#terms + 1] = {key = KEYS[i], weight = weight, frequency = frequency, read = 0}
+    terms[#terms + 1] = {key = KEYS[i], weight = weight, frequency = frequency, read = 0, last = math.huge}
     listed = listed + frequency
   end
 end
@@ -48,33 +48,71 @@ end
 -- at most the sum of weight × the last part read in each list not read to its end; once
 -- the limit-th best kept score reaches that sum, the result is final. Gives up (nil) once
 -- it has read a quarter of the postings, when a union of them all is within the budget.
--- Past the budget it stops and answers the best documents of what it read (the best parts
--- of every term's postings): one query never holds the server for long.
+-- The budget holds for every read: a round reads at most what it can also score with the
+-- work left (a posting read costs 1, scoring a document #terms), so one query's postings
+-- read plus scores looked up never pass it. Then it answers the best documents of what it
+-- read (the best parts of every term's postings): one query never holds the server long.
 local budget = tonumber(ARGV[6])
+local function best_of(docs, floor)
+  local order = {}
+  for _, doc in ipairs(docs) do
+    if doc[2] >= floor then
+      order[#order + 1] = doc
+    end
+  end
+  table.sort(order, function(a, b)
+    if a[2] ~= b[2] then return a[2] > b[2] end
+    return a[1] > b[1]
+  end)
+  local found = {}
+  for j = 1, math.min(#order, limit) do
+    found[#found + 1] = order[j][1]
+    found[#found + 1] = string.format('%.17g', order[j][2])
+    found[#found + 1] = order[j][3]
+  end
+  return found
+end
+
 local function threshold_top()
   local seen, docs, best = {}, {}, {}
   local block = math.max(limit, 10)
   local work = 0
   while true do
-    local fresh, bound = {}, 0
+    local open = 0
     for _, term in ipairs(terms) do
       if term.read < term.frequency then
-        local stop = term.read + block - 1
-        if term.frequency - term.read <= 4 * block then
-          stop = -1
+        open = open + 1
+      end
+    end
+    -- the reads this round may take: what is left of the budget once they are scored too
+    local allowance = math.floor((budget - work) / (1 + #terms))
+    local starved = allowance < 1
+    local fresh, bound = {}, 0
+    for _, term in ipairs(terms) do
+      if term.read < term.frequency and allowance >= 1 then
+        local share = math.ceil(allowance / open)
+        local rest = term.frequency - term.read
+        local count = math.min(block, share)
+        if rest <= 4 * block and rest <= share then
+          count = rest
         end
-        local entries = redis.call('ZRANGE', term.key, term.read, stop, 'REV', 'WITHSCORES')
+        local entries = redis.call('ZRANGE', term.key, term.read, term.read + count - 1, 'REV', 'WITHSCORES')
         term.read = term.read + #entries / 2
         work = work + #entries / 2
+        allowance = allowance - #entries / 2
+        open = open - 1
+        if #entries > 0 then
+          term.last = tonumber(entries[#entries])
+        end
         for j = 1, #entries, 2 do
           if not seen[entries[j]] then
             seen[entries[j]] = true
             fresh[#fresh + 1] = entries[j]
           end
         end
-        if term.read < term.frequency then
-          bound = bound + term.weight * tonumber(entries[#entries])
-        end
+      end
+      if term.read < term.frequency then
+        bound = bound + term.weight * term.last
       end
     end
     for from = 1, #fresh, 1000 do
@@ -110,25 +148,8 @@ local function threshold_top()
     for j = #best, limit + 1, -1 do
       best[j] = nil
     end
-    if bound == 0 or (#best >= limit and -best[limit] >= bound) or work >= budget then
-      local floor = best[#best] and -best[#best] or 0
-      local order = {}
-      for _, doc in ipairs(docs) do
-        if doc[2] >= floor then
-          order[#order + 1] = doc
-        end
-      end
-      table.sort(order, function(a, b)
-        if a[2] ~= b[2] then return a[2] > b[2] end
-        return a[1] > b[1]
-      end)
-      local found = {}
-      for j = 1, math.min(#order, limit) do
-        found[#found + 1] = order[j][1]
-        found[#found + 1] = string.format('%.17g', order[j][2])
-        found[#found + 1] = order[j][3]
-      end
-      return found
+    if bound == 0 or (#best >= limit and -best[limit] >= bound) or starved then
+      return best_of(docs, best[#best] and -best[#best] or 0)
     end
     if #docs * 4 > listed and listed <= budget then
       return nil
