@@ -70,15 +70,17 @@ class Verifier(NamespaceStore):
                 if not verify:
                     continue
                 if head.version + length >= BATCH:
-                    broken += [link async for link in self.verify_record(ref, head)]
+                    broken += await self._settled(
+                        [link async for link in self.verify_record(ref, head)]
+                    )
                 else:
                     short.append((ref, head, length))
                     short_links += head.version + length
                 if short_links >= BATCH:
-                    broken += await self._verify_records(short)
+                    broken += await self._settled(await self._verify_records(short))
                     short, short_links = [], 0
             if short:
-                broken += await self._verify_records(short)
+                broken += await self._settled(await self._verify_records(short))
             seen += len(batch)
             if on_progress:
                 on_progress(seen, total)
@@ -96,7 +98,9 @@ class Verifier(NamespaceStore):
                         found="stored but missing from it: hidden from listings",
                     )
                 )
-                broken += [link async for link in self.verify_record(ref, head)]
+                broken += await self._settled(
+                    [link async for link in self.verify_record(ref, head)]
+                )
             VERIFY_BROKEN.labels(self.ns.name).set(len(broken))
             VERIFY_CHECKED.labels(self.ns.name).set(versions)
         return Stats(
@@ -147,6 +151,41 @@ class Verifier(NamespaceStore):
         for link in check.head(await self.redis.exists(self.keys.version(ref, head.version + 1))):
             yield link
 
+    async def _settled(self, links: list[BrokenLink]) -> list[BrokenLink]:
+        """The links that stay broken when each record they name is checked again from one
+        consistent read (:meth:`_snapshot`): a head, its chains and the version past it are
+        read in separate round trips, so a live write in between looks like a break."""
+        settled: list[BrokenLink] = []
+        for ref in dict.fromkeys(link.ref for link in links):
+            settled += await self._snapshot(ref)
+        return settled
+
+    async def _snapshot(self, ref: str) -> list[BrokenLink]:
+        """One record's chains and head checked from one MULTI/EXEC (its keys share one hash
+        tag, so this holds on a cluster too): the head, versions 1.. a margin past the
+        version read just before (versions are only added) and the outcomes log, read at one
+        instant. A record forgotten meanwhile is no longer there to be broken."""
+        reach = int(await self.redis.hget(self.keys.head(ref), "version") or 0) + SNAPSHOT_MARGIN
+        while True:
+            pipe = self.redis.pipeline(transaction=True)
+            pipe.hmget(self.keys.head(ref), *HEAD_FIELDS)
+            for number in range(1, reach + 2):
+                pipe.hgetall(self.keys.version(ref, number))
+            pipe.lrange(self.keys.outcomes(ref), 0, -1)
+            fields, *versions, outcomes = await pipe.execute()
+            if fields[0] is None:
+                return []
+            head = Head.of(fields)
+            if head.version <= reach:
+                break
+            reach = head.version + SNAPSHOT_MARGIN  # more writes landed than the margin
+        check = _ChainCheck(ref, head)
+        broken: list[BrokenLink] = []
+        for stored in versions[: head.version]:
+            broken += check.version(stored)
+        broken += check.outcomes(codec.values(outcomes))
+        return broken + check.head(int(bool(versions[head.version])))
+
     async def _verify_records(self, records: list[tuple[str, Head, int]]) -> list[BrokenLink]:
         """Check several short records — (ref, head, outcomes) — with one pipeline."""
         batch = self.ns.batch()
@@ -168,6 +207,8 @@ class Verifier(NamespaceStore):
 
 
 # What a record's head holds beside its chains; verify holds each to the chains.
+# Versions a snapshot reads past the head read just before it: writes landing in between.
+SNAPSHOT_MARGIN = 32
 HEAD_FIELDS = ("version", "confidence", "hash", "outcome_hash", "successes", "failures")
 OUTCOME_HEAD = frozenset({"successes", "failures", "outcome_hash", "confidence"})
 

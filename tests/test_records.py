@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import msgpack
 import pytest
 import redis
@@ -627,3 +629,31 @@ async def test_a_failing_follow_up_never_costs_the_write(
     assert [hit.doc for hit in await store.search.search("kept")] == ["f:follow/b"]
     [warning] = [entry for entry in logs if entry["event"] == "a write's follow-ups failed"]
     assert "WRONGTYPE" in warning["error"]
+
+
+async def test_verify_during_live_writes_reports_nothing(store: RecordStore) -> None:
+    """verify on a store taking writes (new versions and outcomes on the very records it
+    reads) reports no broken link: a record whose head moved while its chains were read is
+    read again, not reported."""
+    for n in range(4):
+        await store.remember(f"live/r{n}", {"i": 0}, agent="ops")
+    await store.remember("live/long", {"i": 0}, agent="ops")
+    for i in range(BATCH):  # long enough to be checked on its own, in several round trips
+        await store.remember("live/long", {"i": i}, agent="ops")
+    writing = True
+
+    async def write() -> None:
+        i = 0
+        while writing:
+            i += 1
+            ref = ("live/long", *(f"live/r{n}" for n in range(4)))[i % 5]
+            await store.remember(ref, {"i": i}, agent="ops")
+            await store.record_outcome("success", f"RUN-{i}", agent="ops", refs=[ref])
+
+    writer = asyncio.create_task(write())
+    try:
+        for _ in range(20):
+            assert (await store.ns.verifier.stats(verify=True)).broken == []
+    finally:
+        writing = False
+        await writer
