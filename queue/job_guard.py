@@ -16,6 +16,8 @@ from typing import Any
 from rq.job import Job
 from rq.serializers import JSONSerializer
 
+from baton.server.keys import JOB_ID_PREFIX
+
 DELIVER = "baton.queue.jobs.deliver_packet"
 SWEEP = "baton.queue.jobs.sweep"
 JOB_SERIALIZER = JSONSerializer  # decoding a job's data runs no code, unlike pickle
@@ -56,12 +58,29 @@ class JobRefused(RuntimeError):
     """A job that names something other than Baton's job functions."""
 
 
+def _call(job: Job) -> Any:
+    """The job's (function, instance, args, kwargs) as JOB_SERIALIZER reads them; None when
+    its data is not a JSON job."""
+    try:
+        function, instance, args, kwargs = json.loads(job.data)
+    except (ValueError, TypeError):
+        return None
+    return function, instance, args, kwargs
+
+
+def queued_before_json(job: Job) -> bool:
+    """A delivery job as Baton enqueued it before its queues took JSON: pickled data under a
+    delivery job's id. It is dropped unrun; the sweep then finds its packet without a job
+    and enqueues it again, as JSON."""
+    return job.id.startswith(JOB_ID_PREFIX) and _call(job) is None
+
+
 def refusal(job: Job) -> str | None:
     """Why ``job`` must not run, or None when it is one of Baton's own jobs."""
-    try:
-        function, instance, args, kwargs = json.loads(job.data)  # as JOB_SERIALIZER reads it
-    except (ValueError, TypeError):
+    call = _call(job)
+    if call is None:
         return "its data is not a JSON job (Baton's queues take no pickled jobs)"
+    function, instance, args, kwargs = call
     if not isinstance(function, str) or function not in ALLOWED_JOBS:
         return f"it names {function!r}, not one of Baton's job functions"
     arity = ALLOWED_JOBS[function]

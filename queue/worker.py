@@ -23,7 +23,7 @@ from rq.worker import SimpleWorker, WorkerStatus
 
 from baton.agents.agent_runtime import handler_for, registered
 from baton.queue.dispatch import FAILURE_TTL, MAINTENANCE_QUEUE, RESULT_TTL
-from baton.queue.job_guard import JOB_SERIALIZER, SWEEP, BatonJob, refusal
+from baton.queue.job_guard import JOB_SERIALIZER, SWEEP, BatonJob, queued_before_json, refusal
 from baton.queue.worker_context import worker_context
 from baton.server.connection import queue_url, sync_redis
 from baton.server.keys import queue_name
@@ -48,6 +48,18 @@ class AgentWorker(SimpleWorker):
         reason = refusal(job)
         if reason is None:
             super().execute_job(job, queue)
+            return
+        if queued_before_json(job):
+            log.warning(
+                "job queued before Baton's queues took JSON dropped unrun; the sweep queues "
+                "its packet again",
+                job=job.id,
+                queue=queue.name,
+            )
+            with self.connection.pipeline() as pipeline:
+                job.delete(pipeline=pipeline, remove_from_queue=False)
+                pipeline.lrem(queue.intermediate_queue_key, 1, job.id)
+                pipeline.execute()
             return
         log.error("job refused, nothing of it ran", job=job.id, queue=queue.name, reason=reason)
         refused = f"refused by Baton: {reason}"

@@ -211,9 +211,12 @@ def queue_name(namespace: str, agent: str) -> str:
     return f"{PREFIX}:{namespace}:{agent}"
 
 
+JOB_ID_PREFIX = f"{PREFIX}-"  # every delivery job's id starts so
+
+
 def job_id(namespace: str, packet_id: str, seq: int | str) -> str:
     """The RQ job id of one delivery attempt of a packet (letters, digits, '-', '_')."""
-    return f"{PREFIX}-{namespace}-{packet_id}-{seq}"
+    return f"{JOB_ID_PREFIX}{namespace}-{packet_id}-{seq}"
 
 
 def ref_of(head: str) -> str:

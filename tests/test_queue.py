@@ -32,6 +32,7 @@ from baton.queue.dispatch import (
 )
 from baton.queue.job_guard import DELIVER, JOB_SERIALIZER, BatonJob
 from baton.queue.worker import AgentWorker
+from baton.server import handoffs as handoffs_module
 from baton.server.backend import open_backend
 from baton.server.connection import async_redis
 from baton.server.handoffs import HandoffStore
@@ -593,6 +594,37 @@ async def test_a_worker_runs_only_batons_jobs_from_json_data(
     assert "callbacks" in reasons["callback"]
     assert "arguments are not those" in reasons["arguments"]
     assert all(reason.startswith("refused by Baton:") for reason in reasons.values())
+    assert (await handoffs.get(packet_id)).state == "done"
+
+
+async def test_a_delivery_job_pickled_before_the_upgrade_is_delivered_again(
+    handoffs: HandoffStore,
+    api_url: str,
+    redis_url: str,
+    sync_redis: redis.Redis,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A packet whose job an older Baton queued with pickled data (under Baton's own job
+    id): the worker drops that job unrun (no failure to clean up), the sweep finds the
+    packet without a job and queues it again as JSON, and the packet is handled."""
+    [packet_id] = await queue_packets(handoffs, "tester", 1)
+    identifier = job_id("default", packet_id, 0)
+    Job.fetch(identifier, connection=sync_redis, serializer=JOB_SERIALIZER).delete()
+    Queue(queue_name("default", "tester"), connection=sync_redis).enqueue_call(
+        DELIVER, args=("default", "tester", packet_id), job_id=identifier
+    )  # RQ's default serializer, pickle, as before the upgrade
+    worker = tester_burst(redis_url, api_url)
+    output = worker.communicate(timeout=120)[0]
+    assert worker.returncode == 0, output
+    assert not sync_redis.exists(Job.key_for(identifier))
+    assert FailedJobRegistry(queue_name("default", "tester"), connection=sync_redis).count == 0
+    assert (await handoffs.get(packet_id)).state == "queued"
+
+    monkeypatch.setattr(handoffs_module, "REPAIR_AFTER_SECONDS", 0)
+    assert (await handoffs.sweep()).repaired == [packet_id]
+    worker = tester_burst(redis_url, api_url)
+    output = worker.communicate(timeout=120)[0]
+    assert worker.returncode == 0, output
     assert (await handoffs.get(packet_id)).state == "done"
 
 
