@@ -114,16 +114,11 @@ class Namespace:
         a namespace admitted once is known to this process from then on."""
         if self.name in self.backend.admitted:
             return
-        if not await self.redis.sismember(NAMESPACES, self.name):
-            held = await self.redis.scard(NAMESPACES)
-            if held >= self.limits.max_namespaces:
-                raise QuotaReached.of(
-                    "the server's namespaces",
-                    self.limits.max_namespaces,
-                    "BATON_MAX_NAMESPACES",
-                    namespace=self.name,
-                )
-            await self.redis.sadd(NAMESPACES, self.name)
+        limit = self.limits.max_namespaces
+        if not await self.scripts.admit_namespace(keys=[NAMESPACES], args=[self.name, limit]):
+            raise QuotaReached.of(
+                "the server's namespaces", limit, "BATON_MAX_NAMESPACES", namespace=self.name
+            )
         self.backend.admitted.add(self.name)
 
     @cached_property

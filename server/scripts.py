@@ -78,6 +78,7 @@ class Scripts:
         self.expire_leases = register("expire_leases")
         self.expire_packets = register("expire_packets")
         self.release_lock = register("release_lock")
+        self.admit_namespace = register("admit_namespace")
 
     async def load(self, redis: Redis) -> int:
         """Load every script not yet in Redis' cache (after a restart or SCRIPT FLUSH);

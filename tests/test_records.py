@@ -11,7 +11,7 @@ from structlog.testing import capture_logs
 
 from baton.server.backend import Backend
 from baton.server.connection import async_redis
-from baton.server.errors import InvalidInput, NotFound, TooLarge, VersionConflict
+from baton.server.errors import InvalidInput, NotFound, QuotaReached, TooLarge, VersionConflict
 from baton.server.integrity import GENESIS_HASH
 from baton.server.keys import Keys
 from baton.server.records import BATCH, HeadHints, RecordStore
@@ -657,3 +657,21 @@ async def test_verify_during_live_writes_reports_nothing(store: RecordStore) -> 
     finally:
         writing = False
         await writer
+
+
+async def test_new_namespaces_at_once_never_pass_the_limit(backend: Backend) -> None:
+    """Twenty new namespaces written to at the same moment, with room for five: exactly
+    five are admitted, the others are refused naming BATON_MAX_NAMESPACES, and the ones
+    admitted take writes."""
+    limited = Backend(backend.redis, Limits(max_namespaces=5))
+    names = [f"team-{n}" for n in range(20)]
+    outcomes = await asyncio.gather(
+        *(limited.namespace(name).admit() for name in names), return_exceptions=True
+    )
+    admitted = [name for name, outcome in zip(names, outcomes, strict=True) if outcome is None]
+    refused = [outcome for outcome in outcomes if outcome is not None]
+    assert len(admitted) == 5
+    assert all(isinstance(error, QuotaReached) for error in refused)
+    assert all("BATON_MAX_NAMESPACES" in str(error) for error in refused)
+    written = await limited.namespace(admitted[0]).records.remember("a/b", 1, agent="ops")
+    assert written.version == 1
