@@ -14,10 +14,12 @@ from typing import Any
 
 import structlog
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from baton.server import codec
 from baton.server.backend import Backend
 from baton.server.checkpoints import CheckpointStore, SeenCheckpoints, take_checkpoint_if_due
+from baton.server.errors import StoreUnavailable, describe
 from baton.server.keys import NAMESPACES, SWEEP_LOCK
 from baton.server.settings import Settings
 
@@ -69,17 +71,25 @@ async def sweep_namespace(
 async def sweep_all(
     backend: Backend, settings: Settings, signing_key: Ed25519PrivateKey
 ) -> dict[str, Any] | None:
-    """One sweep of every namespace, unless another process holds the sweep lock (None)."""
+    """One sweep of every namespace, unless another process holds the sweep lock (None). A
+    namespace whose sweep fails is logged and reported with its error; the others are
+    swept."""
     token = secrets.token_hex(8)
     lease = max(60, int(settings.handoffs.sweep_seconds * 10))
     if not await backend.redis.set(SWEEP_LOCK, token, nx=True, ex=lease):
         return None
     try:
         members = await backend.redis.smembers(NAMESPACES)
-        return {
-            namespace: await sweep_namespace(backend, namespace, settings, signing_key)
-            for namespace in sorted(codec.text(raw) for raw in members)
-        }
+        swept: dict[str, Any] = {}
+        for namespace in sorted(codec.text(raw) for raw in members):
+            try:
+                swept[namespace] = await sweep_namespace(backend, namespace, settings, signing_key)
+            except (RedisConnectionError, StoreUnavailable):
+                raise  # Redis is away: the round fails as a whole, and is tried again
+            except Exception as error:  # one namespace's fault never stops the others' sweep
+                log.exception("sweep of a namespace failed", namespace=namespace)
+                swept[namespace] = {"error": describe(error)}
+        return swept
     finally:
         await backend.scripts.release_lock(keys=[SWEEP_LOCK], args=[token])
 

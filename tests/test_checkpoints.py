@@ -17,7 +17,10 @@ import msgspec
 import pytest
 import redis
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from structlog.testing import capture_logs
 
+from baton.queue.sweeps import sweep_all
+from baton.server.backend import Backend
 from baton.server.checkpoints import (
     CheckpointStore,
     MerkleRoot,
@@ -33,6 +36,7 @@ from baton.server.checkpoints import (
 from baton.server.errors import StateConflict
 from baton.server.integrity import canonical_bytes
 from baton.server.records import RecordStore
+from baton.server.settings import Settings
 from tests.conftest import REPO, as_agent
 
 pytestmark = pytest.mark.anyio
@@ -364,3 +368,23 @@ async def test_a_checkpoint_resigned_with_another_key_does_not_verify(
     assert (await checkpoints.verify(honest)).ok
     assert (await checkpoints.verify(honest, honest.public_key)).ok
     assert not (await checkpoints.verify(honest, forged.public_key)).signature_ok
+
+
+async def test_one_namespaces_fault_never_stops_the_sweep_of_the_others(
+    backend: Backend, tmp_path: Path
+) -> None:
+    """A namespace whose sweep fails (here a key of the wrong type in it) is logged and
+    reported with its error; the namespaces after it are still swept (a due checkpoint
+    taken) and the sweep lock is given back."""
+    for name in ("broken", "fine"):
+        await backend.namespace(name).records.remember("t/a", 1, agent="ops")
+    await backend.redis.set(backend.namespace("broken").keys.active_sessions, "not a zset")
+    settings = Settings(redis_url="unused", data_dir=tmp_path, checkpoint_seconds=0)
+    key = Ed25519PrivateKey.generate()
+    with capture_logs() as logs:
+        swept = await sweep_all(backend, settings, key)
+    assert swept is not None
+    assert "WRONGTYPE" in swept["broken"]["error"]
+    assert swept["fine"]["checkpoint"] == 1
+    assert [entry["namespace"] for entry in logs if entry["log_level"] == "error"] == ["broken"]
+    assert await sweep_all(backend, settings, key) is not None  # the lock was released
