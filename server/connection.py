@@ -30,13 +30,14 @@ from redis.exceptions import DataError, NoScriptError, RedisError, ResponseError
 from redis.retry import Retry
 from redis.typing import EncodableT, KeyT, ScriptTextT
 
-from baton.server.embedded import EmbeddedServer
+from baton.server.embedded import EmbeddedServer, half_of_memory
 from baton.server.multiplex import SharedConnection
 from baton.server.settings import Settings
 
 
 def embedded_server(settings: Settings) -> EmbeddedServer:
-    return EmbeddedServer(settings.data_dir, settings.appendfsync, settings.maxmemory)
+    maxmemory = settings.maxmemory if settings.maxmemory is not None else half_of_memory()
+    return EmbeddedServer(settings.data_dir, settings.appendfsync, maxmemory)
 
 
 def redis_url(settings: Settings) -> str:

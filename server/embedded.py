@@ -80,6 +80,12 @@ def valkey_binary() -> str:
 FULL_AT = 0.98  # of maxmemory: the status calls the server full (writes start failing)
 
 
+def half_of_memory() -> int:
+    """The embedded server's default ``maxmemory``: half of this machine's memory, so it
+    refuses writes past it rather than being ended by the kernel's OOM killer."""
+    return int(psutil.virtual_memory().total // 2)
+
+
 @dataclass(frozen=True)
 class EmbeddedServer:
     """The Valkey server that belongs to one data dir."""

@@ -20,14 +20,6 @@ ACCESS_LOG_CHOICES: tuple[AccessLog, ...] = get_args(AccessLog)
 APPENDFSYNC_CHOICES = ("always", "everysec", "no")
 
 
-def default_maxmemory() -> int:
-    """Half of this machine's memory: the embedded server refuses writes past it rather
-    than being ended by the kernel's OOM killer."""
-    import psutil  # here: `baton hook`, which reads settings on every tool call, never needs it
-
-    return int(psutil.virtual_memory().total // 2)
-
-
 def default_data_dir() -> Path:
     """The data dir of this environment (:func:`~baton.server.endpoint.data_dir_of`)."""
     return Path(data_dir_of(os.environ))
@@ -77,7 +69,7 @@ class Settings:
     redis_url: str | None = None
     data_dir: Path = field(default_factory=default_data_dir)
     appendfsync: str = "everysec"
-    maxmemory: int = field(default_factory=default_maxmemory)  # the embedded server's, bytes
+    maxmemory: int | None = None  # the embedded server's, bytes; None: half of this machine's
     namespace: str = "default"
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
@@ -131,7 +123,7 @@ class Settings:
             redis_url=_redis_url(env.get("BATON_REDIS_URL"), "BATON_REDIS_URL"),
             data_dir=Path(data_dir_of(env)).resolve(),
             appendfsync=appendfsync,
-            maxmemory=_bytes(env, "BATON_MAXMEMORY", default_maxmemory()),
+            maxmemory=_bytes(env, "BATON_MAXMEMORY"),
             namespace=env.get("BATON_NAMESPACE", "default"),
             host=env.get("BATON_HOST", DEFAULT_HOST),
             port=_number(env, "BATON_PORT", DEFAULT_PORT, int, highest=65535),
@@ -164,9 +156,8 @@ class Settings:
                 max_versions=_number(env, "BATON_MAX_VERSIONS", Limits.max_versions, int),
                 max_index_terms=_number(env, "BATON_MAX_INDEX_TERMS", Limits.max_index_terms, int),
                 max_namespaces=_number(env, "BATON_MAX_NAMESPACES", Limits.max_namespaces, int),
-                max_namespace_bytes=_bytes(
-                    env, "BATON_MAX_NAMESPACE_BYTES", Limits.max_namespace_bytes
-                ),
+                max_namespace_bytes=_bytes(env, "BATON_MAX_NAMESPACE_BYTES")
+                or Limits.max_namespace_bytes,
                 search_share=_number(
                     env, "BATON_SEARCH_SHARE", Limits.search_share, float, highest=1.0
                 ),
@@ -247,12 +238,12 @@ BYTE_UNITS = {
 }
 
 
-def _bytes(env: Mapping[str, str], variable: str, default: int) -> int:
-    """A size from ``variable``: bytes, or with a unit (``512mb``, ``2gb``); a clear error
-    naming the variable otherwise."""
+def _bytes(env: Mapping[str, str], variable: str) -> int | None:
+    """A size from ``variable``: bytes, or with a unit (``512mb``, ``2gb``); None when it is
+    not set; a clear error naming the variable otherwise."""
     raw = env.get(variable)
     if raw is None:
-        return default
+        return None
     match = re.fullmatch(r"\s*(\d+)\s*([kmg]?b?)\s*", raw.lower())
     if match is None or int(match[1]) <= 0:
         raise ValueError(f"{variable} must be a size above 0 such as 512mb or 2gb, got {raw!r}")

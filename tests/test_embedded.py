@@ -314,6 +314,18 @@ def test_a_server_whose_socket_and_pid_file_vanished_is_not_doubled(data_dir: Pa
     assert server.client().dbsize() == 200
 
 
+def test_the_embedded_servers_memory_limit_defaults_to_half_the_machines(
+    data_dir: Path,
+) -> None:
+    """Without BATON_MAXMEMORY the embedded server may hold half of this machine's memory
+    (then refuses writes, never evicts)."""
+    assert baton("stats", data_dir=data_dir).returncode == 0
+    client = EmbeddedServer(data_dir).client()
+    held = int(client.config_get("maxmemory")["maxmemory"])
+    client.close()
+    assert held == psutil.virtual_memory().total // 2
+
+
 def test_a_full_embedded_server_refuses_writes_and_keeps_every_acknowledged_one(
     data_dir: Path,
 ) -> None:
