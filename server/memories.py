@@ -227,6 +227,8 @@ class MemoryStore(NamespaceStore):
             "supersedes": supersedes,
             "source_observation_ids": sources,
         }
+        touched = [memory_id, *supersedes]
+        await self.records.check_quotas([memory_ref(each) for each in touched])
         written = await self.records.remember(
             memory_ref(memory_id),
             value,
@@ -234,6 +236,7 @@ class MemoryStore(NamespaceStore):
             tags=["memory"],
             expected_version=0,
             as_memory=True,
+            quotas_checked=True,
         )
         doc, text = memory_document(memory_id, value)
         await self.index.index(doc, text, kind="memory", project=project, agent=agent)
@@ -388,6 +391,8 @@ class MemoryStore(NamespaceStore):
             )
         if apply:
             by_id = {memory.id: memory for memory in candidates}
+            touched = [each for merge in merges for each in (merge.kept, *merge.merged)]
+            await self.records.check_quotas([memory_ref(each) for each in touched])
             for merge in merges:
                 for merged_id in merge.merged:
                     await self._supersede(by_id[merged_id], merge.kept, caller.agent)
@@ -402,6 +407,7 @@ class MemoryStore(NamespaceStore):
                     tags=["memory"],
                     expected_version=record.version,
                     as_memory=True,
+                    quotas_checked=True,
                 )
                 await self.audit(
                     caller.agent,
@@ -445,7 +451,8 @@ class MemoryStore(NamespaceStore):
         """Mark ``old`` as superseded by ``new_id``: a new version of its record (the chain
         keeps every content) that points at its successor, and out of the search index. The
         successor is written first, so a crash in between leaves two latest memories, never
-        a lost one; a concurrent supersede of the same memory keeps both successors."""
+        a lost one; a concurrent supersede of the same memory keeps both successors. Its
+        callers checked the quotas of their whole operation first."""
         record = await self.records.recall(memory_ref(old.id))
         value = {**record.value, "superseded_by": new_id}
         try:
@@ -456,6 +463,7 @@ class MemoryStore(NamespaceStore):
                 tags=["memory"],
                 expected_version=record.version,
                 as_memory=True,
+                quotas_checked=True,
             )
         except VersionConflict:
             return

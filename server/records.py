@@ -137,6 +137,25 @@ class RecordStore(NamespaceStore):
 
     # -- writing ------------------------------------------------------------------------------
 
+    async def check_quotas(self, refs: Sequence[str]) -> None:
+        """``QuotaReached`` when a write to any of ``refs`` would be refused: the namespace's
+        quotas and each record's history. An operation that writes several records (a save
+        that supersedes, a consolidation) checks them all before its first write and then
+        writes with ``quotas_checked``, so a quota never stops it halfway."""
+        await self.ns.admit()
+        await self.search.check_room()
+        pipe = self.redis.pipeline(transaction=False)
+        for ref in refs:
+            pipe.hget(self.keys.head(ref), "version")
+        for ref, version in zip(refs, await pipe.execute(), strict=True):
+            if int(version or 0) >= self.limits.max_versions:
+                raise self._history_full(ref)
+
+    def _history_full(self, ref: str) -> QuotaReached:
+        return QuotaReached.of(
+            f"{ref}'s history", self.limits.max_versions, "BATON_MAX_VERSIONS", ref=ref
+        )
+
     async def remember(
         self,
         ref: str,
@@ -148,10 +167,13 @@ class RecordStore(NamespaceStore):
         confidence: float = 0.5,
         expected_version: int | None = None,
         as_memory: bool = False,
+        quotas_checked: bool = False,
     ) -> Remembered:
         """Append version N+1 of ``ref``; with ``expected_version`` set, only on top of it.
         Records under ``memory/`` are saved memories, whose owner is in their value: only
-        the memory store writes them (``as_memory``), after its ownership checks."""
+        the memory store writes them (``as_memory``), after its ownership checks.
+        ``quotas_checked``: the caller checked this write's quotas with its operation's
+        others (:meth:`check_quotas`)."""
         ref = check_ref(ref, self.limits.max_ref_length)
         if ref.startswith(UNINDEXED_SCOPE) and not as_memory:
             raise Forbidden(
@@ -181,18 +203,17 @@ class RecordStore(NamespaceStore):
                     current_version=guess[0],
                 )
         current, prev_hash = guess
-        await self.ns.admit()
-        await self.search.check_room()  # a memory's text is indexed too, after this write
+        if not quotas_checked:
+            await self.ns.admit()
+            await self.search.check_room()  # a memory's text is indexed too, after this write
         document = None if ref.startswith(UNINDEXED_SCOPE) else fact_document(ref, value, tag_list)
         # The document's old terms come from what this process last indexed; the script names
         # any it was not given, and the write is sent again with them.
         index = None if document is None else self.search.call(*document, kind="fact", agent=agent)
         new_hash = ""
         for _ in range(MAX_WRITE_ATTEMPTS):
-            if current >= self.limits.max_versions:
-                raise QuotaReached.of(
-                    f"{ref}'s history", self.limits.max_versions, "BATON_MAX_VERSIONS", ref=ref
-                )
+            if current >= self.limits.max_versions and not quotas_checked:
+                raise self._history_full(ref)
             body = version_body(
                 ref=ref,
                 version=current + 1,

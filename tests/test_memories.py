@@ -11,7 +11,7 @@ import redis
 
 from baton.server.backend import Backend
 from baton.server.connection import async_redis
-from baton.server.errors import Forbidden, InvalidInput, NotFound
+from baton.server.errors import Forbidden, InvalidInput, NotFound, QuotaReached
 from baton.server.keys import Keys
 from baton.server.memories import MemoryStore, jaccard
 from baton.server.models import Observation, Session
@@ -827,3 +827,28 @@ async def test_a_supersede_flags_memories_sharing_its_concepts(memories: MemoryS
     assert entry.target == old.memory.id
     assert entry.details == {"superseded_by": new.memory.id, "siblings": [near.memory.id]}
     assert (await memories.get(near.memory.id)).content == "refresh happens at the gateway"
+
+
+async def test_a_save_or_consolidation_a_quota_refuses_writes_nothing(store: RecordStore) -> None:
+    """A save that would supersede a memory whose history is full (BATON_MAX_VERSIONS), and
+    a consolidation that would, are refused before their first write: no new memory, the
+    old ones unchanged, the quota named."""
+    limited = Backend(store.ns.backend.redis, Limits(max_versions=2)).namespace("default")
+    memories = limited.memories
+    old = (await memories.save(BASE, concepts="jwt, rotation")).memory
+    assert old is not None
+    await memories.update(old.id, caller=as_agent("claude"), content=BASE + " per device")
+    with pytest.raises(QuotaReached, match="BATON_MAX_VERSIONS"):
+        await memories.save(BASE + " per device", concepts="jwt, rotation")
+    assert [(m.id, m.version) for m in await memories.latest()] == [(old.id, 2)]
+
+    older = (await memories.save("canary deploys go to 5% first")).memory
+    newer = (await memories.save("pager rota lives in the wiki")).memory
+    assert older is not None and newer is not None
+    await memories.update(  # now a near-duplicate, at its history's limit
+        newer.id, caller=as_agent("claude"), content="canary deploys go to 5% first!"
+    )
+    before = sorted((m.id, m.version) for m in await memories.latest())
+    with pytest.raises(QuotaReached, match="BATON_MAX_VERSIONS"):
+        await memories.consolidate(caller=as_agent("claude"), apply=True)
+    assert sorted((m.id, m.version) for m in await memories.latest()) == before
