@@ -456,7 +456,7 @@ async def import_dump(
         for line in lines[start : start + batch]:
             if line["type"] == "record":
                 if line["ref"] in held.versions:
-                    _queue_clear_record(ns, queued, line, held.versions[line["ref"]])
+                    _queue_clear_record(ns, queued, line, held)
                 _queue_record(ns, queued, line)
                 counts["records"] += 1
                 counts["versions"] += len(line["versions"])
@@ -522,10 +522,12 @@ def _documents(line: dict[str, Any], held: Held) -> list[str]:
 
 @dataclass
 class Held:
-    """What a namespace holds of a dump's ids: each record's current version, each
-    session's observation ids, and the inbox each packet is in."""
+    """What a namespace holds of a dump's ids: each record's current version and value
+    bytes (its count in the namespace's quota), each session's observation ids, and the
+    inbox each packet is in."""
 
     versions: dict[str, int] = field(default_factory=dict)
+    stored: dict[str, int] = field(default_factory=dict)
     observations: dict[str, list[str]] = field(default_factory=dict)
     packet_agents: dict[str, str] = field(default_factory=dict)
 
@@ -549,6 +551,13 @@ async def _held(ns: Namespace, lines: list[dict[str, Any]]) -> Held:
     for ref, version in zip(refs, versions, strict=True):
         if version is not None:
             held.versions[ref] = int(version)
+    sizes = ns.redis.pipeline(transaction=False)
+    for ref, current in held.versions.items():
+        for number in range(1, current + 1):
+            sizes.hstrlen(ns.keys.version(ref, number), "value")
+    lengths = iter(await sizes.execute())
+    for ref, current in held.versions.items():
+        held.stored[ref] = sum(next(lengths) for _ in range(current))
     for packet_id, agent in zip(packets, agents, strict=True):
         if agent is not None:
             held.packet_agents[packet_id] = codec.text(agent)
@@ -559,13 +568,15 @@ async def _held(ns: Namespace, lines: list[dict[str, Any]]) -> Held:
 
 
 def _queue_clear_record(
-    ns: Namespace, batch: IndexingBatch, line: dict[str, Any], held: int
+    ns: Namespace, batch: IndexingBatch, line: dict[str, Any], held: Held
 ) -> None:
     """Clear the namespace's copy of the dump's record (every version, the head, outcomes
-    and its search document) so the dump's copy replaces it instead of mixing with it."""
+    and its search document, its bytes off the namespace's count) so the dump's copy
+    replaces it instead of mixing with it."""
     keys, ref = ns.keys, line["ref"]
-    versions = [keys.version(ref, number) for number in range(1, held + 1)]
+    versions = [keys.version(ref, number) for number in range(1, held.versions[ref] + 1)]
     batch.pipe.delete(keys.head(ref), keys.outcomes(ref), *versions)
+    batch.pipe.hincrby(keys.search_stats, "bytes", -held.stored[ref])
     batch.index(f"f:{ref}", None)
     if ref.startswith(UNINDEXED_SCOPE):  # a memory, indexed under its id, perhaps with a ttl
         memory_id = ref.removeprefix(UNINDEXED_SCOPE)

@@ -470,13 +470,13 @@ class RecordStore(NamespaceStore):
             tombstone = {"at": utc_now(), "by": agent, "reason": reason}
             marks = [digest(tombstone_body(original, tombstone)) for original in hashes]
             versions = [self.keys.version(ref, number) for number in range(1, current + 1)]
-            applied, *freed = await self.scripts.forget_record(
-                keys=[self.keys.head(ref), *versions],
-                args=[current, tombstone["at"], agent, reason, codec.pack(None), *marks],
+            applied = await self.ns.topology.forget_versions(
+                self.ns,
+                [self.keys.head(ref), *versions],
+                [current, tombstone["at"], agent, reason, codec.pack(None), *marks],
             )
             if applied:
                 self.heads.drop(ref)
-                await self.search.count_bytes(-freed[0])
                 await self.search.remove([f"f:{ref}"])
                 return current
         raise StoreUnavailable(f"{ref}: too many concurrent writers, try again", ref=ref)

@@ -312,10 +312,6 @@ class SearchIndex:
                 bytes=stored,
             )
 
-    async def count_bytes(self, delta: int) -> None:
-        """Move the namespace's count of stored value bytes (a forget frees them)."""
-        await self.redis.hincrby(self.stats_key, "bytes", delta)
-
     async def index(self, doc: str, text: str, **fields: Any) -> None:
         await self.refresh_average()
         await self.prepare([doc])

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
+    from redis.typing import EncodableT
 
     from baton.server.activity import Activity
     from baton.server.batch import Batch
@@ -44,6 +45,13 @@ class Topology(Protocol):
 
     async def after_write(self, ns: NamespaceParts, write: VersionWrite, version: int) -> None:
         """What follows a write that won and was not sent with it (failures are logged)."""
+        ...
+
+    async def forget_versions(
+        self, ns: NamespaceParts, keys: list[str], args: list[EncodableT]
+    ) -> bool:
+        """One attempt at ``forget_record.lua`` (False: the record moved on), the value
+        bytes it freed taken off the namespace's count."""
         ...
 
     async def create_packet(

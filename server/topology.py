@@ -76,6 +76,13 @@ class OneRedis:
     async def after_write(self, ns: NamespaceParts, write: VersionWrite, version: int) -> None:
         return None  # (sent with the write)
 
+    async def forget_versions(
+        self, ns: NamespaceParts, keys: list[str], args: list[EncodableT]
+    ) -> bool:
+        """The freed bytes counted by the script itself (given the stats hash)."""
+        reply = await ns.scripts.forget_record(keys=[*keys, ns.keys.search_stats], args=args)
+        return bool(reply[0])
+
     async def create_packet(
         self, ns: NamespaceParts, new: NewPacket, wanted: Wanted | None
     ) -> tuple[str, builtins.list[Pin]]:
@@ -165,6 +172,16 @@ class Cluster:
                 failed.append(error)
         if failed:
             log.warning("a write's follow-ups failed", ref=write.ref, error=describe(failed[0]))
+
+    async def forget_versions(
+        self, ns: NamespaceParts, keys: list[str], args: list[EncodableT]
+    ) -> bool:
+        """The script (the record's slot), then the count (the index's slot) in the round
+        trip after it."""
+        reply = await ns.scripts.forget_record(keys=keys, args=args)
+        if reply[0]:
+            await ns.redis.hincrby(ns.keys.search_stats, "bytes", -int(reply[1]))
+        return bool(reply[0])
 
     async def create_packet(
         self, ns: NamespaceParts, new: NewPacket, wanted: Wanted | None

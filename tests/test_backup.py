@@ -15,6 +15,7 @@ import httpx
 import redis
 
 from baton.server.backup import Seal
+from baton.server.keys import Keys
 from tests.conftest import REPO, written_keys
 
 
@@ -237,14 +238,16 @@ def zebracorn_found(http: httpx.Client) -> bool:
 
 
 def test_merging_a_dump_over_what_moved_on_since_leaves_exactly_the_dump(
-    http: httpx.Client, redis_url: str, tmp_path: Path
+    http: httpx.Client, redis_url: str, sync_redis: redis.Redis, tmp_path: Path
 ) -> None:
     """Export, then every record, packet and session of the dump moves on (a new version and
     outcome, the packet claimed, another observation); `import --merge` of the dump puts
     each of them back as the dump has it, nothing appended twice: the export after it is
-    the dump again, every chain verifies, and search no longer finds what came after."""
+    the dump again, every chain verifies, search no longer finds what came after, and the
+    namespace's stored bytes (its quota count) are what they were at the export."""
     populate(http)
     exported = baton(redis_url, "export").stdout
+    stored_at_export = sync_redis.hget(Keys().search_stats, "bytes")
     dump = tmp_path / "dump.jsonl"
     dump.write_text(exported)
 
@@ -261,6 +264,7 @@ def test_merging_a_dump_over_what_moved_on_since_leaves_exactly_the_dump(
         merged = baton(redis_url, "import", "--merge", str(dump))
         assert merged.returncode == 0, merged.stderr
         assert canonical(baton(redis_url, "export").stdout) == canonical(exported)
+        assert sync_redis.hget(Keys().search_stats, "bytes") == stored_at_export
     assert http.get("/v1/stats", params={"verify": True}).json()["broken"] == []
     assert [p["state"] for p in http.get("/v1/handoffs").json()["packets"]] == ["queued"]
     resumed = http.post("/v1/agents/executor/resume", headers={"X-Baton-Agent": "executor"})
