@@ -1,6 +1,7 @@
 """The periodic sweeps, shared by ``baton serve`` (a task in the API process) and
-``baton worker`` (an RQ cron job): expire leases and packets, repair missing jobs, mark idle
-sessions abandoned, forget memories whose ttl ran out, take a signed checkpoint when due.
+``baton worker`` (a job its timer enqueues): expire leases and packets, repair missing jobs,
+mark idle sessions abandoned, forget memories whose ttl ran out, take a signed checkpoint
+when due, recount a namespace's quota counts once (``baton.server.recount``).
 
 A Redis lock makes one sweep run at a time across every API replica and worker, so running
 several of them never double-runs a sweep; whoever finds the lock taken skips that round.
@@ -21,6 +22,7 @@ from baton.server.backend import Backend
 from baton.server.checkpoints import CheckpointStore, SeenCheckpoints, take_checkpoint_if_due
 from baton.server.errors import StoreUnavailable, describe
 from baton.server.keys import NAMESPACES, SWEEP_LOCK
+from baton.server.recount import recount_once
 from baton.server.settings import Settings
 
 log = structlog.get_logger("baton.sweep")
@@ -30,6 +32,7 @@ async def sweep_namespace(
     backend: Backend, namespace: str, settings: Settings, signing_key: Ed25519PrivateKey
 ) -> dict[str, Any]:
     ns = backend.namespace(namespace)
+    recounted = await recount_once(ns)
     abandoned = await ns.sessions.abandon_idle(settings.session_idle_seconds)
     forgotten = await ns.memories.expire()
     report = await ns.handoffs.sweep()
@@ -45,6 +48,7 @@ async def sweep_namespace(
         or report.expired
         or report.repaired
         or checkpoint
+        or recounted
     ):
         log.info(
             "sweep",
@@ -56,6 +60,7 @@ async def sweep_namespace(
             expired=report.expired,
             repaired=report.repaired,
             checkpoint=None if checkpoint is None else checkpoint.seq,
+            recounted=recounted,
         )
     return {
         "requeued": len(report.requeued),
@@ -65,6 +70,7 @@ async def sweep_namespace(
         "abandoned": len(abandoned),
         "forgotten": len(forgotten),
         "checkpoint": None if checkpoint is None else checkpoint.seq,
+        "recounted": recounted,
     }
 
 

@@ -170,6 +170,16 @@ class Keys:
     def search_term(self, term: str) -> str:
         return f"{self.index}:t:{term}"
 
+    @property
+    def search_terms(self) -> str:
+        """A SCAN pattern matching every term's postings."""
+        return f"{self.index}:t:*"
+
+    @property
+    def recount_lock(self) -> str:
+        """Held while one process recounts the namespace's quota counts."""
+        return f"{self.base}:recount-lock"
+
     # -- checkpoints (one hash tag: one slot for a namespace's checkpoints) ------------------
 
     @property

@@ -15,6 +15,7 @@ from baton.server.errors import InvalidInput, NotFound, QuotaReached, TooLarge, 
 from baton.server.integrity import GENESIS_HASH
 from baton.server.keys import Keys
 from baton.server.records import BATCH, HeadHints, RecordStore
+from baton.server.recount import recount_once
 from baton.server.settings import Limits
 from tests.conftest import as_agent
 
@@ -675,3 +676,24 @@ async def test_new_namespaces_at_once_never_pass_the_limit(backend: Backend) -> 
     assert all("BATON_MAX_NAMESPACES" in str(error) for error in refused)
     written = await limited.namespace(admitted[0]).records.remember("a/b", 1, agent="ops")
     assert written.version == 1
+
+
+async def test_a_namespace_from_before_the_quota_counts_is_recounted_once(
+    store: RecordStore, data_redis: redis.Redis
+) -> None:
+    """A namespace written before Baton kept its quota counts (no counts in its search
+    stats hash) is recounted from what it stores: the same stored bytes and search terms its
+    writes and forgets counted; a second recount does nothing."""
+    await store.remember("q/a", "x" * 1000, agent="scout")
+    await store.remember("q/a", {"text": "a second version of it"}, agent="scout")
+    await store.remember("q/b", {"text": "alpha beta gamma"}, agent="scout")
+    await store.remember("q/c", "forgotten soon", agent="scout")
+    await store.forget("q/c", agent="scout", reason="test")
+    await store.ns.memories.save("the cache keys expire after an hour in staging")
+    stats = Keys().search_stats
+    counted = [int(each) for each in data_redis.hmget(stats, "bytes", "terms")]
+    assert all(counted)
+    data_redis.hdel(stats, "bytes", "terms")  # as a namespace from before the counts
+    assert await recount_once(store.ns) == tuple(counted)
+    assert [int(each) for each in data_redis.hmget(stats, "bytes", "terms")] == counted
+    assert await recount_once(store.ns) is None
