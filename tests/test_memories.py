@@ -140,10 +140,31 @@ async def test_the_work_budget_holds_for_a_large_limit(memories: MemoryStore) ->
     index = memories.index
     await zipf_corpus(index, 1500)
     query = " ".join(f"w{n}" for n in range(MAX_QUERY_TERMS))
-    index.work_budget, index.prune_above = 660, 0
+    index.work_budget, index.prune_above = 3300, 0
     hits = await index.search(query, limit=500)
     index.prune_above = PRUNE_ABOVE_POSTINGS
-    assert 0 < len(hits) <= 660 // (1 + MAX_QUERY_TERMS)
+    assert 0 < len(hits) <= 3300 // (1 + MAX_QUERY_TERMS)
+
+
+async def test_a_search_merges_postings_only_within_what_is_left_of_its_budget(
+    redis_url: str, sync_redis: redis.Redis
+) -> None:
+    """A search that gives up on reading postings best part first falls back to merging
+    them all only when that merge fits in what is left of its work budget; past it, it
+    answers from what it read (no ZUNIONSTORE)."""
+    client = async_redis(redis_url)
+    index = Backend(client, Limits()).namespace("default").search
+    rng = random.Random(5)
+    for n in range(90):  # each document holds one of the three terms: none ranks high on all
+        words = [f"w{n % 3}"] * rng.randint(1, 6) + ["filler"] * rng.randint(0, 40)
+        await index.index(f"m:{n}", " ".join(words), kind="memory")
+    # The first round reads 10 postings of each term and scores them (120 units of work)
+    # and then gives up (a third of the postings read); the merge of all 90 would pass 150.
+    index.prune_above, index.work_budget = 0, 150
+    sync_redis.config_resetstat()
+    assert await index.search("w0 w1 w2", limit=10)
+    assert "cmdstat_zunionstore" not in sync_redis.info("commandstats")
+    await client.aclose()
 
 
 async def test_searches_take_turns_and_keep_to_their_share(memories: MemoryStore) -> None:

@@ -47,7 +47,8 @@ end
 -- (ZMSCORE on every term) and keep those the filters want. A document not read yet scores
 -- at most the sum of weight × the last part read in each list not read to its end; once
 -- the limit-th best kept score reaches that sum, the result is final. Gives up (nil) once
--- it has read a quarter of the postings, when a union of them all is within the budget.
+-- it has read a quarter of the postings, when a union of them all is within what is left
+-- of the budget.
 -- The budget holds for every read: a round reads at most what it can also score with the
 -- work left (a posting read costs 1, scoring a document #terms), so one query's postings
 -- read plus scores looked up never pass it. Then it answers the best documents of what it
@@ -84,13 +85,17 @@ local function threshold_top()
         open = open + 1
       end
     end
-    -- the reads this round may take: what is left of the budget once they are scored too
+    -- the reads this round may take: what is left of the budget once they are scored too,
+    -- at least one posting of every term open (the first round reads that much in any case)
     local allowance = math.floor((budget - work) / (1 + #terms))
-    local starved = allowance < 1
+    if work == 0 then
+      allowance = math.max(allowance, open)
+    end
+    local starved = allowance < open
     local fresh, bound = {}, 0
     for _, term in ipairs(terms) do
-      if term.read < term.frequency and allowance >= 1 then
-        local share = math.ceil(allowance / open)
+      if term.read < term.frequency and not starved then
+        local share = math.floor(allowance / open)
         local rest = term.frequency - term.read
         local count = math.min(block, share)
         if rest <= 4 * block and rest <= share then
@@ -151,7 +156,7 @@ local function threshold_top()
     if bound == 0 or (#best >= limit and -best[limit] >= bound) or starved then
       return best_of(docs, best[#best] and -best[#best] or 0)
     end
-    if #docs * 4 > listed and listed <= budget then
+    if #docs * 4 > listed and listed <= budget - work then
       return nil
     end
     block = block * 2
