@@ -734,9 +734,11 @@ class RecordStore(NamespaceStore):
             versions=versions,
         )
 
-    async def versions(self, ref: str, current: int) -> AsyncIterator[dict[bytes, bytes]]:
-        """The stored hashes of versions 1..current, fetched in pipelined batches."""
-        for start in range(1, current + 1, BATCH):
+    async def versions(
+        self, ref: str, current: int, first: int = 1
+    ) -> AsyncIterator[dict[bytes, bytes]]:
+        """The stored hashes of versions first..current, fetched in pipelined batches."""
+        for start in range(first, current + 1, BATCH):
             batch = self.ns.batch()
             for number in range(start, min(start + BATCH, current + 1)):
                 batch.pipe.hgetall(self.keys.version(ref, number))

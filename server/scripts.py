@@ -79,6 +79,7 @@ class Scripts:
         self.expire_packets = register("expire_packets")
         self.release_lock = register("release_lock")
         self.admit_namespace = register("admit_namespace")
+        self.record_snapshot = register("record_snapshot")
 
     async def load(self, redis: Redis) -> int:
         """Load every script not yet in Redis' cache (after a restart or SCRIPT FLUSH);

@@ -152,33 +152,39 @@ class Verifier(NamespaceStore):
             yield link
 
     async def _settled(self, links: list[BrokenLink]) -> list[BrokenLink]:
-        """The links that stay broken when each record they name is checked again from one
-        consistent read (:meth:`_snapshot`): a head, its chains and the version past it are
-        read in separate round trips, so a live write in between looks like a break."""
+        """The links that stay broken when each record they name is checked again as of one
+        instant (:meth:`_snapshot`): a head, its chains and the version past it are read in
+        separate round trips, so a live write in between looks like a break."""
         settled: list[BrokenLink] = []
         for ref in dict.fromkeys(link.ref for link in links):
             settled += await self._snapshot(ref)
         return settled
 
     async def _snapshot(self, ref: str) -> list[BrokenLink]:
-        """One record's chains and head checked from one MULTI/EXEC (its keys share one hash
-        tag, so this holds on a cluster too): the head, versions 1.. a margin past the
-        version read just before (versions are only added) and the outcomes log, read at one
-        instant. A record forgotten meanwhile is no longer there to be broken."""
-        reach = int(await self.redis.hget(self.keys.head(ref), "version") or 0) + SNAPSHOT_MARGIN
+        """One record's chains and head checked as of one instant: the versions up to the
+        head read first are read in batches (a write only adds versions), then one script
+        (``record_snapshot.lua``) reads the head, the outcomes log and the versions past
+        those at once. A record forgotten meanwhile is no longer there to be broken."""
+        head_key = self.keys.head(ref)
+        read = int(await self.redis.hget(head_key, "version") or 0)
+        versions = [fields async for fields in self.ns.records.versions(ref, read)]
         while True:
-            pipe = self.redis.pipeline(transaction=True)
-            pipe.hmget(self.keys.head(ref), *HEAD_FIELDS)
-            for number in range(1, reach + 2):
-                pipe.hgetall(self.keys.version(ref, number))
-            pipe.lrange(self.keys.outcomes(ref), 0, -1)
-            fields, *versions, outcomes = await pipe.execute()
+            later = range(read + 1, read + SNAPSHOT_MARGIN + 2)
+            keys = [head_key, self.keys.outcomes(ref), *(self.keys.version(ref, n) for n in later)]
+            fields, outcomes, beyond = await self.scripts.record_snapshot(
+                keys=keys, args=list(HEAD_FIELDS)
+            )
             if fields[0] is None:
                 return []
             head = Head.of(fields)
-            if head.version <= reach:
+            if head.version <= read + SNAPSHOT_MARGIN:
                 break
-            reach = head.version + SNAPSHOT_MARGIN  # more writes landed than the margin
+            # more writes landed than the margin holds: read up to this head, look again
+            versions += [
+                fields async for fields in self.ns.records.versions(ref, head.version, read + 1)
+            ]
+            read = head.version
+        versions += [codec.pairs(each) for each in beyond]
         check = _ChainCheck(ref, head)
         broken: list[BrokenLink] = []
         for stored in versions[: head.version]:
@@ -207,7 +213,7 @@ class Verifier(NamespaceStore):
 
 
 # What a record's head holds beside its chains; verify holds each to the chains.
-# Versions a snapshot reads past the head read just before it: writes landing in between.
+# Versions a snapshot reads past those read before it: writes landing in between.
 SNAPSHOT_MARGIN = 32
 HEAD_FIELDS = ("version", "confidence", "hash", "outcome_hash", "successes", "failures")
 OUTCOME_HEAD = frozenset({"successes", "failures", "outcome_hash", "confidence"})

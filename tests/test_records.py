@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 import msgpack
 import pytest
@@ -630,6 +631,29 @@ async def test_a_failing_follow_up_never_costs_the_write(
     assert [hit.doc for hit in await store.search.search("kept")] == ["f:follow/b"]
     [warning] = [entry for entry in logs if entry["event"] == "a write's follow-ups failed"]
     assert "WRONGTYPE" in warning["error"]
+
+
+async def test_a_write_between_a_head_and_its_chains_is_not_a_break(
+    store: RecordStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write landing after verify read a record's head and before it read the rest of
+    the record (made to land exactly there) is not reported: the record is read again as of
+    one instant."""
+    for i in range(BATCH):
+        await store.remember("live/long", {"i": i}, agent="ops")
+    versions, landed = store.versions, []
+
+    async def versions_then_a_write(
+        ref: str, current: int, first: int = 1
+    ) -> AsyncIterator[dict[bytes, bytes]]:
+        async for fields in versions(ref, current, first):
+            yield fields
+        if not landed:
+            landed.append(await store.remember(ref, {"i": "late"}, agent="ops"))
+
+    monkeypatch.setattr(store, "versions", versions_then_a_write)
+    assert (await store.ns.verifier.stats(verify=True)).broken == []
+    assert [written.version for written in landed] == [BATCH + 1]
 
 
 async def test_verify_during_live_writes_reports_nothing(store: RecordStore) -> None:
