@@ -11,12 +11,14 @@ reason, in RQ's failed registry, and nothing of it runs.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from rq.job import Job
 from rq.serializers import JSONSerializer
 
 from baton.server.keys import JOB_ID_PREFIX
+from baton.server.validation import NAMESPACE_PATTERN, PACKET_ID_PATTERN
 
 DELIVER = "baton.queue.jobs.deliver_packet"
 SWEEP = "baton.queue.jobs.sweep"
@@ -24,6 +26,11 @@ JOB_SERIALIZER = JSONSerializer  # decoding a job's data runs no code, unlike pi
 # Each job function Baton enqueues, with the number of (text) arguments it takes.
 ALLOWED_JOBS: dict[str, int] = {DELIVER: 3, SWEEP: 0}
 CALLBACK_FIELDS = ("success_callback_name", "failure_callback_name", "stopped_callback_name")
+# keys.job_id's shape: baton-<namespace>-<packet id>-<delivery attempt>
+DELIVERY_JOB_ID = re.compile(
+    f"{JOB_ID_PREFIX}(?:{NAMESPACE_PATTERN.pattern})-{PACKET_ID_PATTERN.pattern}-[0-9]+"
+)
+PICKLE_PROTOCOL = b"\x80"  # how pickled data (protocol 2 and later) starts
 
 
 class BatonJob(Job):
@@ -69,10 +76,10 @@ def _call(job: Job) -> Any:
 
 
 def queued_before_json(job: Job) -> bool:
-    """A delivery job as Baton enqueued it before its queues took JSON: pickled data under a
-    delivery job's id. It is dropped unrun; the sweep then finds its packet without a job
-    and enqueues it again, as JSON."""
-    return job.id.startswith(JOB_ID_PREFIX) and _call(job) is None
+    """A delivery job as Baton enqueued it before its queues took JSON: pickled data (never
+    loaded here) under a delivery job's id. It is dropped unrun; the sweep then finds its
+    packet without a job and enqueues it again, as JSON."""
+    return bool(DELIVERY_JOB_ID.fullmatch(job.id)) and job.data.startswith(PICKLE_PROTOCOL)
 
 
 def refusal(job: Job) -> str | None:

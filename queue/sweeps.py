@@ -16,13 +16,14 @@ from typing import Any
 import structlog
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from baton.server import codec
 from baton.server.backend import Backend
 from baton.server.checkpoints import CheckpointStore, SeenCheckpoints, take_checkpoint_if_due
-from baton.server.errors import StoreUnavailable, describe
+from baton.server.errors import describe
 from baton.server.keys import NAMESPACES, SWEEP_LOCK
-from baton.server.recount import recount_once
+from baton.server.recount import COUNTED, recount_once
 from baton.server.settings import Settings
 
 log = structlog.get_logger("baton.sweep")
@@ -32,7 +33,6 @@ async def sweep_namespace(
     backend: Backend, namespace: str, settings: Settings, signing_key: Ed25519PrivateKey
 ) -> dict[str, Any]:
     ns = backend.namespace(namespace)
-    recounted = await recount_once(ns)
     abandoned = await ns.sessions.abandon_idle(settings.session_idle_seconds)
     forgotten = await ns.memories.expire()
     report = await ns.handoffs.sweep()
@@ -48,7 +48,6 @@ async def sweep_namespace(
         or report.expired
         or report.repaired
         or checkpoint
-        or recounted
     ):
         log.info(
             "sweep",
@@ -60,7 +59,6 @@ async def sweep_namespace(
             expired=report.expired,
             repaired=report.repaired,
             checkpoint=None if checkpoint is None else checkpoint.seq,
-            recounted=recounted,
         )
     return {
         "requeued": len(report.requeued),
@@ -70,7 +68,6 @@ async def sweep_namespace(
         "abandoned": len(abandoned),
         "forgotten": len(forgotten),
         "checkpoint": None if checkpoint is None else checkpoint.seq,
-        "recounted": recounted,
     }
 
 
@@ -79,25 +76,49 @@ async def sweep_all(
 ) -> dict[str, Any] | None:
     """One sweep of every namespace, unless another process holds the sweep lock (None). A
     namespace whose sweep fails is logged and reported with its error; the others are
-    swept."""
+    swept. Then, past the lock, one namespace not yet recounted has its quota counts
+    recounted (``baton.server.recount``)."""
     token = secrets.token_hex(8)
     lease = max(60, int(settings.handoffs.sweep_seconds * 10))
     if not await backend.redis.set(SWEEP_LOCK, token, nx=True, ex=lease):
         return None
+    swept: dict[str, Any] = {}
     try:
         members = await backend.redis.smembers(NAMESPACES)
-        swept: dict[str, Any] = {}
         for namespace in sorted(codec.text(raw) for raw in members):
             try:
                 swept[namespace] = await sweep_namespace(backend, namespace, settings, signing_key)
-            except (RedisConnectionError, StoreUnavailable):
+            except (RedisConnectionError, RedisTimeoutError):
                 raise  # Redis is away: the round fails as a whole, and is tried again
             except Exception as error:  # one namespace's fault never stops the others' sweep
                 log.exception("sweep of a namespace failed", namespace=namespace)
                 swept[namespace] = {"error": describe(error)}
-        return swept
     finally:
         await backend.scripts.release_lock(keys=[SWEEP_LOCK], args=[token])
+    await recount_one(backend, list(swept), swept)
+    return swept
+
+
+async def recount_one(backend: Backend, namespaces: list[str], swept: dict[str, Any]) -> None:
+    """Recount the quota counts of the first of ``namespaces`` never recounted, noting what
+    it found in ``swept``; a failure is logged (the next round tries again)."""
+    pipe = backend.redis.pipeline(transaction=False)
+    for namespace in namespaces:
+        pipe.hexists(backend.namespace(namespace).keys.search_stats, COUNTED)
+    for namespace, counted in zip(namespaces, await pipe.execute(), strict=True):
+        if counted:
+            continue
+        try:
+            found = await recount_once(backend.namespace(namespace))
+        except (RedisConnectionError, RedisTimeoutError):
+            raise
+        except Exception:
+            log.exception("recount of a namespace's quota counts failed", namespace=namespace)
+            return
+        if found is not None:
+            log.info("quota counts recounted", namespace=namespace, bytes=found[0], terms=found[1])
+            swept[namespace]["recounted"] = found
+        return
 
 
 async def sweep_forever(

@@ -56,8 +56,8 @@ class AgentWorker(SimpleWorker):
                 job=job.id,
                 queue=queue.name,
             )
-            with self.connection.pipeline() as pipeline:
-                job.delete(pipeline=pipeline, remove_from_queue=False)
+            with self.connection.pipeline() as pipeline:  # its keys only: nothing of it is read
+                pipeline.delete(job.key, Result.get_key(job.id))
                 pipeline.lrem(queue.intermediate_queue_key, 1, job.id)
                 pipeline.execute()
             return

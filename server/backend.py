@@ -30,6 +30,7 @@ from baton.server.handoffs import HandoffStore
 from baton.server.keys import NAMESPACES, Keys
 from baton.server.memories import MemoryStore
 from baton.server.records import HeadHints, RecordStore
+from baton.server.recount import COUNTED
 from baton.server.scripts import Scripts
 from baton.server.search import SearchIndex, SearchTurns
 from baton.server.sessions import SessionStore
@@ -41,6 +42,7 @@ from baton.server.verify import Verifier
 
 # Namespace views are kept for reuse; past this many the cache starts over.
 NAMESPACES_CACHED = 256
+NEWLY_ADMITTED = 2  # admit_namespace.lua's answer for a namespace it added just now
 
 
 @dataclass(eq=False)
@@ -111,14 +113,24 @@ class Namespace:
     async def admit(self) -> None:
         """Register this namespace before its first write, or ``QuotaReached`` when it is
         new and the server already holds ``max_namespaces`` (each costs the sweeps a visit);
-        a namespace admitted once is known to this process from then on."""
+        a namespace admitted once is known to this process from then on. A namespace new and
+        empty has its quota counts marked exact (every write counts from its first), so the
+        sweep need not recount it."""
         if self.name in self.backend.admitted:
             return
         limit = self.limits.max_namespaces
-        if not await self.scripts.admit_namespace(keys=[NAMESPACES], args=[self.name, limit]):
+        admitted = await self.scripts.admit_namespace(keys=[NAMESPACES], args=[self.name, limit])
+        if not admitted:
             raise QuotaReached.of(
                 "the server's namespaces", limit, "BATON_MAX_NAMESPACES", namespace=self.name
             )
+        if admitted == NEWLY_ADMITTED:
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.zcard(self.keys.refs)
+            pipe.hlen(self.keys.search_docs)
+            pipe.exists(self.keys.search_stats)
+            if not any(await pipe.execute()):
+                await self.redis.hsetnx(self.keys.search_stats, COUNTED, 1)
         self.backend.admitted.add(self.name)
 
     @cached_property

@@ -551,13 +551,13 @@ async def _held(ns: Namespace, lines: list[dict[str, Any]]) -> Held:
     for ref, version in zip(refs, versions, strict=True):
         if version is not None:
             held.versions[ref] = int(version)
-    sizes = ns.redis.pipeline(transaction=False)
     for ref, current in held.versions.items():
-        for number in range(1, current + 1):
-            sizes.hstrlen(ns.keys.version(ref, number), "value")
-    lengths = iter(await sizes.execute())
-    for ref, current in held.versions.items():
-        held.stored[ref] = sum(next(lengths) for _ in range(current))
+        held.stored[ref] = 0
+        for start in range(1, current + 1, BATCH):
+            sizes = ns.redis.pipeline(transaction=False)
+            for number in range(start, min(start + BATCH, current + 1)):
+                sizes.hstrlen(ns.keys.version(ref, number), "value")
+            held.stored[ref] += sum(await sizes.execute())
     for packet_id, agent in zip(packets, agents, strict=True):
         if agent is not None:
             held.packet_agents[packet_id] = codec.text(agent)

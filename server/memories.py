@@ -389,7 +389,7 @@ class MemoryStore(NamespaceStore):
                     similarity=round(min(score for _, score in group), 2),
                 )
             )
-        if apply:
+        if apply and merges:
             by_id = {memory.id: memory for memory in candidates}
             touched = [each for merge in merges for each in (merge.kept, *merge.merged)]
             await self.records.check_quotas([memory_ref(each) for each in touched])

@@ -141,7 +141,8 @@ class RecordStore(NamespaceStore):
         """``QuotaReached`` when a write to any of ``refs`` would be refused: the namespace's
         quotas and each record's history. An operation that writes several records (a save
         that supersedes, a consolidation) checks them all before its first write and then
-        writes with ``quotas_checked``, so a quota never stops it halfway."""
+        writes with ``quotas_checked``, so a quota does not stop it halfway (but for a
+        concurrent write to one of its records in between)."""
         await self.ns.admit()
         await self.search.check_room()
         pipe = self.redis.pipeline(transaction=False)
@@ -212,7 +213,7 @@ class RecordStore(NamespaceStore):
         index = None if document is None else self.search.call(*document, kind="fact", agent=agent)
         new_hash = ""
         for _ in range(MAX_WRITE_ATTEMPTS):
-            if current >= self.limits.max_versions and not quotas_checked:
+            if current >= self.limits.max_versions:  # (checked already, but for a race)
                 raise self._history_full(ref)
             body = version_body(
                 ref=ref,

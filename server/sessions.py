@@ -130,6 +130,7 @@ class SessionStore(NamespaceStore):
             fields["cwd"] = normalise_cwd(cwd)
         if title:
             fields["title"] = str(title).strip()[:200]
+        await self.ns.admit()
         await self.activity.touch(session_id, agent, {}, listed=len(fields) > 3)
         pipe = self.redis.pipeline(transaction=False)
         pipe.hset(self.keys.session(session_id), mapping=fields)

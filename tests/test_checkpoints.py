@@ -36,6 +36,7 @@ from baton.server.checkpoints import (
 from baton.server.errors import StateConflict
 from baton.server.integrity import canonical_bytes
 from baton.server.records import RecordStore
+from baton.server.recount import COUNTED
 from baton.server.settings import Settings
 from tests.conftest import REPO, as_agent
 
@@ -388,3 +389,28 @@ async def test_one_namespaces_fault_never_stops_the_sweep_of_the_others(
     assert swept["fine"]["checkpoint"] == 1
     assert [entry["namespace"] for entry in logs if entry["log_level"] == "error"] == ["broken"]
     assert await sweep_all(backend, settings, key) is not None  # the lock was released
+
+
+async def test_the_sweep_recounts_a_namespace_from_before_the_counts_one_a_round(
+    backend: Backend, tmp_path: Path
+) -> None:
+    """Namespaces without exact quota counts (written before Baton kept them) are recounted
+    by the sweep, one a round after the sweep proper; namespaces created now need none."""
+    for name in ("new", "old-a", "old-b"):
+        await backend.namespace(name).records.remember("t/a", "x" * 100, agent="ops")
+    for name in ("old-a", "old-b"):
+        await backend.redis.hdel(backend.namespace(name).keys.search_stats, COUNTED, "bytes")
+    settings = Settings(redis_url="unused", data_dir=tmp_path, checkpoint_seconds=None)
+    key = Ed25519PrivateKey.generate()
+    rounds = [await sweep_all(backend, settings, key) for _ in range(3)]
+    recounted = [
+        [(name, found["recounted"]) for name, found in swept.items() if "recounted" in found]
+        for swept in rounds
+        if swept is not None
+    ]
+    size = len(msgpack.packb("x" * 100))
+    assert [[(name, found[0]) for name, found in each] for each in recounted] == [
+        [("old-a", size)],
+        [("old-b", size)],
+        [],
+    ]

@@ -319,7 +319,12 @@ def test_the_embedded_servers_memory_limit_defaults_to_half_the_machines(
 ) -> None:
     """Without BATON_MAXMEMORY the embedded server may hold half of this machine's memory
     (then refuses writes, never evicts)."""
-    assert baton("stats", data_dir=data_dir).returncode == 0
+    started = run_baton(
+        "stats",
+        env={"BATON_DATA_DIR": str(data_dir)},
+        without=("BATON_REDIS_URL", "BATON_MAXMEMORY"),
+    )
+    assert started.returncode == 0, started.stderr
     client = EmbeddedServer(data_dir).client()
     held = int(client.config_get("maxmemory")["maxmemory"])
     client.close()

@@ -11,7 +11,6 @@ passes identity, so the refusals are about identity and not a broken example.
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
 from collections.abc import Iterator
@@ -24,9 +23,7 @@ import redis
 from litestar.routes import ASGIRoute, HTTPRoute
 
 from baton.server.api.app import create_app
-from baton.server.backend import open_backend
 from baton.server.mcp_server import tool_list
-from baton.server.recount import recount_once
 from baton.server.settings import Settings
 from tests.conftest import issue, running_server, written_keys
 
@@ -240,12 +237,6 @@ class World:
         return dumped
 
 
-async def recounted(url: str) -> None:
-    """The namespace's quota counts recounted, as the server's first sweep would."""
-    async with open_backend(Settings(redis_url=url), dispatch=False) as backend:
-        await recount_once(backend.namespace("default"))
-
-
 @pytest.fixture(scope="module")
 def world(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     url = f"{redis_url}?db=3"
@@ -278,7 +269,6 @@ def world(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
                 assert bob.post("/v1/agents/bob/resume").json()["packet"] is not None
             assert bob.post(f"/v1/handoffs/{ids[1]}/fail", json={"error": "x"}).is_success
         world.packets = {"claimed": ids[0], "failed": ids[1], "queued": ids[2]}
-        asyncio.run(recounted(url))  # the sweep's one-time change, made before any snapshot
         yield world
     redis.Redis.from_url(url).flushdb()
 
