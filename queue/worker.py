@@ -57,7 +57,7 @@ class AgentWorker(SimpleWorker):
                 queue=queue.name,
             )
             with self.connection.pipeline() as pipeline:  # its keys only: nothing of it is read
-                pipeline.delete(job.key, Result.get_key(job.id))
+                pipeline.delete(job.key, Result.get_key(job.id))  # type: ignore[no-untyped-call]
                 pipeline.lrem(queue.intermediate_queue_key, 1, job.id)
                 pipeline.execute()
             return
