@@ -432,6 +432,7 @@ async def import_dump(
     neither, the namespace is taken to hold none of them. ``on_progress(lines_done,
     lines_total)`` is called as lines are prepared and once they are written."""
     redis = ns.redis
+    await ns.admit()  # a new namespace counts against BATON_MAX_NAMESPACES like any other
     single = atomic and ns.topology.transactions
     stale: list[bytes] = []
     if replace and single:  # deleted inside the import's own transaction
