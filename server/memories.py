@@ -8,7 +8,6 @@ by BM25) appends a version to that memory's record instead of creating a new one
 from __future__ import annotations
 
 import math
-import re
 import secrets
 import time
 from collections.abc import Sequence
@@ -18,7 +17,7 @@ import msgpack
 import msgspec
 from redis.typing import EncodableT, FieldT
 
-from baton.server import codec
+from baton.server import codec, lexical
 from baton.server.clock import iso, utc_now
 from baton.server.errors import InvalidInput, NotFound, StateConflict, VersionConflict
 from baton.server.identity import ANONYMOUS, Caller, check_session_owner, sweeper
@@ -37,7 +36,6 @@ CASCADE_CONCEPTS = 2  # concepts a memory shares with a superseded one to be fla
 CANDIDATES = 50
 MAX_CONTENT = 64 * 1024
 MAX_TTL_DAYS = 36_500
-WORD = re.compile(r"[^\W_]+(?:[._/-][^\W_]+)*")
 SCRUB_MIN_QUOTE = 8  # characters of a forgotten observation that count as a quote of it
 MAX_EXPAND = 100  # ids expanded in one smart search
 MAX_RECALL = 100  # results of one recall or search
@@ -125,18 +123,10 @@ class AuditEntry(msgspec.Struct, kw_only=True):
     details: dict[str, Any]
 
 
-def words(text: str) -> set[str]:
-    """The Jaccard token set: lower-cased words with punctuation stripped (``service.`` is
-    ``service``), longer than 2 characters, or shorter when they carry a digit (``x4``)."""
-    return {
-        word
-        for word in WORD.findall(text.lower())
-        if len(word) > 2 or any(c.isdigit() for c in word)
-    }
-
-
 def jaccard(left: str, right: str) -> float:
-    a, b = words(left), words(right)
+    """How alike two texts are: the Jaccard similarity of their term sets (the lexical
+    layer's terms, as search sees them)."""
+    a, b = set(lexical.terms(left)), set(lexical.terms(right))
     return len(a & b) / len(a | b) if a and b else 0.0
 
 

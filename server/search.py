@@ -22,7 +22,6 @@ best parts of every term's postings) — a few ms of the server's time at most.
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections import Counter, OrderedDict
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -33,6 +32,7 @@ import msgspec
 from redis.asyncio import Redis
 from redis.typing import EncodableT
 
+from baton.server import lexical
 from baton.server.batch import Batch
 from baton.server.codec import pack, unpack
 from baton.server.errors import QuotaReached, StoreUnavailable
@@ -57,32 +57,8 @@ AVERAGE_REFRESH_SECONDS = 5.0
 # stats key -> (read at, average doc length, distinct terms, stored value bytes), as last read
 # by this process
 _averages: dict[str, tuple[float, float, int, int]] = {}
-TOKEN = re.compile(r"[a-z0-9][a-z0-9/._-]*[a-z0-9]|[a-z0-9]")
-MIN_TOKEN = 2
 INDEXED_KEPT = 4096  # documents whose indexed terms a namespace's index keeps in memory
 MAX_INDEX_ATTEMPTS = 5
-
-
-def stem(token: str) -> str:
-    """Light stemming of plain words: plurals and -ing/-ed endings, keeping 3+ letters."""
-    if not token.isalpha() or len(token) <= 4:
-        return token  # paths, versions, identifiers and short words stay exact
-    if token.endswith("ies"):
-        return token[:-3] + "y"
-    if token.endswith(("sses", "xes", "zes", "ches", "shes")):
-        return token[:-2]
-    if token.endswith("s") and not token.endswith(("ss", "us", "is")):
-        return token[:-1]
-    for suffix in ("ing", "ed"):
-        if token.endswith(suffix) and len(token) - len(suffix) >= 3:
-            return token[: -len(suffix)]
-    return token
-
-
-def tokenize(text: str) -> list[str]:
-    """Lower-case; split on anything but letters, digits and the path characters ``/ . _ -``
-    (kept inside tokens, trimmed at their ends); drop tokens shorter than 2; light stemming."""
-    return [stem(token) for token in TOKEN.findall(text.lower()) if len(token) >= MIN_TOKEN]
 
 
 def path_text(paths: Sequence[str]) -> str:
@@ -203,7 +179,7 @@ class SearchIndex:
         if text is None:
             self._note(doc, ())
             return IndexCall(doc, list(old), [doc, "", "", 0, 0, *old])
-        terms = Counter(tokenize(text))
+        terms = Counter(lexical.terms(text))
         length = sum(terms.values())
         entry = {
             "kind": kind,
@@ -363,7 +339,7 @@ class SearchIndex:
         project: str | None,
         agent: str | None,
     ) -> list[Hit]:
-        terms = await self.selective(list(dict.fromkeys(tokenize(query))))
+        terms = await self.selective(list(dict.fromkeys(lexical.terms(query))))
         if not terms:
             return []
         keys = [
