@@ -439,7 +439,6 @@ async def import_dump(
         stale = [key async for key in redis.scan_iter(match=ns.keys.everything, count=1000)]
     elif replace:
         await clear_namespace(ns)
-    await ns.search.refresh_average()
     held = await _held(ns, lines) if merge else Held()
     if single:
         await ns.scripts.load(redis)  # no NOSCRIPT inside the transaction
@@ -645,7 +644,7 @@ def _queue_record(ns: Namespace, batch: IndexingBatch, line: dict[str, Any]) -> 
     # Indexed exactly as remember indexes it: the same id and text, tags included.
     document = fact_document(ref, last["value"], last["tags"])
     if document is not None:
-        batch.index(*document, kind="fact", agent=last["author"])
+        batch.index(*document, kind="fact", agent=last["author"], added=last["created_at"])
     else:
         memory = last["value"]
         memory_id = ref.split("/", 1)[1]
@@ -654,6 +653,7 @@ def _queue_record(ns: Namespace, batch: IndexingBatch, line: dict[str, Any]) -> 
             kind="memory",
             project=memory["project"],
             agent=memory["agent_id"],
+            added=memory.get("created_at", line["versions"][0]["created_at"]),
         )
         for source in memory.get("source_observation_ids", []):
             batch.pipe.sadd(ns.keys.observation_memories(source), memory_id)
@@ -710,4 +710,5 @@ def _queue_session(ns: Namespace, batch: IndexingBatch, line: dict[str, Any]) ->
             kind="observation",
             project=observation["project"],
             agent=observation["agent"],
+            added=observation["timestamp"],
         )

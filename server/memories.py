@@ -229,7 +229,9 @@ class MemoryStore(NamespaceStore):
             quotas_checked=True,
         )
         doc, text = memory_document(memory_id, value)
-        await self.index.index(doc, text, kind="memory", project=project, agent=agent)
+        await self.index.index(
+            doc, text, kind="memory", project=project, agent=agent, added=written.created_at
+        )
         if sources:
             pipe = self.redis.pipeline(transaction=False)
             for source in sources:
@@ -321,7 +323,12 @@ class MemoryStore(NamespaceStore):
         )
         doc, text = memory_document(memory_id, value)
         await self.index.index(
-            doc, text, kind="memory", project=current.project, agent=current.agent_id
+            doc,
+            text,
+            kind="memory",
+            project=current.project,
+            agent=current.agent_id,
+            added=value["created_at"],
         )
         await self.audit(caller.agent, "update", memory_id, reason, {"fields": sorted(changes)})
         return await self.get(memory_id)

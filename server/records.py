@@ -210,7 +210,11 @@ class RecordStore(NamespaceStore):
         document = None if ref.startswith(UNINDEXED_SCOPE) else fact_document(ref, value, tag_list)
         # The document's old terms come from what this process last indexed; the script names
         # any it was not given, and the write is sent again with them.
-        index = None if document is None else self.search.call(*document, kind="fact", agent=agent)
+        index = (
+            None
+            if document is None
+            else self.search.call(*document, kind="fact", agent=agent, added=created_at)
+        )
         new_hash = ""
         for _ in range(MAX_WRITE_ATTEMPTS):
             if current >= self.limits.max_versions:  # (checked already, but for a race)

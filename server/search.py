@@ -6,12 +6,13 @@ was saved is found at once. All keys of a namespace's index share one hash tag
 (``{idx:<ns>}``, see ``keys.py``): updates pipeline to one node of a cluster, and scoring is
 one Lua script (``SEARCH``) next to the postings — a query costs one round trip.
 
-Each posting stores the term's length-normalised part of BM25, tf·(k1+1)/(tf+k1·(1−b+b·len/
-avglen)), computed when the document is indexed with the average length known then (read
-every few seconds); a query weights each term's postings by its idf and sums them with one
-ZUNIONSTORE, leaving out (MaxScore pruning) the common terms that cannot lift a document into
-the result on their own. The ranking is exact BM25 up to the drift of the average length
-between the moments documents were indexed.
+Text becomes terms through the lexical layer (``baton.server.lexical``). Each posting stores
+the term's length-normalised part of BM25, tf·(k1+1)/(tf+k1·(1−b+b·len/avglen)), computed
+by the index script with the namespace's average length as it is once the document is
+counted; a query weights each term's postings by its idf and sums them (a ZUNIONSTORE, or
+the threshold algorithm over long postings). The ranking is exact BM25 up to the drift of
+the average length between the moments documents were indexed; equal scores rank the
+document added later first, then by id.
 
 Scoring runs inside the single-threaded Redis, so one search's work is bounded: a query is
 scored on its 32 most selective terms, and the script stops after ``SEARCH_WORK_BUDGET``
@@ -39,8 +40,6 @@ from baton.server.errors import QuotaReached, StoreUnavailable
 from baton.server.keys import Keys
 from baton.server.scripts import Scripts
 
-K1 = 1.2
-B = 0.75
 PRUNE_ABOVE_POSTINGS = 2_000  # below this many postings a plain union is as cheap as pruning
 # One search's work in the server (postings read plus scores looked up): it runs inside the
 # single-threaded Redis, so this bounds how long one query holds everybody else's requests.
@@ -53,10 +52,9 @@ MAX_QUERY_TERMS = 32  # a query is scored on this many of its terms, the most se
 # 158 searches/s; one at a time 5.1 ms, 216/s; share 0.5: 1.8-2.2 ms (1.0-1.2 alone), 73/s;
 # share 0.4 (the default): 1.2-1.4 x alone, 51/s.
 SEARCHES_AT_ONCE = 1
-AVERAGE_REFRESH_SECONDS = 5.0
-# stats key -> (read at, average doc length, distinct terms, stored value bytes), as last read
-# by this process
-_averages: dict[str, tuple[float, float, int, int]] = {}
+COUNTS_REFRESH_SECONDS = 5.0  # how stale the quota counts check_room reads may be
+# stats key -> (read at, distinct terms, stored value bytes), as last read by this process
+_counts: dict[str, tuple[float, int, int]] = {}
 INDEXED_KEPT = 4096  # documents whose indexed terms a namespace's index keeps in memory
 MAX_INDEX_ATTEMPTS = 5
 
@@ -171,10 +169,11 @@ class SearchIndex:
         kind: str = "",
         project: str | None = None,
         agent: str | None = None,
+        added: str = "",
     ) -> IndexCall:
         """The call that (re)indexes ``doc`` with ``text``, or takes it out (None); the
-        document's terms are noted as indexed (call :meth:`refresh_average` first now and
-        then: the length normalisation uses it)."""
+        document's terms are noted as indexed. ``added``: when the document was first added
+        (an ISO timestamp; among equal scores the newer ranks first)."""
         old = self.indexed.get(doc, ())
         if text is None:
             self._note(doc, ())
@@ -188,16 +187,9 @@ class SearchIndex:
             "len": length,
             "terms": sorted(terms),
         }
-        average = _averages.get(self.stats_key, (0.0, 0.0, 0, 0))[1] or float(length or 1)
-        norm = K1 * (1 - B + B * length / average)
-        # Each posting holds the term's BM25 part but for idf, normalised by the doc's length.
-        postings = [
-            item
-            for term, count in terms.items()
-            for item in (term, count * (K1 + 1) / (count + norm))
-        ]
+        postings = [item for term, count in terms.items() for item in (term, count)]
         gone = [term for term in old if term not in terms]
-        meta = f"{kind}\t{project or ''}\t{agent or ''}"
+        meta = f"{kind}\t{project or ''}\t{agent or ''}\t{added}"
         self._note(doc, tuple(terms))
         return IndexCall(
             doc, [*terms, *gone], [doc, pack(entry), meta, length, len(terms), *postings, *gone]
@@ -257,25 +249,21 @@ class SearchIndex:
             if isinstance(reply, list) and reply and reply[0] == -1:
                 await self.run(self.with_missing(call, reply[1:]))
 
-    async def refresh_average(self) -> None:
-        """Re-read the average document length the length normalisation uses (cached for a
-        few seconds per process: it drifts slowly)."""
-        read_at = _averages.get(self.stats_key, (0.0, 0.0, 0, 0))[0]
-        if time.monotonic() - read_at < AVERAGE_REFRESH_SECONDS:
+    async def refresh_counts(self) -> None:
+        """Re-read the namespace's quota counts (cached for a few seconds per process)."""
+        read_at = _counts.get(self.stats_key, (0.0, 0, 0))[0]
+        if time.monotonic() - read_at < COUNTS_REFRESH_SECONDS:
             return
-        docs, total, terms, stored = await self.redis.hmget(
-            self.stats_key, "docs", "total_length", "terms", "bytes"
-        )
-        average = int(total or 0) / int(docs) if docs and int(docs) > 0 else 0.0
-        _averages[self.stats_key] = (time.monotonic(), average, int(terms or 0), int(stored or 0))
+        terms, stored = await self.redis.hmget(self.stats_key, "terms", "bytes")
+        _counts[self.stats_key] = (time.monotonic(), int(terms or 0), int(stored or 0))
 
     async def check_room(self) -> None:
         """``QuotaReached`` when the namespace is at a quota, as last read (every few
         seconds): its index holds ``max_terms`` distinct terms (each is a key), or its
         records' versions hold ``max_bytes`` of values (counted in the same stats hash by
         every write and forget). Checked before a write, so a refused write writes nothing."""
-        await self.refresh_average()
-        _, _, terms, stored = _averages[self.stats_key]
+        await self.refresh_counts()
+        _, terms, stored = _counts[self.stats_key]
         if self.max_terms is not None and terms >= self.max_terms:
             raise QuotaReached.of(
                 "the namespace's search index", self.max_terms, "BATON_MAX_INDEX_TERMS", terms=terms
@@ -289,7 +277,6 @@ class SearchIndex:
             )
 
     async def index(self, doc: str, text: str, **fields: Any) -> None:
-        await self.refresh_average()
         await self.prepare([doc])
         await self.run(self.call(doc, text, **fields))
 
@@ -354,7 +341,7 @@ class SearchIndex:
         )
         hits = []
         for index in range(0, len(reply), 3):
-            kind, doc_project, doc_agent = reply[index + 2].decode().split("\t")
+            kind, doc_project, doc_agent = reply[index + 2].decode().split("\t")[:3]
             hits.append(
                 Hit(
                     doc=reply[index].decode(),

@@ -369,6 +369,7 @@ class SessionStore(NamespaceStore):
             kind="observation",
             project=observation.project,
             agent=agent,
+            added=observation.timestamp,
         )
         self.ns.search.queue(batch, index)
         self.activity.event(batch, "observe", agent, f"{agent}: {kind} {title}")

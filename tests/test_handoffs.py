@@ -337,7 +337,7 @@ async def test_a_write_is_one_command_on_one_redis(redis_url: str, sync_redis: r
     namespace's registration for the sweep, the event and the search document."""
     async with own_database(redis_url) as backend:
         ns = backend.namespace("default")
-        await ns.search.refresh_average()  # read now: the write itself sends nothing else
+        await ns.search.refresh_counts()  # read now: the write itself sends nothing else
         await ns.admit()  # the namespace quota's check: once per namespace and process
 
         async def write() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 from typing import Any
 
@@ -219,13 +220,13 @@ async def test_common_word_queries_do_not_merge_whole_postings(
 
 def index_state(sync_redis: redis.Redis, namespace: str, terms: list[str]) -> list[Any]:
     """Everything a namespace's search index holds for ``terms``: documents, meta, totals
-    and each term's postings with their scores."""
+    and each term's postings (which documents hold it)."""
     keys = Keys(namespace)
     return [
         sync_redis.hgetall(keys.search_docs),
         sync_redis.hgetall(keys.search_meta),
         sync_redis.hgetall(keys.search_stats),
-        *(sync_redis.zrange(keys.search_term(term), 0, -1, withscores=True) for term in terms),
+        *(sorted(sync_redis.zrange(keys.search_term(term), 0, -1)) for term in terms),
     ]
 
 
@@ -233,8 +234,9 @@ async def test_reindexing_leaves_what_indexing_the_new_text_would(
     redis_url: str, sync_redis: redis.Redis
 ) -> None:
     """A document indexed again (terms kept, dropped and added, then one removed) leaves
-    the index exactly as indexing only the final texts would: no stale posting, the same
-    scores, totals (the count of distinct terms too) and document entries."""
+    the index as indexing only the final texts would: no stale posting, the same postings,
+    totals (the count of distinct terms too) and document entries. (A posting's score
+    follows the average document length when it was written.)"""
     client = async_redis(redis_url)
     backend = Backend(client, Limits())
     edited, fresh = backend.namespace("edited").search, backend.namespace("fresh").search
@@ -864,3 +866,38 @@ async def test_a_save_or_consolidation_a_quota_refuses_writes_nothing(store: Rec
     with pytest.raises(QuotaReached, match="BATON_MAX_VERSIONS"):
         await memories.consolidate(caller=as_agent("claude"), apply=True)
     assert sorted((m.id, m.version) for m in await memories.latest()) == before
+
+
+async def test_a_namespaces_first_documents_are_length_normalised(memories: MemoryStore) -> None:
+    """From its first document on, a namespace normalises by document length: of two
+    documents holding a word once, the longer (written second) scores by BM25 with the
+    average length of the two (k1 1.2, b 0.75), below the shorter."""
+    index = memories.index
+    await index.index("m:short", "rollback plan", kind="memory")
+    await index.index("m:long", "rollback " + " ".join(f"step{n}" for n in range(9)), kind="memory")
+    short, long = await index.search("rollback", limit=2)
+    assert (short.doc, long.doc) == ("m:short", "m:long")
+    idf = math.log(1 + (2 - 2 + 0.5) / (2 + 0.5))
+    part = 2.2 / (1 + 1.2 * (1 - 0.75 + 0.75 * 10 / 6))  # tf 1, length 10, average 6
+    assert long.score == pytest.approx(idf * part, abs=1e-4)
+
+
+async def test_the_same_memories_loaded_twice_rank_the_same(store: RecordStore) -> None:
+    """The same memories saved in the same order into two namespaces (their ids differ)
+    rank identically for every query, ties included: equal scores put the memory saved
+    later first."""
+    rng = random.Random(3)
+    contents = [
+        f"{rng.choice(['deploy', 'rollback'])} {rng.choice(['staging', 'prod'])} ticket{n} owner{n}"
+        for n in range(40)
+    ]
+    rankings = []
+    for name in ("first", "second"):
+        memories = store.ns.backend.namespace(name).memories
+        for content in contents:
+            assert (await memories.save(content)).success
+        found = [await memories.recall(query, limit=10) for query in ("deploy", "prod rollback")]
+        rankings.append([[hit.text for hit in each.results] for each in found])
+    assert rankings[0] == rankings[1]
+    deploys = [c for c in contents if c.startswith("deploy")]
+    assert rankings[0][0] == deploys[::-1][:10]  # all tied: the latest saved first

@@ -2,13 +2,18 @@
 -- Shared by index_doc and remember: (re)index one document. keys: docs hash, meta hash,
 -- stats hash, then the postings (sorted sets) of the terms args names, in their order;
 -- args: doc id, its entry (msgpack {kind, project, agent, len, terms}, or "" to only remove
--- it), its meta ("kind\tproject\tagent"), its length, how many terms it has (N), N term /
--- posting score pairs, then the terms of the further postings given (the document's terms
--- when it was last indexed, as the caller believes them).
+-- it), its meta ("kind\tproject\tagent\torder"), its length, how many terms it has (N), N
+-- term / count-in-the-doc pairs, then the terms of the further postings given (the
+-- document's terms when it was last indexed, as the caller believes them).
+-- Each posting holds the term's BM25 part but for idf, tf·(k1+1)/(tf + k1·(1−b+b·len/avglen)),
+-- with the average length of the namespace's documents as it is once this one is counted
+-- (so a namespace's first documents are normalised too).
 -- A document indexed again keeps its entry's place and only moves what changed: its old
 -- terms that are gone lose their posting, every new term's posting is set (ZADD replaces a
 -- kept term's score), and the totals move by the difference. The stats hash also counts
 -- the postings that exist ('terms': one key each), for the namespace's quota.
+
+local K1, B = 1.2, 0.75  -- BM25's term-frequency saturation and length normalisation
 
 -- term -> its posting's key, for every posting given.
 local function postings_of(keys, args)
@@ -77,8 +82,13 @@ local function index_document(keys, args)
   if adding then
     redis.call('HSET', keys[1], args[1], args[2])
     redis.call('HSET', keys[2], args[1], args[3])
+    local totals = redis.call('HMGET', keys[3], 'docs', 'total_length')
+    local average = tonumber(totals[2]) / tonumber(totals[1])
+    local norm = K1 * (1 - B + B * tonumber(args[4]) / math.max(average, 1))
     for i = 1, count do
-      if redis.call('ZADD', keys[3 + i], args[5 + 2 * i], args[1]) == 1
+      local tf = tonumber(args[5 + 2 * i])
+      local part = tf * (K1 + 1) / (tf + norm)
+      if redis.call('ZADD', keys[3 + i], string.format('%.17g', part), args[1]) == 1
           and redis.call('ZCARD', keys[3 + i]) == 1 then
         redis.call('HINCRBY', keys[3], 'terms', 1)
       end

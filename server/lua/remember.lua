@@ -11,7 +11,7 @@
 -- ARGV[15] how many XADD arguments the event has (E), ARGV[16..15+E] those arguments, from
 --   MAXLEN on (activity.event_args)
 -- ARGV[16+E] the search document ("" when the ref is not indexed), then what
---   index_document takes after it: entry, meta, length, term count, term / posting score
+--   index_document takes after it: entry, meta, length, term count, term / count
 --   pairs, the further postings' terms
 --
 -- Returns {1, new_version} on success, its follow-ups run ({1, new_version, error} if one

@@ -1,4 +1,4 @@
--- KEYS[1] search stats hash   KEYS[2] search meta hash (doc -> "kind\tproject\tagent")
+-- KEYS[1] search stats hash   KEYS[2] search meta hash (doc -> "kind\tproject\tagent\tadded")
 -- KEYS[3] a scratch sorted set (deleted before returning)
 -- KEYS[4..] the postings of the query's terms (doc -> the term's length-normalised tf part)
 -- ARGV[1] limit   ARGV[2] kinds, comma-separated ("" = any)
@@ -9,7 +9,8 @@
 -- Returns {doc, score, meta, ...} for the best ``limit`` documents the filters want, by BM25,
 -- best first: each posting already holds tf·(k1+1)/(tf + k1·(1−b+b·len/avglen)), so a
 -- query only weights every term's postings by its idf and sums them — a ZUNIONSTORE, in C,
--- for short postings, walked best first until ``limit`` documents pass the filters.
+-- for short postings, walked best first until ``limit`` documents pass the filters. Equal
+-- scores rank the document added later first, then by id: the same data ranks the same.
 
 local total_docs = tonumber(redis.call('HGET', KEYS[1], 'docs') or '0')
 if total_docs <= 0 then
@@ -33,13 +34,40 @@ local kinds = {}
 for kind in string.gmatch(ARGV[2], '[^,]+') do
   kinds[kind] = true
 end
+-- kind, project, agent and when it was added ('' in a meta written before it was kept)
+local function fields(meta)
+  local kind, project, agent, added = string.match(meta, '^([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$')
+  if not kind then
+    kind, project, agent = string.match(meta, '^([^\t]*)\t([^\t]*)\t(.*)$')
+  end
+  return kind, project, agent, added or ''
+end
 local function wanted(meta)
   if not meta then
     return false
   end
-  local kind, project, agent = string.match(meta, '^([^\t]*)\t([^\t]*)\t(.*)$')
+  local kind, project, agent = fields(meta)
   return (ARGV[2] == '' or kinds[kind] == true) and (ARGV[3] == '' or project == '' or project == ARGV[3])
     and (ARGV[4] == '' or agent == '' or agent == ARGV[4])
+end
+-- {doc, score, meta} in answer order: best score first, among equals the one added later,
+-- then the lower id
+local function before(a, b)
+  if a[2] ~= b[2] then return a[2] > b[2] end
+  local _, _, _, added_a = fields(a[3])
+  local _, _, _, added_b = fields(b[3])
+  if added_a ~= added_b then return added_a > added_b end
+  return a[1] < b[1]
+end
+local function answer(docs)
+  table.sort(docs, before)
+  local found = {}
+  for j = 1, math.min(#docs, limit) do
+    found[#found + 1] = docs[j][1]
+    found[#found + 1] = string.format('%.17g', docs[j][2])
+    found[#found + 1] = docs[j][3]
+  end
+  return found
 end
 
 -- Fagin's threshold algorithm: read every term's postings best part first, in blocks that
@@ -61,17 +89,7 @@ local function best_of(docs, floor)
       order[#order + 1] = doc
     end
   end
-  table.sort(order, function(a, b)
-    if a[2] ~= b[2] then return a[2] > b[2] end
-    return a[1] > b[1]
-  end)
-  local found = {}
-  for j = 1, math.min(#order, limit) do
-    found[#found + 1] = order[j][1]
-    found[#found + 1] = string.format('%.17g', order[j][2])
-    found[#found + 1] = order[j][3]
-  end
-  return found
+  return answer(order)
 end
 
 local function threshold_top()
@@ -153,7 +171,8 @@ local function threshold_top()
     for j = #best, limit + 1, -1 do
       best[j] = nil
     end
-    if bound == 0 or (#best >= limit and -best[limit] >= bound) or starved then
+    -- strictly above: a document not read yet could tie with the last one kept
+    if bound == 0 or (#best >= limit and -best[limit] > bound) or starved then
       return best_of(docs, best[#best] and -best[#best] or 0)
     end
     if #docs * 4 > listed and listed <= budget - work then
@@ -177,23 +196,33 @@ if not found then
     union[#union + 1] = term.weight
   end
   redis.call(unpack(union))
-  found = {}
+  -- walked best first while fewer than limit are kept, and on through scores tied with the
+  -- limit-th one (the order among equals is decided by when they were added)
+  local kept, cut = {}, nil
   local from, chunk = 0, math.max(limit, 100)
-  while #found / 3 < limit do
+  local walking = true
+  while walking do
     local ranked = redis.call('ZRANGE', KEYS[3], from, from + chunk - 1, 'REV', 'WITHSCORES')
     if #ranked == 0 then
       break
     end
     for j = 1, #ranked, 2 do
+      local score = tonumber(ranked[j + 1])
+      if cut and score < cut then
+        walking = false
+        break
+      end
       local meta = redis.call('HGET', KEYS[2], ranked[j])
-      if wanted(meta) and #found / 3 < limit then
-        found[#found + 1] = ranked[j]
-        found[#found + 1] = ranked[j + 1]
-        found[#found + 1] = meta
+      if wanted(meta) then
+        kept[#kept + 1] = {ranked[j], score, meta}
+        if #kept == limit then
+          cut = score
+        end
       end
     end
     from = from + chunk
   end
   redis.call('DEL', KEYS[3])
+  found = answer(kept)
 end
 return found
