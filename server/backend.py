@@ -28,11 +28,12 @@ from baton.server.dispatcher import Dispatcher
 from baton.server.errors import QuotaReached
 from baton.server.handoffs import HandoffStore
 from baton.server.keys import NAMESPACES, Keys
+from baton.server.lexical import LEXICAL_VERSION
 from baton.server.memories import MemoryStore
 from baton.server.records import HeadHints, RecordStore
 from baton.server.recount import COUNTED
 from baton.server.scripts import Scripts
-from baton.server.search import SearchIndex, SearchTurns
+from baton.server.search import LEXICAL, SearchIndex, SearchTurns
 from baton.server.sessions import SessionStore
 from baton.server.settings import HandoffPolicy, Limits, Settings
 from baton.server.store_base import Topology
@@ -114,8 +115,8 @@ class Namespace:
         """Register this namespace before its first write, or ``QuotaReached`` when it is
         new and the server already holds ``max_namespaces`` (each costs the sweeps a visit);
         a namespace admitted once is known to this process from then on. A namespace new and
-        empty has its quota counts marked exact (every write counts from its first), so the
-        sweep need not recount it."""
+        empty has its quota counts marked exact (every write counts from its first) and its
+        search index as built by today's lexical rules, so neither needs a rebuild."""
         if self.name in self.backend.admitted:
             return
         limit = self.limits.max_namespaces
@@ -130,7 +131,9 @@ class Namespace:
             pipe.hlen(self.keys.search_docs)
             pipe.exists(self.keys.search_stats)
             if not any(await pipe.execute()):
-                await self.redis.hsetnx(self.keys.search_stats, COUNTED, 1)
+                await self.redis.hset(
+                    self.keys.search_stats, mapping={COUNTED: 1, LEXICAL: LEXICAL_VERSION}
+                )
         self.backend.admitted.add(self.name)
 
     @cached_property

@@ -25,18 +25,18 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import msgpack
+import msgspec
 from redis.asyncio.client import Pipeline
 from redis.typing import EncodableT, FieldT
 
 from baton.server import codec
+from baton.server.documents import observed_document, record_document
 from baton.server.errors import BatonError, InvalidInput
 from baton.server.integrity import OUTCOME_FIELDS, VERSION_FIELDS, ChainChecker
 from baton.server.keys import NAMESPACES
-from baton.server.memories import memory_document
-from baton.server.models import PACKET_STATES
-from baton.server.records import BATCH, UNINDEXED_SCOPE, fact_document
+from baton.server.models import PACKET_STATES, Observation
+from baton.server.records import BATCH, UNINDEXED_SCOPE
 from baton.server.search import IndexCall
-from baton.server.sessions import observation_document
 from baton.server.validation import PACKET_ID_PATTERN, check_agent, check_ref
 
 if TYPE_CHECKING:
@@ -641,21 +641,13 @@ def _queue_record(ns: Namespace, batch: IndexingBatch, line: dict[str, Any]) -> 
     last = line["versions"][-1] if line["versions"] else None
     if last is None or "tombstone_hash" in last:
         return
-    # Indexed exactly as remember indexes it: the same id and text, tags included.
-    document = fact_document(ref, last["value"], last["tags"])
+    # Indexed exactly as its write indexed it (documents.py).
+    document = record_document(ref, last["value"], last["tags"], last["author"], last["created_at"])
     if document is not None:
-        batch.index(*document, kind="fact", agent=last["author"], added=last["created_at"])
-    else:
-        memory = last["value"]
-        memory_id = ref.split("/", 1)[1]
-        batch.index(
-            *memory_document(memory_id, memory),
-            kind="memory",
-            project=memory["project"],
-            agent=memory["agent_id"],
-            added=memory.get("created_at", line["versions"][0]["created_at"]),
-        )
-        for source in memory.get("source_observation_ids", []):
+        batch.index(document.doc, document.text, **document.fields())
+    if ref.startswith(UNINDEXED_SCOPE):
+        memory_id = ref.removeprefix(UNINDEXED_SCOPE)
+        for source in last["value"].get("source_observation_ids", []):
             batch.pipe.sadd(ns.keys.observation_memories(source), memory_id)
 
 
@@ -699,16 +691,5 @@ def _queue_session(ns: Namespace, batch: IndexingBatch, line: dict[str, Any]) ->
         )
         pipe.rpush(keys.observations(session_id), observation_id)
         pipe.hset(keys.observation_sessions, observation_id, session_id)
-        batch.index(
-            *observation_document(
-                session_id,
-                observation_id,
-                observation["title"],
-                observation["narrative"],
-                observation["files"],
-            ),
-            kind="observation",
-            project=observation["project"],
-            agent=observation["agent"],
-            added=observation["timestamp"],
-        )
+        document = observed_document(msgspec.convert(observation, Observation))
+        batch.index(document.doc, document.text, **document.fields())

@@ -245,7 +245,43 @@ def cmd_status(args: argparse.Namespace) -> int:
             report["reachable"], report["error"] = False, str(error)
     else:
         report |= {"embedded": True, **embedded_server(settings).status()}
+    if report.get("reachable") or report.get("running"):
+        report["reindex_needed"] = asyncio.run(_stale_indexes(settings))
     print(json.dumps(report, indent=2))
+    return 0
+
+
+async def _stale_indexes(settings: Settings) -> list[str]:
+    """The namespaces whose search index other lexical rules built (``baton reindex``)."""
+    from baton.server.reindex import stale_indexes
+
+    async with open_backend(settings, dispatch=False) as backend:
+        return await stale_indexes(backend)
+
+
+def cmd_reindex(args: argparse.Namespace) -> int:
+    from baton.server.reindex import all_namespaces, reindex, stale_indexes
+
+    async def run() -> list[Any]:
+        async with open_backend(_settings(), dispatch=False) as backend:
+            if args.namespace:
+                names = [check_namespace(args.namespace)]
+            else:
+                names = await (all_namespaces(backend) if args.force else stale_indexes(backend))
+            done = []
+            for name in names:
+                with ProgressReport(f"reindexing {name}", "documents") as progress:
+                    done.append(await reindex(backend.namespace(name), progress.update))
+            return done
+
+    done = asyncio.run(run())
+    for report in done:
+        print(
+            f"baton: reindexed {report.namespace}: {report.documents} documents, "
+            f"{report.removed} no longer stored taken out"
+        )
+    if not done:
+        print("baton: every search index is current; --force rebuilds them anyway")
     return 0
 
 
@@ -556,6 +592,7 @@ GUIDE: dict[str, tuple[list[str], str]] = {
         ["baton checkpoint", "baton checkpoint --export > checkpoint.json"],
         f"{STORE_ENV}, BATON_SIGNING_KEY",
     ),
+    "reindex": (["baton reindex", "baton reindex --namespace team-a"], STORE_ENV),
 }
 OVERVIEW = """\
 start here:
@@ -784,6 +821,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     checkpoint.add_argument("--namespace", default=None)
     checkpoint.set_defaults(handler=cmd_checkpoint)
+
+    rebuild = commands.add_parser(
+        "reindex", help="rebuild search indexes built by older lexical rules (all namespaces)"
+    )
+    rebuild.add_argument("--namespace", default=None, help="only this namespace (rebuilt always)")
+    rebuild.add_argument("--force", action="store_true", help="rebuild every index, current or not")
+    rebuild.set_defaults(handler=cmd_reindex)
     _guided(commands)
     return parser
 
