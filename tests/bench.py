@@ -47,6 +47,7 @@ from tests.bench_http import (
     throughput_rounds,
     wrk,
 )
+from tests.bench_retrieval import retrieval_table
 from tests.benchkit import (
     Measure,
     Row,
@@ -659,8 +660,11 @@ async def main(quick: bool, output: Path) -> None:
                 ratio <= 2,
             )
 
+        # -- retrieval quality on a labelled set, next to a textbook BM25 ------------------------
+        retrieval = await retrieval_table(backend)
+
         # -- how cost grows, then the server's memory with all that data ------------------------
-        growth_table = await growth(api_url, store, api.pid, quick)
+        growth_table = [*retrieval, "", *await growth(api_url, store, api.pid, quick)]
         api_rss = psutil.Process(api.pid).memory_info().rss / 2**20
         redis_memory = raw.info()["used_memory"] / 2**20
         records, packets = (
