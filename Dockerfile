@@ -9,7 +9,8 @@ COPY server server
 COPY queue queue
 COPY agents agents
 COPY demo demo
-RUN /opt/baton/bin/pip install --no-cache-dir .
+# With the vectors extra: every replica and worker embeds alike (docs/sessions.md#vectors).
+RUN /opt/baton/bin/pip install --no-cache-dir '.[vectors]'
 
 FROM python:3.11-slim
 COPY --from=build /opt/baton /opt/baton

@@ -39,6 +39,7 @@ from baton.server.settings import HandoffPolicy, Limits, Settings
 from baton.server.store_base import Topology
 from baton.server.topology import topology_of
 from baton.server.validation import check_namespace
+from baton.server.vectors import Vectors, vectors_for
 from baton.server.verify import Verifier
 
 # Namespace views are kept for reuse; past this many the cache starts over.
@@ -60,6 +61,7 @@ class Backend:
     # namespaces registered by this process (Namespace.admit)
     admitted: set[str] = field(init=False, default_factory=set)
     search_turns: SearchTurns = field(init=False)  # every namespace's searches take turns
+    vectors: Vectors | None = None  # the process's vector search (BATON_VECTORS)
 
     def __post_init__(self) -> None:
         self.search_turns = SearchTurns(self.limits.search_share)
@@ -104,6 +106,7 @@ class Namespace:
             self.limits.max_index_terms,
             backend.search_turns,
             self.limits.max_namespace_bytes,
+            backend.vectors,
         )
         self.activity = Activity(self.redis, self.scripts, self.keys, self.name, self.batch)
         self.heads = HeadHints()
@@ -164,6 +167,7 @@ class Namespace:
 def connect(settings: Settings, *, dispatch: bool = True) -> Backend:
     """The backend of ``settings``: the data Redis (the embedded one is started if needed)
     and, with ``dispatch``, the queue Redis RQ runs on. Close it with ``Backend.aclose``."""
+    vectors = vectors_for(settings.vectors, settings.vector_floor)
     data_url = redis_url(settings)
     client = async_redis(data_url)
     dispatcher = None
@@ -176,7 +180,7 @@ def connect(settings: Settings, *, dispatch: bool = True) -> Backend:
             client if shared else async_redis(rq_url),
             shares_data_redis=shared,
         )
-    return Backend(client, settings.limits, dispatcher, settings.handoffs)
+    return Backend(client, settings.limits, dispatcher, settings.handoffs, vectors)
 
 
 @asynccontextmanager

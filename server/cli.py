@@ -36,6 +36,7 @@ from baton.server.progress import ProgressReport
 from baton.server.settings import Settings
 from baton.server.tokens import TokenStore, parse_duration
 from baton.server.validation import check_agent, check_namespace
+from baton.server.vectors import VectorsUnavailable, vectors_for
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -247,6 +248,11 @@ def cmd_status(args: argparse.Namespace) -> int:
         report |= {"embedded": True, **embedded_server(settings).status()}
     if report.get("reachable") or report.get("running"):
         report["reindex_needed"] = asyncio.run(_stale_indexes(settings))
+    try:
+        on = vectors_for(settings.vectors, settings.vector_floor) is not None
+        report["vectors"] = "on" if on else f"off (BATON_VECTORS={settings.vectors})"
+    except VectorsUnavailable as error:
+        report["vectors"] = f"unavailable: {error}"
     print(json.dumps(report, indent=2))
     return 0
 
@@ -863,7 +869,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error("--port must be from 1 to 65535")
     try:
         result: int = args.handler(args)
-    except (BatonError, EmbeddedServerError) as error:
+    except (BatonError, EmbeddedServerError, VectorsUnavailable) as error:
         print(f"baton: {error}", file=sys.stderr)
         return 2
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as error:

@@ -167,6 +167,14 @@ class Keys:
     def search_stats(self) -> str:
         return f"{self.index}:stats"
 
+    @property
+    def search_vectors(self) -> str:
+        return f"{self.index}:vectors"
+
+    @property
+    def search_changes(self) -> str:
+        return f"{self.index}:changes"
+
     def search_term(self, term: str) -> str:
         return f"{self.index}:t:{term}"
 

@@ -39,6 +39,7 @@ from baton.server.codec import pack, unpack
 from baton.server.errors import QuotaReached, StoreUnavailable
 from baton.server.keys import Keys
 from baton.server.scripts import Scripts
+from baton.server.vectors import Near, Vectors
 
 PRUNE_ABOVE_POSTINGS = 2_000  # below this many postings a plain union is as cheap as pruning
 # One search's work in the server (postings read plus scores looked up): it runs inside the
@@ -52,6 +53,9 @@ MAX_QUERY_TERMS = 32  # a query is scored on this many of its terms, the most se
 # 158 searches/s; one at a time 5.1 ms, 216/s; share 0.5: 1.8-2.2 ms (1.0-1.2 alone), 73/s;
 # share 0.4 (the default): 1.2-1.4 x alone, 51/s.
 SEARCHES_AT_ONCE = 1
+RRF_K = (
+    60  # reciprocal rank fusion's constant (Cormack et al.): ranks past the first few matter less
+)
 LEXICAL = "lexical"  # the stats hash field naming the lexical rules the index was built with
 COUNTS_REFRESH_SECONDS = 5.0  # how stale the quota counts check_room reads may be
 # stats key -> (read at, distinct terms, stored value bytes), as last read by this process
@@ -145,6 +149,7 @@ class SearchIndex:
         max_terms: int | None = None,
         turns: SearchTurns | None = None,
         max_bytes: int | None = None,
+        vectors: Vectors | None = None,
     ) -> None:
         self.redis = redis
         self.script = scripts.search
@@ -159,6 +164,7 @@ class SearchIndex:
         self.max_terms = max_terms
         self.max_bytes = max_bytes
         self.turns = turns or SearchTurns()  # shared by a process's namespaces
+        self.vectors = vectors  # the process's vector search, None for BM25 alone
         # doc -> its terms when last indexed here (or read), newest INDEXED_KEPT docs
         self.indexed: OrderedDict[str, tuple[str, ...]] = OrderedDict()
 
@@ -178,7 +184,7 @@ class SearchIndex:
         old = self.indexed.get(doc, ())
         if text is None:
             self._note(doc, ())
-            return IndexCall(doc, list(old), [doc, "", "", 0, 0, *old])
+            return IndexCall(doc, list(old), [doc, "", "", 0, "", 0, *old])
         terms = Counter(lexical.terms(text))
         length = sum(terms.values())
         entry = {
@@ -191,19 +197,33 @@ class SearchIndex:
         postings = [item for term, count in terms.items() for item in (term, count)]
         gone = [term for term in old if term not in terms]
         meta = f"{kind}\t{project or ''}\t{agent or ''}\t{added}"
+        vector = b"" if self.vectors is None else self.vectors.encode(text)
         self._note(doc, tuple(terms))
         return IndexCall(
-            doc, [*terms, *gone], [doc, pack(entry), meta, length, len(terms), *postings, *gone]
+            doc,
+            [*terms, *gone],
+            [doc, pack(entry), meta, length, vector, len(terms), *postings, *gone],
         )
+
+    @property
+    def document_keys(self) -> list[str]:
+        """The keys every ``index_document`` call takes before the postings."""
+        keys = self.keys
+        return [
+            keys.search_docs,
+            keys.search_meta,
+            keys.search_stats,
+            keys.search_vectors,
+            keys.search_changes,
+        ]
+
+    def posting_keys(self, call: IndexCall) -> list[str]:
+        """The postings ``call`` touches, in its order."""
+        return [self.keys.search_term(term) for term in call.terms]
 
     def keys_of(self, call: IndexCall) -> list[str]:
         """The keys ``index_document`` takes for ``call``."""
-        return [
-            self.docs_key,
-            self.meta_key,
-            self.stats_key,
-            *(self.keys.search_term(term) for term in call.terms),
-        ]
+        return [*self.document_keys, *self.posting_keys(call)]
 
     def with_missing(self, call: IndexCall, missing: Iterable[bytes | str]) -> IndexCall:
         """``call`` given the postings of ``missing`` too (terms a script named)."""
@@ -310,14 +330,21 @@ class SearchIndex:
         project: str | None = None,
         agent: str | None = None,
     ) -> list[Hit]:
-        """The best ``limit`` documents for ``query`` by BM25 (k1 1.2, b 0.75).
+        """The best ``limit`` documents for ``query``: by BM25 (k1 1.2, b 0.75), fused with
+        the documents nearest it by meaning when the process has vectors (:meth:`_fused`).
 
         With ``project``, only documents of that project or of none (unscoped memories are
         shared); with ``agent``, only that agent's documents. Waits for its turn among the
         process's searches (:class:`SearchTurns`).
         """
         async with self.turns.turn():
-            return await self._scored(query, limit, kinds, project, agent)
+            hits = await self._scored(query, limit, kinds, project, agent)
+            if self.vectors is None:
+                return hits
+            near = await self.vectors.nearest(
+                self.redis, self.keys, query, limit, frozenset(kinds), project, agent
+            )
+            return _fused(hits, near, limit)
 
     async def _scored(
         self,
@@ -353,3 +380,33 @@ class SearchIndex:
                 )
             )
         return hits
+
+
+def _fused(hits: list[Hit], near: list[Near], limit: int) -> list[Hit]:
+    """Reciprocal rank fusion of the BM25 ranking and the vector ranking (each document
+    scores the sum of 1 / (RRF_K + its rank) over the lists it is in; only documents above
+    the similarity floor are in the vector list, so a document unrelated to the query never
+    enters): the best ``limit``, ``score`` the fused one. Equal scores keep BM25's order."""
+    fused: dict[str, tuple[float, int, Hit]] = {}
+    for rank, hit in enumerate(hits):
+        fused[hit.doc] = (1 / (RRF_K + rank + 1), rank, hit)
+    for rank, near_doc in enumerate(near):
+        score, order, hit = fused.get(
+            near_doc.doc,
+            (
+                0.0,
+                len(hits) + rank,
+                Hit(
+                    doc=near_doc.doc,
+                    kind=near_doc.kind,
+                    score=0.0,
+                    project=near_doc.project,
+                    agent=near_doc.agent,
+                ),
+            ),
+        )
+        fused[near_doc.doc] = (score + 1 / (RRF_K + rank + 1), order, hit)
+    ranked = sorted(fused.values(), key=lambda entry: (-entry[0], entry[1]))[:limit]
+    for score, _, hit in ranked:
+        hit.score = round(score, 6)
+    return [hit for _, _, hit in ranked]

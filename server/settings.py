@@ -18,6 +18,29 @@ AccessLog = Literal["all", "errors", "off"]
 ACCESS_LOG_CHOICES: tuple[AccessLog, ...] = get_args(AccessLog)
 
 APPENDFSYNC_CHOICES = ("always", "everysec", "no")
+VECTORS_CHOICES = ("auto", "on", "off")
+# Below this cosine similarity a document is not near a query (baton.server.vectors). Static
+# embeddings of texts about unrelated things reach 0.2-0.27 (the retrieval set's memories
+# against queries about cooking, sport, weather); on that set's paraphrases 0.25 found 0.78,
+# 0.3 0.67 and 0.35 0.67 (BM25 alone 0.56), MRR 0.911 / 0.901 / 0.880 (alone 0.894).
+VECTOR_FLOOR = 0.3
+
+
+def vectors_of(env: Mapping[str, str]) -> str:
+    """``BATON_VECTORS``: ``auto`` (vectors beside BM25 when the vectors extra is
+    installed), ``on`` (refuse to start without it) or ``off``."""
+    value = env.get("BATON_VECTORS", "auto").strip().lower()
+    if value not in VECTORS_CHOICES:
+        choices = ", ".join(VECTORS_CHOICES)
+        raise ValueError(f"BATON_VECTORS must be one of {choices}, got {value!r}")
+    return value
+
+
+def default_vectors() -> str:
+    """Settings' default: this environment's ``BATON_VECTORS``, as with the data dir (a
+    value it cannot take is :meth:`Settings.from_env`'s error to report, not a default's)."""
+    value = os.environ.get("BATON_VECTORS", "auto").strip().lower()
+    return value if value in VECTORS_CHOICES else "auto"
 
 
 def default_data_dir() -> Path:
@@ -92,6 +115,8 @@ class Settings:
     stop_seconds: float = 3.0
     checkpoint_seconds: float | None = 300.0
     session_idle_seconds: float = 24 * 3600
+    vectors: str = field(default_factory=default_vectors)  # auto | on | off (vectors.py)
+    vector_floor: float = VECTOR_FLOOR
     limits: Limits = field(default_factory=Limits)
     handoffs: HandoffPolicy = field(default_factory=HandoffPolicy)
 
@@ -110,7 +135,7 @@ class Settings:
         ``BATON_SIGNING_KEY``, ``BATON_CHECKPOINT_INTERVAL``, ``BATON_MAX_STREAMS``,
         ``BATON_MCP_SESSIONS``, ``BATON_MCP_IDLE_SECONDS``,
         ``BATON_ACCESS_LOG``,
-        ``BATON_STOP_SECONDS``,
+        ``BATON_STOP_SECONDS``, ``BATON_VECTORS``, ``BATON_VECTOR_FLOOR``,
         ``AGENTMEMORY_SECRET``, ``AGENTMEMORY_AGENT`` and the handoff policy variables."""
         env = os.environ if environ is None else environ
         appendfsync = env.get("BATON_APPENDFSYNC", "everysec")
@@ -142,6 +167,8 @@ class Settings:
                 if proxy.strip()
             ),
             session_idle_seconds=_number(env, "BATON_SESSION_IDLE_HOURS", 24.0, float) * 3600,
+            vectors=vectors_of(env),
+            vector_floor=_number(env, "BATON_VECTOR_FLOOR", VECTOR_FLOOR, float, highest=1.0),
             api_url=env.get("BATON_URL") or None,
             limits=Limits(
                 max_value_bytes=_number(env, "BATON_MAX_VALUE_BYTES", Limits.max_value_bytes, int),

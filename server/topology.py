@@ -53,7 +53,7 @@ class OneRedis:
         touch, event, search document), in one call."""
         keys = ns.keys
         follow_keys = [keys.refs, keys.agents, keys.events]
-        follow_keys += [keys.search_docs, keys.search_meta, keys.search_stats]
+        follow_keys += ns.search.document_keys
         follow_keys += [keys.tag(tag) for tag in write.tags]
         if write.session is not None:
             follow_keys += [keys.session(write.session), keys.session_touched(write.session)]
@@ -66,7 +66,7 @@ class OneRedis:
         if write.index is None:
             follow_args.append("")
         else:
-            follow_keys += ns.search.keys_of(write.index)[3:]
+            follow_keys += ns.search.posting_keys(write.index)
             follow_args += write.index.args
         reply: list[Any] = await ns.scripts.remember(
             keys=[*write.keys, *follow_keys], args=[*write.args, *follow_args]

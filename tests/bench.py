@@ -36,7 +36,8 @@ from baton.server.embedded import EmbeddedServer
 from baton.server.integrity import GENESIS_HASH, digest, version_body
 from baton.server.keys import Keys
 from baton.server.search import MAX_QUERY_TERMS
-from baton.server.settings import Limits
+from baton.server.settings import VECTOR_FLOOR, Limits
+from baton.server.vectors import vectors_for
 from tests.bench_growth import growth
 from tests.bench_http import (
     THROUGHPUT,
@@ -661,7 +662,9 @@ async def main(quick: bool, output: Path) -> None:
             )
 
         # -- retrieval quality on a labelled set, next to a textbook BM25 ------------------------
-        retrieval = await retrieval_table(backend)
+        vectors = vectors_for("auto", VECTOR_FLOOR)  # with the vectors extra installed
+        hybrid = None if vectors is None else Backend(client, Limits(), vectors=vectors)
+        retrieval = await retrieval_table(backend, hybrid)
 
         # -- how cost grows, then the server's memory with all that data ------------------------
         growth_table = [*retrieval, "", *await growth(api_url, store, api.pid, quick)]

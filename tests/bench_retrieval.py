@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from statistics import quantiles
 
@@ -29,7 +31,7 @@ import Stemmer
 from baton.server.backend import Backend, open_backend
 from baton.server.embedded import EmbeddedServer
 from baton.server.settings import Settings
-from tests.retrieval_set import MEMORIES, QUERIES, Query
+from tests.retrieval_set import MEMORIES, QUERIES, UNRELATED, Query
 
 Ranking = list[str]  # memory keys, best first
 REPEATS = 5  # each query is timed this many times
@@ -62,8 +64,10 @@ def contamination(ranking: Ranking, query: Query) -> int:
 class Result:
     """One system's rankings for every query, with the time each query took."""
 
-    def __init__(self, name: str, rankings: list[Ranking], seconds: list[float]) -> None:
-        self.name, self.rankings, self.seconds = name, rankings, seconds
+    def __init__(
+        self, name: str, rankings: list[Ranking], seconds: list[float], noise: int
+    ) -> None:
+        self.name, self.rankings, self.seconds, self.noise = name, rankings, seconds, noise
 
     def mean(self, measure: Callable[[Ranking, Query], float], kind: str | None = None) -> float:
         pairs = [
@@ -79,11 +83,12 @@ class Result:
         return (
             f"| {self.name} | {self.mean(lambda r, q: recall_at(r, q, 5)):.3f} "
             f"| {self.mean(reciprocal_rank):.3f} | {self.mean(lambda r, q: ndcg_at(r, q, 10)):.3f} "
-            f"| {contaminated} | {cuts[9]:.2f} / {cuts[18]:.2f} ms |"
+            f"| {contaminated} | {self.noise} | {cuts[9]:.2f} / {cuts[18]:.2f} ms |"
         )
 
 
-async def timed(search: Callable[[Query], Awaitable[Ranking]]) -> tuple[list[Ranking], list[float]]:
+async def measured(name: str, search: Callable[[Query], Awaitable[Ranking]]) -> Result:
+    """Every query timed ``REPEATS`` times, and the results the unrelated queries get."""
     rankings, seconds = [], []
     for query in QUERIES:
         for _ in range(REPEATS):
@@ -91,7 +96,8 @@ async def timed(search: Callable[[Query], Awaitable[Ranking]]) -> tuple[list[Ran
             ranking = await search(query)
             seconds.append(time.perf_counter() - started)
         rankings.append(ranking)
-    return rankings, seconds
+    noise = sum([len(await search(query)) for query in UNRELATED])
+    return Result(name, rankings, seconds, noise)
 
 
 async def baton_search(backend: Backend, namespace: str) -> Callable[[Query], Awaitable[Ranking]]:
@@ -137,20 +143,20 @@ def textbook_search() -> Callable[[Query], Awaitable[Ranking]]:
     return search
 
 
-async def retrieval_table(backend: Backend) -> list[str]:
-    """The retrieval tables (markdown lines), printed as they are measured."""
-    results = []
-    first = await baton_search(backend, "retrieval-a")
-    rankings, seconds = await timed(first)
-    results.append(Result("Baton (BM25, lexical layer)", rankings, seconds))
-    reloaded, _ = await timed(await baton_search(backend, "retrieval-b"))
-    results.append(
-        Result(
-            "textbook BM25 (bm25s, Lucene, stopwords, Snowball)", *await timed(textbook_search())
-        )
-    )
+async def retrieval_table(lexical: Backend, hybrid: Backend | None) -> list[str]:
+    """The retrieval tables (markdown lines), printed as they are measured: Baton with
+    BM25 alone (``lexical``), Baton with vectors (``hybrid``, when the vectors extra is
+    installed) and the textbook BM25."""
+    results = [await measured("Baton, BM25 alone", await baton_search(lexical, "retrieval-a"))]
+    reloaded = await measured("again", await baton_search(lexical, "retrieval-b"))
+    if hybrid is not None:
+        hybrid_search = await baton_search(hybrid, "retrieval-c")
+        results.append(await measured("Baton, BM25 + vectors", hybrid_search))
+    textbook = "textbook BM25 (bm25s, Lucene, stopwords, Snowball)"
+    results.append(await measured(textbook, textbook_search()))
     for result in results:
         print(result.row(), flush=True)
+    same = results[0].rankings == reloaded.rankings
     kinds = list(dict.fromkeys(query.kind for query in QUERIES))
     counts = {kind: sum(query.kind == kind for query in QUERIES) for kind in kinds}
     lines = [
@@ -160,13 +166,15 @@ async def retrieval_table(backend: Backend) -> list[str]:
         f"and {len(QUERIES)} queries (`tests/retrieval_set.py`), each searched within its "
         "project; the textbook BM25 searches the same texts in the same run. recall@5: the "
         "share of a query's relevant memories in its first 5; MRR: of the first relevant one; "
-        "nDCG@10: binary relevance; contamination: results from another project; the time of "
+        "nDCG@10: binary relevance; contamination: results from another project; unrelated: "
+        f"the results of {len(UNRELATED)} queries about nothing saved (cooking, weather, pets, "
+        "sport), all noise; the time of "
         "one query (Baton through the memory store on the embedded Valkey, the textbook in "
         f"memory). The same memories loaded twice rank "
-        f"{'identically' if rankings == reloaded else '**differently**'} in Baton.",
+        f"{'identically' if same else '**differently**'} in Baton.",
         "",
-        "| system | recall@5 | MRR | nDCG@10 | contamination | p50 / p95 |",
-        "|---|---|---|---|---|---|",
+        "| system | recall@5 | MRR | nDCG@10 | contamination | unrelated | p50 / p95 |",
+        "|---|---|---|---|---|---|---|",
         *(result.row() for result in results),
         "",
         "| recall@5 by kind of query | " + " | ".join(f"{k} ({counts[k]})" for k in kinds) + " |",
@@ -182,16 +190,20 @@ async def retrieval_table(backend: Backend) -> list[str]:
 
 
 async def main() -> None:
-    """The retrieval table alone, on an embedded Valkey of its own (make bench runs it too)."""
+    """The retrieval table alone, on an embedded Valkey of its own (make bench runs it too),
+    with the vectors settings of the environment (BATON_VECTORS, BATON_VECTOR_FLOOR)."""
     work = Path(tempfile.mkdtemp(prefix="baton-retrieval-"))
     embedded = EmbeddedServer(work)
-    async with open_backend(
-        Settings(redis_url=embedded.ensure_running()), dispatch=False
-    ) as backend:
-        try:
-            print("\n".join(await retrieval_table(backend)))
-        finally:
-            embedded.stop()
+    url = embedded.ensure_running()
+    configured = Settings.from_env({**os.environ, "BATON_REDIS_URL": url})
+    try:
+        async with (
+            open_backend(replace(configured, vectors="off"), dispatch=False) as lexical,
+            open_backend(configured, dispatch=False) as hybrid,
+        ):
+            print("\n".join(await retrieval_table(lexical, hybrid if hybrid.vectors else None)))
+    finally:
+        embedded.stop()
 
 
 if __name__ == "__main__":

@@ -56,8 +56,11 @@ def pytest_configure(config: pytest.Config) -> None:
     """Every Lua script, in this process and in every Baton process the tests start, refuses
     a command on a key it was not given (``scripts.py``): the whole suite checks that
     scripts declare their keys. Set here, not on import: the benchmarks import this module
-    and must measure Baton without the check."""
+    and must measure Baton without the check (and with vectors as installed)."""
     os.environ["BATON_LUA_KEY_CHECK"] = "1"
+    # Search is BM25 alone unless a test turns vectors on (tests/test_vectors.py): the
+    # suite's rankings and scores are BM25's, whether or not the vectors extra is installed.
+    os.environ["BATON_VECTORS"] = "off"
 
 
 @pytest.fixture(scope="session")

@@ -373,3 +373,11 @@ QUERIES = [
     Query("when do phone app versions go out", "mobile", ("mobile-release-train",), "paraphrase"),
     Query("customer purchase lookup is slow", "shop", ("shop-db-index",), "paraphrase"),
 ]
+
+# Queries about nothing the agents saved: every result they get is noise.
+UNRELATED = [
+    Query("banana smoothie recipe", "shop", (), "unrelated"),
+    Query("the weather in paris tomorrow", "infra", (), "unrelated"),
+    Query("my cat sleeps all day", "mobile", (), "unrelated"),
+    Query("who won the football world cup", "shop", (), "unrelated"),
+]

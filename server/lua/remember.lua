@@ -2,16 +2,16 @@
 -- versions; what the version holds and the head it was built on).
 -- A whole write on one Redis: the listing entries, the version, and what follows it.
 -- KEYS[4] the namespace's refs   KEYS[5] its agents   KEYS[6] its events stream
--- KEYS[7..9] the search index: docs hash, meta hash, stats hash (which also counts the
---   namespace's stored value bytes, 'bytes')
--- KEYS[10..9+T] each tag's set (T tags), then with a session (ARGV[9]): its hash, its
+-- KEYS[7..11] the search index: docs hash, meta hash, stats hash (which also counts the
+--   namespace's stored value bytes, 'bytes'), vectors hash, changes stream
+-- KEYS[12..11+T] each tag's set (T tags), then with a session (ARGV[9]): its hash, its
 --   touched hash, the sessions, the active sessions and the set of namespaces
 -- KEYS[after those] the postings the search document's index call names (index.lua)
 -- ARGV[11] the ref   ARGV[12] how many tags (T)   ARGV[13] the namespace   ARGV[14] now (µs)
 -- ARGV[15] how many XADD arguments the event has (E), ARGV[16..15+E] those arguments, from
 --   MAXLEN on (activity.event_args)
 -- ARGV[16+E] the search document ("" when the ref is not indexed), then what
---   index_document takes after it: entry, meta, length, term count, term / count
+--   index_document takes after it: entry, meta, length, vector, term count, term / count
 --   pairs, the further postings' terms
 --
 -- Returns {1, new_version} on success, its follow-ups run ({1, new_version, error} if one
@@ -27,13 +27,13 @@ if refused then
   return refused
 end
 local ref, tags, session = ARGV[11], tonumber(ARGV[12]), ARGV[9]
-local s = 10 + tags  -- the session's keys
+local s = 12 + tags  -- the session's keys
 local postings = s
 if session ~= '' then
   postings = s + 5
 end
 local document = 16 + tonumber(ARGV[15])
-local index_keys = {KEYS[7], KEYS[8], KEYS[9]}
+local index_keys = {KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]}
 for i = postings, #KEYS do  -- (unpack stops at Lua's stack limit: a document can have more)
   index_keys[#index_keys + 1] = KEYS[i]
 end
@@ -49,7 +49,7 @@ end
 -- Index first: listing finds every record written.
 redis.call('ZADD', KEYS[4], 0, ref)
 redis.call('SADD', KEYS[5], ARGV[5])
-for i = 10, 9 + tags do
+for i = 12, 11 + tags do
   redis.call('SADD', KEYS[i], ref)
 end
 local new = write_version()

@@ -1,0 +1,280 @@
+"""Vectors beside BM25: each search document's text as a static embedding, and the documents
+nearest a query by cosine similarity, for search to fuse with its BM25 ranking.
+
+The model is WordLlama (``l2_supercat``, its first 64 dimensions), whose weights ship in its
+PyPI wheel: nothing is downloaded at run time, and a short text embeds in about 0.1 ms. It
+is optional: the ``vectors`` extra installs it with numpy; without it, or with
+``BATON_VECTORS=off``, search is BM25 alone.
+
+The index script keeps each document's vector in its namespace's vectors hash, set and
+taken out with the document itself (save, supersede, update, forget, reindex), and names
+every document it adds or takes out in the namespace's changes stream. Each process keeps a
+copy of a namespace's vectors in memory (:class:`VectorCopy`): filled from the hash on its
+first search, brought up to date from the stream before each search, filled again if it
+fell further behind than the stream keeps.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+from baton.server import codec
+from baton.server.keys import Keys
+
+if TYPE_CHECKING:
+    import numpy as np
+
+MODEL = "wordllama l2_supercat"
+DIMS = 64  # of the model's 256: Matryoshka-trained, the first 64 carry most of its meaning
+CHANGES_READ = 1000  # changes-stream entries read per round trip
+LOAD_BATCH = 1000  # vectors read per round trip when a copy is filled
+
+
+class VectorsUnavailable(RuntimeError):
+    """BATON_VECTORS=on, but the vectors extra (WordLlama) is not installed."""
+
+
+class Embedder:
+    """The model, loaded once per process from its wheel."""
+
+    def __init__(self) -> None:
+        try:
+            import wordllama
+            from wordllama import WordLlama
+        except ImportError:
+            raise VectorsUnavailable(
+                "BATON_VECTORS=on needs the vectors extra: pip install 'baton-server[vectors]'"
+            ) from None
+        # The weights and tokenizer ship inside the package: point its cache there, never
+        # at the network (its own resolver looks for the tokenizer in a folder the wheel
+        # names otherwise).
+        home = Path(wordllama.__file__).parent
+        self.model = WordLlama.load(cache_dir=home, disable_download=True, trunc_dim=DIMS)
+
+    def embed(self, text: str) -> np.ndarray | None:
+        """``text`` as a unit vector (float32), or None when it has nothing to embed."""
+        import numpy as np
+
+        vector = self.model.embed([text], norm=False)[0].astype(np.float32)
+        length = float(np.linalg.norm(vector))
+        return vector / length if length > 0 else None
+
+    def encode(self, text: str) -> bytes:
+        """``text`` as stored: its unit vector in float16 (b"" when it has none)."""
+        vector = self.embed(text)
+        return b"" if vector is None else vector.astype("<f2").tobytes()
+
+
+class Near(NamedTuple):
+    doc: str
+    similarity: float
+    kind: str
+    project: str | None
+    agent: str | None
+
+
+@dataclass(eq=False)
+class VectorCopy:
+    """One process's copy of a namespace's vectors, with each document's kind, project and
+    agent for the filters."""
+
+    keys: Keys
+    last: bytes | None = None  # the changes-stream entry the copy is up to (None: not filled)
+    added: int = 0  # the stream's entries-added count at that entry
+    docs: list[str | None] = field(default_factory=list)
+    row_of: dict[str, int] = field(default_factory=dict)
+    free: list[int] = field(default_factory=list)
+    metas: list[tuple[str, str, str]] = field(default_factory=list)
+    matrix: Any = None  # rows × DIMS float32, unit vectors (zero rows are free)
+
+    async def refresh(self, redis: Redis) -> None:
+        """Bring the copy up to date: fill it the first time, or when changes it has not
+        read were trimmed from the stream (or the stream started over: a namespace cleared
+        by an import); else apply the changes since."""
+        if self.last is None:
+            await self._fill(redis)
+            return
+        while True:
+            pipe = redis.pipeline(transaction=False)
+            pipe.xinfo_stream(self.keys.search_changes)
+            pipe.xrange(self.keys.search_changes, b"(" + self.last, "+", count=CHANGES_READ)
+            info, entries = await pipe.execute(raise_on_error=False)
+            if isinstance(info, ResponseError):  # no stream: nothing changed, or it was cleared
+                if self.added:
+                    await self._fill(redis)
+                return
+            added, length = int(info["entries-added"]), int(info["length"])
+            if added < self.added or length < added - self.added:
+                await self._fill(redis)
+                return
+            if isinstance(entries, Exception) or not entries:
+                return
+            self.last = _id_bytes(entries[-1][0])
+            self.added += len(entries)
+            changed = [codec.text(fields[b"doc"]) for _, fields in entries if fields]
+            await self._read(redis, list(dict.fromkeys(changed)))
+            if len(entries) < CHANGES_READ:
+                return
+
+    async def _fill(self, redis: Redis) -> None:
+        import numpy as np
+
+        try:  # where the stream is before the hash is read: later changes apply on top
+            info = await redis.xinfo_stream(self.keys.search_changes)
+            self.last, self.added = _id_bytes(info["last-generated-id"]), int(info["entries-added"])
+        except ResponseError:
+            self.last, self.added = b"0-0", 0
+        self.docs, self.row_of, self.free, self.metas = [], {}, [], []
+        self.matrix = np.zeros((0, DIMS), dtype=np.float32)
+        docs: list[str] = []
+        async for doc, _ in redis.hscan_iter(self.keys.search_vectors, count=LOAD_BATCH):
+            docs.append(codec.text(doc))
+            if len(docs) == LOAD_BATCH:
+                await self._read(redis, docs)
+                docs = []
+        await self._read(redis, docs)
+
+    async def _read(self, redis: Redis, docs: list[str]) -> None:
+        """Set each of ``docs`` to what the namespace holds now (or drop it)."""
+        if not docs:
+            return
+        pipe = redis.pipeline(transaction=False)
+        pipe.hmget(self.keys.search_vectors, docs)
+        pipe.hmget(self.keys.search_meta, docs)
+        vectors, metas = await pipe.execute()
+        for doc, vector, meta in zip(docs, vectors, metas, strict=True):
+            if vector and meta:
+                self._put(doc, vector, codec.text(meta))
+            else:
+                self._drop(doc)
+
+    def _put(self, doc: str, vector: bytes, meta: str) -> None:
+        import numpy as np
+
+        row = self.row_of.get(doc)
+        if row is None:
+            row = self.free.pop() if self.free else self._grow()
+            self.row_of[doc] = row
+            self.docs[row] = doc
+        kind, project, agent = [*meta.split("\t"), "", ""][:3]
+        self.metas[row] = (kind, project, agent)
+        self.matrix[row] = np.frombuffer(vector, dtype="<f2").astype(np.float32)
+
+    def _grow(self) -> int:
+        import numpy as np
+
+        row = len(self.docs)
+        if row == len(self.matrix):
+            grown = np.zeros((max(16, 2 * row), DIMS), dtype=np.float32)
+            grown[:row] = self.matrix
+            self.matrix = grown
+        self.docs.append(None)
+        self.metas.append(("", "", ""))
+        return row
+
+    def _drop(self, doc: str) -> None:
+        row = self.row_of.pop(doc, None)
+        if row is not None:
+            self.docs[row] = None
+            self.metas[row] = ("", "", "")
+            self.matrix[row] = 0
+            self.free.append(row)
+
+    def nearest(
+        self,
+        query: np.ndarray,
+        limit: int,
+        floor: float,
+        kinds: frozenset[str],
+        project: str | None,
+        agent: str | None,
+    ) -> list[Near]:
+        """The documents at least ``floor`` similar to ``query`` that the filters want
+        (kind in ``kinds`` if given; of ``project`` or none; of ``agent`` or none), best
+        first, at most ``limit``."""
+        import numpy as np
+
+        rows = len(self.docs)
+        if not rows:
+            return []
+        similarity = self.matrix[:rows] @ query
+        candidates = np.flatnonzero(similarity >= floor)
+        ranked = candidates[np.argsort(-similarity[candidates], kind="stable")]
+        found = []
+        for row in ranked:
+            doc = self.docs[row]
+            kind, doc_project, doc_agent = self.metas[row]
+            if doc is None or (kinds and kind not in kinds):
+                continue
+            if project and doc_project not in ("", project):
+                continue
+            if agent and doc_agent not in ("", agent):
+                continue
+            found.append(
+                Near(doc, float(similarity[row]), kind, doc_project or None, doc_agent or None)
+            )
+            if len(found) == limit:
+                break
+        return found
+
+
+class Vectors:
+    """A process's vector search: its embedder and a copy of each namespace's vectors."""
+
+    def __init__(self, floor: float) -> None:
+        self.floor = floor
+        self.copies: dict[str, VectorCopy] = {}
+        self._embedder: Embedder | None = None
+
+    @property
+    def embedder(self) -> Embedder:
+        """The model, loaded on first use (a command that never indexes or searches never
+        pays for it)."""
+        if self._embedder is None:
+            self._embedder = Embedder()
+        return self._embedder
+
+    def encode(self, text: str) -> bytes:
+        return self.embedder.encode(text)
+
+    async def nearest(
+        self,
+        redis: Redis,
+        keys: Keys,
+        query: str,
+        limit: int,
+        kinds: frozenset[str],
+        project: str | None,
+        agent: str | None,
+    ) -> list[Near]:
+        vector = self.embedder.embed(query)
+        if vector is None:
+            return []
+        copy = self.copies.setdefault(keys.base, VectorCopy(keys))
+        await copy.refresh(redis)
+        return copy.nearest(vector, limit, self.floor, kinds, project, agent)
+
+
+def _id_bytes(entry: object) -> bytes:
+    """A stream entry id as bytes (redis-py types it loosely)."""
+    return entry if isinstance(entry, bytes) else str(entry).encode()
+
+
+def vectors_for(setting: str, floor: float) -> Vectors | None:
+    """The process's vector search for ``BATON_VECTORS``: None when ``off``, or ``auto``
+    without the vectors extra; ``VectorsUnavailable`` when ``on`` without it."""
+    if setting == "off":
+        return None
+    if importlib.util.find_spec("wordllama") is None:
+        if setting == "on":
+            raise VectorsUnavailable(
+                "BATON_VECTORS=on needs the vectors extra: pip install 'baton-server[vectors]'"
+            )
+        return None
+    return Vectors(floor)
