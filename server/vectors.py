@@ -16,7 +16,9 @@ fell further behind than the stream keeps.
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -34,6 +36,8 @@ MODEL = "wordllama l2_supercat"
 DIMS = 64  # of the model's 256: Matryoshka-trained, the first 64 carry most of its meaning
 CHANGES_READ = 1000  # changes-stream entries read per round trip
 LOAD_BATCH = 1000  # vectors read per round trip when a copy is filled
+SORTED_FIRST = 4096  # candidates sorted before the filters; the rest only when they need it
+INLINE_ROWS = 20_000  # above this many vectors a search computes in a thread
 
 
 class VectorsUnavailable(RuntimeError):
@@ -205,22 +209,21 @@ class VectorCopy:
             return []
         similarity = self.matrix[:rows] @ query
         candidates = np.flatnonzero(similarity >= floor)
-        ranked = candidates[np.argsort(-similarity[candidates], kind="stable")]
-        found = []
-        for row in ranked:
-            doc = self.docs[row]
-            kind, doc_project, doc_agent = self.metas[row]
-            if doc is None or (kinds and kind not in kinds):
-                continue
-            if project and doc_project not in ("", project):
-                continue
-            if agent and doc_agent not in ("", agent):
-                continue
-            found.append(
-                Near(doc, float(similarity[row]), kind, doc_project or None, doc_agent or None)
-            )
-            if len(found) == limit:
-                break
+        found: list[Near] = []
+        for ranked in _best_first(candidates, similarity):
+            for row in ranked:
+                doc = self.docs[row]
+                kind, doc_project, doc_agent = self.metas[row]
+                if doc is None or (kinds and kind not in kinds):
+                    continue
+                if project and doc_project not in ("", project):
+                    continue
+                if agent and doc_agent not in ("", agent):
+                    continue
+                similar = float(similarity[row])
+                found.append(Near(doc, similar, kind, doc_project or None, doc_agent or None))
+                if len(found) == limit:
+                    return found
         return found
 
 
@@ -258,7 +261,12 @@ class Vectors:
             return []
         copy = self.copies.setdefault(keys.base, VectorCopy(keys))
         await copy.refresh(redis)
-        return copy.nearest(vector, limit, self.floor, kinds, project, agent)
+        if len(copy.docs) <= INLINE_ROWS:
+            return copy.nearest(vector, limit, self.floor, kinds, project, agent)
+        # numpy lets go of the GIL while it multiplies: the event loop serves meanwhile
+        return await asyncio.to_thread(
+            copy.nearest, vector, limit, self.floor, kinds, project, agent
+        )
 
 
 def _id_bytes(entry: object) -> bytes:
@@ -278,3 +286,18 @@ def vectors_for(setting: str, floor: float) -> Vectors | None:
             )
         return None
     return Vectors(floor)
+
+
+def _best_first(candidates: np.ndarray, similarity: np.ndarray) -> Iterator[np.ndarray]:
+    """``candidates`` (rows) by similarity, best first: the best ``SORTED_FIRST`` sorted at
+    once, the rest sorted only if the caller reads on (its filters left it short)."""
+    import numpy as np
+
+    if len(candidates) > SORTED_FIRST:
+        split = np.argpartition(-similarity[candidates], SORTED_FIRST - 1)
+        head, tail = candidates[split[:SORTED_FIRST]], candidates[split[SORTED_FIRST:]]
+    else:
+        head, tail = candidates, candidates[:0]
+    yield head[np.argsort(-similarity[head], kind="stable")]
+    if len(tail):
+        yield tail[np.argsort(-similarity[tail], kind="stable")]

@@ -147,13 +147,16 @@ def test_appendfsync_always_is_configurable(data_dir: Path) -> None:
 
 
 def test_configured_redis_url_starts_nothing(data_dir: Path, redis_url: str) -> None:
-    """With BATON_REDIS_URL set, status reports that server and no embedded one is started."""
+    """With BATON_REDIS_URL set, status reports that server (and what its search needs) and no
+    embedded one is started."""
     report = json.loads(baton("status", data_dir=data_dir, BATON_REDIS_URL=redis_url).stdout)
     assert report == {
         "baton_version": version("baton-server"),
         "redis": redis_url,
         "embedded": False,
         "reachable": True,
+        "reindex_needed": [],
+        "vectors": "off (BATON_VECTORS=off)",
     }
     assert not data_dir.exists()
 
