@@ -267,7 +267,9 @@ async def main(quick: bool, output: Path) -> None:
     growth_table: list[str] = []
     processes: list[subprocess.Popen[bytes]] = []
     client = async_redis(url)
-    backend = Backend(client, Limits())
+    # Baton as installed here: with vectors when the vectors extra is (as the API it starts)
+    vectors = vectors_for("auto", VECTOR_FLOOR)
+    backend = Backend(client, Limits(), vectors=vectors)
     raw = redis.Redis.from_url(url)
 
     def row(
@@ -662,12 +664,26 @@ async def main(quick: bool, output: Path) -> None:
             )
 
         # -- retrieval quality on a labelled set, next to a textbook BM25 ------------------------
-        vectors = vectors_for("auto", VECTOR_FLOOR)  # with the vectors extra installed
-        hybrid = None if vectors is None else Backend(client, Limits(), vectors=vectors)
-        retrieval = await retrieval_table(backend, hybrid)
+        retrieval = await retrieval_table(
+            Backend(client, Limits()), None if vectors is None else backend
+        )
 
         # -- how cost grows, then the server's memory with all that data ------------------------
-        growth_table = [*retrieval, "", *await growth(api_url, store, api.pid, quick)]
+        # the same API with BM25 alone, for the growth table's search column beside it
+        lexical_port = free_port()
+        lexical_api = start(
+            [*BATON_SERVE, "--port", str(lexical_port)],
+            work / "api-lexical.log",
+            {**env, "BATON_VECTORS": "off"},
+        )
+        processes.append(lexical_api)
+        lexical_url = f"http://127.0.0.1:{lexical_port}"
+        wait_for_http(lexical_url, lexical_api, work / "api-lexical.log")
+        growth_table = [
+            *retrieval,
+            "",
+            *await growth(api_url, store, api.pid, quick, (lexical_url, lexical_api.pid)),
+        ]
         api_rss = psutil.Process(api.pid).memory_info().rss / 2**20
         redis_memory = raw.info()["used_memory"] / 2**20
         records, packets = (

@@ -108,8 +108,12 @@ class Seeder:
             await import_dump(self.store.ns, lines)
 
 
-async def growth(api_url: str, store: RecordStore, api_pid: int, quick: bool) -> list[str]:
-    """The growth table (markdown lines), printed as it is measured."""
+async def growth(
+    api_url: str, store: RecordStore, api_pid: int, quick: bool, lexical: tuple[str, int]
+) -> list[str]:
+    """The growth table (markdown lines), printed as it is measured. ``lexical``: the URL
+    and pid of the same API with vectors off, whose searches stand beside the first's."""
+    vectors = store.ns.search.vectors is not None
     sizes = [1_000, 10_000, 100_000] + ([] if quick else [1_000_000])
     depths = [10, 1_000, 10_000 if quick else 100_000]
     seeder = await Seeder.create(store)
@@ -125,18 +129,23 @@ async def growth(api_url: str, store: RecordStore, api_pid: int, quick: bool) ->
         "version, and a signed checkpoint of the whole namespace (`POST /v1/checkpoints`, "
         "the API's RSS before and after it: computing one streams the refs). Records carry 12 "
         "words each; the namespace also holds the memories of the `memory_recall` scenario, "
-        "in the same search index.",
+        "in the same search index. Search is measured twice: by an API with BM25 alone "
+        "(`BATON_VECTORS=off`) and by one fusing vectors"
+        + (
+            " (the vectors extra installed; the vocabulary's made-up words embed alike, so "
+            "every document is above the similarity floor: the vector path's worst case)."
+            if vectors
+            else " (not measured: the vectors extra is not installed)."
+        ),
         "",
-        "| records | remember p50 | recall p50 | search p50 / p95 | verify | checkpoint | "
-        "API RSS |",
-        "|---|---|---|---|---|---|---|",
+        "| records | remember p50 | recall p50 | search p50 / p95, BM25 | search p50 / p95, "
+        "with vectors | verify | checkpoint | API RSS |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     async with httpx.AsyncClient(base_url=api_url, headers=headers, timeout=60) as http:
 
-        def probe(scenario: Scenario) -> WrkRun:
-            return wrk(
-                api_url, scenario, connections=1, seconds=PROBE_SECONDS, server_pids=[api_pid]
-            )
+        def probe(scenario: Scenario, url: str = api_url, pid: int = api_pid) -> WrkRun:
+            return wrk(url, scenario, connections=1, seconds=PROBE_SECONDS, server_pids=[pid])
 
         def refs() -> list[str]:
             return [f"growth/r{rng.randrange(seeder.records):07d}" for _ in range(VARIANTS)]
@@ -156,7 +165,14 @@ async def growth(api_url: str, store: RecordStore, api_pid: int, quick: bool) ->
                 + urlencode({"query": " ".join(rng.choices(VOCABULARY, WEIGHTS, k=2)), "limit": 10})
                 for _ in range(VARIANTS)
             ]
-            searches = probe(Scenario("search", queries))
+            bm25 = probe(Scenario("search", queries), *lexical)
+            fused = "-"
+            if vectors:
+                # the first search after seeding fills the API's copy of the vectors (the
+                # seed outran the changes stream): not part of a search's cost
+                (await http.get(queries[0], timeout=600)).raise_for_status()
+                searches = probe(Scenario("search", queries))
+                fused = f"{searches.p50_ms:.2f} / {searches.p95_ms:.2f} ms"
             started = time.perf_counter()
             stats = await store.ns.verifier.stats(verify=True, scope="growth")
             seconds = time.perf_counter() - started
@@ -169,7 +185,7 @@ async def growth(api_url: str, store: RecordStore, api_pid: int, quick: bool) ->
             rss = api.memory_info().rss / 2**20
             row = (
                 f"| {size:,} | {writes.p50_ms:.2f} ms | {reads.p50_ms:.2f} ms | "
-                f"{searches.p50_ms:.2f} / {searches.p95_ms:.2f} ms | "
+                f"{bm25.p50_ms:.2f} / {bm25.p95_ms:.2f} ms | {fused} | "
                 f"{stats.checked_versions:,} versions in {seconds:.1f} s "
                 f"({(stats.checked_versions or 0) / seconds:,.0f}/s) | "
                 f"{taken.json()['records']:,} records in {checkpoint_seconds:.1f} s | "
