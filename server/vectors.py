@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +37,12 @@ MODEL = "wordllama l2_supercat"
 DIMS = 64  # of the model's 256: Matryoshka-trained, the first 64 carry most of its meaning
 CHANGES_READ = 1000  # changes-stream entries read per round trip
 LOAD_BATCH = 1000  # vectors read per round trip when a copy is filled
-SORTED_FIRST = 4096  # candidates sorted before the filters; the rest only when they need it
+# A search sorts the rows likely to hold its best WANTED_PER_HIT × limit first (the cut
+# estimated from SAMPLE_SIZE rows, with SAMPLE_MARGIN to spare); the rest only if the
+# filters need them. At a million rows this spares a partition of all of them (~8 ms).
+WANTED_PER_HIT = 8
+SAMPLE_SIZE = 8192
+SAMPLE_MARGIN = 4
 INLINE_ROWS = 20_000  # above this many vectors a search computes in a thread
 
 
@@ -94,8 +100,11 @@ class VectorCopy:
     docs: list[str | None] = field(default_factory=list)
     row_of: dict[str, int] = field(default_factory=dict)
     free: list[int] = field(default_factory=list)
-    metas: list[tuple[str, str, str]] = field(default_factory=list)
     matrix: Any = None  # rows × DIMS float32, unit vectors (zero rows are free)
+    # each row's kind, project and agent as codes of ``names`` (0: none), for the filters
+    fields: Any = None  # rows × 3 int32
+    names: list[str] = field(default_factory=lambda: [""])
+    code_of: dict[str, int] = field(default_factory=lambda: {"": 0})
 
     async def refresh(self, redis: Redis) -> None:
         """Bring the copy up to date: fill it the first time, or when changes it has not
@@ -134,8 +143,9 @@ class VectorCopy:
             self.last, self.added = _id_bytes(info["last-generated-id"]), int(info["entries-added"])
         except ResponseError:
             self.last, self.added = b"0-0", 0
-        self.docs, self.row_of, self.free, self.metas = [], {}, [], []
+        self.docs, self.row_of, self.free = [], {}, []
         self.matrix = np.zeros((0, DIMS), dtype=np.float32)
+        self.fields = np.zeros((0, 3), dtype=np.int32)
         docs: list[str] = []
         async for doc, _ in redis.hscan_iter(self.keys.search_vectors, count=LOAD_BATCH):
             docs.append(codec.text(doc))
@@ -166,27 +176,32 @@ class VectorCopy:
             row = self.free.pop() if self.free else self._grow()
             self.row_of[doc] = row
             self.docs[row] = doc
-        kind, project, agent = [*meta.split("\t"), "", ""][:3]
-        self.metas[row] = (kind, project, agent)
+        self.fields[row] = [self._code(name) for name in [*meta.split("\t"), "", ""][:3]]
         self.matrix[row] = np.frombuffer(vector, dtype="<f2").astype(np.float32)
+
+    def _code(self, name: str) -> int:
+        code = self.code_of.get(name)
+        if code is None:
+            code = self.code_of[name] = len(self.names)
+            self.names.append(name)
+        return code
 
     def _grow(self) -> int:
         import numpy as np
 
         row = len(self.docs)
         if row == len(self.matrix):
-            grown = np.zeros((max(16, 2 * row), DIMS), dtype=np.float32)
-            grown[:row] = self.matrix
-            self.matrix = grown
+            size = max(16, 2 * row)
+            self.matrix = np.concatenate([self.matrix, np.zeros((size - row, DIMS), np.float32)])
+            self.fields = np.concatenate([self.fields, np.zeros((size - row, 3), np.int32)])
         self.docs.append(None)
-        self.metas.append(("", "", ""))
         return row
 
     def _drop(self, doc: str) -> None:
         row = self.row_of.pop(doc, None)
         if row is not None:
             self.docs[row] = None
-            self.metas[row] = ("", "", "")
+            self.fields[row] = 0
             self.matrix[row] = 0
             self.free.append(row)
 
@@ -201,29 +216,34 @@ class VectorCopy:
     ) -> list[Near]:
         """The documents at least ``floor`` similar to ``query`` that the filters want
         (kind in ``kinds`` if given; of ``project`` or none; of ``agent`` or none), best
-        first, at most ``limit``."""
+        first, at most ``limit``: the filters are masks over every row, then only the best
+        are sorted."""
+
         import numpy as np
 
         rows = len(self.docs)
         if not rows:
             return []
         similarity = self.matrix[:rows] @ query
-        candidates = np.flatnonzero(similarity >= floor)
+        if kinds or project or agent:
+            kind_of, project_of, agent_of = self.fields[:rows].T
+            wanted = similarity >= floor
+            if kinds:
+                wanted &= np.isin(kind_of, [self.code_of.get(kind, -1) for kind in kinds])
+            for name, of in ((project, project_of), (agent, agent_of)):
+                if name:  # that one's, or no one's
+                    wanted &= (of == 0) | (of == self.code_of.get(name, -1))
+            similarity = np.where(wanted, similarity, -np.inf)
         found: list[Near] = []
-        for ranked in _best_first(candidates, similarity):
-            for row in ranked:
+        for ranked in _best_first(similarity, floor, WANTED_PER_HIT * limit):
+            for row in ranked[: limit - len(found)]:
+                kind, doc_project, doc_agent = (self.names[code] for code in self.fields[row])
                 doc = self.docs[row]
-                kind, doc_project, doc_agent = self.metas[row]
-                if doc is None or (kinds and kind not in kinds):
-                    continue
-                if project and doc_project not in ("", project):
-                    continue
-                if agent and doc_agent not in ("", agent):
-                    continue
+                assert doc is not None  # a free row is a zero vector: below any floor
                 similar = float(similarity[row])
                 found.append(Near(doc, similar, kind, doc_project or None, doc_agent or None))
-                if len(found) == limit:
-                    return found
+            if len(found) == limit:
+                break
         return found
 
 
@@ -288,16 +308,21 @@ def vectors_for(setting: str, floor: float) -> Vectors | None:
     return Vectors(floor)
 
 
-def _best_first(candidates: np.ndarray, similarity: np.ndarray) -> Iterator[np.ndarray]:
-    """``candidates`` (rows) by similarity, best first: the best ``SORTED_FIRST`` sorted at
-    once, the rest sorted only if the caller reads on (its filters left it short)."""
+def _best_first(similarity: np.ndarray, floor: float, wanted: int) -> Iterator[np.ndarray]:
+    """The rows at least ``floor`` similar, best first, in two sorted tiers: those above a
+    cut that about ``SAMPLE_MARGIN`` × ``wanted`` rows reach (estimated from an evenly spaced
+    sample, so no pass over all rows sorts or partitions them), then, only if the caller
+    reads on (its filters left it short), the rest."""
     import numpy as np
 
-    if len(candidates) > SORTED_FIRST:
-        split = np.argpartition(-similarity[candidates], SORTED_FIRST - 1)
-        head, tail = candidates[split[:SORTED_FIRST]], candidates[split[SORTED_FIRST:]]
-    else:
-        head, tail = candidates, candidates[:0]
+    cut = floor
+    rows = len(similarity)
+    if rows > SAMPLE_SIZE:
+        sample = np.sort(similarity[:: rows // SAMPLE_SIZE])
+        reached = min(len(sample), math.ceil(len(sample) * wanted * SAMPLE_MARGIN / rows))
+        cut = max(floor, float(sample[-reached]))
+    head = np.flatnonzero(similarity >= cut)
     yield head[np.argsort(-similarity[head], kind="stable")]
-    if len(tail):
+    if cut > floor:
+        tail = np.flatnonzero((similarity >= floor) & (similarity < cut))
         yield tail[np.argsort(-similarity[tail], kind="stable")]
