@@ -53,9 +53,8 @@ MAX_QUERY_TERMS = 32  # a query is scored on this many of its terms, the most se
 # 158 searches/s; one at a time 5.1 ms, 216/s; share 0.5: 1.8-2.2 ms (1.0-1.2 alone), 73/s;
 # share 0.4 (the default): 1.2-1.4 x alone, 51/s.
 SEARCHES_AT_ONCE = 1
-RRF_K = (
-    60  # reciprocal rank fusion's constant (Cormack et al.): ranks past the first few matter less
-)
+# Reciprocal rank fusion's constant (Cormack et al.): how fast lower ranks count less.
+RRF_K = 60
 LEXICAL = "lexical"  # the stats hash field naming the lexical rules the index was built with
 COUNTS_REFRESH_SECONDS = 5.0  # how stale the quota counts check_room reads may be
 # stats key -> (read at, distinct terms, stored value bytes), as last read by this process

@@ -46,6 +46,9 @@ SAMPLE_MARGIN = 4
 INLINE_ROWS = 20_000  # above this many vectors a search computes in a thread
 
 
+NOT_INSTALLED = "BATON_VECTORS=on needs the vectors extra: pip install 'baton-server[vectors]'"
+
+
 class VectorsUnavailable(RuntimeError):
     """BATON_VECTORS=on, but the vectors extra (WordLlama) is not installed."""
 
@@ -58,9 +61,7 @@ class Embedder:
             import wordllama
             from wordllama import WordLlama
         except ImportError:
-            raise VectorsUnavailable(
-                "BATON_VECTORS=on needs the vectors extra: pip install 'baton-server[vectors]'"
-            ) from None
+            raise VectorsUnavailable(NOT_INSTALLED) from None
         # The weights and tokenizer ship inside the package: point its cache there, never
         # at the network (its own resolver looks for the tokenizer in a folder the wheel
         # names otherwise).
@@ -301,9 +302,7 @@ def vectors_for(setting: str, floor: float) -> Vectors | None:
         return None
     if importlib.util.find_spec("wordllama") is None:
         if setting == "on":
-            raise VectorsUnavailable(
-                "BATON_VECTORS=on needs the vectors extra: pip install 'baton-server[vectors]'"
-            )
+            raise VectorsUnavailable(NOT_INSTALLED)
         return None
     return Vectors(floor)
 
