@@ -70,17 +70,20 @@ local function answer(docs)
   return found
 end
 
--- Fagin's threshold algorithm: read every term's postings best part first, in blocks that
--- double (a list with little left is read to its end); score each new document exactly
--- (ZMSCORE on every term) and keep those the filters want. A document not read yet scores
--- at most the sum of weight × the last part read in each list not read to its end; once
--- the limit-th best kept score reaches that sum, the result is final. Gives up (nil) once
--- it has read a quarter of the postings, when a union of them all is within what is left
--- of the budget.
+-- Fagin's threshold algorithm: read the terms' postings best part first, in blocks that
+-- double, each term's share of a round's reads in proportion to its part of the bound (a
+-- rare term's short list is read to its end first; a list with little left is read to its
+-- end); score each new document exactly (its parts read this round, the others looked up
+-- with ZMSCORE), and read the filters (the meta) only of documents that could still be among
+-- the best. A document not read yet scores at most the sum of weight × the last part read
+-- in each list not read to its end; once the limit-th best kept score is above that sum,
+-- the result is final. Gives up (nil) once it has read a quarter of the postings, when a
+-- union of them all is within what is left of the budget.
 -- The budget holds for every read: a round reads at most what it can also score with the
--- work left (a posting read costs 1, scoring a document #terms), so one query's postings
--- read plus scores looked up never pass it. Then it answers the best documents of what it
--- read (the best parts of every term's postings): one query never holds the server long.
+-- work left (a posting read costs 1, a part looked up 1: a document scored costs #terms),
+-- so one query's postings read plus parts looked up never pass it. Then it answers the
+-- best documents of what it read (the best parts of every term's postings): one query
+-- never holds the server long.
 local budget = tonumber(ARGV[6])
 local function best_of(docs, floor)
   local order = {}
@@ -92,79 +95,111 @@ local function best_of(docs, floor)
   return answer(order)
 end
 
+-- a term's part of the bound: weight × the last part read (its weight before any read)
+local function reach(term)
+  return term.weight * (term.read > 0 and term.last or 1)
+end
+
 local function threshold_top()
-  local seen, docs, best = {}, {}, {}
+  local seen, docs, best = {}, {}, {}  -- seen[doc]: the round that first read it
   local block = math.max(limit, 10)
-  local work = 0
+  local work, scored, round = 0, 0, 0
   while true do
-    local open = 0
+    round = round + 1
+    local open, shares = 0, 0
     for _, term in ipairs(terms) do
       if term.read < term.frequency then
         open = open + 1
+        shares = shares + reach(term)
       end
     end
-    -- the reads this round may take: what is left of the budget once they are scored too,
-    -- at least one posting of every term open (the first round reads that much in any case)
-    local allowance = math.floor((budget - work) / (1 + #terms))
+    local allowance = math.floor((budget - work) / #terms)
     if work == 0 then
       allowance = math.max(allowance, open)
     end
     local starved = allowance < open
     local fresh, bound = {}, 0
-    for _, term in ipairs(terms) do
+    local known = {}  -- known[t][doc]: the part of term t read this round
+    for t, term in ipairs(terms) do
+      local parts = {}
+      known[t] = parts
       if term.read < term.frequency and not starved then
-        local share = math.floor(allowance / open)
+        local share = math.max(1, math.floor(allowance * reach(term) / shares))
         local rest = term.frequency - term.read
         local count = math.min(block, share)
         if rest <= 4 * block and rest <= share then
           count = rest
         end
         local entries = redis.call('ZRANGE', term.key, term.read, term.read + count - 1, 'REV', 'WITHSCORES')
-        term.read = term.read + #entries / 2
-        work = work + #entries / 2
-        allowance = allowance - #entries / 2
-        open = open - 1
-        if #entries > 0 then
-          term.last = tonumber(entries[#entries])
-        end
+        local read = #entries / 2
+        term.read = term.read + read
+        work = work + read
         for j = 1, #entries, 2 do
-          if not seen[entries[j]] then
-            seen[entries[j]] = true
-            fresh[#fresh + 1] = entries[j]
+          local doc = entries[j]
+          local first = seen[doc]
+          if not first then
+            seen[doc] = round
+            fresh[#fresh + 1] = doc
           end
+          if (first or round) == round then
+            parts[doc] = tonumber(entries[j + 1])
+          end
+        end
+        if read > 0 then
+          term.last = tonumber(entries[#entries])
         end
       end
       if term.read < term.frequency then
         bound = bound + term.weight * term.last
       end
     end
-    for from = 1, #fresh, 1000 do
-      local batch = {unpack(fresh, from, math.min(#fresh, from + 999))}
-      local found = redis.call('HMGET', KEYS[2], unpack(batch))
-      local kept, kept_meta, sums = {}, {}, {}
-      for j = 1, #batch do
-        if wanted(found[j]) then
-          kept[#kept + 1] = batch[j]
-          kept_meta[#kept] = found[j]
+    -- each fresh document's exact score: the parts read this round, the others looked up
+    local sums = {}
+    for j = 1, #fresh do
+      sums[j] = 0
+    end
+    for t, term in ipairs(terms) do
+      local parts, missing, at = known[t], {}, {}
+      for j, doc in ipairs(fresh) do
+        local part = parts[doc]
+        if part then
+          sums[j] = sums[j] + term.weight * part
+        else
+          missing[#missing + 1] = doc
+          at[#at + 1] = j
         end
       end
-      for j = 1, #kept do
-        sums[j] = 0
-      end
-      if #kept > 0 then
-        work = work + #kept * #terms
-        for _, term in ipairs(terms) do
-          local parts = redis.call('ZMSCORE', term.key, unpack(kept))
-          for j = 1, #kept do
-            if parts[j] then
-              sums[j] = sums[j] + term.weight * tonumber(parts[j])
-            end
+      work = work + #missing
+      for from = 1, #missing, 1000 do
+        local upto = math.min(#missing, from + 999)
+        local found = redis.call('ZMSCORE', term.key, unpack(missing, from, upto))
+        for j = from, upto do
+          local part = found[j - from + 1]
+          if part then
+            sums[at[j]] = sums[at[j]] + term.weight * tonumber(part)
           end
         end
       end
-      for j = 1, #kept do
-        docs[#docs + 1] = {kept[j], sums[j], kept_meta[j]}
-        best[#best + 1] = -sums[j]  -- negated: the default (fast) sort puts the best first
+    end
+    scored = scored + #fresh
+    -- the filters only for those that could still be among the best
+    local floor = #best >= limit and -best[limit] or -math.huge
+    local contenders, contender_sums = {}, {}
+    for j = 1, #fresh do
+      if sums[j] >= floor then
+        contenders[#contenders + 1] = fresh[j]
+        contender_sums[#contenders] = sums[j]
+      end
+    end
+    for from = 1, #contenders, 1000 do
+      local upto = math.min(#contenders, from + 999)
+      local found = redis.call('HMGET', KEYS[2], unpack(contenders, from, upto))
+      for j = from, upto do
+        local meta = found[j - from + 1]
+        if wanted(meta) then
+          docs[#docs + 1] = {contenders[j], contender_sums[j], meta}
+          best[#best + 1] = -contender_sums[j]  -- negated: the default sort puts the best first
+        end
       end
     end
     table.sort(best)
@@ -175,7 +210,7 @@ local function threshold_top()
     if bound == 0 or (#best >= limit and -best[limit] > bound) or starved then
       return best_of(docs, best[#best] and -best[#best] or 0)
     end
-    if #docs * 4 > listed and listed <= budget - work then
+    if scored * 4 > listed and listed <= budget - work then
       return nil
     end
     block = block * 2
