@@ -340,12 +340,22 @@ class SearchIndex:
         process's searches (:class:`SearchTurns`).
         """
         async with self.turns.turn():
-            hits = await self._scored(query, limit, kinds, project, agent)
             if self.vectors is None:
-                return hits
-            near = await self.vectors.nearest(
-                self.redis, self.keys, query, limit, frozenset(kinds), project, agent
+                return await self._scored(query, limit, kinds, project, agent)
+            # the copy is brought up to date first: then the BM25 script runs in Redis while
+            # this process computes the nearest vectors (in a thread for a large copy)
+            # (both finish before the turn ends, also when one fails: the next search may
+            # change the copy)
+            copy = await self.vectors.copy_of(self.redis, self.keys)
+            hits, near = await asyncio.gather(
+                self._scored(query, limit, kinds, project, agent),
+                self.vectors.nearest(copy, query, limit, frozenset(kinds), project, agent),
+                return_exceptions=True,
             )
+            if isinstance(hits, BaseException):
+                raise hits
+            if isinstance(near, BaseException):
+                raise near
             return _fused(hits, near, limit)
 
     async def _scored(

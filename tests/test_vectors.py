@@ -128,3 +128,34 @@ async def test_without_vectors_nothing_is_embedded(
     await saved(lexical, WANTED)
     assert data_redis.hlen(Keys().search_vectors) == 0
     assert await found(lexical, PARAPHRASE) == []
+
+
+async def test_the_copy_ranks_like_the_exact_cosine_and_holds_what_it_needs(
+    hybrid: Backend, data_redis: redis.Redis
+) -> None:
+    """A process's copy keeps each vector in a quarter of its float32 size, yet the
+    similarities it answers are the cosines of the stored vectors within 0.01, in the same
+    order; filled from the namespace it holds one row per document (no room doubled)."""
+    import numpy as np
+
+    for memory in MEMORIES:
+        await saved(hybrid, memory.content, memory.project)
+    vectors = hybrid.vectors
+    assert vectors is not None
+    keys = Keys()
+    stored = {
+        doc.decode(): np.frombuffer(vector, dtype="<f2").astype(np.float32)
+        for doc, vector in data_redis.hgetall(keys.search_vectors).items()
+    }
+    fresh = vectors.copies.pop(keys.base, None)  # the next search fills a new copy
+    assert fresh is not None
+    copy = await vectors.copy_of(hybrid.namespace("default").redis, keys)
+    assert len(copy.matrix) == len(stored) == len(MEMORIES)
+    for query in ("when do phone app versions go out", "flaky integration test", "payments"):
+        near = await vectors.nearest(copy, query, 20, frozenset(), None, None)
+        embedded = vectors.embedder.embed(query)
+        assert embedded is not None and near
+        exact = {doc: float(vector @ embedded) for doc, vector in stored.items()}
+        assert all(abs(hit.similarity - exact[hit.doc]) < 0.01 for hit in near)
+        ranked = sorted(exact, key=lambda doc: -exact[doc])[: len(near)]
+        assert [hit.doc for hit in near][:3] == ranked[:3]
