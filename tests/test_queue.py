@@ -84,7 +84,7 @@ async def queue_packets(
     ]
 
 
-def tester_burst(redis_url: str, api_url: str, **env: str) -> subprocess.Popen[str]:
+def burst_worker(redis_url: str, api_url: str, **env: str) -> subprocess.Popen[str]:
     """`baton agent run tester --burst` with the test handlers: handles what is queued, exits."""
     return baton_process(
         "agent",
@@ -135,7 +135,7 @@ async def test_pull_and_push_racing_never_handle_a_packet_twice(
     """An RQ agent worker and two pulling processes drain one queue together: each packet
     is handled exactly once (its handled/<id> record has one version)."""
     ids = await queue_packets(handoffs, "tester", 120)
-    worker = tester_burst(redis_url, api_url)
+    worker = burst_worker(redis_url, api_url)
     pulling = pullers(api_url, "tester", 2, "handle")
     pulled = [json.loads(p.communicate(timeout=120)[0]) for p in pulling]
     output = worker.communicate(timeout=120)[0]
@@ -196,7 +196,7 @@ async def test_worker_killed_inside_a_handler_gets_the_packet_redelivered(
         assert baton.get_handoff(packet_id).state == "queued"
 
         # The handler hangs only on the first delivery; the second one completes.
-        worker = tester_burst(redis_url, api_url)
+        worker = burst_worker(redis_url, api_url)
         output = worker.communicate(timeout=60)[0]
         assert worker.returncode == 0, output
         packet = baton.get_handoff(packet_id)
@@ -211,7 +211,7 @@ async def test_a_handler_that_always_raises_is_retried_then_failed(
     """A failing handler is tried 3 times; then the packet is failed with the error text and
     the job sits in RQ's failed registry (the dead letter)."""
     [packet_id] = await queue_packets(handoffs, "tester", 1, note="raise")
-    worker = tester_burst(redis_url, api_url)
+    worker = burst_worker(redis_url, api_url)
     output = worker.communicate(timeout=120)[0]
     assert worker.returncode == 0, output
 
@@ -232,7 +232,7 @@ async def test_rq_requeue_of_a_dead_letter_really_retries_the_packet(
     `rq requeue` (RQ's own CLI) of that job puts the packet back in its queue and the next
     worker handles it."""
     [packet_id] = await queue_packets(handoffs, "tester", 1, note="until-fixed")
-    worker = tester_burst(redis_url, api_url)
+    worker = burst_worker(redis_url, api_url)
     assert worker.communicate(timeout=120)[0] is not None and worker.returncode == 0
     assert (await handoffs.get(packet_id)).state == "failed"
 
@@ -256,7 +256,7 @@ async def test_rq_requeue_of_a_dead_letter_really_retries_the_packet(
         check=False,
     )
     assert requeued.returncode == 0, requeued.stderr
-    worker = tester_burst(redis_url, api_url)
+    worker = burst_worker(redis_url, api_url)
     output = worker.communicate(timeout=120)[0]
     assert worker.returncode == 0, output
     packet = await handoffs.get(packet_id)
@@ -272,7 +272,7 @@ async def test_a_handler_longer_than_its_lease_keeps_its_packet(
     """A handler taking 6 s under a 2 s lease: the worker renews the lease while it runs, so
     the API's sweeps never put the packet back and pulls never get it; handled once."""
     [packet_id] = await queue_packets(handoffs, "tester", 1, note="sleep-6")
-    worker = tester_burst(redis_url, api_url, BATON_LEASE_SECONDS="2")
+    worker = burst_worker(redis_url, api_url, BATON_LEASE_SECONDS="2")
     await until_claimed(handoffs, packet_id)
     with BatonClient(api_url, agent="tester") as puller:
         deadline = time.monotonic() + 8
@@ -312,7 +312,7 @@ async def test_sigterm_stops_a_worker_stuck_in_a_handler_within_its_grace(
     assert packet.state == "queued" and packet.log is not None
     assert "stop grace" in packet.log[-1].reason
 
-    again = tester_burst(redis_url, api_url)
+    again = burst_worker(redis_url, api_url)
     assert again.wait(60) == 0
     assert (await handoffs.get(packet_id)).state == "done"
 
@@ -582,7 +582,7 @@ async def test_a_worker_runs_only_batons_jobs_from_json_data(
         "arguments": as_json.enqueue_call(DELIVER, args=("default", "tester", 3)),
     }
     [packet_id] = await queue_packets(handoffs, "tester", 1)
-    worker = tester_burst(redis_url, api_url)
+    worker = burst_worker(redis_url, api_url)
     output = worker.communicate(timeout=120)[0]
     assert worker.returncode == 0, output
     assert not list(marks.iterdir())
@@ -613,7 +613,7 @@ async def test_a_delivery_job_pickled_before_the_upgrade_is_delivered_again(
     Queue(queue_name("default", "tester"), connection=sync_redis).enqueue_call(
         DELIVER, args=("default", "tester", packet_id), job_id=identifier
     )  # RQ's default serializer, pickle, as before the upgrade
-    worker = tester_burst(redis_url, api_url)
+    worker = burst_worker(redis_url, api_url)
     output = worker.communicate(timeout=120)[0]
     assert worker.returncode == 0, output
     assert not sync_redis.exists(Job.key_for(identifier))
@@ -622,7 +622,7 @@ async def test_a_delivery_job_pickled_before_the_upgrade_is_delivered_again(
 
     monkeypatch.setattr(handoffs_module, "REPAIR_AFTER_SECONDS", 0)
     assert (await handoffs.sweep()).repaired == [packet_id]
-    worker = tester_burst(redis_url, api_url)
+    worker = burst_worker(redis_url, api_url)
     output = worker.communicate(timeout=120)[0]
     assert worker.returncode == 0, output
     assert (await handoffs.get(packet_id)).state == "done"
