@@ -138,12 +138,13 @@ class TooManySessions(BatonError):
     title = "Too many open MCP sessions"
 
     @classmethod
-    def of(cls, agent: str, cap: int) -> TooManySessions:
+    def of(cls, owner: str, cap: int) -> TooManySessions:
+        """``owner``: whose sessions they are, as a person reads it ("token t_1", "agent
+        scout")."""
         return cls(
-            f"agent {agent} holds {cap} open MCP sessions, the most one agent may "
-            "(BATON_MCP_SESSIONS); close one (DELETE /mcp with its mcp-session-id) or wait "
-            "for an idle one to time out (BATON_MCP_IDLE_SECONDS)",
-            agent=agent,
+            f"{owner} holds {cap} open MCP sessions, the most one token (or, in open mode, "
+            "one agent) may (BATON_MCP_SESSIONS); close one (DELETE /mcp with its "
+            "mcp-session-id) or wait for an idle one to time out (BATON_MCP_IDLE_SECONDS)",
             limit=cap,
         )
 

@@ -219,6 +219,11 @@ def login_key(sha: str) -> str:
     return f"{PREFIX}:{{tokens}}:login:{sha}"
 
 
+def mcp_sessions_key(owner: str) -> str:
+    """One owner's open MCP sessions over HTTP (``owner``: the digest heading their ids)."""
+    return f"{PREFIX}:mcp-sessions:{{{owner}}}"
+
+
 def auth_failures_key(address: str) -> str:
     return f"{PREFIX}:auth-failures:{address}"
 

@@ -67,3 +67,6 @@ def configure_logging(level: int = logging.INFO) -> None:
     )
     root.addHandler(bridge)
     root.setLevel(level)
+    # The MCP SDK logs each stateless request's transport at info ("Terminating session:
+    # None"): one line per MCP call says nothing an operator needs.
+    logging.getLogger("mcp.server.streamable_http").setLevel(max(level, logging.WARNING))

@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import secrets
 from dataclasses import dataclass
+from functools import cache
+from importlib.metadata import version
 from typing import Any, get_args
 
 import mcp_types as types
@@ -108,9 +110,16 @@ def tool_of(operation: Operation[Any, Any]) -> types.Tool:
     )
 
 
+@cache
 def tool_list() -> list[types.Tool]:
-    """Every tool, in the table's order."""
+    """Every tool, in the table's order (built once)."""
     return [tool_of(operation) for operation in TOOLS.values()]
+
+
+def input_schema(name: str) -> dict[str, Any] | None:
+    """The input schema of the tool ``name`` (None for no such tool): the SDK checks a
+    stateless (2026) call's ``Mcp-Param-*`` headers against it before each call."""
+    return next((tool.input_schema for tool in tool_list() if tool.name == name), None)
 
 
 async def call_tool(
@@ -166,7 +175,9 @@ def create_mcp_server(binding: Binding) -> Server[Any]:
 
     return Server(
         "baton",
+        version=version("baton-server"),
         instructions=INSTRUCTIONS,
+        get_tool_input_schema=input_schema,
         on_list_tools=list_tools,
         on_call_tool=run_tool,
     )

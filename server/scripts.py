@@ -80,6 +80,8 @@ class Scripts:
         self.release_lock = register("release_lock")
         self.admit_namespace = register("admit_namespace")
         self.record_snapshot = register("record_snapshot")
+        self.open_mcp_session = register("open_mcp_session")
+        self.touch_mcp_session = register("touch_mcp_session")
 
     async def load(self, redis: Redis) -> int:
         """Load every script not yet in Redis' cache (after a restart or SCRIPT FLUSH);

@@ -109,7 +109,7 @@ class Settings:
     auth_failure_limit: tuple[int, str] | None = (20, "minute")
     signing_key: str | None = None
     max_streams: int = 16
-    mcp_sessions: int = 32  # open MCP sessions over HTTP per agent
+    mcp_sessions: int = 32  # open MCP sessions over HTTP per token (open mode: per agent)
     mcp_idle_seconds: float = 1800.0  # an MCP session with no request this long is closed
     access_log: AccessLog = "errors"
     stop_seconds: float = 3.0

@@ -502,16 +502,18 @@ def open_mcp(client: httpx.Client) -> httpx.Response:
 
 
 def test_one_agent_cannot_hold_every_mcp_session(tight: World) -> None:
-    """An agent at its MCP session cap is refused another (429 naming the cap and how to
-    free one) while another agent still opens its own; closing a session frees its place;
-    sessions left idle past the idle timeout are closed and free theirs too, and their ids
-    then answer 404."""
+    """A token at its MCP session cap is refused another (429 naming the cap and how to
+    free one), in whichever namespace it asks for one, while another token still opens its
+    own; closing a session frees its place; sessions left idle past the idle timeout are
+    closed and free theirs too, and their ids then answer 404."""
     mallory = tight.client(tight.tokens["mallory"], MCP_ACCEPT)
     bob = tight.client(tight.tokens["bob"], MCP_ACCEPT)
     held = [open_mcp(mallory).headers["mcp-session-id"] for _ in range(2)]
     refused = open_mcp(mallory)
     assert refused.status_code == 429, refused.text
     assert refused.json()["limit"] == 2 and "BATON_MCP_SESSIONS" in refused.json()["detail"]
+    elsewhere = tight.client(tight.tokens["mallory"], MCP_ACCEPT, ("X-Baton-Namespace", "n2"))
+    assert open_mcp(elsewhere).status_code == 429
     assert open_mcp(bob).status_code == 200
 
     assert mallory.delete("/mcp/", headers={"mcp-session-id": held[0]}).status_code == 200

@@ -39,7 +39,7 @@ from baton.server.api.dashboard_routes import (
 )
 from baton.server.api.deps import DEPENDENCIES, CallerDep
 from baton.server.api.event_streams import EventHub
-from baton.server.api.mcp_sessions import SessionOwners
+from baton.server.api.mcp_sessions import SessionTable
 from baton.server.api.metrics import REQUESTS, MetricsController
 from baton.server.api.observability import observe_requests
 from baton.server.api.openapi_bodies import (
@@ -186,21 +186,26 @@ def create_app(settings: Settings | None = None) -> Litestar:
             async_redis(url), namespace=RATE_LIMIT_NAMESPACE, handle_client_shutdown=True
         )
     mcp = create_mcp_server(binding)
-    # Host and Origin checks are the gate's, with the same rules on every surface.
+    max_body = settings.limits.max_value_bytes + BODY_OVERHEAD
+    # Stateless: any process serves any request; the sessions are the table's, in Redis
+    # (docs/mcp.md). Host and Origin checks are the gate's, the same on every surface.
     # A Starlette app: plain ASGI, though Starlette's types spell scope and messages as
     # MutableMappings where Litestar's are TypedDicts.
     mcp_app = cast(
         "ASGIApp",
         mcp.streamable_http_app(
             streamable_http_path="/",
+            stateless_http=True,
+            json_response=True,
             host=settings.host,
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-            session_idle_timeout=settings.mcp_idle_seconds,
+            max_request_body_size=max_body,
         ),
     )
-
-    owners = SessionOwners(settings.mcp_sessions, settings.mcp_idle_seconds)
-    guarded_mcp_app = owners.guard(mcp_app)
+    sessions = SessionTable(
+        lambda: binding.backend, settings.mcp_sessions, settings.mcp_idle_seconds, max_body
+    )
+    guarded_mcp_app = sessions.guard(mcp_app)
 
     @asgi("/mcp", is_mount=True, copy_scope=True, opt={"mcp": True})
     async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
@@ -261,7 +266,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
                 "checkpoints_seen": SeenCheckpoints.of(settings.data_dir),
             }
         ),
-        request_max_body_size=settings.limits.max_value_bytes + BODY_OVERHEAD,
+        request_max_body_size=max_body,
         openapi_config=OpenAPIConfig(
             title="Baton",
             version=version("baton-server"),

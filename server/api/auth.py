@@ -367,6 +367,10 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+# An error's extras that are answered as headers, not in the body.
+HEADER_EXTRAS = {"retry_after": b"retry-after", "allow": b"allow"}
+
+
 async def refuse(send: Send, scope: Scope, error: BatonError) -> None:
     """Answer a refusal before any handler runs: problem+json, or agentmemory's
     ``{"error": ...}`` on its routes."""
@@ -378,7 +382,7 @@ async def refuse(send: Send, scope: Scope, error: BatonError) -> None:
         body = json.dumps({"error": message}).encode()
         media = b"application/json"
     else:
-        extra = {key: value for key, value in error.extra.items() if key != "retry_after"}
+        extra = {key: value for key, value in error.extra.items() if key not in HEADER_EXTRAS}
         body = json.dumps(
             {"status": status, "title": error.title, "detail": error.detail, **extra}
         ).encode()
@@ -389,8 +393,9 @@ async def refuse(send: Send, scope: Scope, error: BatonError) -> None:
     ]
     if status == 401:
         headers.append((b"www-authenticate", b'Bearer realm="baton"'))
-    if "retry_after" in error.extra:
-        headers.append((b"retry-after", str(error.extra["retry_after"]).encode()))
+    for key, header in HEADER_EXTRAS.items():
+        if key in error.extra:
+            headers.append((header, str(error.extra[key]).encode()))
     start: HTTPResponseStartEvent = {
         "type": "http.response.start",
         "status": status,

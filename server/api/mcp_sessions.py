@@ -1,122 +1,267 @@
-"""Each MCP session over streamable HTTP belongs to the caller that opened it, and one
-caller may hold only so many.
+"""MCP sessions over streamable HTTP, kept in Redis: any API process or replica serves any
+session.
 
-The MCP SDK keeps its sessions by the ``mcp-session-id`` header alone, and session ids are
-visible to every agent of a namespace (records and packets carry ``session: mcp-<id>``):
-without a check, another agent could send requests over, or close, someone else's session.
-The API notes who opened each session (the answer that hands out its id) and refuses any
-other caller on it with a 403, before the SDK sees the request. The SDK's session table is
-shared by everybody (10,000 sessions, then 503 for all); so an agent may hold at most
-``per_agent`` sessions open, and a new one past that is refused with a 429 naming the cap.
-A session counts until its owner closes it (DELETE) or it sits idle (no request in flight)
-for ``idle_seconds``, the same idle timeout the SDK is given, after which the SDK closes it.
-A session id this table does not hold (closed, timed out, or opened on another API
-process) is answered 404 here, as the SDK answers it, so no session outlives its owner
-check. Sessions live in one API process, like the SDK's own: so do their owners.
+The MCP SDK runs stateless here (a fresh transport per request, nothing kept in the
+process between requests): Baton's tools keep no state of their own per MCP session, the
+caller comes from the HTTP gate on every request, and the Baton session an MCP session
+stands for (``mcp-<id>``) is named by the ``mcp-session-id`` header. What makes a session
+a session is this table:
+
+- ``initialize`` (a POST without ``mcp-session-id``) opens one: the id is handed out in the
+  answer's ``mcp-session-id`` header, and the session is noted in Redis under its owner;
+- every later request names it; a session Redis does not hold (closed, idle past
+  ``BATON_MCP_IDLE_SECONDS``, or never opened) is answered 404, so the client initializes
+  again (the spec's rule); a session opened by another token is answered 403 (operators
+  excepted);
+- ``DELETE`` closes it; ``GET`` (a stream for server-initiated messages) is 405: Baton
+  sends none.
+
+The owner is the caller's token (every agent and namespace it acts in), or in open mode the
+namespace and agent. An owner holds at most ``BATON_MCP_SESSIONS`` open sessions, counted
+in one sorted set per owner (session id -> idle deadline, by Redis' clock), so the cap holds
+across processes and replicas, and an owner past it is refused with a 429 naming the cap.
+A session id starts with a digest of its owner: the set it lives in is known from the id
+alone, one script call per request.
 """
 
 from __future__ import annotations
 
-import time
-from collections import Counter
-from dataclasses import dataclass
+import hashlib
+import secrets
+from collections.abc import Awaitable, Callable
 
-from litestar.types import ASGIApp, Message, Receive, Scope, Send
+import msgspec
+from litestar.types import (
+    ASGIApp,
+    HTTPRequestEvent,
+    HTTPResponseBodyEvent,
+    HTTPResponseStartEvent,
+    Message,
+    Receive,
+    ReceiveMessage,
+    Scope,
+    Send,
+)
 
 from baton.server.api.auth import caller_of, refuse
-from baton.server.errors import Forbidden, NotFound, TooManySessions
+from baton.server.backend import Backend
+from baton.server.errors import BatonError, Forbidden, NotFound, TooLarge, TooManySessions
+from baton.server.identity import Caller
+from baton.server.keys import mcp_sessions_key
 
 SESSION_HEADER = b"mcp-session-id"
-Owner = tuple[str, str]  # (namespace, agent)
+PROTOCOL_HEADER = b"mcp-protocol-version"
+OWNER_DIGITS = 16  # the owner digest at the head of a session id (hex)
 
 
-@dataclass(slots=True)
-class OpenSession:
-    """One MCP session's owner and activity, as the SDK's idle timeout sees it."""
-
-    owner: Owner
-    in_flight: int = 0
-    last_done: float = 0.0
+class MethodNotAllowed(BatonError):
+    status_code = 405
+    title = "Method not allowed"
 
 
-class SessionOwners:
-    """Who opened each MCP session, and how many each caller holds."""
+def owner_of(caller: Caller) -> str:
+    """Whose sessions a caller's count: its token's, else (open mode) its agent's in its
+    namespace. A hex digest, so the id carries nothing readable."""
+    credential = caller.credential
+    who = (
+        f"token:{credential.token_id}"
+        if credential.token_id is not None
+        else f"{credential.kind}:{caller.namespace}/{caller.agent}"
+    )
+    return hashlib.sha256(who.encode()).hexdigest()[:OWNER_DIGITS]
 
-    def __init__(self, per_agent: int, idle_seconds: float) -> None:
-        self.per_agent = per_agent
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
+def _opens_a_session(body: bytes) -> bool:
+    """Whether a POST body is an ``initialize`` request (alone, or in a JSON-RPC batch)."""
+    try:
+        message = msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        return False
+    messages = message if isinstance(message, list) else [message]
+    return any(isinstance(item, dict) and item.get("method") == "initialize" for item in messages)
+
+
+class SessionTable:
+    """The open MCP sessions of every owner, in Redis; ``guard`` puts it in front of the
+    SDK's stateless app."""
+
+    def __init__(
+        self,
+        backend: Callable[[], Backend | None],
+        per_owner: int,
+        idle_seconds: float,
+        max_body: int,
+    ) -> None:
+        self.backend = backend
+        self.per_owner = per_owner
+        self.idle_ms = max(1, int(idle_seconds * 1000))
         self.idle_seconds = idle_seconds
-        self.sessions: dict[str, OpenSession] = {}
+        self.max_body = max_body
 
-    def reap(self) -> None:
-        """Forget the sessions the SDK has closed for idleness by now."""
-        stale = time.monotonic() - self.idle_seconds
-        for session_id, session in list(self.sessions.items()):
-            if session.in_flight == 0 and session.last_done < stale:
-                del self.sessions[session_id]
+    def _ready(self) -> Backend:
+        backend = self.backend()
+        if backend is None:
+            raise RuntimeError("the MCP session table is used before the API started")
+        return backend
 
-    def held_by(self, owner: Owner) -> int:
-        return Counter(session.owner for session in self.sessions.values())[owner]
+    async def open(self, owner: str) -> str | None:
+        """A new session of ``owner``'s, or None when it holds as many as it may."""
+        backend = self._ready()
+        session_id = f"{owner}-{secrets.token_hex(16)}"
+        opened = await backend.scripts.open_mcp_session(
+            keys=[mcp_sessions_key(owner)],
+            args=[session_id, self.idle_ms, self.per_owner],
+        )
+        return session_id if opened else None
+
+    async def touch(self, session_id: str) -> bool:
+        """Whether ``session_id`` is open; if so its idle deadline moves on."""
+        backend = self._ready()
+        owner = session_id.partition("-")[0]
+        alive = await backend.scripts.touch_mcp_session(
+            keys=[mcp_sessions_key(owner)], args=[session_id, self.idle_ms]
+        )
+        return bool(alive)
+
+    async def close(self, session_id: str) -> bool:
+        """Close ``session_id``; whether it was open."""
+        backend = self._ready()
+        owner = session_id.partition("-")[0]
+        return bool(await backend.redis.zrem(mcp_sessions_key(owner), session_id))
+
+    def gone(self, session_id: str) -> NotFound:
+        return NotFound(
+            f"MCP session {session_id[:64]} not found (closed, or timed out after "
+            f"{self.idle_seconds:g} s idle); initialize a new one",
+            session=session_id[:64],
+        )
 
     def guard(self, app: ASGIApp) -> ASGIApp:
-        """``app`` (the SDK's), answering on a session only its owner (or an operator), and
-        opening a session only for a caller under its cap."""
+        """``app`` (the SDK's, stateless) behind the session table."""
 
         async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
-            caller = caller_of(scope)
-            who = (caller.namespace, caller.agent)
-            session_id = _session_of(scope)
-            closing = scope.get("method") == "DELETE"
-            session = None if session_id is None else self.sessions.get(session_id)
-            if session_id is not None and session is None:
-                gone = NotFound(
-                    f"MCP session {session_id[:64]} not found (closed, timed out after "
-                    f"{self.idle_seconds:g} s idle, or opened on another API process); "
-                    "open a new one",
-                    session=session_id[:64],
-                )
-                await refuse(send, scope, gone)
-                return
-            if session is not None and session.owner != who and not caller.admin:
-                error = Forbidden(
-                    f"MCP session {session_id} was opened by another agent; open your own",
-                    session=session_id,
-                )
-                await refuse(send, scope, error)
-                return
-            if session is None:
-                self.reap()
-                if self.held_by(who) >= self.per_agent:
-                    await refuse(send, scope, TooManySessions.of(caller.agent, self.per_agent))
-                    return
+            session_id = _header(scope, SESSION_HEADER)
+            method = scope.get("method")
+            if method == "GET":  # refused before the session is looked at: not its activity
+                await self.refuse_stream(scope, send)
+            elif session_id is not None:
+                await self.on_session(app, session_id, scope, receive, send)
+            elif method == "POST" and _header(scope, PROTOCOL_HEADER) is None:
+                await self.maybe_opening(app, scope, receive, send)
             else:
-                session.in_flight += 1
-
-            async def noting(message: Message) -> None:
-                if message["type"] == "http.response.start":
-                    if session_id is not None and closing:
-                        if message["status"] < 300:
-                            self.sessions.pop(session_id, None)  # closed by its owner
-                    elif (
-                        message["status"] < 400
-                        and (opened := dict(message["headers"]).get(SESSION_HEADER)) is not None
-                    ):  # (the SDK names a session on its refusals too, then drops it)
-                        self.sessions.setdefault(
-                            opened.decode("latin-1"), OpenSession(who, last_done=time.monotonic())
-                        )
-                await send(message)
-
-            try:
-                await app(scope, receive, noting)
-            finally:
-                if session is not None:
-                    session.in_flight -= 1
-                    session.last_done = time.monotonic()
+                # A stateless (2026) request names its protocol version and never opens a
+                # session; DELETE without a session is the SDK's 405.
+                await app(scope, receive, send)
 
         return guarded
 
+    async def on_session(
+        self, app: ASGIApp, session_id: str, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        """A request naming a session: its owner's (or an operator's), and open."""
+        caller = caller_of(scope)
+        if session_id.partition("-")[0] != owner_of(caller) and not caller.admin:
+            error = Forbidden(
+                f"MCP session {session_id[:64]} was opened by another agent; open your own",
+                session=session_id[:64],
+            )
+            await refuse(send, scope, error)
+        elif not await self.touch(session_id):
+            await refuse(send, scope, self.gone(session_id))
+        elif scope.get("method") == "DELETE":
+            await self.close(session_id)
+            await _answer_empty(send)
+        else:
+            await app(scope, receive, send)
 
-def _session_of(scope: Scope) -> str | None:
-    for name, value in scope["headers"]:
-        if name == SESSION_HEADER:
-            return str(value.decode("latin-1"))
-    return None
+    async def maybe_opening(self, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+        """A POST naming no session: an ``initialize`` opens one (if its owner may hold
+        another) and names it in the answer; anything else is served session-less."""
+        try:
+            body = await self.read_body(receive)
+        except TooLarge as error:
+            await refuse(send, scope, error)
+            return
+        replay = _replaying(body, receive)
+        if not _opens_a_session(body):
+            await app(scope, replay, send)
+            return
+        caller = caller_of(scope)
+        opened = await self.open(owner_of(caller))
+        if opened is None:
+            token = caller.credential.token_id
+            who = f"token {token}" if token is not None else f"agent {caller.agent}"
+            await refuse(send, scope, TooManySessions.of(who, self.per_owner))
+            return
+        status = 500
+
+        async def naming(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message["headers"] = [
+                    *message.get("headers", []),
+                    (SESSION_HEADER, opened.encode("latin-1")),
+                ]
+            await send(message)
+
+        try:
+            await app(scope, replay, naming)
+        finally:
+            if status >= 300:  # refused (a malformed initialize): nothing was opened
+                await self.close(opened)
+
+    async def refuse_stream(self, scope: Scope, send: Send) -> None:
+        error = MethodNotAllowed(
+            "Baton sends no server-initiated MCP messages: there is no stream to open "
+            "(POST requests, DELETE to close the session)",
+            allow="POST, DELETE",
+        )
+        await refuse(send, scope, error)
+
+    async def read_body(self, receive: Receive) -> bytes:
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body:
+                raise TooLarge(f"an MCP request of more than {self.max_body:,} bytes")
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        return b"".join(chunks)
+
+
+async def _answer_empty(send: Send) -> None:
+    """200 with no body: the SDK's own answer to a DELETE that closed a session."""
+    start: HTTPResponseStartEvent = {"type": "http.response.start", "status": 200, "headers": []}
+    end: HTTPResponseBodyEvent = {"type": "http.response.body", "body": b"", "more_body": False}
+    await send(start)
+    await send(end)
+
+
+def _replaying(body: bytes, receive: Receive) -> Callable[[], Awaitable[ReceiveMessage]]:
+    """A ``receive`` that hands the app the body already read, then the client's own
+    messages (its disconnect)."""
+    sent = False
+
+    async def replay() -> ReceiveMessage:
+        nonlocal sent
+        if not sent:
+            sent = True
+            request: HTTPRequestEvent = {"type": "http.request", "body": body, "more_body": False}
+            return request
+        return await receive()
+
+    return replay
