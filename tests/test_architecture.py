@@ -117,6 +117,7 @@ PLACEHOLDERS = {
     "sha": "<sha256>",
     "address": "<address>",
     "term": "<term>",
+    "owner": "<owner>",
 }
 
 
