@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 NPM_CLIENTS := tests/agentmemory/node_modules/.installed
 
-.PHONY: install browser wrk npm-clients demo lint test test-fast compose-check bench bench-ab bench-floor serve clean
+.PHONY: install browser wrk npm-clients mcp-answers demo lint test test-fast compose-check bench bench-ab bench-floor serve clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -43,6 +43,11 @@ browser:
 ## make wrk: the native HTTP load generator of make bench, installed when missing
 wrk:
 	@$(call apt-install,wrk,wrk,make bench's REST scenarios)
+
+## make mcp-answers: rewrite server/mcp_answers.json, the SDK server's answers `baton mcp`
+## gives while the SDK loads (after changing a tool; tests/test_mcp_stdio.py says when)
+mcp-answers: $(STAMP)
+	$(BIN)/python -m baton.server.mcp_server > server/mcp_answers.json
 
 ## make demo: the scout/executor story in separate processes (ARGS=--keep to browse after)
 demo: $(STAMP)

@@ -29,13 +29,12 @@ from baton.server.connection import (
 from baton.server.embedded import EmbeddedServerError
 from baton.server.endpoint import token_of
 from baton.server.errors import BatonError
-from baton.server.identity import ANONYMOUS
 from baton.server.logs import LOG_FORMAT_VARIABLE, LOG_FORMATS, configure_logging, log_format_of
 from baton.server.models import PACKET_STATES, Stats
 from baton.server.progress import ProgressReport
 from baton.server.settings import Settings
 from baton.server.tokens import TokenStore, parse_duration
-from baton.server.validation import check_agent, check_namespace
+from baton.server.validation import check_namespace
 from baton.server.vectors import VectorsUnavailable, vectors_for
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -427,12 +426,9 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    from baton.server.mcp_server import run_stdio
+    from baton.server.mcp_stdio import main as serve_stdio
 
-    configure_logging()
-    agent = check_agent(args.agent or os.environ.get("AGENT_ID") or ANONYMOUS, field="--agent")
-    asyncio.run(run_stdio(_settings(), agent))
-    return 0
+    return serve_stdio(["--agent", args.agent] if args.agent else [])
 
 
 def cmd_hook(args: argparse.Namespace) -> int:

@@ -1,5 +1,6 @@
 """The ``baton`` command's entry point: ``baton hook`` (run by coding agents on every tool
-use) goes straight to its lightweight module; everything else loads the full CLI."""
+use) and ``baton mcp`` (started by agent hosts, which wait for its first answer) go straight
+to their lightweight modules; everything else loads the full CLI."""
 
 from __future__ import annotations
 
@@ -13,6 +14,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from baton.agents.hook import main as hook
 
         return hook(arguments[1:])
+    if arguments[:1] == ["mcp"] and not {"-h", "--help"} & set(arguments):
+        from baton.server.mcp_stdio import main as mcp  # answers a host before the rest loads
+
+        return mcp(arguments[1:])
     from baton.server.cli import main as cli
 
     return cli(arguments)

@@ -30,12 +30,11 @@ from redis.asyncio import Redis
 
 from baton.server.errors import Ambiguous, Forbidden
 from baton.server.keys import Keys
-from baton.server.validation import check_agent, check_namespace, check_session_id
+from baton.server.validation import ANONYMOUS, check_agent, check_namespace, check_session_id
 
 AGENT_HEADER = "x-baton-agent"
 NAMESPACE_HEADER = "x-baton-namespace"
 SESSION_HEADER = "x-baton-session"
-ANONYMOUS = "anonymous"
 CALLER = "baton_caller"  # where the HTTP gate leaves the resolved caller in the ASGI state
 
 CredentialKind = Literal["open", "token", "agentmemory-secret", "local"]

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import AsyncIterable, AsyncIterator
 from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import version
-from typing import Any, get_args
+from typing import Any, Protocol, cast, get_args
 
+import anyio
 import mcp_types as types
 import msgspec
 import structlog
@@ -26,6 +28,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from baton.server.backend import Backend, open_backend
 from baton.server.errors import BatonError
@@ -90,6 +93,12 @@ def schema_of(shape: Any) -> dict[str, Any]:
     return {**(shapes[0] if len(shapes) == 1 else {"anyOf": shapes}), "type": "object"}
 
 
+def _untitled(schema: dict[str, Any]) -> dict[str, Any]:
+    """An input schema without its type's name and docstring: a model reads the tool's
+    name and description instead (every token of a tool list is read on every turn)."""
+    return {key: value for key, value in schema.items() if key not in ("title", "description")}
+
+
 def _inlined(schema: Any, definitions: dict[str, Any]) -> Any:
     if isinstance(schema, list):
         return [_inlined(item, definitions) for item in schema]
@@ -100,13 +109,29 @@ def _inlined(schema: Any, definitions: dict[str, Any]) -> Any:
     return {key: _inlined(value, definitions) for key, value in schema.items()}
 
 
+# MCP's tool annotations for each effect (operation.Effect). No tool reaches outside Baton.
+ANNOTATIONS = {
+    "reads": types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
+    "writes": types.ToolAnnotations(
+        read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+    ),
+    "forgets": types.ToolAnnotations(
+        read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+    ),
+}
+
+
 def tool_of(operation: Operation[Any, Any]) -> types.Tool:
-    """The MCP tool of an operation: its wire input's schema and its result's."""
+    """The MCP tool of an operation: its wire input's schema and its result's, and the
+    annotations of its effect."""
+    if operation.effect is None:
+        raise ValueError(f"the tool {operation.name} needs an effect in the operation table")
     return types.Tool(
         name=operation.name,
         description=operation.description,
-        input_schema=schema_of(operation.wire_input),
+        input_schema=_untitled(schema_of(operation.wire_input)),
         output_schema=schema_of(operation.result),
+        annotations=ANNOTATIONS[operation.effect],
     )
 
 
@@ -183,11 +208,31 @@ def create_mcp_server(binding: Binding) -> Server[Any]:
     )
 
 
-async def run_stdio(settings: Settings, agent: str) -> None:
-    """Serve MCP on stdin/stdout as ``agent``: one process, one Baton session. The process
-    holds the Redis URL itself, so it is a local operator (see ``baton.server.identity``).
-    The session is created when the agent first reads or writes something, so a process
-    that only starts and stops leaves no empty session behind."""
+class LineWriter(Protocol):
+    """Where the stdio transport writes its lines (as ``anyio.AsyncFile[str]`` does)."""
+
+    async def write(self, text: str) -> Any: ...
+
+    async def flush(self) -> Any: ...
+
+
+async def serve_lines(binding: Binding, lines: AsyncIterable[str], out: LineWriter) -> None:
+    """Baton's MCP server reading JSON-RPC lines from ``lines`` and writing to ``out``
+    (the SDK's stdio transport, over streams given to it)."""
+    server = create_mcp_server(binding)
+    streams = stdio_server(cast("anyio.AsyncFile[str]", lines), cast("anyio.AsyncFile[str]", out))
+    async with streams as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+async def run_stdio(
+    settings: Settings, agent: str, lines: AsyncIterable[str], out: LineWriter
+) -> None:
+    """Serve MCP as ``agent`` over ``lines`` and ``out`` (stdin and stdout, by way of
+    ``baton.server.mcp_stdio``): one process, one Baton session. The process holds the
+    Redis URL itself, so it is a local operator (see ``baton.server.identity``). The session
+    is created when the agent first reads or writes something, so a process that only
+    starts and stops leaves no empty session behind."""
     async with open_backend(settings) as backend:
         caller = Caller(
             agent=agent,
@@ -195,6 +240,68 @@ async def run_stdio(settings: Settings, agent: str) -> None:
             credential=local(agent),
             session=f"s_{secrets.token_hex(8)}",
         )
-        server = create_mcp_server(Binding(caller=caller, backend=backend))
-        async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+        await serve_lines(Binding(caller=caller, backend=backend), lines, out)
+
+
+class Collected:
+    """A :class:`LineWriter` keeping what is written, until ``expected`` lines came."""
+
+    def __init__(self, expected: int) -> None:
+        self.lines: list[str] = []
+        self.expected = expected
+        self.done = anyio.Event()
+
+    async def write(self, text: str) -> None:
+        self.lines.append(text)
+        if len(self.lines) == self.expected:
+            self.done.set()
+
+    async def flush(self) -> None:
+        pass
+
+
+async def sdk_answers(requests: list[dict[str, Any]]) -> list[Any]:
+    """What the SDK's server answers ``requests`` (JSON-RPC messages; those with an id
+    are answered) with, in order."""
+    out = Collected(sum("id" in request for request in requests))
+
+    async def each() -> AsyncIterator[str]:
+        for request in requests:
+            yield json.dumps(request) + "\n"
+        await out.done.wait()  # the end of the input ends the server
+
+    with anyio.fail_after(30):
+        await serve_lines(Binding(), each(), out)
+    return [json.loads(line) for line in out.lines]
+
+
+def initialize_request(version: str) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": version,
+            "capabilities": {},
+            "clientInfo": {"name": "baton", "version": "0"},
+        },
+    }
+
+
+async def early_answers() -> dict[str, Any]:
+    """What ``baton mcp`` answers before the SDK is loaded (``mcp_answers.json``), as the
+    SDK's server answers it: ``initialize`` (less the negotiated version), ``tools/list``,
+    and the protocol versions the handshake negotiates, oldest first."""
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    initialize, tools = await sdk_answers([initialize_request("0"), initialized, listing])
+    initialize["result"].pop("protocolVersion")
+    return {
+        "versions": list(HANDSHAKE_PROTOCOL_VERSIONS),
+        "initialize": initialize["result"],
+        "tools/list": tools["result"],
+    }
+
+
+if __name__ == "__main__":  # make mcp-answers
+    print(json.dumps(anyio.run(early_answers), indent=1, ensure_ascii=False))

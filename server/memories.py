@@ -20,14 +20,14 @@ from redis.typing import EncodableT, FieldT
 from baton.server import codec, lexical
 from baton.server.clock import iso, utc_now
 from baton.server.errors import InvalidInput, NotFound, StateConflict, VersionConflict
-from baton.server.identity import ANONYMOUS, Caller, check_session_owner, sweeper
+from baton.server.identity import Caller, check_session_owner, sweeper
 from baton.server.keys import NAMESPACES
 from baton.server.models import Observation, RecallHit, RecordVersion
 from baton.server.observations import concepts_of, observation_from
 from baton.server.records import MAX_NOTE, NamespaceWithRecords
 from baton.server.search import path_text, text_of
 from baton.server.store_base import NamespaceStore
-from baton.server.validation import check_agent, check_session_id, check_size, check_text
+from baton.server.validation import ANONYMOUS, check_agent, check_session_id, check_size, check_text
 
 MEMORY_TYPES = ("pattern", "preference", "architecture", "bug", "workflow", "fact")
 SUPERSEDE_ABOVE = 0.7

@@ -26,6 +26,11 @@ R = TypeVar("R")
 # "baton": snake_case wire names; "agentmemory": agentmemory's camelCase, a view of the same
 # input type (explicit field names, such as agentmemory's own ``token_budget``, are kept).
 Naming = Literal["baton", "agentmemory"]
+# What a tool does to the store, as its MCP annotations tell a host: "reads" changes nothing
+# a person would call data (reading still notes what a session saw, for its pins); "writes"
+# adds (a version, a packet, a move of confidence: every earlier state stays readable);
+# "forgets" deletes.
+Effect = Literal["reads", "writes", "forgets"]
 PATH_FIELD = re.compile(r"{(\w+)(?::(\w+))?}")
 AT_FIELD = re.compile(r"at `\$\.([A-Za-z_]\w*)")
 UNKNOWN_FIELD = re.compile(r"unknown field `([^`]+)`")
@@ -60,7 +65,8 @@ class Call:
 @dataclass(frozen=True, eq=False)
 class Operation(Generic[I, R]):
     """One operation. ``rest`` is its route under Baton's REST API (problem+json errors);
-    ``tool`` offers it as an MCP tool named ``name``; ``agentmemory`` is its route among
+    ``tool`` offers it as an MCP tool named ``name``, annotated by its ``effect``;
+    ``agentmemory`` is its route among
     agentmemory's (``{"error"}`` answers); ``naming`` decides the names its input takes on
     the wire of MCP and agentmemory's routes (Baton's REST API always uses Baton's)."""
 
@@ -72,6 +78,7 @@ class Operation(Generic[I, R]):
     tag: str = ""
     rest: Route | None = None
     tool: bool = False
+    effect: Effect | None = None
     agentmemory: Route | None = None
     naming: Naming = "baton"
 

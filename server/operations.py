@@ -25,7 +25,6 @@ from baton.server.context_builder import (
 )
 from baton.server.errors import Forbidden, InvalidInput
 from baton.server.handoffs import MAX_SECONDS
-from baton.server.identity import ANONYMOUS
 from baton.server.memories import (
     MAX_AUDIT,
     MAX_RECALL,
@@ -59,6 +58,7 @@ from baton.server.models import (
 )
 from baton.server.operation import Call, Operation, Route
 from baton.server.patterns import SESSIONS_READ, Patterns, detect
+from baton.server.validation import ANONYMOUS
 
 RECORDS, HANDOFFS, MEMORY = "records", "handoffs", "sessions and memories"
 
@@ -590,9 +590,9 @@ async def audit(call: Call, i: AuditInput) -> list[AuditEntry]:
 
 REMEMBER = Operation(
     "remember",
-    "Store a fact under a ref. Writing an existing ref adds a new version (old versions "
-    "stay readable). Give your confidence (0-1) in the fact. Set expected_version to write "
-    "only if nobody changed the record since you read that version (0 = new).",
+    "Use to record a fact you learned, under a ref `scope/key`. A write never overwrites: it "
+    "adds a version. expected_version writes only if the record is still at the version you "
+    "read (0: only if new).",
     RememberInput,
     Remembered,
     remember,
@@ -601,6 +601,7 @@ REMEMBER = Operation(
         "POST", "/v1/records", "Remember: append a new version of a record", 201, (409, 413)
     ),
     tool=True,
+    effect="writes",
 )
 
 READ_RECORD = Operation(
@@ -635,19 +636,20 @@ LIST_RECORDS = Operation(
 
 RECALL = Operation(
     "recall",
-    "Read facts. With ref: that record's current version (or the given version). Without "
-    "ref: current versions filtered by scope, tags and minimum confidence, in ref order "
-    "(best match first with query); pass next_cursor back as cursor for more.",
+    "Use before acting on a fact. With ref: that record, current or at a version. Without: "
+    "current records filtered by scope, tags, confidence or a search query, a page at a time "
+    "(next_cursor).",
     RecallInput,
     RecordVersion | RecordPage,
     recall,
     tool=True,
+    effect="reads",
 )
 
 HISTORY = Operation(
     "history",
-    "Every version of a record, oldest first: value, author, time, confidence, and the "
-    "hash chain linking them (chain_ok says whether each link verifies).",
+    "Use to see how a record changed: every version, oldest first, with its author, time and "
+    "whether its hash chain verifies.",
     RefInput,
     History,
     history,
@@ -659,6 +661,7 @@ HISTORY = Operation(
         problems=(404,),
     ),
     tool=True,
+    effect="reads",
 )
 
 OUTCOMES = Operation(
@@ -678,9 +681,9 @@ OUTCOMES = Operation(
 
 RECORD_OUTCOME = Operation(
     "record_outcome",
-    "Report whether acting on some facts worked. success raises their confidence, failure "
-    "lowers it; before and after are kept. refs defaults to every record you touched in "
-    "this session. Pass handoff_id to close the packet you resumed.",
+    "Use after acting on facts, to report whether it worked: success raises their confidence, "
+    "failure lowers it. refs default to what your session touched; handoff_id closes the packet "
+    "you resumed.",
     OutcomeInput,
     OutcomeReport,
     record_outcome,
@@ -693,13 +696,13 @@ RECORD_OUTCOME = Operation(
         (404, 409, 413),
     ),
     tool=True,
+    effect="writes",
 )
 
 MEMORY_STATS = Operation(
     "memory_stats",
-    "Counts of records, versions, agents and outcomes, the average confidence and handoff "
-    "packets by state; with verify=true also recheck every hash chain and list broken "
-    "links (scope: only records in it and below it).",
+    "Use for an overview of the store: counts, average confidence, packets by state; "
+    "verify=true also rechecks every hash chain (scope: only records under it).",
     StatsInput,
     Stats,
     stats,
@@ -708,17 +711,14 @@ MEMORY_STATS = Operation(
         "GET", "/v1/stats", "Counts, average confidence and, with verify, a full chain check"
     ),
     tool=True,
+    effect="reads",
 )
 
 HANDOFF = Operation(
     "handoff",
-    "Hand work to another agent: a packet with a one-line summary, next steps and open "
-    "questions goes into its queue. Pins are the record versions your work is built on "
-    "([{ref, version}], version omitted = current); leave pins out to pin everything you "
-    "read or wrote in this session. The receiver is told if a pinned record changes "
-    "before it picks the packet up. expires_in: seconds until an unclaimed packet expires. "
-    'deliver: "session_end" holds the packet until your session ends, so you can finish '
-    "(and correct) your work before anyone acts on it.",
+    "Use to pass work to another agent: a packet with a summary, next steps and open questions. "
+    "It pins the record versions you relied on (default: all your session touched), so the "
+    "receiver learns which moved. deliver=session_end holds it until your session ends.",
     HandoffInput,
     Packet,
     handoff,
@@ -727,6 +727,7 @@ HANDOFF = Operation(
         "POST", "/v1/handoffs", "Hand work to another agent: a packet in its queue", 201, (413,)
     ),
     tool=True,
+    effect="writes",
 )
 
 LIST_HANDOFFS = Operation(
@@ -756,10 +757,9 @@ GET_HANDOFF = Operation(
 
 RESUME = Operation(
     "resume",
-    "Pick up the oldest packet handed to you. Returns the packet, its pinned records at "
-    "the pinned versions, and a 'stale' list of pins whose record has a newer version: "
-    "re-read those before acting. packet is null when nothing waits. lease_seconds: how "
-    "long you hold it (default 15 min). Finish with record_outcome(handoff_id=...).",
+    "Use when starting work handed to you: claims your oldest packet with its pinned records "
+    "and lists as stale each pin whose record moved on since; re-read those before acting. "
+    "Finish with record_outcome(handoff_id).",
     ResumeInput,
     Resumed,
     resume,
@@ -771,6 +771,7 @@ RESUME = Operation(
         problems=(403, 413),
     ),
     tool=True,
+    effect="writes",
 )
 
 COMPLETE = Operation(
@@ -880,21 +881,20 @@ LIST_SESSIONS = Operation(
 
 MEMORY_SESSIONS = Operation(
     "memory_sessions",
-    "Recent sessions, newest first: where they ran and what they did.",
+    "Use to see recent sessions, newest first: where they ran and what they did.",
     SessionsInput,
     shapes.Sessions,
     memory_sessions,
     tool=True,
+    effect="reads",
     agentmemory=Route("GET", "/agentmemory/sessions", "Recent sessions"),
     naming="agentmemory",
 )
 
 MEMORY_RESUME_HERE = Operation(
     "memory_resume_here",
-    "Where were we? Finds the last session for this working directory (cwd, absolute; "
-    "default: this server's) and answers with its open question first, what it touched, "
-    "and one next step; override names another project path. Use when the user says "
-    "'resume', 'where were we', 'handoff' or 'pick up where I left off'.",
+    "Use when the user says 'resume', 'where were we' or 'pick up where I left off': the last "
+    "session in this working directory (cwd), its open question first and one next step.",
     ResumeHereInput,
     ResumeHere,
     resume_here,
@@ -903,6 +903,7 @@ MEMORY_RESUME_HERE = Operation(
         "GET", "/v1/sessions/resume", "Where were we: the session to resume for a directory"
     ),
     tool=True,
+    effect="reads",
 )
 
 GET_SESSION = Operation(
@@ -962,30 +963,29 @@ OBSERVE = Operation(
 
 MEMORY_FILE_HISTORY = Operation(
     "memory_file_history",
-    "Past observations of other sessions about specific files (a list, or comma-separated "
-    "paths; a path, a longer path ending in it or its basename match), best first.",
+    "Use before changing files: what other sessions observed about them, best first.",
     FileHistoryInput,
     FileContext,
     file_history,
     tag=MEMORY,
     rest=Route("POST", "/v1/file-history", "What earlier sessions did to some files"),
     tool=True,
+    effect="reads",
     agentmemory=Route("POST", "/agentmemory/file-context", "File context"),
     naming="agentmemory",
 )
 
 MEMORY_PATTERNS = Operation(
     "memory_patterns",
-    "Recurring patterns across recent sessions, computed from what they did: files changed "
-    "together (co_change), files changed in many sessions (file_hotspot), errors that repeat "
-    "(error_repeat) and recurring concepts (concept_repeat), each with how often, in which "
-    "sessions, and when first and last seen. project: only that project's sessions.",
+    "Use to spot recurring work across recent sessions: files changed together or often, errors "
+    "that repeat, recurring concepts.",
     PatternsInput,
     Patterns,
     patterns,
     tag=MEMORY,
     rest=Route("POST", "/v1/patterns", "Recurring patterns across sessions"),
     tool=True,
+    effect="reads",
     agentmemory=Route("POST", "/agentmemory/patterns", "Patterns"),
     naming="agentmemory",
 )
@@ -1008,22 +1008,21 @@ SAVE_MEMORY = Operation(
 
 MEMORY_SAVE = Operation(
     "memory_save",
-    "Save something worth remembering across sessions (a pattern, preference, "
-    "architecture decision, bug, workflow or fact). Near-duplicates of an existing memory "
-    "update it instead of adding a copy; similar ones are reported as similarTo.",
+    "Use to keep something for later sessions: a preference, decision, bug, workflow or fact. A "
+    "near-duplicate updates the existing memory; similar ones come back as similarTo.",
     SaveInput,
     shapes.Saved,
     memory_save,
     tool=True,
+    effect="writes",
     agentmemory=Route("POST", "/agentmemory/remember", "Save a memory", 201),
     naming="agentmemory",
 )
 
 MEMORY_UPDATE = Operation(
     "memory_update",
-    "Change a saved memory (memoryId): new content, type, concepts or files. The memory keeps "
-    "its id and gains a version (the old one stays in its history); use it when a save "
-    "answered similarTo and the memory should say something new.",
+    "Use to correct a saved memory (memoryId) in place: it keeps its id and gains a version; "
+    "the old content stays in its history.",
     UpdateInput,
     shapes.Saved,
     memory_update,
@@ -1035,21 +1034,22 @@ MEMORY_UPDATE = Operation(
         problems=(403, 404, 409, 413),
     ),
     tool=True,
+    effect="writes",
     agentmemory=Route("POST", "/agentmemory/memory/update", "Update a memory"),
     naming="agentmemory",
 )
 
 MEMORY_CONSOLIDATE = Operation(
     "memory_consolidate",
-    "Merge near-duplicate memories that saving did not catch (same project and owner, "
-    "Jaccard similarity over 0.7): each group is superseded by its newest memory, which "
-    "lists the others in supersedes; audited. Without apply=true it only answers the plan.",
+    "Use to merge near-duplicate memories of one project: each group is superseded by its "
+    "newest. Answers the plan only, unless apply=true.",
     ConsolidateInput,
     Consolidation,
     consolidate,
     tag=MEMORY,
     rest=Route("POST", "/v1/memories/consolidate", "Merge near-duplicate memories"),
     tool=True,
+    effect="writes",
     agentmemory=Route("POST", "/agentmemory/consolidate", "Consolidate"),
     naming="agentmemory",
 )
@@ -1071,13 +1071,13 @@ RECALL_MEMORIES = Operation(
 
 MEMORY_RECALL = Operation(
     "memory_recall",
-    "Search saved memories and past observations (BM25). format: full, compact or "
-    "narrative; token_budget caps the answer's size; agentId: only this agent's memories "
-    "and shared ones (your own id, unless admin).",
+    "Use to search saved memories and past observations by their words. format and token_budget "
+    "shape the answer.",
     RecallMemoriesInput,
     shapes.Search,
     memory_recall,
     tool=True,
+    effect="reads",
     agentmemory=Route("POST", "/agentmemory/search", "Search memories"),
     naming="agentmemory",
 )
@@ -1099,20 +1099,21 @@ SMART_SEARCH = Operation(
 
 MEMORY_SMART_SEARCH = Operation(
     "memory_smart_search",
-    "Find memories and observations as compact hits, then expand the ids you want in full "
-    "by calling again with expandIds.",
+    "Use to search cheaply: compact hits first, then call again with expandIds for the ones you "
+    "want in full.",
     SmartSearchInput,
     shapes.SmartSearch,
     memory_smart_search,
     tool=True,
+    effect="reads",
     agentmemory=Route("POST", "/agentmemory/smart-search", "Smart search"),
     naming="agentmemory",
 )
 
 MEMORY_FORGET = Operation(
     "memory_forget",
-    "Forget a memory (memoryId), some observations of a session (sessionId + "
-    "observationIds) or a whole session (sessionId). Audited.",
+    "Use to delete a memory (memoryId), some observations (sessionId with observationIds) or a "
+    "whole session (sessionId). Audited.",
     ForgetInput,
     Forgotten,
     forget,
@@ -1124,6 +1125,7 @@ MEMORY_FORGET = Operation(
         problems=(403, 404, 413),
     ),
     tool=True,
+    effect="forgets",
     naming="agentmemory",
 )
 

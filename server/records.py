@@ -29,7 +29,6 @@ from baton.server.errors import (
     VersionConflict,
     describe,
 )
-from baton.server.identity import ANONYMOUS
 from baton.server.integrity import (
     GENESIS_HASH,
     VERSION_FIELDS,
@@ -54,6 +53,7 @@ from baton.server.models import (
 from baton.server.search import text_of
 from baton.server.store_base import NamespaceParts, NamespaceStore
 from baton.server.validation import (
+    ANONYMOUS,
     check_agent,
     check_confidence,
     check_depth,

@@ -60,6 +60,9 @@ def check_ref(ref: object, max_length: int = 512, field: str = "ref") -> str:
     return str(parse_ref(ref, max_length, field))
 
 
+ANONYMOUS = "anonymous"  # the agent of a caller that names none
+
+
 def check_agent(agent: object, field: str = "agent") -> str:
     if not isinstance(agent, str) or not NAME_PATTERN.fullmatch(agent):
         raise InvalidInput(
