@@ -13,9 +13,10 @@ answer dropped), then the rest as it arrives.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
-import queue
+import select
 import sys
 import threading
 from collections.abc import AsyncIterator, Sequence
@@ -27,6 +28,8 @@ from baton.server.settings import Settings
 from baton.server.validation import ANONYMOUS, check_agent
 
 ANSWERS_FILE = "mcp_answers.json"
+READ_SIZE = 64 * 1024
+MAX_LINE = 256 * 1024 * 1024  # one JSON-RPC message; BATON_MAX_VALUE_BYTES bounds a value
 
 
 def early_answers() -> dict[str, Any]:
@@ -68,26 +71,51 @@ def early_answer(message: Any, answers: dict[str, Any], initialized: bool) -> An
     return {"jsonrpc": "2.0", "id": message["id"], "result": result}
 
 
-class Lines:
-    """The lines of a stream, read by a thread of their own; None once it ends."""
+class Input:
+    """The host's lines on a file descriptor: read here, without a thread, until the SDK is
+    loaded, then by the event loop."""
 
-    def __init__(self, stream: IO[bytes]) -> None:
-        self.queue: queue.Queue[bytes | None] = queue.Queue()
-        self.stream = stream
-        threading.Thread(target=self.read, name="baton-mcp-stdin", daemon=True).start()
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.partial = b""  # the start of a line not yet ended
+        self.ended = False
 
-    def read(self) -> None:
-        for line in self.stream:
-            self.queue.put(line)
-        self.queue.put(None)
+    def ready(self, timeout: float) -> list[bytes]:
+        """The whole lines that arrive within ``timeout`` seconds (none at the end)."""
+        if self.ended or not select.select([self.fd], [], [], timeout)[0]:
+            return []
+        chunk = os.read(self.fd, READ_SIZE)
+        if not chunk:
+            self.ended = True
+            return []
+        *lines, self.partial = (self.partial + chunk).split(b"\n")
+        return [line + b"\n" for line in lines]
 
-    def get(self, timeout: float) -> bytes | None:
-        """The next line (None at the end); raises ``queue.Empty`` after ``timeout``."""
-        return self.queue.get(timeout=timeout)
+    async def lines(self) -> AsyncIterator[bytes]:
+        """The rest of the lines, read by the running event loop."""
+        reader = asyncio.StreamReader(limit=MAX_LINE)
+        reader.feed_data(self.partial)
+        if self.ended:
+            reader.feed_eof()
+        else:
+            stream = os.fdopen(self.fd, "rb", buffering=0, closefd=False)
+            loop = asyncio.get_running_loop()
+            try:
+                await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stream)
+            except ValueError:  # a regular file, not a pipe: read it in a thread
+                async for line in _read_in_thread(reader, stream):
+                    yield line
+                return
+        while line := await reader.readline():
+            yield line
 
-    def next(self) -> bytes | None:
-        """The next line, once there is one (None at the end)."""
-        return self.queue.get()
+
+async def _read_in_thread(reader: asyncio.StreamReader, stream: IO[bytes]) -> AsyncIterator[bytes]:
+    reader.feed_eof()
+    while line := await reader.readline():  # what was read before
+        yield line
+    while line := await asyncio.to_thread(stream.readline):
+        yield line
 
 
 class Wire:
@@ -119,7 +147,7 @@ class Incoming:
     """What comes from the host, for the SDK: the messages kept while it loaded, then the
     rest as they arrive."""
 
-    def __init__(self, kept: list[bytes], lines: Lines) -> None:
+    def __init__(self, kept: list[bytes], lines: Input) -> None:
         self.kept = kept
         self.lines = lines
 
@@ -127,11 +155,9 @@ class Incoming:
         return self.each()
 
     async def each(self) -> AsyncIterator[str]:
-        import anyio.to_thread
-
         for kept in self.kept:
             yield kept.decode("utf-8", errors="replace")
-        while (line := await anyio.to_thread.run_sync(self.lines.next)) is not None:
+        async for line in self.lines.lines():
             yield line.decode("utf-8", errors="replace")
 
 
@@ -171,35 +197,30 @@ def main(argv: Sequence[str]) -> int:
     answered: set[int | str] = set()
     wire = Wire(os.fdopen(os.dup(sys.stdout.fileno()), "wb"), answered)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    lines = Lines(sys.stdin.buffer)
+    lines = Input(sys.stdin.fileno())
     answers = early_answers()
     kept: list[bytes] = []
     initialized = False
     while loading.is_alive():
-        try:
-            line = lines.get(timeout=0.02)
-        except queue.Empty:
-            continue
-        if line is None:
-            return 0  # the host went away before anything else happened
-        try:
-            message = json.loads(line)
-        except ValueError:
-            message = None
-        answer = early_answer(message, answers, initialized)
-        if answer is None or message["method"] == "initialize":
-            kept.append(line)  # the SDK's server must see initialize too
-        if answer is not None:
-            wire.send(answer)
-            answered.add(answer["id"])
-            initialized = True
+        for line in lines.ready(timeout=0.02):
+            try:
+                message = json.loads(line)
+            except ValueError:
+                message = None
+            answer = early_answer(message, answers, initialized)
+            if answer is None or message["method"] == "initialize":
+                kept.append(line)  # the SDK's server must see initialize too
+            if answer is not None:
+                wire.send(answer)
+                answered.add(answer["id"])
+                initialized = True
+        if lines.ended and not kept:
+            return 0  # the host went away before asking anything
     if loading.failed is not None:
         raise loading.failed
     from baton.server.logs import configure_logging
     from baton.server.mcp_server import run_stdio
 
     configure_logging()
-    import asyncio
-
     asyncio.run(run_stdio(settings, agent, Incoming(kept, lines), wire))
     return 0
