@@ -16,11 +16,12 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-## make npm-clients: agentmemory's hook scripts and MCP shim, and the MCP Inspector's CLI,
-## pinned by their lock files
-$(NPM_CLIENTS): tests/agentmemory/package-lock.json tests/mcp-inspector/package-lock.json
+## make npm-clients: agentmemory's hook scripts and MCP shim, the MCP Inspector's CLI and the
+## MCP reference memory server (make bench's), pinned by their lock files
+$(NPM_CLIENTS): tests/agentmemory/package-lock.json tests/mcp-inspector/package-lock.json tests/mcp-reference/package-lock.json
 	cd tests/agentmemory && npm ci --ignore-scripts --omit=optional --omit=peer --no-audit --no-fund --loglevel=error
 	cd tests/mcp-inspector && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	cd tests/mcp-reference && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
 	touch $(NPM_CLIENTS)
 
 npm-clients: $(NPM_CLIENTS)
@@ -86,7 +87,7 @@ else
 endif
 
 ## make bench: speed next to same-run baselines; writes docs/benchmarks.md (ARGS=--quick)
-bench: $(STAMP) wrk
+bench: $(STAMP) wrk $(NPM_CLIENTS)
 	$(BIN)/python -m tests.bench $(ARGS)
 
 ## make bench-ab BASE=<git revision>: that build and this checkout side by side, interleaved

@@ -19,15 +19,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import httpx
 import msgpack
 import psutil
 import redis
-from mcp import Client, StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
 
 from baton.server.backend import Backend
 from baton.server.clock import utc_now
@@ -48,6 +45,7 @@ from tests.bench_http import (
     throughput_rounds,
     wrk,
 )
+from tests.bench_mcp import empty_store_rows, sdk_cost_rows, start_rows
 from tests.bench_retrieval import retrieval_table
 from tests.benchkit import (
     Measure,
@@ -58,7 +56,6 @@ from tests.benchkit import (
     server_env,
     start,
     wait_for_baseline,
-    wait_for_port,
     write_report,
 )
 from tests.conftest import REPO, free_port, wait_for_http
@@ -226,6 +223,49 @@ def regular_install(work: Path) -> Path:
         check=True,
     )
     return venv / "bin" / "baton"
+
+
+def serve_start(env: dict[str, str], work: Path, runs: int) -> Row:
+    """Seconds from spawning ``baton serve`` to its first 200 on /readyz, next to the one-GET
+    baseline server (B-http) from spawn to its first answer, in turns."""
+    measures = {"baton": Measure("baton serve"), "baseline": Measure("B-http")}
+    commands = {
+        "baton": lambda port: [*BATON_SERVE, "--port", str(port)],
+        "baseline": lambda port: [sys.executable, "-m", "tests.bench_baselines", "http", str(port)],
+    }
+    paths = {"baton": "/readyz", "baseline": "/get"}
+    for _ in range(runs):
+        for who, command in commands.items():
+            port = free_port()
+            begun = time.perf_counter()
+            process = start(command(port), work / f"start-{who}.log", env)
+            try:
+                while True:
+                    try:
+                        answer = httpx.get(f"http://127.0.0.1:{port}{paths[who]}", timeout=1)
+                        if answer.status_code == 200:
+                            break
+                    except httpx.TransportError:
+                        pass
+                    if process.poll() is not None or time.perf_counter() - begun > 120:
+                        raise RuntimeError((work / f"start-{who}.log").read_text())
+                    time.sleep(0.02)
+                measures[who].latencies.append(time.perf_counter() - begun)
+            finally:
+                process.terminate()
+                process.wait(10)
+    mine, base = measures["baton"], measures["baseline"]
+    seconds = mine.pct(0.5) / 1000
+    print(f"baton serve ready in {seconds:.2f} s (B-http {base.pct(0.5) / 1000:.2f} s)")
+    return Row(
+        f"`baton serve` from spawn to /readyz 200 ({runs} starts)",
+        fmt(mine),
+        f"B-http from spawn to its first answer: {fmt(base)}",
+        f"{mine.pct(0.5) / base.pct(0.5):.2f}",
+        "p50 ≤ 5 s",
+        seconds <= 5,
+        "process wall time",
+    )
 
 
 def hook_latency(
@@ -500,79 +540,15 @@ async def main(quick: bool, output: Path) -> None:
             process.terminate()
             process.wait(10)
 
-        # -- MCP over stdio and over streamable HTTP vs a no-op tool -----------------------------
-        def tool_call(mcp: Client, tool: str) -> Callable[[int], Awaitable[object]]:
-            return lambda i: mcp.call_tool(tool, {"ref": f"m/{i % 50}", "value": i})
+        # -- MCP: start, stdio at an empty store, the SDK's own cost over stdio and HTTP ----
+        rows += start_rows(env, 20 // (2 if quick else 1), work)
+        rows += await empty_store_rows(env, 300 // scale * 2, work)
+        sdk_rows, sdk_servers = await sdk_cost_rows(env, api_url, headers, 500 // scale * 2, work)
+        rows += sdk_rows
+        processes += sdk_servers
 
-        baton_stdio = StdioServerParameters(
-            command=sys.executable,
-            args=["-m", "baton.server.cli", "mcp"],
-            env={**env, "AGENT_ID": "bench"},
-            cwd=str(REPO),
-        )
-        noop_stdio = StdioServerParameters(
-            command=sys.executable,
-            args=["-m", "tests.bench_baselines", "mcp"],
-            env=env,
-            cwd=str(REPO),
-        )
-        async with Client(noop_stdio) as noop, Client(baton_stdio) as baton:
-            measured = await interleaved(
-                {
-                    "B-mcp (stdio)": tool_call(noop, "noop"),
-                    "MCP remember": tool_call(baton, "remember"),
-                },
-                500 // scale * 2,
-            )
-        b_mcp, mcp_remember = measured["B-mcp (stdio)"], measured["MCP remember"]
-        ratio = mcp_remember.pct(0.5) / b_mcp.pct(0.5)
-        row(
-            "MCP remember over stdio (p50)", mcp_remember, b_mcp, "≤ 2.0 × p50", ratio, ratio <= 2.0
-        )
-
-        mcp_port = free_port()
-        mcp_server = start(
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "--factory",
-                "tests.bench_baselines:mcp_http_app",
-                "--port",
-                str(mcp_port),
-                "--log-level",
-                "warning",
-            ],
-            work / "mcp-http.log",
-            env,
-        )
-        processes.append(mcp_server)
-        wait_for_port(mcp_port, mcp_server, work / "mcp-http.log")
-        async with (
-            httpx.AsyncClient(headers=headers) as noop_http,
-            httpx.AsyncClient(headers=headers) as baton_http,
-            Client(
-                streamable_http_client(f"http://127.0.0.1:{mcp_port}/mcp", http_client=noop_http)
-            ) as noop,
-            Client(streamable_http_client(f"{api_url}/mcp", http_client=baton_http)) as baton,
-        ):
-            measured = await interleaved(
-                {
-                    "B-mcp (HTTP)": tool_call(noop, "noop"),
-                    "MCP remember (HTTP)": tool_call(baton, "remember"),
-                },
-                500 // scale * 2,
-            )
-        b_mcp_http, mcp_http = measured["B-mcp (HTTP)"], measured["MCP remember (HTTP)"]
-        ratio = mcp_http.pct(0.5) / b_mcp_http.pct(0.5)
-        row(
-            "MCP remember over streamable HTTP (p50)",
-            mcp_http,
-            b_mcp_http,
-            "≤ 2.0 × p50",
-            ratio,
-            ratio <= 2.0,
-        )
+        # -- baton serve's start, next to the one-GET server's ---------------------------------
+        rows.append(serve_start(env, work, 3))
 
         # -- verify vs B-hash ------------------------------------------------------------------
         refs, per_ref = 1000 // scale, 1000 if not quick else 100

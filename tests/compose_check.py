@@ -1,11 +1,14 @@
 """``make compose-check``: compose.yaml on a real Docker engine, checked end to end.
 
-Builds the image, brings the stack up (tokens, two API replicas, worker, executor), runs the
-demo's scout, and checks what the always-on executor did: it was warned that listing/553's
-pin moved, dropped it, drafted listing/482's application, and moved confidences as the demo
-does; every chain verifies. Then it writes through both replicas, kills one in the middle,
-and checks that every write acknowledged is there. Tears everything down (``--keep``
-leaves it up). ``--cluster`` runs the same on compose.cluster.yaml (a Redis Cluster).
+Builds the image, brings the stack up (tokens, two API replicas behind the load balancer,
+worker, executor), runs the demo's scout, and checks what the always-on executor did: it was
+warned that listing/553's pin moved, dropped it, drafted listing/482's application, and
+moved confidences as the demo does; every chain verifies. Then, all through the load
+balancer: REST writes while one replica is killed (every write acknowledged is there); MCP
+over HTTP with the SDK's client, many clients at once (every call answered); and the same
+while a replica is killed (clients whose call failed initialize again and go on; every
+acknowledged write is there). Tears everything down (``--keep`` leaves it up).
+``--cluster`` runs the same on compose.cluster.yaml (a Redis Cluster).
 
     python tests/compose_check.py [--cluster] [--keep]
 """
@@ -13,6 +16,7 @@ leaves it up). ``--cluster`` runs the same on compose.cluster.yaml (a Redis Clus
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import shutil
 import socket
@@ -24,12 +28,16 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import anyio
 import httpx
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 REPO = Path(__file__).resolve().parent.parent
 PROJECT = "batoncheck"
 STALE_LINE = "stale: listing/553/assessment was pinned at v1, now at v2"
 WRITES = 400  # attempted during the replica check, the kill after a third of them
+MCP_CLIENTS, MCP_CALLS = 10, 20  # SDK clients at once, and the writes each makes
 
 
 class CheckFailed(AssertionError):
@@ -48,12 +56,12 @@ def compose_command() -> list[str]:
     raise SystemExit("compose-check: neither `docker compose` nor `docker-compose` is installed")
 
 
-def free_pair() -> str:
-    """Two consecutive free host ports for the API replicas, as ``A-B``."""
-    for first in range(18765, 19765, 2):
-        if all(_free(port) for port in (first, first + 1)):
-            return f"{first}-{first + 1}"
-    raise SystemExit("compose-check: no two consecutive free ports in 18765-19765")
+def free_port() -> int:
+    """A free host port for the load balancer."""
+    for port in range(18765, 19765):
+        if _free(port):
+            return port
+    raise SystemExit("compose-check: no free port in 18765-19765")
 
 
 def _free(port: int) -> bool:
@@ -64,10 +72,10 @@ def _free(port: int) -> bool:
 class Stack:
     """The compose project under check."""
 
-    def __init__(self, files: Sequence[str], ports: str) -> None:
+    def __init__(self, files: Sequence[str], port: int) -> None:
         self.base = [*compose_command(), "-p", PROJECT, *(arg for f in files for arg in ("-f", f))]
-        self.env = {**os.environ, "BATON_PORTS": ports}
-        self.ports = [int(port) for port in ports.split("-")]
+        self.env = {**os.environ, "BATON_PORT": str(port)}
+        self.port = port
 
     def run(self, *args: str, check: bool = True, timeout: float = 900) -> str:
         result = subprocess.run(
@@ -138,27 +146,43 @@ def check_story(stack: Stack, api: httpx.Client) -> None:
     expect(stats["broken"] == [], f"every chain verifies ({len(stats['broken'])} broken)")
 
 
+def replicas_ready(stack: Stack, token: str) -> Callable[[], bool]:
+    """Whether both API replicas are up, as the load balancer sees them: a run of /readyz
+    through it answered 200 each time (round robin: each replica answers some)."""
+
+    def ready() -> bool:
+        if len(stack.containers("api")) != 2:
+            return False
+        with client(stack.port, token) as api:
+            return all(api.get("/readyz").status_code == 200 for _ in range(6))
+
+    return ready
+
+
+def kill_one_replica(stack: Stack) -> str:
+    """SIGKILL one API replica; its container id."""
+    doomed = stack.containers("api")[0]
+    subprocess.run(["docker", "kill", doomed], capture_output=True, check=True)
+    return doomed
+
+
+def restart_replica(stack: Stack, container: str, token: str) -> None:
+    subprocess.run(["docker", "start", container], capture_output=True, check=True)
+    wait_for("the killed replica to be back behind the load balancer", replicas_ready(stack, token))
+
+
 def check_replica_loss(stack: Stack, token: str) -> None:
-    """Eight writers write through both replicas; one replica is killed (SIGKILL) once a
-    third of the writes are answered, with others in flight; every write that was
-    acknowledged (201) is there afterwards, read through the other replica."""
-    doomed_port = stack.ports[0]
-    doomed = next(
-        cid
-        for cid in stack.containers("api")
-        if f":{doomed_port}"
-        in subprocess.run(
-            ["docker", "port", cid, "8765"], capture_output=True, text=True, check=False
-        ).stdout
-    )
-    clients = [client(port, token, timeout=5) for port in stack.ports]
+    """Eight writers write through the load balancer; one replica is killed (SIGKILL) once
+    a third of the writes are answered, with others in flight; every write that was
+    acknowledged (201) is there afterwards. Then the replica is started again."""
+    writer = client(stack.port, token, timeout=5)
     acknowledged: dict[str, int] = {}
     answered = threading.Semaphore(0)
 
     def write(n: int) -> None:
         ref = f"compose-check/write-{n}"
         try:
-            reply = clients[n % 2].post("/v1/records", json={"ref": ref, "value": n})
+            reply = writer.post("/v1/records", json={"ref": ref, "value": n})
             if reply.status_code == 201:
                 acknowledged[ref] = n
         except httpx.TransportError:
@@ -166,26 +190,104 @@ def check_replica_loss(stack: Stack, token: str) -> None:
         finally:
             answered.release()
 
-    step(f"{WRITES} writes by 8 writers through both replicas, killing one in the middle")
+    step(f"{WRITES} REST writes by 8 writers through the load balancer, a replica killed")
     with ThreadPoolExecutor(8) as pool:
         for n in range(WRITES):
             pool.submit(write, n)
         for _ in range(WRITES // 3):
             answered.acquire()
-        subprocess.run(["docker", "kill", doomed], capture_output=True, check=True)
-    survivor = clients[1]
-    lost = [
-        ref
-        for ref, value in acknowledged.items()
-        if survivor.get(f"/v1/records/{ref}").json().get("value") != value
-    ]
-    refused = WRITES - len(acknowledged)
-    expect(refused > 0, f"{refused} writes were not acknowledged (the killed replica's)")
+        doomed = kill_one_replica(stack)
+    with client(stack.port, token) as reader:
+        lost = [
+            ref
+            for ref, value in acknowledged.items()
+            if reader.get(f"/v1/records/{ref}").json().get("value") != value
+        ]
+    expect(len(acknowledged) > WRITES // 3, f"{len(acknowledged)} of {WRITES} writes acknowledged")
     expect(
         not lost, f"{len(acknowledged)} writes acknowledged, {len(lost)} of them lost {lost[:5]}"
     )
-    for each in clients:
-        each.close()
+    writer.close()
+    restart_replica(stack, doomed, token)
+
+
+class McpRun:
+    """SDK clients writing over MCP through the load balancer, each on its own session."""
+
+    def __init__(self, url: str, token: str, label: str) -> None:
+        self.url, self.token, self.label = url, token, label
+        self.acknowledged: dict[str, int] = {}
+        self.restarts = 0  # sessions opened again after a failed call
+        self.errors: list[str] = []
+
+    async def writer(self, n: int) -> None:
+        done = 0
+        headers = {"Authorization": f"Bearer {self.token}", "X-Baton-Agent": f"mcp-{n}"}
+        while done < MCP_CALLS and self.restarts <= MCP_CLIENTS * 3:
+            try:
+                async with httpx.AsyncClient(headers=headers, timeout=10) as http:
+                    connection = streamable_http_client(f"{self.url}/mcp", http_client=http)
+                    async with Client(connection, mode="legacy") as mcp:
+                        while done < MCP_CALLS:
+                            ref = f"compose-check/{self.label}-{n}-{done}"
+                            with anyio.fail_after(15):
+                                result = await mcp.call_tool(
+                                    "remember", {"ref": ref, "value": done}
+                                )
+                            if result.is_error:
+                                self.errors.append(str(result.content))
+                            else:
+                                self.acknowledged[ref] = done
+                            done += 1
+            except Exception:  # the call was not answered: initialize again, write it again
+                self.restarts += 1
+
+    async def run(self, after_a_third: Callable[[], object] | None = None) -> None:
+        async with anyio.create_task_group() as group:
+            for n in range(MCP_CLIENTS):
+                group.start_soon(self.writer, n)
+            if after_a_third is not None:
+                while len(self.acknowledged) < MCP_CLIENTS * MCP_CALLS // 3:
+                    await anyio.sleep(0.05)
+                await anyio.to_thread.run_sync(after_a_third)
+
+    def lost(self, token: str, port: int) -> list[str]:
+        with client(port, token) as reader:
+            return [
+                ref
+                for ref, value in self.acknowledged.items()
+                if reader.get(f"/v1/records/{ref}").json().get("value") != value
+            ]
+
+
+def check_mcp(stack: Stack, token: str) -> None:
+    """MCP over streamable HTTP through the load balancer with the SDK's client: many
+    clients at once, every call answered; then again while a replica is killed: clients
+    whose call failed initialize again and finish, and every write acknowledged is there."""
+    url = f"http://127.0.0.1:{stack.port}"
+    total = MCP_CLIENTS * MCP_CALLS
+    step(f"MCP over HTTP: {MCP_CLIENTS} SDK clients x {MCP_CALLS} writes through the balancer")
+    calm = McpRun(url, token, "mcp")
+    asyncio.run(calm.run())
+    expect(
+        len(calm.acknowledged) == total and calm.restarts == 0 and not calm.errors,
+        f"{len(calm.acknowledged)} of {total} MCP calls answered "
+        f"({calm.restarts} sessions lost, errors {calm.errors[:2]})",
+    )
+    step("the same while a replica is killed")
+    killed: list[str] = []
+    rough = McpRun(url, token, "mcp-kill")
+    asyncio.run(rough.run(lambda: killed.append(kill_one_replica(stack))))
+    lost = rough.lost(token, stack.port)
+    expect(
+        len(rough.acknowledged) == total and not rough.errors,
+        f"every client finished: {len(rough.acknowledged)} of {total} writes acknowledged "
+        f"({rough.restarts} calls failed with the replica and were made again on a new "
+        "session)",
+    )
+    expect(not lost, f"{len(lost)} acknowledged MCP writes lost {lost[:5]}")
+    if killed:
+        restart_replica(stack, killed[0], token)
 
 
 FAILURES: list[str] = []
@@ -211,21 +313,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="leave the stack up afterwards")
     args = parser.parse_args(argv)
     files = ["compose.yaml", *(["compose.cluster.yaml"] if args.cluster else [])]
-    stack = Stack(files, free_pair())
+    stack = Stack(files, free_port())
     started = time.monotonic()
     try:
-        step(f"building and starting {' + '.join(files)} (API on ports {stack.ports})")
+        step(f"building and starting {' + '.join(files)} (load balancer on port {stack.port})")
         stack.run("build")
         stack.run("up", "-d")
         token = stack.run("exec", "-T", "--index", "1", "api", "cat", "/run/baton/admin-token")
-        api = client(stack.ports[0], token.strip())
-        wait_for(
-            "both API replicas",
-            lambda: all(
-                client(port, token.strip()).get("/readyz").status_code == 200
-                for port in stack.ports
-            ),
-        )
+        token = token.strip()
+        wait_for("both API replicas behind the load balancer", replicas_ready(stack, token))
+        api = client(stack.port, token)
         expect(
             api.get("/v1/whoami").json().get("admin") is True,
             "the bootstrap token is an admin token (no open mode)",
@@ -237,7 +334,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             expect(keys > 0, f"Baton's data is on the cluster's three nodes ({keys} keys)")
         check_story(stack, api)
-        check_replica_loss(stack, token.strip())
+        check_replica_loss(stack, token)
+        check_mcp(stack, token)
     except CheckFailed as error:
         FAILURES.append(str(error))
         print(f"compose-check: {error}", file=sys.stderr)
