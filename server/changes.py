@@ -46,6 +46,17 @@ class VersionWrite:
         return len(value) if isinstance(value, bytes) else 0
 
 
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """A read that a session makes: ``ref`` is noted in its touched set at the version
+    found (:meth:`Activity.touch`)."""
+
+    ref: str
+    session: str
+    agent: str
+    now_us: int = field(default_factory=lambda: time.time_ns() // 1000)
+
+
 def pin_refused(
     wanted: list[tuple[str, int | None]], index: int, current: int | None
 ) -> InvalidInput:

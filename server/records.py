@@ -17,7 +17,7 @@ from redis.typing import EncodableT
 from baton.server import codec
 from baton.server import confidence as confidence_rules
 from baton.server.batch import Batch
-from baton.server.changes import VersionWrite
+from baton.server.changes import Seen, VersionWrite
 from baton.server.clock import utc_now
 from baton.server.errors import (
     Forbidden,
@@ -498,7 +498,10 @@ class RecordStore(NamespaceStore):
     ) -> RecordVersion:
         """The current version of ``ref``, or the one asked for."""
         ref = check_ref(ref, self.limits.max_ref_length)
-        found = await self._read(ref, version)
+        seen = None
+        if session is not None:
+            seen = Seen(ref, check_session_id(session), agent or ANONYMOUS)
+        found, touched = await self._read(ref, version, seen)
         if found is None:
             raise NotFound(f"no record {ref}", ref=ref)
         if isinstance(found, int):
@@ -510,31 +513,33 @@ class RecordStore(NamespaceStore):
             )
         if found.forgotten is not None:
             raise NotFound(f"{ref} was forgotten ({found.forgotten.reason})", ref=ref)
-        if session is not None:
-            seen = {ref: found.version}
-            await self.activity.touch(check_session_id(session), agent or ANONYMOUS, seen)
+        if seen is not None and not touched:
+            await self.activity.touch(seen.session, seen.agent, {ref: found.version})
         return found
 
-    async def _read(self, ref: str, version: int | None) -> RecordVersion | int | None:
+    async def _read(
+        self, ref: str, version: int | None, seen: Seen | None
+    ) -> tuple[RecordVersion | int | None, bool]:
         """The version (the current one for None), the current version number if it is
-        missing, or None. One script call (not a batch: the common read), two when the
+        missing, or None; and whether ``seen``'s touch was made with it (on one Redis, in
+        the same call). One script call (not a batch: the common read), two when the
         current version is not the one this process last saw."""
         head: dict[bytes, bytes] | None = None
         for _ in range(MAX_WRITE_ATTEMPTS):
             keys, args = self._read_call(ref, version, head)
-            reply = await self.scripts.recall(keys=keys, args=args)
+            reply, touched = await self.ns.topology.read_version(self.ns, keys, args, seen)
             if not reply:
-                return None
+                return None, touched
             head = codec.pairs(reply[0])
             if len(reply) == 1:  # the current version moved on from the guess
                 continue
             current = int(head[b"version"])
             if not reply[1]:
-                return current
+                return current, touched
             record = codec.record_version(ref, codec.pairs(reply[1]), head, current)
             if version is None:
                 self.heads.note(ref, record.version, record.hash)
-            return record
+            return record, touched
         raise StoreUnavailable(f"{ref} moved on while being read: too many concurrent writers")
 
     async def list_records(

@@ -27,6 +27,8 @@ PRELUDES = {
     "expire_packets": ("move", "due"),
     "index_doc": ("index",),
     "touch_session": ("touch",),
+    "recall": ("read_version",),
+    "recall_seen": ("read_version", "touch"),
     "remember": ("write_version", "index", "touch", "follow_ups"),
     "append_version": ("write_version",),
 }
@@ -63,6 +65,7 @@ class Scripts:
         self.remember = register("remember")
         self.append_version = register("append_version")
         self.recall = register("recall")
+        self.recall_seen = register("recall_seen")
         self.record_outcome = register("record_outcome")
         self.touch_session = register("touch_session")
         self.forget_record = register("forget_record")

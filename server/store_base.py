@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from baton.server.activity import Activity
     from baton.server.batch import Batch
-    from baton.server.changes import NewPacket, VersionWrite, Wanted
+    from baton.server.changes import NewPacket, Seen, VersionWrite, Wanted
     from baton.server.dispatcher import Dispatcher
     from baton.server.keys import Keys
     from baton.server.models import Pin
@@ -45,6 +45,14 @@ class Topology(Protocol):
 
     async def after_write(self, ns: NamespaceParts, write: VersionWrite, version: int) -> None:
         """What follows a write that won and was not sent with it (failures are logged)."""
+        ...
+
+    async def read_version(
+        self, ns: NamespaceParts, keys: list[str], args: list[EncodableT], seen: Seen | None
+    ) -> tuple[list[Any], bool]:
+        """One attempt at ``recall.lua`` (``keys`` and ``args`` are its own); with ``seen``,
+        the session's touch of what it found too, where it goes in the same call. The reply,
+        and whether the touch was made (if not, the store makes it)."""
         ...
 
     async def forget_versions(

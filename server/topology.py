@@ -27,11 +27,13 @@ from baton.server.batch import Batch, PipelineBatch, StagedBatch
 from baton.server.changes import (
     MAX_ID_ATTEMPTS,
     NewPacket,
+    Seen,
     VersionWrite,
     Wanted,
     new_packet_id,
     pin_refused,
 )
+from baton.server.clock import utc_now
 from baton.server.errors import InvalidInput, describe
 from baton.server.keys import NAMESPACES
 from baton.server.models import Pin
@@ -75,6 +77,20 @@ class OneRedis:
 
     async def after_write(self, ns: NamespaceParts, write: VersionWrite, version: int) -> None:
         return None  # (sent with the write)
+
+    async def read_version(
+        self, ns: NamespaceParts, keys: list[str], args: list[EncodableT], seen: Seen | None
+    ) -> tuple[list[Any], bool]:
+        """``recall.lua``; with ``seen``, ``recall_seen.lua``: the read and the session's
+        touch of it in one call."""
+        if seen is None:
+            return await ns.scripts.recall(keys=keys, args=args), False
+        touch_keys = [ns.keys.session(seen.session), ns.keys.session_touched(seen.session)]
+        touch_keys += [ns.keys.sessions, ns.keys.active_sessions, NAMESPACES]
+        touch_args: builtins.list[EncodableT] = [seen.ref, seen.session, seen.agent, utc_now()]
+        touch_args += [seen.now_us, ns.name]
+        reply = await ns.scripts.recall_seen(keys=[*keys, *touch_keys], args=[*args, *touch_args])
+        return reply, True
 
     async def forget_versions(
         self, ns: NamespaceParts, keys: list[str], args: list[EncodableT]
@@ -154,6 +170,12 @@ class Cluster:
         batch.script(ns.scripts.append_version, write.keys, write.args)
         reply: list[Any] = (await batch.execute())[-1]
         return reply
+
+    async def read_version(
+        self, ns: NamespaceParts, keys: list[str], args: list[EncodableT], seen: Seen | None
+    ) -> tuple[list[Any], bool]:
+        """``recall.lua`` alone: the session's touch is in other slots (the store makes it)."""
+        return await ns.scripts.recall(keys=keys, args=args), False
 
     async def after_write(self, ns: NamespaceParts, write: VersionWrite, version: int) -> None:
         """The session's touched set and the activity event, then the search document."""
