@@ -129,7 +129,8 @@ def tool_call(client: Client, tool: str, arguments: Callable[[int], dict[str, An
 
 async def empty_store_rows(env: dict[str, str], calls: int, work: Path) -> list[Row]:
     """A write and a read over stdio in a fresh store: Baton's ``remember``/``recall`` next
-    to the reference server's ``create_entities``/``open_nodes``, in turns."""
+    to the reference server's ``create_entities``/``open_nodes``, in turns; and the SDK's
+    minimal server's no-op in the same turns, the floor of any server on the Python SDK."""
     baton = StdioServerParameters(
         command=BATON_MCP[0],
         args=BATON_MCP[1:],
@@ -140,37 +141,43 @@ async def empty_store_rows(env: dict[str, str], calls: int, work: Path) -> list[
         args=reference_command()[1:],
         env={**env, "MEMORY_FILE_PATH": str(work / "reference-empty.jsonl")},
     )
-    async with Client(baton, mode="legacy") as mine, Client(reference, mode="legacy") as base:
+    floor = StdioServerParameters(
+        command=sys.executable, args=["-m", "tests.bench_baselines", "mcp"], env=env, cwd=str(REPO)
+    )
+    entity = {"entityType": "fact", "observations": ["an observation"]}
+    async with (
+        Client(baton, mode="legacy") as mine,
+        Client(reference, mode="legacy") as base,
+        Client(floor, mode="legacy") as noop,
+    ):
         measured = await interleaved(
             {
                 "baton write": tool_call(
-                    mine, "remember", lambda i: {"ref": f"fact/{i}", "value": f"observation {i}"}
+                    mine, "remember", lambda i: {"ref": f"fact/{i}", "value": "an observation"}
                 ),
                 "reference write": tool_call(
-                    base,
-                    "create_entities",
-                    lambda i: {
-                        "entities": [
-                            {"name": f"fact{i}", "entityType": "fact", "observations": [f"o {i}"]}
-                        ]
-                    },
+                    base, "create_entities", lambda i: {"entities": [{"name": f"f{i}", **entity}]}
                 ),
                 "baton read": tool_call(mine, "recall", lambda i: {"ref": f"fact/{i}"}),
-                "reference read": tool_call(base, "open_nodes", lambda i: {"names": [f"fact{i}"]}),
+                "reference read": tool_call(base, "open_nodes", lambda i: {"names": [f"f{i}"]}),
+                "SDK no-op": tool_call(noop, "noop", lambda i: {"ref": "x", "value": i}),
             },
             calls,
         )
     rows = []
-    for what in ("write", "read"):
+    for what, tools in (
+        ("write", "`remember` vs `create_entities`"),
+        ("read", "`recall` vs `open_nodes`"),
+    ):
         mine_measure, base_measure = measured[f"baton {what}"], measured[f"reference {what}"]
         ratio = mine_measure.pct(0.5) / base_measure.pct(0.5)
         print(f"stdio {what} at an empty store: ratio {ratio:.2f}")
         rows.append(
             Row(
-                f"MCP {what} over stdio from an empty store (p50; `remember`/`recall` vs "
-                "`create_entities`/`open_nodes`)",
+                f"MCP {what} over stdio from an empty store (p50; {tools})",
                 fmt(mine_measure),
-                f"reference memory server: {fmt(base_measure)}",
+                f"reference memory server: {fmt(base_measure)}; the SDK's minimal server's "
+                f"no-op in the same turns: p50 {measured['SDK no-op'].pct(0.5):.2f} ms",
                 f"{ratio:.2f}",
                 "≤ 1.0 × p50",
                 ratio <= 1.0,
