@@ -37,7 +37,10 @@ REPO = Path(__file__).resolve().parent.parent
 PROJECT = "batoncheck"
 STALE_LINE = "stale: listing/553/assessment was pinned at v1, now at v2"
 WRITES = 400  # attempted during the replica check, the kill after a third of them
-MCP_CLIENTS, MCP_CALLS = 10, 20  # SDK clients at once, and the writes each makes
+# SDK clients at once; the writes each makes, and (under a replica's kill, long enough for
+# the kill to land mid-run) more
+MCP_CLIENTS, MCP_CALLS, MCP_CALLS_KILLED = 10, 20, 150
+MCP_CALL_SECONDS = 5  # a call unanswered this long was lost with its replica
 
 
 class CheckFailed(AssertionError):
@@ -225,8 +228,8 @@ def check_replica_loss(stack: Stack, token: str) -> None:
 class McpRun:
     """SDK clients writing over MCP through the load balancer, each on its own session."""
 
-    def __init__(self, url: str, token: str, label: str) -> None:
-        self.url, self.token, self.label = url, token, label
+    def __init__(self, url: str, token: str, label: str, calls: int) -> None:
+        self.url, self.token, self.label, self.calls = url, token, label, calls
         self.acknowledged: dict[str, int] = {}
         self.restarts = 0  # sessions opened again after a failed call
         self.errors: list[str] = []
@@ -234,14 +237,14 @@ class McpRun:
     async def writer(self, n: int) -> None:
         done = 0
         headers = {"Authorization": f"Bearer {self.token}", "X-Baton-Agent": f"mcp-{n}"}
-        while done < MCP_CALLS and self.restarts <= MCP_CLIENTS * 3:
+        while done < self.calls and self.restarts <= MCP_CLIENTS * 3:
             try:
                 async with httpx.AsyncClient(headers=headers, timeout=10) as http:
                     connection = streamable_http_client(f"{self.url}/mcp", http_client=http)
                     async with Client(connection, mode="legacy") as mcp:
-                        while done < MCP_CALLS:
+                        while done < self.calls:
                             ref = f"compose-check/{self.label}-{n}-{done}"
-                            with anyio.fail_after(15):
+                            with anyio.fail_after(MCP_CALL_SECONDS):
                                 result = await mcp.call_tool(
                                     "remember", {"ref": ref, "value": done}
                                 )
@@ -258,7 +261,7 @@ class McpRun:
             for n in range(MCP_CLIENTS):
                 group.start_soon(self.writer, n)
             if after_a_third is not None:
-                while len(self.acknowledged) < MCP_CLIENTS * MCP_CALLS // 3:
+                while len(self.acknowledged) < MCP_CLIENTS * self.calls // 3:
                     await anyio.sleep(0.05)
                 await anyio.to_thread.run_sync(after_a_third)
 
@@ -276,25 +279,26 @@ def check_mcp(stack: Stack, token: str) -> None:
     clients at once, every call answered; then again while a replica is killed: clients
     whose call failed initialize again and finish, and every write acknowledged is there."""
     url = f"http://127.0.0.1:{stack.port}"
-    total = MCP_CLIENTS * MCP_CALLS
     step(f"MCP over HTTP: {MCP_CLIENTS} SDK clients x {MCP_CALLS} writes through the balancer")
-    calm = McpRun(url, token, "mcp")
+    calm = McpRun(url, token, "mcp", MCP_CALLS)
     asyncio.run(calm.run())
+    total = MCP_CLIENTS * MCP_CALLS
     expect(
         len(calm.acknowledged) == total and calm.restarts == 0 and not calm.errors,
         f"{len(calm.acknowledged)} of {total} MCP calls answered "
         f"({calm.restarts} sessions lost, errors {calm.errors[:2]})",
     )
-    step("the same while a replica is killed")
+    step(f"{MCP_CLIENTS} clients x {MCP_CALLS_KILLED} writes while a replica is killed")
     killed: list[str] = []
-    rough = McpRun(url, token, "mcp-kill")
+    rough = McpRun(url, token, "mcp-kill", MCP_CALLS_KILLED)
     asyncio.run(rough.run(lambda: killed.append(kill_one_replica(stack))))
     lost = rough.lost(token, stack.port)
+    total = MCP_CLIENTS * MCP_CALLS_KILLED
     expect(
         len(rough.acknowledged) == total and not rough.errors,
-        f"every client finished: {len(rough.acknowledged)} of {total} writes acknowledged "
-        f"({rough.restarts} calls failed with the replica and were made again on a new "
-        "session)",
+        f"every client finished: {len(rough.acknowledged)} of {total} writes acknowledged; "
+        f"{rough.restarts} calls were in flight on the killed replica, and each client "
+        "initialized again and made its call again",
     )
     expect(not lost, f"{len(lost)} acknowledged MCP writes lost {lost[:5]}")
     if killed:

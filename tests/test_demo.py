@@ -128,10 +128,15 @@ def test_the_amfs_story_without_the_extra_says_what_to_install() -> None:
 def test_compose_services_run_real_baton_commands() -> None:
     """Without an engine (make compose-check runs them on one): every Baton service of
     compose.yaml runs a command baton accepts, on one Redis, with a token file and never in
-    open mode; compose.cluster.yaml moves the same services' data to the cluster."""
+    open mode, and the API replicas are published only through the load balancer, which
+    health-checks each; compose.cluster.yaml moves the same services' data to the
+    cluster."""
     services = yaml.safe_load((REPO / "compose.yaml").read_text())["services"]
-    assert set(services) == {"redis", "tokens", "api", "worker", "executor", "scout"}
+    assert set(services) == {"redis", "tokens", "api", "lb", "worker", "executor", "scout"}
     assert services["api"]["scale"] >= 2 and services["api"]["healthcheck"]
+    assert "ports" not in services["api"]  # clients reach the replicas through the balancer
+    balancer = " ".join(services["lb"]["command"])
+    assert "server-template api" in balancer and "check" in balancer and services["lb"]["ports"]
     for name in ("tokens", "api", "worker", "executor", "scout"):
         service = services[name]
         assert service["environment"]["BATON_REDIS_URL"] == "redis://redis:6379/0"

@@ -283,7 +283,8 @@ def request_lines(log: Path) -> list[dict[str, object]]:
 def test_a_full_disk_leaves_reads_working_with_tokens(small_disk: Path) -> None:
     """With tokens on and the data disk full, authenticated reads still answer 200 (the
     token's last-use stamp is bookkeeping and is skipped): records, whoami, the dashboard's
-    data and MCP's initialize. Writes answer 507, and the access log records 507."""
+    data and MCP's initialize (answered without a session, which cannot be stored, and the
+    client reads on without one). Writes answer 507, and the access log records 507."""
     server = EmbeddedServer(small_disk)
     token = issue(server.ensure_running(), "scout")
     log = small_disk.parent / "api.log"
@@ -310,6 +311,14 @@ def test_a_full_disk_leaves_reads_working_with_tokens(small_disk: Path) -> None:
                 headers={"Accept": "application/json, text/event-stream"},
             )
             assert initialized.status_code == 200
+            assert "mcp-session-id" not in initialized.headers
+            recall = {"name": "recall", "arguments": {"ref": "disk/a"}}
+            called = http.post(
+                "/mcp",
+                json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": recall},
+                headers={"Accept": "application/json, text/event-stream"},
+            )
+            assert called.json()["result"]["structuredContent"]["value"] == 1
     finally:
         process.terminate()
         process.wait(10)

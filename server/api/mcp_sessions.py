@@ -8,7 +8,9 @@ stands for (``mcp-<id>``) is named by the ``mcp-session-id`` header. What makes 
 a session is this table:
 
 - ``initialize`` (a POST without ``mcp-session-id``) opens one: the id is handed out in the
-  answer's ``mcp-session-id`` header, and the session is noted in Redis under its owner;
+  answer's ``mcp-session-id`` header, and the session is noted in Redis under its owner
+  (while Redis refuses writes, a full disk, it is answered without one: the client reads
+  session-less);
 - every later request names it; a session Redis does not hold (closed, idle past
   ``BATON_MCP_IDLE_SECONDS``, or never opened) is answered 404, so the client initializes
   again (the spec's rule); a session opened by another token is answered 403 (operators
@@ -31,6 +33,8 @@ import secrets
 from collections.abc import Awaitable, Callable
 
 import msgspec
+import redis.exceptions
+import structlog
 from litestar.types import (
     ASGIApp,
     HTTPRequestEvent,
@@ -45,9 +49,12 @@ from litestar.types import (
 
 from baton.server.api.auth import caller_of, refuse
 from baton.server.backend import Backend
+from baton.server.connection import write_refused
 from baton.server.errors import BatonError, Forbidden, NotFound, TooLarge, TooManySessions
 from baton.server.identity import Caller
 from baton.server.keys import mcp_sessions_key
+
+log = structlog.get_logger("baton.mcp")
 
 SESSION_HEADER = b"mcp-session-id"
 PROTOCOL_HEADER = b"mcp-protocol-version"
@@ -194,7 +201,16 @@ class SessionTable:
             await app(scope, replay, send)
             return
         caller = caller_of(scope)
-        opened = await self.open(owner_of(caller))
+        try:
+            opened = await self.open(owner_of(caller))
+        except redis.exceptions.ResponseError as error:
+            if write_refused(error) is None:
+                raise
+            # Redis takes no writes (a full disk, out of memory): the client still reads,
+            # without a session (its requests name none), rather than not at all.
+            log.warning("MCP session not opened: Redis refuses writes", error=str(error))
+            await app(scope, replay, send)
+            return
         if opened is None:
             token = caller.credential.token_id
             who = f"token {token}" if token is not None else f"agent {caller.agent}"
