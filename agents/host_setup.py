@@ -8,13 +8,22 @@ command hooks, so its sessions are not recorded. With ``project`` the files go i
 project (``.mcp.json``, ``.claude/``, ``opencode.json``, ``.opencode/``), else into the
 user's own configuration. Running it again changes nothing; ``--dry-run`` shows the diff.
 JSON files are merged: only Baton's entries are added or replaced; a file that is not
-valid JSON is refused, never overwritten.
+valid JSON, not UTF-8, or not shaped as the host reads it is refused, never overwritten.
+
+User files are handled with care: a path that leads out of the folder setup writes into
+(the project, or the home directory) through a symlink is refused (a link that stays inside,
+as dotfile managers make, is followed and stays a link); every file is written to a
+temporary file beside it first and renamed over the original only once all of them are
+written, so a full disk or any other error leaves every original as it was.
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
+import os
+import secrets
 import shlex
 from dataclasses import dataclass
 from importlib import resources
@@ -22,7 +31,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from baton.agents.hook import CLAUDE_EVENTS
-from baton.server.errors import InvalidInput
+from baton.server.errors import BatonError, InvalidInput
 
 Host = Literal["claude-code", "opencode"]
 HOSTS: tuple[Host, ...] = ("claude-code", "opencode")
@@ -47,11 +56,18 @@ HOOKED: dict[str, str | None] = {
 assert set(HOOKED) <= set(CLAUDE_EVENTS)
 
 
+class NotWritten(BatonError):
+    """A file setup could not write (a full disk, no permission): nothing was changed."""
+
+
 @dataclass(frozen=True)
 class Change:
-    """One file as it is and as setup writes it."""
+    """One file as it is and as setup writes it: ``path`` as the host names it, ``target``
+    the file written (``path`` with its symlinks followed, inside the folder setup writes
+    into)."""
 
     path: Path
+    target: Path
     before: str | None
     after: str
 
@@ -88,7 +104,10 @@ def plan(
     config, keys = mcp_config(host, home, project)
     if host == "claude-code":
         entry: dict[str, Any] = {"command": baton, "args": ["mcp"], "env": {"AGENT_ID": agent}}
-        changes = [_json(config, keys, entry), _hooks(base / ".claude" / "settings.json", baton)]
+        changes = [
+            _json(config, base, keys, entry),
+            _hooks(base / ".claude" / "settings.json", base, baton),
+        ]
         folder = base / ".claude"
     else:
         entry = {
@@ -97,37 +116,88 @@ def plan(
             "environment": {"AGENT_ID": agent},
             "enabled": True,
         }
-        changes = [_json(config, keys, entry)]
+        changes = [_json(config, base, keys, entry)]
         folder = project / ".opencode" if project is not None else config.parent
     changes += [
-        _text(folder / "skills" / name / "SKILL.md", _template(f"{name}.skill.md"))
+        _text(folder / "skills" / name / "SKILL.md", base, _template(f"{name}.skill.md"))
         for name in SKILLS
     ]
     changes += [
-        _text(folder / "commands" / f"{name}.md", _template(f"{name}.command.md"))
+        _text(folder / "commands" / f"{name}.md", base, _template(f"{name}.command.md"))
         for name in COMMANDS[host]
     ]
     return changes
 
 
 def apply(changes: list[Change]) -> None:
-    """Write the files that change."""
-    for change in changes:
-        if change.changed:
-            change.path.parent.mkdir(parents=True, exist_ok=True)
-            change.path.write_text(change.after)
+    """Write the files that change: each to a temporary file beside it, then, once all are
+    written, each renamed over its original (its permissions kept). A failure before the
+    renames removes the temporary files and changes nothing."""
+    written: list[tuple[Path, Path]] = []
+    made: list[Path] = []  # folders made for new files, outermost first
+    try:
+        for change in changes:
+            if change.changed:
+                missing = [f for f in (change.target, *change.target.parents) if not f.exists()]
+                made += reversed(missing[1:])
+                change.target.parent.mkdir(parents=True, exist_ok=True)
+                written.append((_written_beside(change), change.target))
+    except OSError as error:
+        for temporary, _ in written:
+            temporary.unlink(missing_ok=True)
+        for folder in reversed(made):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        where = error.filename or "a file"
+        raise NotWritten(
+            f"could not write {where}: {error.strerror or error}; nothing was changed"
+        ) from None
+    for temporary, target in written:
+        os.replace(temporary, target)
+
+
+def _written_beside(change: Change) -> Path:
+    """``change.after`` in a new file in its target's folder, on disk."""
+    temporary = change.target.with_name(f".{change.target.name}.{secrets.token_hex(4)}.baton")
+    try:
+        with open(temporary, "x", encoding="utf-8") as out:
+            out.write(change.after)
+            out.flush()
+            os.fsync(out.fileno())
+        if change.before is not None:
+            os.chmod(temporary, change.target.stat().st_mode & 0o7777)
+    except OSError:
+        temporary.unlink(missing_ok=True)
+        raise
+    return temporary
 
 
 def _template(name: str) -> str:
     return resources.files("baton.agents.integrations").joinpath(name).read_text()
 
 
-def _read(path: Path) -> str | None:
-    return path.read_text() if path.exists() else None
+def _inside(path: Path, root: Path) -> Path:
+    """``path`` with its symlinks followed, refused when that leads out of ``root``."""
+    target = path.resolve()
+    if not target.is_relative_to(root.resolve()):
+        raise InvalidInput(
+            "config", f"{path} leads to {target}, outside {root} (a symlink); not following it"
+        )
+    return target
 
 
-def _text(path: Path, content: str) -> Change:
-    return Change(path, _read(path), content)
+def _read(path: Path, target: Path) -> str | None:
+    try:
+        return target.read_text(encoding="utf-8") if target.exists() else None
+    except UnicodeDecodeError:
+        raise InvalidInput("config", f"{path} is not UTF-8 text; fix it first") from None
+    except OSError as error:
+        raise InvalidInput("config", f"cannot read {path}: {error.strerror}") from None
+
+
+def _text(path: Path, root: Path, content: str) -> Change:
+    target = _inside(path, root)
+    return Change(path, target, _read(path, target), content)
 
 
 def _load(path: Path, before: str | None) -> dict[str, Any]:
@@ -146,9 +216,10 @@ def _dump(data: dict[str, Any]) -> str:
     return json.dumps(data, indent=2) + "\n"
 
 
-def _json(path: Path, keys: list[str], value: Any) -> Change:
+def _json(path: Path, root: Path, keys: list[str], value: Any) -> Change:
     """``path`` with ``value`` set under ``keys``, the rest of the file kept."""
-    before = _read(path)
+    target = _inside(path, root)
+    before = _read(path, target)
     data = _load(path, before)
     node = data
     for key in keys[:-1]:
@@ -156,25 +227,31 @@ def _json(path: Path, keys: list[str], value: Any) -> Change:
         if not isinstance(node, dict):
             raise InvalidInput("config", f"{path}: {key} is not an object; fix it first")
     node[keys[-1]] = value
-    return Change(path, before, _dump(data))
+    return Change(path, target, before, _dump(data))
 
 
-def _hooks(path: Path, baton: str) -> Change:
+def _hooks(path: Path, root: Path, baton: str) -> Change:
     """Claude Code's settings with Baton's hooks: earlier Baton entries (any command ending
-    in ``hook <Event>`` run by a ``baton``) replaced, everyone else's kept."""
-    before = _read(path)
+    in ``hook <Event>`` run by a ``baton``) replaced, everyone else's kept as they are."""
+    target = _inside(path, root)
+    before = _read(path, target)
     data = _load(path, before)
     hooks = data.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise InvalidInput("config", f"{path}: hooks is not an object; fix it first")
     for event, matcher in HOOKED.items():
+        groups = hooks.get(event, [])
+        if not isinstance(groups, list):
+            raise InvalidInput(
+                "config", f"{path}: hooks.{event} is not a list of hook groups; fix it first"
+            )
         command = f"{shlex.quote(baton)} hook {event}"
-        kept = [group for group in hooks.get(event, []) if not _ours(group, event)]
+        kept = [group for group in groups if not _ours(group, event)]
         group: dict[str, Any] = {"hooks": [{"type": "command", "command": command}]}
         if matcher is not None:
             group = {"matcher": matcher, **group}
         hooks[event] = [*kept, group]
-    return Change(path, before, _dump(data))
+    return Change(path, target, before, _dump(data))
 
 
 def _ours(group: Any, event: str) -> bool:

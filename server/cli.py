@@ -457,13 +457,13 @@ def cmd_setup(args: argparse.Namespace) -> int:
         home=Path.home(),
         project=project,
     )
+    if not args.dry_run:
+        apply(changes)  # every file, or (one line of error) none
     for change in changes:
         if args.dry_run:
             print(change.diff() if change.changed else f"unchanged {change.path}\n", end="")
         else:
             print(f"{'wrote' if change.changed else 'unchanged'} {change.path}")
-    if not args.dry_run:
-        apply(changes)
     return 0
 
 

@@ -5,6 +5,7 @@ session and give "where were we" back."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -145,3 +146,80 @@ async def test_what_opencodes_files_name_runs(tmp_path: Path, redis_url: str) ->
         assert frontmatter(project / ".opencode" / "skills" / name / "SKILL.md")["name"] == name
     for name in COMMANDS["opencode"]:
         assert (project / ".opencode" / "commands" / f"{name}.md").exists()
+
+
+def test_a_symlink_out_of_the_project_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    """A project whose .claude/skills/handoff points out of it (at a folder holding the
+    user's .bashrc) is refused with one line naming the link, and no file anywhere
+    changes, inside the project or out of it."""
+    project, home, outside = tmp_path / "app", tmp_path / "home", tmp_path / "home-dotfiles"
+    (project / ".claude" / "skills").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "SKILL.md").write_text("export PATH=/usr/bin\n")
+    (project / ".claude" / "skills" / "handoff").symlink_to(outside)
+    refused = setup("claude-code", "--project", str(project), home=home)
+    assert refused.returncode == 2 and len(refused.stderr.splitlines()) == 1, refused.stderr
+    assert "outside" in refused.stderr and "symlink" in refused.stderr
+    assert (outside / "SKILL.md").read_text() == "export PATH=/usr/bin\n"
+    assert not (project / ".mcp.json").exists() and not (project / ".claude/settings.json").exists()
+
+
+def test_a_dotfile_link_inside_home_is_followed_and_kept(tmp_path: Path) -> None:
+    """~/.claude.json linked into ~/dotfiles (as dotfile managers do) is updated where it
+    lives, the link kept, the user's other settings and the file's permissions kept."""
+    home = tmp_path / "home"
+    (home / "dotfiles").mkdir(parents=True)
+    real = home / "dotfiles" / "claude.json"
+    real.write_text(json.dumps({"theme": "dark"}))
+    real.chmod(0o600)
+    (home / ".claude.json").symlink_to(real)
+    done = setup("claude-code", home=home)
+    assert done.returncode == 0, done.stderr
+    assert (home / ".claude.json").is_symlink()
+    config = json.loads(real.read_text())
+    assert config["theme"] == "dark" and config["mcpServers"]["baton"]["args"] == ["mcp"]
+    assert real.stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (b'{"hooks": {"Stop": "echo mine"}}', "hooks.Stop is not a list"),
+        (b'{"model": "caf\xe9"}', "is not UTF-8 text"),
+        (b"[1, 2]", "holds no JSON object"),
+    ],
+)
+def test_a_settings_file_of_another_shape_is_left_exactly_as_it_was(
+    tmp_path: Path, content: bytes, said: str
+) -> None:
+    """Hooks of a shape Claude Code does not read (a string where a list belongs), a file
+    that is not UTF-8, or JSON that is not an object: one line saying which, exit 2, and
+    the file byte for byte as it was (a string of hooks is never cut into characters)."""
+    project = tmp_path / "app"
+    (project / ".claude").mkdir(parents=True)
+    settings = project / ".claude" / "settings.json"
+    settings.write_bytes(content)
+    refused = setup("claude-code", "--project", str(project), home=tmp_path / "home")
+    assert refused.returncode == 2 and len(refused.stderr.splitlines()) == 1, refused.stderr
+    assert said in refused.stderr and "Traceback" not in refused.stderr
+    assert settings.read_bytes() == content
+    assert not (project / ".mcp.json").exists()
+
+
+def test_a_full_disk_leaves_every_file_as_it_was(small_disk: Path) -> None:
+    """On a disk too full to take the new files, setup says so in one line and changes
+    nothing: ~/.claude.json keeps its content, and no temporary file or new folder is left
+    behind."""
+    home = small_disk / "home"
+    home.mkdir()
+    original = json.dumps({"projects": {"/a": {"history": ["x" * 200_000]}}})
+    (home / ".claude.json").write_text(original)
+    (home / ".claude" / "skills").mkdir(parents=True)  # the skills' folders are made anew
+    with open(small_disk / "filler", "wb") as out, contextlib.suppress(OSError):
+        out.write(b"\0" * 8 * 2**20)
+    refused = setup("claude-code", home=home)
+    assert refused.returncode == 2 and len(refused.stderr.splitlines()) == 1, refused.stderr
+    assert "nothing was changed" in refused.stderr and "No space left" in refused.stderr
+    assert (home / ".claude.json").read_text() == original
+    assert sorted(path.name for path in home.iterdir()) == [".claude", ".claude.json"]
+    assert [path.name for path in (home / ".claude").rglob("*")] == ["skills"]
