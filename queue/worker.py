@@ -43,6 +43,7 @@ class AgentWorker(SimpleWorker):
     Baton's own jobs (``baton.queue.job_guard``)."""
 
     stop_seconds: float = 3.0
+    stopping = False  # asked to stop (a signal): not to be started again
 
     def execute_job(self, job: Job, queue: Queue) -> None:
         reason = refusal(job)
@@ -94,6 +95,7 @@ class AgentWorker(SimpleWorker):
         self.pubsub.close()
 
     def request_stop(self, signum: int, frame: FrameType | None) -> None:
+        self.stopping = True
         if self.get_state() == WorkerStatus.BUSY:
             threading.Thread(target=self._stop_after_grace, name="baton-stop", daemon=True).start()
         super().request_stop(signum, frame)  # type: ignore[no-untyped-call]  # unannotated in rq
@@ -108,6 +110,49 @@ class AgentWorker(SimpleWorker):
 
 
 WORKER_CLASS = AgentWorker
+# How long a worker that lost Redis waits before it asks again: doubling up to the most.
+RECONNECT_FIRST, RECONNECT_MOST = 0.5, 10.0
+
+
+def work_through_outages(
+    queue: Queue, *, stop_seconds: float, burst: bool = False, scheduler: bool = False
+) -> bool:
+    """Work ``queue`` until asked to stop (or, with ``burst``, until it is empty), riding
+    out Redis going away: RQ's work loop quits on a Redis error it meets outside its wait
+    for a job (a restart in the middle of a job, a timeout), so a worker that ends without
+    being asked to is followed by a new one once Redis answers again, asked every
+    ``RECONNECT_FIRST`` seconds, doubling up to ``RECONNECT_MOST``. A job cut short that
+    way is the lease's to give back (its packet is redelivered). Whether any job ran."""
+    worked = False
+    while True:
+        worker = WORKER_CLASS(
+            [queue], connection=queue.connection, serializer=JOB_SERIALIZER, job_class=BatonJob
+        )
+        worker.stop_seconds = stop_seconds
+        try:
+            if burst:
+                return worker.work(burst=True, with_scheduler=scheduler) or worked
+            worked = worker.work() or worked
+        except RedisError as error:  # RQ's own teardown, with Redis gone
+            log.warning("worker lost Redis while stopping", error=str(error))
+        if worker.stopping:
+            return worked
+        log.warning("worker lost Redis; starting again once it answers", queue=queue.name)
+        if not _wait_for_redis(worker):
+            return worked
+
+
+def _wait_for_redis(worker: AgentWorker) -> bool:
+    """Until Redis answers (True) or the worker is asked to stop (False)."""
+    delay = RECONNECT_FIRST
+    while not worker.stopping:
+        try:
+            worker.connection.ping()
+            return True
+        except RedisError:
+            time.sleep(delay)
+            delay = min(delay * 2, RECONNECT_MOST)
+    return False
 
 
 class AgentNotRegistered(LookupError):
@@ -142,23 +187,20 @@ def run_agent(
         serializer=JOB_SERIALIZER,
         job_class=BatonJob,
     )
-    worker = WORKER_CLASS(
-        [queue], connection=connection, serializer=JOB_SERIALIZER, job_class=BatonJob
-    )
-    worker.stop_seconds = settings.stop_seconds
+    grace = settings.stop_seconds
     if burst:  # RQ then moves due retries once, in this process
-        return worker.work(burst=True, with_scheduler=True)
-    with scheduling(worker):
-        return worker.work()
+        return work_through_outages(queue, stop_seconds=grace, burst=True, scheduler=True)
+    with scheduling([queue]):
+        return work_through_outages(queue, stop_seconds=grace)
 
 
 @contextmanager
-def scheduling(worker: AgentWorker) -> Iterator[None]:
-    """RQ's scheduler for the worker's queues (it enqueues the retries whose interval is
-    over) as a thread of the worker, instead of the process RQ would fork for it: that
-    process outlived a worker killed with SIGKILL, heart-beating into Redis for ever. On a
-    normal stop it releases its locks; after a kill they expire within a minute."""
-    scheduler = RQScheduler(worker.queues, connection=worker.connection, serializer=JOB_SERIALIZER)
+def scheduling(queues: list[Queue]) -> Iterator[None]:
+    """RQ's scheduler for ``queues`` (it enqueues the retries whose interval is over) as a
+    thread of the worker process, instead of the process RQ would fork for it: that process
+    outlived a worker killed with SIGKILL, heart-beating into Redis for ever. On a normal
+    stop it releases its locks; after a kill they expire within a minute."""
+    scheduler = RQScheduler(queues, connection=queues[0].connection, serializer=JOB_SERIALIZER)
     stop = threading.Event()
     thread = threading.Thread(
         target=_schedule, args=(scheduler, stop), name="baton-scheduler", daemon=True
@@ -203,12 +245,9 @@ def run_maintenance(settings: Settings, *, burst: bool = False) -> bool:
     queue = Queue(
         MAINTENANCE_QUEUE, connection=connection, serializer=JOB_SERIALIZER, job_class=BatonJob
     )
-    worker = WORKER_CLASS(
-        [queue], connection=connection, serializer=JOB_SERIALIZER, job_class=BatonJob
-    )
     if burst:
         queue.enqueue(SWEEP)
-        return worker.work(burst=True)
+        return work_through_outages(queue, stop_seconds=settings.stop_seconds, burst=True)
     stop = threading.Event()
     ticking = threading.Thread(
         target=_tick,
@@ -218,7 +257,7 @@ def run_maintenance(settings: Settings, *, burst: bool = False) -> bool:
     )
     ticking.start()
     try:
-        return worker.work()
+        return work_through_outages(queue, stop_seconds=settings.stop_seconds)
     finally:
         stop.set()
 

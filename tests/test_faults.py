@@ -146,6 +146,79 @@ def test_redis_killed_under_a_running_api_is_restarted_by_it(tmp_path: Path) -> 
         server.stop()
 
 
+@pytest.mark.slow
+def test_a_push_worker_rides_out_a_redis_restart(tmp_path: Path) -> None:
+    """Valkey is killed (SIGKILL) and restarted by the API while a push worker is in the
+    middle of its packets: the worker waits for it and goes on (it never exits), and every
+    packet ends handled; one cut short in the restart is redelivered after its lease."""
+    data = tmp_path / "data"
+    server = EmbeddedServer(data)
+    url = server.ensure_running()
+    settings = {
+        "BATON_DATA_DIR": str(data),
+        "BATON_LEASE_SECONDS": "3",
+        "BATON_SWEEP_SECONDS": "1",
+        "BATON_CHECKPOINT_INTERVAL": "off",
+    }
+    process, api = start_api(tmp_path / "api.log", **settings)
+    log = open(tmp_path / "worker.log", "wb")  # noqa: SIM115 (closed below)
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "baton.server.cli",
+            "agent",
+            "run",
+            "tester",
+            "-m",
+            "tests.handlers",
+        ],
+        env={**os.environ, **settings, "BATON_REDIS_URL": url, "BATON_URL": api},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=REPO,
+    )
+    packets = 60
+    try:
+        with httpx.Client(base_url=api, timeout=10, headers={"X-Baton-Agent": "scout"}) as http:
+            ids = [
+                http.post(
+                    "/v1/handoffs",
+                    json={"to": "tester", "summary": f"task {n}", "note": "sleep-0.1"},
+                ).json()["id"]
+                for n in range(packets)
+            ]
+
+            def done() -> int:
+                listed = http.get("/v1/handoffs", params={"status": "done", "limit": 500}).json()
+                return len(listed["packets"])
+
+            deadline = time.monotonic() + 60
+            while done() < packets // 4 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            pid = server.pid()
+            assert pid is not None
+            os.kill(pid, signal.SIGKILL)  # mid-job: the worker is never idle here
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                with contextlib.suppress(httpx.HTTPError, ValueError, KeyError):
+                    if done() == packets:
+                        break
+                assert worker.poll() is None, (tmp_path / "worker.log").read_text()
+                time.sleep(0.5)
+            assert server.pid() not in (None, pid)  # restarted (by the API)
+            states = [http.get(f"/v1/handoffs/{id_}").json()["state"] for id_ in ids]
+            assert states == ["done"] * packets, (tmp_path / "worker.log").read_text()[-3000:]
+            assert worker.poll() is None  # still working, waiting for the next packet
+    finally:
+        worker.terminate()
+        worker.wait(15)
+        log.close()
+        process.terminate()
+        process.wait(10)
+        server.stop()
+
+
 def test_serve_alone_keeps_the_ttl_lease_and_idle_promises(redis_url: str, tmp_path: Path) -> None:
     """With only `baton serve` running (no `baton worker`): an expired memory is never
     recalled and is then forgotten with an audit entry, a lease that ran out puts the packet
