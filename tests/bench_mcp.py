@@ -25,6 +25,7 @@ import httpx
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from baton.server.mcp_server import initialize_request
 from tests.benchkit import Measure, Row, fmt, interleaved, start, wait_for_port
 from tests.conftest import REPO, free_port
 
@@ -34,16 +35,7 @@ REFERENCE = (
 BATON_MCP = [str(Path(sys.executable).with_name("baton")), "mcp"]  # as a host starts it
 START_TARGET_MS = 300.0  # initialize answered within this, median
 HTTP_TARGET = 2.0  # a call over HTTP within this many times the SDK's minimal server's p50
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "bench", "version": "1"},
-    },
-}
+INITIALIZE = initialize_request("2025-06-18")
 LISTING = (
     b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
     b'{"jsonrpc":"2.0","id":2,"method":"tools/list"}\n'

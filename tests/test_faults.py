@@ -163,16 +163,7 @@ def test_a_push_worker_rides_out_a_redis_restart(tmp_path: Path) -> None:
     process, api = start_api(tmp_path / "api.log", **settings)
     log = open(tmp_path / "worker.log", "wb")  # noqa: SIM115 (closed below)
     worker = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "baton.server.cli",
-            "agent",
-            "run",
-            "tester",
-            "-m",
-            "tests.handlers",
-        ],
+        [sys.executable, "-m", "baton.server.cli", *"agent run tester -m tests.handlers".split()],
         env={**os.environ, **settings, "BATON_REDIS_URL": url, "BATON_URL": api},
         stdout=log,
         stderr=subprocess.STDOUT,

@@ -23,7 +23,7 @@ import redis
 from litestar.routes import ASGIRoute, HTTPRoute
 
 from baton.server.api.app import create_app
-from baton.server.mcp_server import tool_list
+from baton.server.mcp_server import initialize_request, tool_list
 from baton.server.settings import Settings
 from tests.conftest import issue, running_server, written_keys
 
@@ -32,16 +32,7 @@ UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
 REFUSED = {400, 401, 403, 422}
 # Keys that legitimately change on a refused request: token last-use times, rate counters.
 VOLATILE = (b"baton:{tokens}:", b"baton:ratelimit", b"baton:auth-failures:", b"baton:sweep-lock")
-MCP_INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "matrix", "version": "1"},
-    },
-}
+MCP_INITIALIZE = initialize_request("2025-06-18")
 
 OBSERVATION = {
     "hook_type": "post_tool_use",

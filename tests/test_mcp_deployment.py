@@ -14,21 +14,13 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from baton.server.mcp_server import initialize_request
 from tests.conftest import running_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 
 WORKERS = "3"
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "test", "version": "1"},
-    },
-}
+INITIALIZE = initialize_request("2025-06-18")
 ACCEPT = "application/json, text/event-stream"
 
 
