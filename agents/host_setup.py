@@ -178,7 +178,10 @@ def _template(name: str) -> str:
 
 def _inside(path: Path, root: Path) -> Path:
     """``path`` with its symlinks followed, refused when that leads out of ``root``."""
-    target = path.resolve()
+    try:
+        target = path.resolve()
+    except (RuntimeError, OSError) as error:  # a symlink loop
+        raise InvalidInput("config", f"cannot follow {path}: {error}") from None
     if not target.is_relative_to(root.resolve()):
         raise InvalidInput(
             "config", f"{path} leads to {target}, outside {root} (a symlink); not following it"

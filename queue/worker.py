@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import signal
 import sys
 import threading
 import time
@@ -110,25 +111,28 @@ class AgentWorker(SimpleWorker):
 
 
 WORKER_CLASS = AgentWorker
-# How long a worker that lost Redis waits before it asks again: doubling up to the most.
-RECONNECT_FIRST, RECONNECT_MOST = 0.5, 10.0
+# A worker whose loop ended on its own waits this long before the next starts: doubling
+# while they keep ending soon, back to the first once one ran for a while.
+RECONNECT_FIRST, RECONNECT_MOST, RAN_A_WHILE = 0.5, 10.0, 60.0
 
 
 def work_through_outages(
     queue: Queue, *, stop_seconds: float, burst: bool = False, scheduler: bool = False
 ) -> bool:
     """Work ``queue`` until asked to stop (or, with ``burst``, until it is empty), riding
-    out Redis going away: RQ's work loop quits on a Redis error it meets outside its wait
-    for a job (a restart in the middle of a job, a timeout), so a worker that ends without
-    being asked to is followed by a new one once Redis answers again, asked every
-    ``RECONNECT_FIRST`` seconds, doubling up to ``RECONNECT_MOST``. A job cut short that
+    out Redis going away: RQ's work loop quits on any error it meets outside a job's
+    handler (Redis restarting in the middle of a job, a timeout, a full disk), so a worker
+    that ends without being asked to is followed by a new one, after a pause and once Redis
+    answers (never at once: a cause that does not pass must not spin). A job cut short that
     way is the lease's to give back (its packet is redelivered). Whether any job ran."""
     worked = False
+    pause = RECONNECT_FIRST
     while True:
         worker = WORKER_CLASS(
             [queue], connection=queue.connection, serializer=JOB_SERIALIZER, job_class=BatonJob
         )
         worker.stop_seconds = stop_seconds
+        started = time.monotonic()
         try:
             if burst:
                 return worker.work(burst=True, with_scheduler=scheduler) or worked
@@ -137,22 +141,36 @@ def work_through_outages(
             log.warning("worker lost Redis while stopping", error=str(error))
         if worker.stopping:
             return worked
-        log.warning("worker lost Redis; starting again once it answers", queue=queue.name)
-        if not _wait_for_redis(worker):
+        if time.monotonic() - started > RAN_A_WHILE:
+            pause = RECONNECT_FIRST
+        log.warning("worker loop ended; starting again", queue=queue.name, pause=pause)
+        if not _pause_until_redis_answers(queue, pause):
             return worked
+        pause = min(pause * 2, RECONNECT_MOST)
 
 
-def _wait_for_redis(worker: AgentWorker) -> bool:
-    """Until Redis answers (True) or the worker is asked to stop (False)."""
-    delay = RECONNECT_FIRST
-    while not worker.stopping:
-        try:
-            worker.connection.ping()
-            return True
-        except RedisError:
-            time.sleep(delay)
-            delay = min(delay * 2, RECONNECT_MOST)
-    return False
+def _pause_until_redis_answers(queue: Queue, pause: float) -> bool:
+    """Wait ``pause`` seconds, then until Redis answers (True); False when a signal asks
+    the process to stop meanwhile (RQ's handlers belong to the worker that ended)."""
+    asked = threading.Event()
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        asked.set()
+
+    previous = {number: signal.signal(number, stop) for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        asked.wait(pause)
+        while not asked.is_set():
+            try:
+                queue.connection.ping()
+                return True
+            except RedisError:
+                asked.wait(pause)
+                pause = min(pause * 2, RECONNECT_MOST)
+        return False
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 class AgentNotRegistered(LookupError):

@@ -17,6 +17,7 @@ import asyncio
 import json
 import os
 import select
+import stat
 import sys
 import threading
 from collections.abc import AsyncIterator, Sequence
@@ -30,6 +31,7 @@ from baton.server.validation import ANONYMOUS, check_agent
 ANSWERS_FILE = "mcp_answers.json"
 READ_SIZE = 64 * 1024
 MAX_LINE = 256 * 1024 * 1024  # one JSON-RPC message; BATON_MAX_VALUE_BYTES bounds a value
+PIPE_SIZE = 64 * 1024  # what a pipe holds on Linux: a smaller write never waits for the host
 
 
 def early_answers() -> dict[str, Any]:
@@ -73,7 +75,9 @@ def early_answer(message: Any, answers: dict[str, Any], initialized: bool) -> An
 
 class Input:
     """The host's lines on a file descriptor: read here, without a thread, until the SDK is
-    loaded, then by the event loop."""
+    loaded, then by the event loop (from a pipe, as hosts start servers; from anything else,
+    a terminal or a socket shared with the output, by a thread, so that the descriptor is
+    never made non-blocking under the output)."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
@@ -81,63 +85,67 @@ class Input:
         self.ended = False
 
     def ready(self, timeout: float) -> list[bytes]:
-        """The whole lines that arrive within ``timeout`` seconds (none at the end)."""
+        """The whole lines that arrive within ``timeout`` seconds (at the end, what was left
+        unended, and then none)."""
         if self.ended or not select.select([self.fd], [], [], timeout)[0]:
             return []
         chunk = os.read(self.fd, READ_SIZE)
         if not chunk:
             self.ended = True
-            return []
+            last, self.partial = self.partial, b""
+            return [last + b"\n"] if last.strip() else []
         *lines, self.partial = (self.partial + chunk).split(b"\n")
         return [line + b"\n" for line in lines]
 
     async def lines(self) -> AsyncIterator[bytes]:
-        """The rest of the lines, read by the running event loop."""
+        """The rest of the lines."""
         reader = asyncio.StreamReader(limit=MAX_LINE)
         reader.feed_data(self.partial)
-        if self.ended:
+        stream = os.fdopen(self.fd, "rb", buffering=0, closefd=False)
+        if self.ended or not stat.S_ISFIFO(os.fstat(self.fd).st_mode):
             reader.feed_eof()
-        else:
-            stream = os.fdopen(self.fd, "rb", buffering=0, closefd=False)
-            loop = asyncio.get_running_loop()
-            try:
-                await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stream)
-            except ValueError:  # a regular file, not a pipe: read it in a thread
-                async for line in _read_in_thread(reader, stream):
-                    yield line
-                return
-        while line := await reader.readline():
-            yield line
-
-
-async def _read_in_thread(reader: asyncio.StreamReader, stream: IO[bytes]) -> AsyncIterator[bytes]:
-    reader.feed_eof()
-    while line := await reader.readline():  # what was read before
-        yield line
-    while line := await asyncio.to_thread(stream.readline):
-        yield line
+            while line := await reader.readline():  # what was read before
+                yield line
+            while not self.ended and (line := await asyncio.to_thread(stream.readline)):
+                yield line
+            return
+        loop = asyncio.get_running_loop()
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), stream
+        )
+        try:
+            while line := await reader.readline():
+                yield line
+        finally:
+            transport.close()
+            os.set_blocking(self.fd, True)  # as it was, for whoever holds the pipe after
 
 
 class Wire:
-    """What goes to the host: the SDK's messages, less its answers to requests this
-    module has answered already."""
+    """What goes to the host: the SDK's messages, less its answer to the ``initialize``
+    this module answered already. A message larger than a pipe holds is written by a
+    thread, so a host slow to read it does not hold up the other calls."""
 
-    def __init__(self, raw: IO[bytes], answered: set[int | str]) -> None:
+    def __init__(self, raw: IO[bytes]) -> None:
         self.raw = raw
-        self.answered = answered
+        self.answered: int | str | None = None  # the id of initialize, until the SDK answers
 
     def send(self, message: Any) -> None:
         self.raw.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
         self.raw.flush()
 
     async def write(self, text: str) -> None:
-        if self.answered:
+        if self.answered is not None:
             message = json.loads(text)
             answer = isinstance(message, dict) and "method" not in message
-            if answer and message.get("id") in self.answered:
-                self.answered.discard(message["id"])
+            if answer and message.get("id") == self.answered:
+                self.answered = None
                 return
-        self.raw.write(text.encode())
+        data = text.encode()
+        if len(data) < PIPE_SIZE:
+            self.raw.write(data)
+        else:
+            await asyncio.to_thread(self.raw.write, data)
 
     async def flush(self) -> None:
         self.raw.flush()
@@ -191,12 +199,11 @@ def main(argv: Sequence[str]) -> int:
     except (InvalidInput, ValueError) as error:
         print(f"baton: {error}", file=sys.stderr)
         return 2
-    loading = Loading()
     # The wire is a copy of fd 1; fd 1 itself now writes to stderr, so nothing an imported
     # module prints can corrupt the conversation (the SDK's stdio transport does the same).
-    answered: set[int | str] = set()
-    wire = Wire(os.fdopen(os.dup(sys.stdout.fileno()), "wb"), answered)
+    wire = Wire(os.fdopen(os.dup(sys.stdout.fileno()), "wb"))
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    loading = Loading()
     lines = Input(sys.stdin.fileno())
     answers = early_answers()
     kept: list[bytes] = []
@@ -208,14 +215,17 @@ def main(argv: Sequence[str]) -> int:
             except ValueError:
                 message = None
             answer = early_answer(message, answers, initialized)
-            if answer is None or message["method"] == "initialize":
+            if answer is None or initialized is False:
                 kept.append(line)  # the SDK's server must see initialize too
             if answer is not None:
                 wire.send(answer)
-                answered.add(answer["id"])
+                if not initialized:
+                    wire.answered = answer["id"]  # the SDK's answer to it is dropped
                 initialized = True
-        if lines.ended and not kept:
-            return 0  # the host went away before asking anything
+        if lines.ended:
+            if not kept:
+                return 0  # the host went away before asking anything
+            loading.join()  # what was kept is the SDK's to answer
     if loading.failed is not None:
         raise loading.failed
     from baton.server.logs import configure_logging

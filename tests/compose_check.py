@@ -261,8 +261,9 @@ class McpRun:
             for n in range(MCP_CLIENTS):
                 group.start_soon(self.writer, n)
             if after_a_third is not None:
-                while len(self.acknowledged) < MCP_CLIENTS * self.calls // 3:
-                    await anyio.sleep(0.05)
+                with anyio.fail_after(120):
+                    while len(self.acknowledged) < MCP_CLIENTS * self.calls // 3:
+                        await anyio.sleep(0.05)
                 await anyio.to_thread.run_sync(after_a_third)
 
     def lost(self, token: str, port: int) -> list[str]:

@@ -139,7 +139,7 @@ def test_an_mcp_session_answers_only_the_agent_that_opened_it(
 ) -> None:
     """An MCP session id is visible to the namespace (records carry mcp-<id>): another
     agent's token cannot send over it or close it (403, before the SDK sees the request);
-    its owner can."""
+    its owner can. An id no one holds open is 404 for everyone."""
     accept = {"Accept": "application/json, text/event-stream"}
     scout = client(secured, tokens["scout"], **accept)
     opened = scout.post("/mcp/", json=MCP_INITIALIZE)
@@ -150,6 +150,11 @@ def test_an_mcp_session_answers_only_the_agent_that_opened_it(
     assert executor.post("/mcp/", json=listing, headers=session).status_code == 403
     assert executor.delete("/mcp/", headers=session).status_code == 403
     assert scout.delete("/mcp/", headers=session).status_code == 200
+    # Once closed, or never opened (an id of the SDK's own shape, from before Baton kept
+    # sessions in Redis): 404 for anyone, so a client initializes again.
+    for unknown in (session, {"mcp-session-id": "9dcd06a651206719dd171f105908f0c9"}):
+        for caller in (scout, executor):
+            assert caller.post("/mcp/", json=listing, headers=unknown).status_code == 404
 
 
 def test_dashboard_login_trades_the_token_for_an_opaque_cookie(

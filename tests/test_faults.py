@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
+import redis
 
 from baton.server.backend import Backend
 from baton.server.connection import async_redis
@@ -207,6 +208,54 @@ def test_a_push_worker_rides_out_a_redis_restart(tmp_path: Path) -> None:
         log.close()
         process.terminate()
         process.wait(10)
+        server.stop()
+
+
+@pytest.mark.slow
+def test_a_worker_facing_a_redis_that_refuses_writes_pauses_and_stops_on_a_signal(
+    tmp_path: Path,
+) -> None:
+    """While Redis refuses writes (here: it wants a replica it does not have, as it refuses
+    them on a full disk), a worker's loop keeps ending: it starts again only after a pause
+    that grows, never in a spin; once writes are taken it works again. SIGTERM while a
+    worker pauses stops it at once, cleanly."""
+    server = EmbeddedServer(tmp_path / "data")
+    url = server.ensure_running()
+    admin = redis.Redis.from_url(url)
+    admin.config_set("min-replicas-to-write", 1)  # every write refused: NOREPLICAS
+    env = {**os.environ, "BATON_REDIS_URL": url, "BATON_SWEEP_SECONDS": "1"}
+    logs = [tmp_path / "patient.log", tmp_path / "stopped.log"]
+    workers = []
+    for log in logs:
+        with open(log, "wb") as out:
+            workers.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "baton.server.cli", "worker"],
+                    env=env,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    cwd=REPO,
+                )
+            )
+    patient, stopped = workers
+    try:
+        time.sleep(6)
+        for log in logs:  # pauses of 0.5 + 1 + 2 s and more
+            assert 1 <= log.read_text().count("worker loop ended") <= 5, log.read_text()[-2000:]
+        stopped.send_signal(signal.SIGTERM)
+        assert stopped.wait(10) == 0
+        assert "Traceback" not in logs[1].read_text()
+        admin.config_set("min-replicas-to-write", 0)
+        deadline = time.monotonic() + 30
+        while not admin.keys("rq:worker:*") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert admin.keys("rq:worker:*"), logs[0].read_text()[-2000:]  # working again
+        assert patient.poll() is None
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.terminate()
+                worker.wait(10)
         server.stop()
 
 

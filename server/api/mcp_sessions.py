@@ -46,6 +46,7 @@ from litestar.types import (
     Scope,
     Send,
 )
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from baton.server.api.auth import caller_of, refuse
 from baton.server.backend import Backend
@@ -86,13 +87,20 @@ def _header(scope: Scope, name: bytes) -> str | None:
 
 
 def _opens_a_session(body: bytes) -> bool:
-    """Whether a POST body is an ``initialize`` request (alone, or in a JSON-RPC batch)."""
+    """Whether a POST body is an ``initialize`` request (with an id: a notification opens
+    nothing). The SDK answers a JSON-RPC batch with 400, so one never opens a session."""
     try:
         message = msgspec.json.decode(body)
     except msgspec.DecodeError:
         return False
-    messages = message if isinstance(message, list) else [message]
-    return any(isinstance(item, dict) and item.get("method") == "initialize" for item in messages)
+    return isinstance(message, dict) and message.get("method") == "initialize" and "id" in message
+
+
+def _stateless(scope: Scope) -> bool:
+    """A request of the stateless (2026) protocol: its version header names no handshake
+    version (the SDK's own rule for sending it there). It never opens a session."""
+    version = _header(scope, PROTOCOL_HEADER)
+    return version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
 
 
 class SessionTable:
@@ -129,13 +137,29 @@ class SessionTable:
         return session_id if opened else None
 
     async def touch(self, session_id: str) -> bool:
-        """Whether ``session_id`` is open; if so its idle deadline moves on."""
+        """Whether ``session_id`` is open; if so its idle deadline moves on (while Redis
+        refuses writes, a full disk, it is only looked at: reads go on)."""
         backend = self._ready()
         owner = session_id.partition("-")[0]
-        alive = await backend.scripts.touch_mcp_session(
-            keys=[mcp_sessions_key(owner)], args=[session_id, self.idle_ms]
-        )
+        try:
+            alive = await backend.scripts.touch_mcp_session(
+                keys=[mcp_sessions_key(owner)], args=[session_id, self.idle_ms]
+            )
+        except redis.exceptions.ResponseError as error:
+            if write_refused(error) is None:
+                raise
+            return await self.is_open(session_id)
         return bool(alive)
+
+    async def is_open(self, session_id: str) -> bool:
+        """Whether ``session_id`` is open, changing nothing."""
+        backend = self._ready()
+        owner = session_id.partition("-")[0]
+        pipe = backend.redis.pipeline(transaction=False)
+        pipe.zscore(mcp_sessions_key(owner), session_id)
+        pipe.time()
+        deadline, (seconds, micros) = await pipe.execute()
+        return deadline is not None and deadline > seconds * 1000 + micros // 1000
 
     async def close(self, session_id: str) -> bool:
         """Close ``session_id``; whether it was open."""
@@ -160,7 +184,7 @@ class SessionTable:
                 await self.refuse_stream(scope, send)
             elif session_id is not None:
                 await self.on_session(app, session_id, scope, receive, send)
-            elif method == "POST" and _header(scope, PROTOCOL_HEADER) is None:
+            elif method == "POST" and not _stateless(scope):
                 await self.maybe_opening(app, scope, receive, send)
             else:
                 # A stateless (2026) request names its protocol version and never opens a
@@ -174,13 +198,14 @@ class SessionTable:
     ) -> None:
         """A request naming a session: its owner's (or an operator's), and open."""
         caller = caller_of(scope)
-        if session_id.partition("-")[0] != owner_of(caller) and not caller.admin:
+        theirs = session_id.partition("-")[0] != owner_of(caller) and not caller.admin
+        if theirs and await self.is_open(session_id):
             error = Forbidden(
                 f"MCP session {session_id[:64]} was opened by another agent; open your own",
                 session=session_id[:64],
             )
             await refuse(send, scope, error)
-        elif not await self.touch(session_id):
+        elif theirs or not await self.touch(session_id):
             await refuse(send, scope, self.gone(session_id))
         elif scope.get("method") == "DELETE":
             await self.close(session_id)
@@ -222,10 +247,11 @@ class SessionTable:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                message["headers"] = [
-                    *message.get("headers", []),
-                    (SESSION_HEADER, opened.encode("latin-1")),
-                ]
+                if status < 300:
+                    message["headers"] = [
+                        *message.get("headers", []),
+                        (SESSION_HEADER, opened.encode("latin-1")),
+                    ]
             await send(message)
 
         try:
