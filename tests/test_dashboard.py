@@ -181,6 +181,27 @@ def test_browser_sees_the_pending_page_update_without_reloading(
     assert errors == []
 
 
+@pytest.mark.slow
+def test_another_site_cannot_show_the_dashboard_in_a_frame(
+    scout: BatonClient, api_url: str, tmp_path: Path
+) -> None:
+    """A page of another origin that puts the dashboard in an iframe (to lay its own
+    buttons over Baton's) gets nothing in the frame in Chromium: the pages forbid framing
+    (CSP frame-ancestors, X-Frame-Options)."""
+    from playwright.sync_api import sync_playwright
+
+    scout.remember("listing/553/assessment", {"verdict": "apply"})
+    assert httpx.get(f"{api_url}/").headers["content-security-policy"] == "frame-ancestors 'none'"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page()
+        page.set_content(f'<iframe id="baton" src="{api_url}/records/listing/553/assessment">')
+        page.wait_for_timeout(2000)
+        framed = next(frame for frame in page.frames if frame != page.main_frame)
+        assert "listing/553" not in framed.content()
+        browser.close()
+
+
 @pytest.mark.anyio
 async def test_a_thousand_open_streams_do_not_starve_requests(
     redis_url: str, tmp_path: Path

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import msgspec
 from litestar import Controller, Request, Response, get, post
-from litestar.datastructures import Cookie, State
+from litestar.datastructures import Cookie, ResponseHeader, State
 from litestar.enums import RequestEncodingType
 from litestar.params import Body, FromPath, FromQuery, Parameter
 from litestar.response import Redirect, ServerSentEvent, ServerSentEventMessage, Template
@@ -244,9 +244,14 @@ class DashboardData(Controller):
 
 
 class DashboardPages(Controller):
-    """The HTML pages."""
+    """The HTML pages. No other site may show them in a frame (clickjacking: a page of
+    theirs over Baton's buttons), by CSP and, for older browsers, X-Frame-Options."""
 
     include_in_schema = False
+    response_headers = [  # noqa: RUF012 (Litestar reads the class attribute)
+        ResponseHeader(name="Content-Security-Policy", value="frame-ancestors 'none'"),
+        ResponseHeader(name="X-Frame-Options", value="DENY"),
+    ]
 
     @get("/", name="pending")
     async def pending(
