@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -33,7 +34,7 @@ from baton.server.logs import LOG_FORMAT_VARIABLE, LOG_FORMATS, configure_loggin
 from baton.server.models import PACKET_STATES, Stats
 from baton.server.progress import ProgressReport
 from baton.server.settings import Settings
-from baton.server.tokens import TokenStore, parse_duration
+from baton.server.tokens import TokenStore, new_secret, parse_duration
 from baton.server.validation import check_namespace
 from baton.server.vectors import VectorsUnavailable, vectors_for
 
@@ -161,13 +162,31 @@ async def _bootstrap(tokens: TokenStore, path: Path, given: str | None) -> None:
             f"baton token bootstrap: the token in {path} is not live here (revoked or expired); "
             "delete the file to make a new one"
         )
+    if not path.exists():  # the file first: a token is live only once someone holds it
+        secret = secret or new_secret()
+        _write_secret(path, secret)
     issued = await tokens.add("admin", admin=True, secret=secret)
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(descriptor, "w") as out:
-            out.write(issued.secret + "\n")
     print(f"{path}: admin token {issued.token.id} is live", file=sys.stderr)
+
+
+def _write_secret(path: Path, secret: str) -> None:
+    """``secret`` in ``path`` (mode 0600), whole or not at all: written beside it, on disk,
+    then renamed into place. A failure is one line, and no token is registered."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as out:
+            out.write(secret + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    except OSError as error:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        raise SystemExit(
+            f"baton token bootstrap: cannot write {path} ({error.strerror}); no token was made"
+        ) from None
 
 
 def cmd_completion(args: argparse.Namespace) -> int:

@@ -85,6 +85,11 @@ def parse_duration(text: str) -> int:
 SECRET_PATTERN = re.compile(r"bt_[A-Za-z0-9_-]{32,200}")
 
 
+def new_secret() -> str:
+    """A new token's secret."""
+    return "bt_" + secrets.token_urlsafe(32)
+
+
 class TokenStore:
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
@@ -107,7 +112,7 @@ class TokenStore:
                 check_namespace(scope, field="scope")
         if secret is not None and not SECRET_PATTERN.fullmatch(secret):
             raise InvalidInput("secret", "must be bt_ and at least 32 URL-safe characters")
-        secret = secret or "bt_" + secrets.token_urlsafe(32)
+        secret = secret or new_secret()
         token = Token(
             id=f"tok_{secrets.token_hex(4)}",
             agent=agent,

@@ -546,6 +546,23 @@ def test_token_bootstrap_makes_one_admin_token_once_and_never_revives_a_revoked_
     assert len(baton(own_db, "token", "list").stdout.splitlines()) == 1
 
 
+def test_a_bootstrap_that_cannot_write_its_file_makes_no_token(own_db: str, tmp_path: Path) -> None:
+    """`baton token bootstrap` into a folder it cannot write (here: a file stands where
+    the folder should be) says so in one line, exit 1, and registers no token: retried,
+    it still makes none; once the path is right it makes exactly one."""
+    (tmp_path / "run").write_text("not a folder")
+    path = tmp_path / "run" / "admin-token"
+    for _ in range(2):
+        failed = baton(own_db, "token", "bootstrap", "--file", str(path))
+        assert failed.returncode == 1 and len(failed.stderr.splitlines()) == 1, failed.stderr
+        assert "cannot write" in failed.stderr and "no token was made" in failed.stderr
+        assert baton(own_db, "token", "list").stdout.strip() == ""
+    (tmp_path / "run").unlink()
+    assert baton(own_db, "token", "bootstrap", "--file", str(path)).returncode == 0
+    assert len(baton(own_db, "token", "list").stdout.splitlines()) == 1
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["admin-token"]
+
+
 def test_clients_read_their_token_from_baton_token_file(
     own_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -183,7 +183,7 @@ def test_browser_sees_the_pending_page_update_without_reloading(
 
 @pytest.mark.slow
 def test_another_site_cannot_show_the_dashboard_in_a_frame(
-    scout: BatonClient, api_url: str, tmp_path: Path
+    scout: BatonClient, api_url: str
 ) -> None:
     """A page of another origin that puts the dashboard in an iframe (to lay its own
     buttons over Baton's) gets nothing in the frame in Chromium: the pages forbid framing
