@@ -347,10 +347,16 @@ class ResumeHereInput(Input, kw_only=True):
 
 
 async def resume_here(call: Call, i: ResumeHereInput) -> ResumeHere:
+    """Without ``cwd``, the process's own folder: that of ``baton mcp`` on stdio (started by
+    the host in the project); over HTTP the server's folder is nobody's project, and its
+    path is not the caller's to see, so there ``cwd`` is required."""
+    cwd = i.cwd
+    if cwd is None:
+        if call.caller.credential.kind != "local":
+            raise InvalidInput("cwd", "cwd is required over HTTP: the absolute path to resume")
+        cwd = os.getcwd()
     return await call.ns.sessions.resume_here(
-        os.getcwd() if i.cwd is None else i.cwd,
-        override=i.override,
-        caller_session=call.caller.session,
+        cwd, override=i.override, caller_session=call.caller.session
     )
 
 

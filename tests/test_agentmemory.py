@@ -404,12 +404,18 @@ def test_free_text_recall_of_facts(http: httpx.Client) -> None:
 
 
 def test_resume_here_over_rest(http: httpx.Client) -> None:
-    """GET /v1/sessions/resume answers with structured fields and the text to show."""
+    """GET /v1/sessions/resume answers with structured fields and the text to show; a
+    relative cwd, or none at all over HTTP (the server's own folder is nobody's project,
+    and its path is not the caller's to see), is a 422 naming cwd."""
     http.post("/v1/sessions", json={"id": "r-1", "project": "app", "cwd": "/srv/app"})
     answer = http.get("/v1/sessions/resume", params={"cwd": "/srv/app/src"}).json()
     assert (answer["session"]["id"], answer["empty"], answer["fallback"]) == ("r-1", True, False)
     assert "no recorded observations" in answer["text"]
     assert http.get("/v1/sessions/resume", params={"cwd": "relative"}).status_code == 422
+    # Without cwd over HTTP: refused, naming the field, never the server's own folder
+    missing = http.get("/v1/sessions/resume")
+    assert (missing.status_code, missing.json()["field"]) == (422, "cwd")
+    assert os.getcwd() not in missing.text
 
 
 def test_baton_hook_posts_claude_code_events(
