@@ -29,6 +29,7 @@ alone, one script call per request.
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 from collections.abc import Awaitable, Callable
 
@@ -60,6 +61,7 @@ log = structlog.get_logger("baton.mcp")
 SESSION_HEADER = b"mcp-session-id"
 PROTOCOL_HEADER = b"mcp-protocol-version"
 OWNER_DIGITS = 16  # the owner digest at the head of a session id (hex)
+SESSION_ID = re.compile(rf"[0-9a-f]{{{OWNER_DIGITS}}}-[0-9a-f]{{32}}")  # owner, then random
 
 
 class MethodNotAllowed(BatonError):
@@ -199,7 +201,9 @@ class SessionTable:
         """A request naming a session: its owner's (or an operator's), and open."""
         caller = caller_of(scope)
         theirs = session_id.partition("-")[0] != owner_of(caller) and not caller.admin
-        if theirs and await self.is_open(session_id):
+        if not SESSION_ID.fullmatch(session_id):  # never one of ours: Redis is not asked
+            await refuse(send, scope, self.gone(session_id))
+        elif theirs and await self.is_open(session_id):
             error = Forbidden(
                 f"MCP session {session_id[:64]} was opened by another agent; open your own",
                 session=session_id[:64],
