@@ -26,6 +26,11 @@ HOOK_TYPES = (
     "stop",
     "session_end",
 )
+# Events that mark a session's life, not work done in it: a session holding only these (as
+# `claude mcp list` leaves one: a lone SessionEnd) is never "where were we".
+LIFECYCLE_HOOKS = frozenset(
+    {"session_start", "session_end", "stop", "subagent_stop", "pre_compact", "notification"}
+)
 # Tool name fragments -> observation type, checked in this order.
 TOOL_TYPES = (
     (("edit", "patch"), "file_edit"),

@@ -20,6 +20,7 @@ from baton.server.integrity import canonical_bytes
 from baton.server.models import Observation, Observed, ResumeHere, Session, SessionEnded
 from baton.server.observations import (
     HOOK_TYPES,
+    LIFECYCLE_HOOKS,
     compress,
     concepts_of,
     observation_from,
@@ -47,6 +48,7 @@ MAX_CONCEPT = 100
 RECENT_SESSIONS = 20
 DRAWN_FROM_LAST = 200  # the observations of a resumed session whose memories it recalls
 STATUS_PREFERENCE = {"completed": 0, "abandoned": 1, "active": 2}
+LIFECYCLE_LOOKBACK = 20  # observations looked at to tell a session that did no work
 
 
 def normalise_cwd(cwd: object, field: str = "cwd") -> str:
@@ -382,6 +384,33 @@ class SessionStore(NamespaceStore):
             raise NotFound(f"no observation {observation_id} in session {session_id}")
         return observation_from(codec.hash_fields(fields))
 
+    async def that_worked(self, sessions: list[Session]) -> list[Session]:
+        """``sessions`` (in order) less those that did no work: nothing read or written, no
+        summary, and observations that are all lifecycle events (a host starting and ending
+        a session to check its servers, as `claude mcp list` does). A session with no
+        observation at all stays (rule 6 answers it honestly); one with more than
+        ``LIFECYCLE_LOOKBACK`` observations is taken as worked without looking."""
+        unsure = [
+            s
+            for s in sessions
+            if not (s.touched or s.summary or s.observation_count > LIFECYCLE_LOOKBACK)
+        ]
+        pipe = self.redis.pipeline(transaction=False)
+        for session in unsure:
+            pipe.lrange(self.keys.observations(session.id), 0, -1)
+        listed = await pipe.execute() if unsure else []
+        pipe = self.redis.pipeline(transaction=False)
+        for session, ids in zip(unsure, listed, strict=True):
+            for raw in ids:
+                pipe.hget(self.keys.observation(session.id, codec.text(raw)), "hook_type")
+        hooks = iter(await pipe.execute() if any(listed) else [])
+        idle = set()
+        for session, ids in zip(unsure, listed, strict=True):
+            kinds = {codec.text(kind) for kind in (next(hooks) for _ in ids) if kind}
+            if ids and kinds <= LIFECYCLE_HOOKS:
+                idle.add(session.id)
+        return [s for s in sessions if s.id not in idle]
+
     async def observations(self, session_id: str, last: int | None = None) -> list[Observation]:
         start = 0 if last is None else -last
         ids = await self.redis.lrange(self.keys.observations(session_id), start, -1)
@@ -400,7 +429,8 @@ class SessionStore(NamespaceStore):
         if override is not None:
             check_text(override, "override", MAX_PATH)
         project_path = os.path.normpath(os.path.join(base, override)) if override else base
-        candidates = [s for s in await self.recent(RECENT_SESSIONS) if s.id != caller_session]
+        earlier = [s for s in await self.recent(RECENT_SESSIONS) if s.id != caller_session]
+        candidates = await self.that_worked(earlier)
         matches = [s for s in candidates if s.cwd and within(s.cwd, project_path)]
         fallback = not matches
         pool = matches or candidates

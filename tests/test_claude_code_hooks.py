@@ -269,6 +269,44 @@ def test_baton_hook_gets_the_previous_session_back(
     assert_no_empty_session(api_url)
 
 
+# What `claude mcp list` (Claude Code 2.x, run in a project with Baton's hooks) sends, read
+# from the host: one SessionEnd for a session id of its own, and nothing else.
+MCP_LIST_SESSION = "18e0e4ef-248b-4c88-bee9-8484be3413be"
+
+
+def test_checking_the_mcp_servers_does_not_become_where_were_we(
+    api_url: str, redis_url: str, project: Path, tmp_path: Path
+) -> None:
+    """After a real session, `claude mcp list` in the same project leaves a completed
+    session holding one lone SessionEnd: "where were we" (the next SessionStart and the
+    resume route) still answers the real session, never "Resuming … session end"."""
+    transcript = tmp_path / "one.jsonl"
+    for event, payload in story(project, transcript):
+        if event == "Stop":
+            write_transcript(transcript, f"Password changes rotate too. {QUESTION}")
+        assert baton_hook(event, payload, api_url).returncode == 0
+    listing = {
+        "session_id": MCP_LIST_SESSION,
+        "transcript_path": str(tmp_path / f"{MCP_LIST_SESSION}.jsonl"),
+        "cwd": str(project),
+        "hook_event_name": "SessionEnd",
+        "reason": "other",
+    }
+    assert baton_hook("SessionEnd", listing, api_url).returncode == 0
+    phantom = httpx.get(f"{api_url}/v1/sessions/{MCP_LIST_SESSION}").json()
+    assert (phantom["status"], phantom["observation_count"]) == ("completed", 1)
+
+    resumed = httpx.get(f"{api_url}/v1/sessions/resume", params={"cwd": str(project / "src")})
+    assert resumed.json()["session"]["id"] == SESSION_ONE
+    two = claude_code(
+        "SessionStart", SESSION_TWO, project / "src", tmp_path / "two.jsonl", source="startup"
+    )
+    started = baton_hook("SessionStart", two, api_url)
+    assert_context_leads_with_session_one(
+        json.loads(started.stdout)["hookSpecificOutput"]["additionalContext"]
+    )
+
+
 def test_the_hook_answers_a_server_that_is_not_http_as_unreachable() -> None:
     """An address that answers with something other than HTTP (another service on Baton's
     port) is "unreachable" to the hook, so the event waits in the spool: never a crash."""
