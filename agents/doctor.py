@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import shutil
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from typing import Any, Literal
 import httpx
 import redis
 
-from baton.agents.host_setup import HOSTS, Host, mcp_config
+from baton.agents.host_setup import HOSTS, Host, command_words, mcp_config
 from baton.server.connection import sync_redis
 from baton.server.embedded import EmbeddedServer
 from baton.server.endpoint import base_url_of, token_of
@@ -181,7 +180,7 @@ def _claude_hooks(home: Path, project: Path) -> Iterator[Finding]:
             for hook in (group.get("hooks", []) if isinstance(group, dict) else [])
             if isinstance(hook, dict) and " hook " in hook.get("command", "")
         ]
-        missing = sorted({c for c in commands if not _runnable(shlex.split(c)[0])})
+        missing = sorted({c for c in commands if not _runnable((command_words(c) or [c])[0])})
         if missing:
             yield Finding(
                 "FAIL", f"Claude Code hooks in {path} run a missing program: {missing[0]}"

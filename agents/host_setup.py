@@ -23,6 +23,7 @@ import contextlib
 import difflib
 import json
 import os
+import re
 import secrets
 import shlex
 from dataclasses import dataclass
@@ -95,25 +96,47 @@ def mcp_config(host: Host, home: Path, project: Path | None) -> tuple[Path, list
     return folder / "opencode.json", ["mcp", SERVER]
 
 
+# What setup carries from the environment it runs in into what the host runs, so the host
+# reaches the same Baton from any shell: the MCP server's store, and the hooks' server.
+STORE_VARIABLES = ("BATON_REDIS_URL", "BATON_DATA_DIR", "BATON_NAMESPACE")
+ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*", re.DOTALL)  # NAME=value before a command
+HOOK_VARIABLES = ("BATON_URL", "BATON_HOST", "BATON_PORT", "BATON_TOKEN_FILE")
+
+
 def plan(
-    host: Host, *, baton: str, agent: str, home: Path, project: Path | None = None
+    host: Host,
+    *,
+    baton: str,
+    agent: str,
+    home: Path,
+    project: Path | None = None,
+    environ: dict[str, str] | None = None,
 ) -> list[Change]:
     """What setting ``host`` up writes: ``baton`` is the command to run (an absolute path
-    works without PATH), ``agent`` the AGENT_ID the MCP server acts as."""
+    works without PATH), ``agent`` the AGENT_ID the MCP server acts as; ``environ`` the
+    environment setup runs in, whose Baton settings the host is given (``STORE_VARIABLES``
+    to the MCP server, ``HOOK_VARIABLES`` to the hooks; never a token itself)."""
+    environ = environ or {}
+    store = {name: environ[name] for name in STORE_VARIABLES if environ.get(name)}
+    reach = {name: environ[name] for name in HOOK_VARIABLES if environ.get(name)}
     base = project if project is not None else home
     config, keys = mcp_config(host, home, project)
     if host == "claude-code":
-        entry: dict[str, Any] = {"command": baton, "args": ["mcp"], "env": {"AGENT_ID": agent}}
+        entry: dict[str, Any] = {
+            "command": baton,
+            "args": ["mcp"],
+            "env": {"AGENT_ID": agent, **store},
+        }
         changes = [
             _json(config, base, keys, entry),
-            _hooks(base / ".claude" / "settings.json", base, baton),
+            _hooks(base / ".claude" / "settings.json", base, baton, reach),
         ]
         folder = base / ".claude"
     else:
         entry = {
             "type": "local",
             "command": [baton, "mcp"],
-            "environment": {"AGENT_ID": agent},
+            "environment": {"AGENT_ID": agent, **store},
             "enabled": True,
         }
         changes = [_json(config, base, keys, entry)]
@@ -233,9 +256,10 @@ def _json(path: Path, root: Path, keys: list[str], value: Any) -> Change:
     return Change(path, target, before, _dump(data))
 
 
-def _hooks(path: Path, root: Path, baton: str) -> Change:
-    """Claude Code's settings with Baton's hooks: earlier Baton entries (any command ending
-    in ``hook <Event>`` run by a ``baton``) replaced, everyone else's kept as they are."""
+def _hooks(path: Path, root: Path, baton: str, reach: dict[str, str]) -> Change:
+    """Claude Code's settings with Baton's hooks, each run with ``reach`` (the variables
+    naming the server) before it: earlier Baton entries (any command ending in ``hook
+    <Event>`` run by a ``baton``) replaced, everyone else's kept as they are."""
     target = _inside(path, root)
     before = _read(path, target)
     data = _load(path, before)
@@ -248,7 +272,8 @@ def _hooks(path: Path, root: Path, baton: str) -> Change:
             raise InvalidInput(
                 "config", f"{path}: hooks.{event} is not a list of hook groups; fix it first"
             )
-        command = f"{shlex.quote(baton)} hook {event}"
+        assignments = [f"{name}={shlex.quote(value)}" for name, value in reach.items()]
+        command = " ".join([*assignments, shlex.quote(baton), "hook", event])
         kept = [group for group in groups if not _ours(group, event)]
         group: dict[str, Any] = {"hooks": [{"type": "command", "command": command}]}
         if matcher is not None:
@@ -267,5 +292,18 @@ def _ours(group: Any, event: str) -> bool:
 
 
 def _is_baton_hook(command: str, event: str) -> bool:
-    program, _, rest = command.rpartition(f" hook {event}")
-    return rest == "" and Path(program.strip("'\"")).name == "baton"
+    """``[NAME=value ...] …/baton hook <event>``."""
+    words = command_words(command)
+    return len(words) == 3 and Path(words[0]).name == "baton" and words[1:] == ["hook", event]
+
+
+def command_words(command: str) -> list[str]:
+    """A hook command's words, less the variables it sets before its program (none for a
+    command the shell could not split)."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return []
+    while words and ASSIGNMENT.fullmatch(words[0]):
+        words.pop(0)
+    return words

@@ -475,6 +475,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
         agent=args.agent or DEFAULT_AGENTS[args.host],
         home=Path.home(),
         project=project,
+        environ=dict(os.environ),
     )
     if not args.dry_run:
         apply(changes)  # every file, or (one line of error) none

@@ -131,6 +131,42 @@ async def test_what_claude_codes_files_name_runs(
 
 
 @pytest.mark.slow
+def test_hooks_reach_the_server_setup_was_told_of_from_any_shell(
+    tmp_path: Path, api_url: str
+) -> None:
+    """`BATON_URL=… baton setup claude-code` (a server off the default port) writes the URL
+    into every hook command: Claude Code started from a shell without BATON_URL records
+    its session on that server (before, the hooks sent to 8765 and the events were kept
+    where nothing delivered them). Setting up again, with another URL, replaces Baton's
+    hooks rather than adding a second set; `baton doctor` still finds them runnable."""
+    home, cwd = tmp_path / "home", tmp_path / "repo"
+    cwd.mkdir()
+    elsewhere = "http://127.0.0.1:9"
+    assert run_baton("setup", "claude-code", env={"HOME": str(home), "BATON_URL": elsewhere})
+    done = run_baton("setup", "claude-code", env={"HOME": str(home), "BATON_URL": api_url})
+    assert done.returncode == 0, done.stderr
+    hooks = json.loads((home / ".claude" / "settings.json").read_text())["hooks"]
+    assert all(len(groups) == 1 for groups in hooks.values())
+    [command] = [h["command"] for group in hooks["UserPromptSubmit"] for h in group["hooks"]]
+    session = f"cc-{secrets.token_hex(4)}"
+    body = {"session_id": session, "cwd": str(cwd), "hook_event_name": "UserPromptSubmit"}
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("BATON_")}
+    ran = subprocess.run(
+        ["bash", "-c", command],  # as Claude Code runs a hook command
+        input=json.dumps({**body, "prompt": "rework refunds"}),
+        env={**environment, "HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert httpx.get(f"{api_url}/v1/sessions/{session}").json()["observation_count"] == 1
+    doctor = run_baton("doctor", env={"HOME": str(home), "BATON_URL": api_url}, cwd=cwd)
+    assert "run a missing program" not in doctor.stdout, doctor.stdout
+
+
+@pytest.mark.slow
 async def test_what_opencodes_files_name_runs(tmp_path: Path, redis_url: str) -> None:
     """Into a project: opencode.json's MCP server starts and lists Baton's tools; the skills
     are in .opencode/skills with their names; /remember and /recall are commands."""
