@@ -1,4 +1,5 @@
-"""Baton as a storage adapter for AMFS, the Agent Memory File System SDK (``baton[amfs]``).
+"""Baton as a storage adapter for AMFS, the Agent Memory File System SDK (the ``amfs``
+extra of the ``baton-server`` distribution).
 
     from amfs import AgentMemory
     from baton.agents.amfs import BatonAdapter

@@ -251,7 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--amfs",
         action="store_true",
         help="tell the story through AMFS's AgentMemory on Baton, in this process "
-        "(needs the amfs extra: pip install 'baton[amfs]')",
+        "(needs the amfs extra: pip install 'baton-server[amfs]')",
     )
     parser.add_argument(
         "--write-transcript",
@@ -280,7 +280,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             from baton.demo.amfs_story import run as run_through_amfs
         except ImportError as missing:
-            parser.error(f"--amfs needs the amfs extra ({missing}): pip install 'baton[amfs]'")
+            parser.error(
+                f"--amfs needs the amfs extra ({missing}): pip install 'baton-server[amfs]'"
+            )
         return run_through_amfs()
     return run(args.keep, path)
 

@@ -122,7 +122,7 @@ def test_the_amfs_story_without_the_extra_says_what_to_install() -> None:
         [sys.executable, "-c", without_amfs], capture_output=True, text=True, check=False
     )
     assert result.returncode == 2
-    assert "pip install 'baton[amfs]'" in result.stderr.splitlines()[-1]
+    assert "pip install 'baton-server[amfs]'" in result.stderr.splitlines()[-1]
 
 
 def test_compose_services_run_real_baton_commands() -> None:
