@@ -81,6 +81,11 @@ def owner_of(caller: Caller) -> str:
     return hashlib.sha256(who.encode()).hexdigest()[:OWNER_DIGITS]
 
 
+def owner_in(session_id: str) -> str:
+    """The owner digest heading a session id (whose set holds it)."""
+    return session_id.partition("-")[0]
+
+
 def _header(scope: Scope, name: bytes) -> str | None:
     for key, value in scope["headers"]:
         if key == name:
@@ -142,7 +147,7 @@ class SessionTable:
         """Whether ``session_id`` is open; if so its idle deadline moves on (while Redis
         refuses writes, a full disk, it is only looked at: reads go on)."""
         backend = self._ready()
-        owner = session_id.partition("-")[0]
+        owner = owner_in(session_id)
         try:
             alive = await backend.scripts.touch_mcp_session(
                 keys=[mcp_sessions_key(owner)], args=[session_id, self.idle_ms]
@@ -156,7 +161,7 @@ class SessionTable:
     async def is_open(self, session_id: str) -> bool:
         """Whether ``session_id`` is open, changing nothing."""
         backend = self._ready()
-        owner = session_id.partition("-")[0]
+        owner = owner_in(session_id)
         pipe = backend.redis.pipeline(transaction=False)
         pipe.zscore(mcp_sessions_key(owner), session_id)
         pipe.time()
@@ -166,7 +171,7 @@ class SessionTable:
     async def close(self, session_id: str) -> bool:
         """Close ``session_id``; whether it was open."""
         backend = self._ready()
-        owner = session_id.partition("-")[0]
+        owner = owner_in(session_id)
         return bool(await backend.redis.zrem(mcp_sessions_key(owner), session_id))
 
     def gone(self, session_id: str) -> NotFound:
@@ -200,7 +205,7 @@ class SessionTable:
     ) -> None:
         """A request naming a session: its owner's (or an operator's), and open."""
         caller = caller_of(scope)
-        theirs = session_id.partition("-")[0] != owner_of(caller) and not caller.admin
+        theirs = owner_in(session_id) != owner_of(caller) and not caller.admin
         if not SESSION_ID.fullmatch(session_id):  # never one of ours: Redis is not asked
             await refuse(send, scope, self.gone(session_id))
         elif theirs and await self.is_open(session_id):
