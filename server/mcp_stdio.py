@@ -42,27 +42,45 @@ def early_answers() -> dict[str, Any]:
     return answers
 
 
+def request_id(message: Any) -> int | str | None:
+    """The id of a JSON-RPC 2.0 request, or None when ``message`` is not one."""
+    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+        return None
+    id = message.get("id")
+    return None if isinstance(id, bool) or not isinstance(id, (int, str)) else id
+
+
+def handshake_version(message: Any, versions: Sequence[str]) -> str | None:
+    """The protocol version the SDK's server agrees to when ``message`` is a well-formed
+    ``initialize`` (the one asked for when it knows it, else its newest of ``versions``),
+    or None when it is not one."""
+    params = message.get("params") if isinstance(message, dict) else None
+    if not (
+        request_id(message) is not None
+        and message.get("method") == "initialize"
+        and isinstance(params, dict)
+        and isinstance(params.get("protocolVersion"), str)
+        and isinstance(params.get("capabilities"), dict)
+        and isinstance(params.get("clientInfo"), dict)
+        and isinstance(params["clientInfo"].get("name"), str)
+        and isinstance(params["clientInfo"].get("version"), str)
+    ):
+        return None
+    asked: str = params["protocolVersion"]
+    return asked if asked in versions else versions[-1]
+
+
 def early_answer(message: Any, answers: dict[str, Any], initialized: bool) -> Any | None:
     """The answer to ``message`` the SDK's server would give, or None when it is not one of
     those this module gives (the SDK answers it, malformed ones included)."""
-    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+    if request_id(message) is None:
         return None
     method, params = message.get("method"), message.get("params")
-    if "id" not in message or not isinstance(message["id"], (int, str)):
-        return None
     if method == "initialize" and not initialized:
-        if not (
-            isinstance(params, dict)
-            and isinstance(params.get("protocolVersion"), str)
-            and isinstance(params.get("capabilities"), dict)
-            and isinstance(params.get("clientInfo"), dict)
-            and isinstance(params["clientInfo"].get("name"), str)
-            and isinstance(params["clientInfo"].get("version"), str)
-        ):
+        version = handshake_version(message, answers["versions"])
+        if version is None:
             return None
-        versions: list[str] = answers["versions"]
-        asked = params["protocolVersion"]
-        result = {"protocolVersion": asked if asked in versions else versions[-1]}
+        result = {"protocolVersion": version}
         result.update(answers["initialize"])
     elif method == "tools/list" and initialized and not (params or {}).get("cursor"):
         result = answers["tools/list"]
@@ -122,13 +140,15 @@ class Input:
 
 
 class Wire:
-    """What goes to the host: the SDK's messages, less its answer to the ``initialize``
-    this module answered already. A message larger than a pipe holds is written by a
-    thread, so a host slow to read it does not hold up the other calls."""
+    """What goes to the host: the SDK's messages and the answers to the tool calls it does
+    not see, less the SDK's answer to the ``initialize`` this module answered already. A
+    message larger than a pipe holds is written by a thread, so a host slow to read it does
+    not hold up the other calls; one message at a time."""
 
     def __init__(self, raw: IO[bytes]) -> None:
         self.raw = raw
         self.answered: int | str | None = None  # the id of initialize, until the SDK answers
+        self.turn = asyncio.Lock()
 
     def send(self, message: Any) -> None:
         self.raw.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
@@ -142,13 +162,15 @@ class Wire:
                 self.answered = None
                 return
         data = text.encode()
-        if len(data) < PIPE_SIZE:
-            self.raw.write(data)
-        else:
-            await asyncio.to_thread(self.raw.write, data)
+        async with self.turn:
+            if len(data) < PIPE_SIZE:
+                self.raw.write(data)
+            else:
+                await asyncio.to_thread(self.raw.write, data)
 
     async def flush(self) -> None:
-        self.raw.flush()
+        async with self.turn:
+            self.raw.flush()
 
 
 class Incoming:

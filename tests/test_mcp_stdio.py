@@ -10,10 +10,20 @@ import sys
 from typing import Any
 
 import pytest
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-from baton.server.mcp_server import early_answers, initialize_request, sdk_answers
+from baton.server.backend import open_backend
+from baton.server.identity import Caller, local
+from baton.server.mcp_server import (
+    Binding,
+    answers,
+    early_answers,
+    initialize_request,
+    serve_stdio,
+)
 from baton.server.mcp_stdio import early_answer
 from baton.server.mcp_stdio import early_answers as shipped_answers
+from baton.server.settings import Settings
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.anyio
@@ -34,12 +44,12 @@ async def test_each_early_answer_is_the_one_the_sdk_gives(version: str) -> None:
     initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
     listing = {"jsonrpc": "2.0", "id": "list", "method": "tools/list"}
     ping = {"jsonrpc": "2.0", "id": 7, "method": "ping"}
-    sdk = await sdk_answers([initialize, initialized, listing, ping])
-    answers = shipped_answers()
+    sdk = await answers([initialize, initialized, listing, ping])
+    shipped = shipped_answers()
     early = [
-        early_answer(initialize, answers, initialized=False),
-        early_answer(listing, answers, initialized=True),
-        early_answer(ping, answers, initialized=True),
+        early_answer(initialize, shipped, initialized=False),
+        early_answer(listing, shipped, initialized=True),
+        early_answer(ping, shipped, initialized=True),
     ]
     assert early == sdk
 
@@ -47,21 +57,64 @@ async def test_each_early_answer_is_the_one_the_sdk_gives(version: str) -> None:
 def test_only_well_formed_first_requests_are_answered_early() -> None:
     """A malformed initialize, a request before initialize, a paged listing and every other
     method are left to the SDK (which answers them with its own errors)."""
-    answers = shipped_answers()
+    shipped = shipped_answers()
     malformed = {**initialize_request("2025-06-18"), "params": {"protocolVersion": 1}}
     listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
     paged = {**listing, "params": {"cursor": "x"}}
     call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "recall"}}
-    assert early_answer(malformed, answers, initialized=False) is None
-    assert early_answer(listing, answers, initialized=False) is None
-    assert early_answer(paged, answers, initialized=True) is None
-    assert early_answer(call, answers, initialized=True) is None
-    assert early_answer(initialize_request("2025-06-18"), answers, initialized=True) is None
+    assert early_answer(malformed, shipped, initialized=False) is None
+    assert early_answer(listing, shipped, initialized=False) is None
+    assert early_answer(paged, shipped, initialized=True) is None
+    assert early_answer(call, shipped, initialized=True) is None
+    assert early_answer(initialize_request("2025-06-18"), shipped, initialized=True) is None
 
 
 def call(id: int, tool: str, **arguments: Any) -> dict[str, Any]:
     params = {"name": tool, "arguments": arguments}
     return {"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}
+
+
+@pytest.mark.parametrize("version", HANDSHAKE_PROTOCOL_VERSIONS)
+async def test_tool_calls_over_stdio_are_answered_as_the_sdk_answers_them(
+    version: str, redis_url: str
+) -> None:
+    """The tool calls ``baton mcp`` answers without the SDK's request loop get, for every
+    protocol version, the SDK server's own answer: a stored fact read, a fact not there, a
+    write refused for its input, a value with characters outside ASCII; and what the SDK
+    refuses stays the SDK's to answer (an unknown tool, arguments that are not an object,
+    no tool name, a call before initialize)."""
+    settings = Settings(redis_url=redis_url, checkpoint_seconds=None)
+    caller = Caller(agent="same", namespace="stdio-same", credential=local("same"), session="s_1")
+    async with open_backend(settings, dispatch=False) as backend:
+        binding = Binding(caller=caller, backend=backend)
+        written = await answers(
+            [initialize_request(version), call(1, "remember", ref="same/fact", value="héllo ✓")],
+            binding,
+            serve_stdio,
+        )
+        assert written[1]["result"]["structuredContent"]["version"] == 1, written
+        bad_arguments = {**call(6, "recall"), "params": {"name": "recall", "arguments": [1]}}
+        no_name = {**call(7, "recall"), "params": {"arguments": {}}}
+        conversation = [
+            call(9, "recall", ref="same/fact"),  # before initialize
+            initialize_request(version),
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            call(1, "recall", ref="same/fact"),
+            call(2, "recall", ref="same/nothing"),
+            call(3, "remember", ref="same/fact"),
+            call("four", "remember", ref="not a ref", value=1),
+            call(5, "no_such_tool"),
+            bad_arguments,
+            no_name,
+        ]
+        sdk = await answers(conversation, binding)
+        ours = await answers(conversation, binding, serve_stdio)
+    by_id = {answer["id"]: answer for answer in ours}
+    assert sorted(by_id, key=str) == sorted((answer["id"] for answer in sdk), key=str)
+    assert [by_id[answer["id"]] for answer in sdk] == sdk
+    assert by_id[1]["result"]["content"][0]["text"].count("héllo ✓") == 1
+    assert [by_id[id]["result"]["isError"] for id in (2, 3, "four")] == [True] * 3
+    assert all("error" in by_id[id] for id in (9, 5, 6, 7))
 
 
 def test_a_host_gets_one_answer_per_request_across_the_hand_over(redis_url: str) -> None:
