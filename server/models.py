@@ -128,7 +128,7 @@ class Stats(msgspec.Struct, kw_only=True):
     agents: int
     outcomes: int
     average_confidence: float | None
-    verified: bool = False
+    verified: bool = False  # verification ran and found every chain whole
     checked_versions: int | None = None
     checked_outcomes: int | None = None
     broken: list[BrokenLink] | None = None

@@ -110,7 +110,7 @@ class Verifier(NamespaceStore):
             agents=await self.redis.scard(self.keys.agents),
             outcomes=outcomes,
             average_confidence=confidence_sum / refs if refs else None,
-            verified=verify,
+            verified=verify and not broken,
             checked_versions=versions if verify else None,
             checked_outcomes=outcomes if verify else None,
             broken=broken if verify else None,

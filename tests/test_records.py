@@ -306,8 +306,8 @@ async def test_verify_finds_a_record_hidden_from_the_refs_index(
 async def test_verify_reports_exactly_the_tampered_version(
     store: RecordStore, data_redis: redis.Redis
 ) -> None:
-    """Editing a stored value behind Baton's back breaks that version's hash, and only that;
-    restoring it makes verify clean again."""
+    """Editing a stored value behind Baton's back breaks that version's hash, and only that,
+    and the stats say the store is not verified; restoring it makes verify clean again."""
     for i in range(3):
         await store.remember("listing/553/assessment", {"i": i}, agent="scout")
     await store.remember("other/ref", "fine", agent="scout")
@@ -321,11 +321,13 @@ async def test_verify_reports_exactly_the_tampered_version(
     assert [(b.ref, b.chain, b.version, b.kind) for b in stats.broken] == [
         ("listing/553/assessment", "versions", 2, "hash")
     ]
+    assert stats.verified is False
     history = await store.history("listing/553/assessment")
     assert [entry.chain_ok for entry in history.versions] == [True, False, True]
 
     data_redis.hset(key, "value", original)
-    assert (await store.ns.verifier.stats(verify=True)).broken == []
+    restored = await store.ns.verifier.stats(verify=True)
+    assert (restored.broken, restored.verified) == ([], True)
 
 
 async def test_a_value_edited_into_what_json_cannot_hold_is_a_broken_hash(
