@@ -14,7 +14,8 @@ RUN /opt/baton/bin/pip install --no-cache-dir '.[vectors]'
 
 FROM python:3.11-slim
 COPY --from=build /opt/baton /opt/baton
-RUN useradd --create-home --uid 10001 baton && mkdir -p /run/baton && chown baton /run/baton
+RUN useradd --create-home --uid 10001 baton && mkdir -p /run/baton /run/baton-signing \
+    && chown baton /run/baton /run/baton-signing
 ENV PATH=/opt/baton/bin:$PATH
 USER baton
 WORKDIR /home/baton

@@ -16,9 +16,9 @@ from typing import Any, TypeVar
 
 from baton.agents.client import BatonClient
 from baton.server.backend import Backend, connect, open_backend
-from baton.server.checkpoints import load_signing_key
 from baton.server.handoffs import HandoffStore
 from baton.server.settings import Settings
+from baton.server.signing import load_signing_key
 
 T = TypeVar("T")
 
@@ -30,7 +30,7 @@ class WorkerContext:
         self.held: tuple[str, str, str] | None = None  # the packet a handler is running for
         self.runner = asyncio.Runner()
         self.backend: Backend = self.run(self._connect())
-        self.signing_key = load_signing_key(settings.data_dir, settings.signing_key)
+        self.signing_key = load_signing_key(settings)
 
     async def _connect(self) -> Backend:
         return connect(self.settings)  # on the runner's loop, where its clients will be used

@@ -17,7 +17,8 @@ from typing import Any, Literal
 
 import msgspec
 
-from baton.server.memories import AuditEntry, Memory, MemorySaved, SimilarTo
+from baton.server.audit import AuditEntry
+from baton.server.memories import Memory, MemorySaved, SimilarTo
 from baton.server.models import RecallHit, Session
 
 EXPAND_LIMIT = 20  # ids a smart search expands at most (agentmemory's; the rest are cut)

@@ -16,6 +16,7 @@ from redis.asyncio import Redis
 
 from baton.queue.dispatch import RQDispatcher
 from baton.server.activity import Activity
+from baton.server.audit import AuditLog
 from baton.server.batch import Batch
 from baton.server.connection import (
     async_redis,
@@ -36,6 +37,7 @@ from baton.server.scripts import Scripts
 from baton.server.search import LEXICAL, SearchIndex, SearchTurns
 from baton.server.sessions import SessionStore
 from baton.server.settings import HandoffPolicy, Limits, Settings
+from baton.server.signing import InstallationKey
 from baton.server.store_base import Topology
 from baton.server.topology import topology_of
 from baton.server.validation import check_namespace
@@ -62,6 +64,8 @@ class Backend:
     admitted: set[str] = field(init=False, default_factory=set)
     search_turns: SearchTurns = field(init=False)  # every namespace's searches take turns
     vectors: Vectors | None = None  # the process's vector search (BATON_VECTORS)
+    # seals the audit log; by default this environment's (BATON_SIGNING_KEY, the data dir)
+    key: InstallationKey = field(default_factory=lambda: InstallationKey(Settings.from_env()))
 
     def __post_init__(self) -> None:
         self.search_turns = SearchTurns(self.limits.search_share)
@@ -140,6 +144,10 @@ class Namespace:
         self.backend.admitted.add(self.name)
 
     @cached_property
+    def audit(self) -> AuditLog:
+        return AuditLog(self.redis, self.keys, self.name, self.backend.key)
+
+    @cached_property
     def records(self) -> RecordStore:
         return RecordStore(self)
 
@@ -180,7 +188,9 @@ def connect(settings: Settings, *, dispatch: bool = True) -> Backend:
             client if shared else async_redis(rq_url),
             shares_data_redis=shared,
         )
-    return Backend(client, settings.limits, dispatcher, settings.handoffs, vectors)
+    return Backend(
+        client, settings.limits, dispatcher, settings.handoffs, vectors, InstallationKey(settings)
+    )
 
 
 @asynccontextmanager

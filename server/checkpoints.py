@@ -37,6 +37,7 @@ from baton.server.clock import utc_now
 from baton.server.errors import InvalidInput, NotFound, StateConflict, StoreUnavailable
 from baton.server.integrity import canonical_bytes
 from baton.server.records import BATCH
+from baton.server.signing import seal_key_of
 
 if TYPE_CHECKING:
     from baton.server.backend import Namespace
@@ -46,7 +47,6 @@ ZERO = "0" * 64
 KEEP_LEAVES = 3
 MAX_SEQ = 2**62  # beyond any list index Redis accepts
 LOCK_SECONDS = 600
-KEY_FILE = "signing.key"
 SEEN_DIR = "checkpoints-seen"  # in the data dir: the newest checkpoint seen, per namespace
 
 Leaf = tuple[str, int, str, int, str, bool]  # ref, version, hash, outcomes, outcome hash, forgotten
@@ -164,37 +164,6 @@ def root_of(leaves: Iterable[Leaf]) -> str:
 # -- keys ----------------------------------------------------------------------------------
 
 
-def load_signing_key(data_dir: Path, configured: str | None) -> Ed25519PrivateKey:
-    """``BATON_SIGNING_KEY`` (base64 of a 32-byte Ed25519 seed), else ``signing.key`` in the
-    data dir, created (mode 0600) on first use."""
-    if configured:
-        return _key_from(configured, "BATON_SIGNING_KEY")
-    path = data_dir / KEY_FILE
-    if not path.exists():
-        # Written to a file of its own, then linked into place: processes starting together
-        # (``baton serve --workers N``) never read a half-written key, and the first link wins.
-        data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        draft = data_dir / f".{KEY_FILE}.{os.getpid()}"
-        descriptor = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(descriptor, "w") as out:
-            out.write(base64.b64encode(os.urandom(32)).decode() + "\n")
-        try:
-            os.link(draft, path)
-        except FileExistsError:
-            pass  # another process made the key first: use theirs
-        finally:
-            draft.unlink()
-    return _key_from(path.read_text().strip(), str(path))
-
-
-def _key_from(text: str, source: str) -> Ed25519PrivateKey:
-    try:
-        seed = base64.b64decode(text, validate=True)
-        return Ed25519PrivateKey.from_private_bytes(seed)
-    except ValueError:
-        raise ValueError(f"{source} must be the base64 of a 32-byte Ed25519 seed") from None
-
-
 ED25519_KEY_BYTES = 32
 
 
@@ -288,6 +257,7 @@ class CheckpointStore:
         self.keys = namespace.keys
         self.key = key
         self.public_key = public_key_b64(key)
+        self.seal_key = seal_key_of(key)
         self.seen = seen
 
     async def rollback(self, held: Checkpoint | None = None) -> str | None:
@@ -367,8 +337,9 @@ class CheckpointStore:
         """Take a checkpoint (None when ``only_if_changed`` and nothing was written since);
         ``on_progress(records_done, records_total)`` is called after each batch of leaves.
         Refused (``StateConflict``) when the store's checkpoints were rolled back or when
-        the store lost, without an audit entry, what the previous checkpoint held: signing
-        would bless the tampering. ``force`` signs anyway, once it has been looked into."""
+        the store lost what the previous checkpoint held (a record forgotten since is no loss
+        when a sealed audit entry says so): signing would bless the tampering. ``force``
+        signs anyway, once it has been looked into."""
         lock = self.keys.checkpoint_lock
         if not await self.redis.set(lock, "1", nx=True, ex=LOCK_SECONDS):
             raise StoreUnavailable("another checkpoint is being taken; try again shortly")
@@ -428,12 +399,13 @@ class CheckpointStore:
     async def _refuse_regressions(self, previous: Checkpoint, seq: int) -> None:
         """``StateConflict`` (and checkpoint ``seq``'s leaves dropped) when a record checkpoint
         ``previous`` held is gone, behind, changed at its version, has a shorter or rewritten
-        outcomes log, or was forgotten, unless it was forgotten or is gone with an audit entry
-        written since ``previous``; or when ``previous``'s kept leaves do not add up to its
+        outcomes log, or was forgotten without an audit entry of this installation's seal
+        written since ``previous`` (a record gone is never excused: Baton forgets by
+        tombstones, it never deletes one); or when ``previous``'s kept leaves do not add up to its
         signed root (edited or removed in Redis). Both checkpoints' leaves are in ref order:
         one merged pass, no reads but the leaves."""
         since = int(datetime.fromisoformat(previous.at).timestamp() * 1000)
-        audited = await self._audited_targets(since=str(since))
+        audited = await self.ns.audit.forgotten(self.seal_key, since=str(since))
         lost: builtins.list[str] = []
         tree = MerkleRoot()
         now = _leaf_stream(self.stored_leaves(seq))
@@ -443,7 +415,7 @@ class CheckpointStore:
             while current is not None and current[0] < old[0]:
                 current = await anext(now, None)
             problem = _regression(old, current if current and current[0] == old[0] else None)
-            if problem and not (old[0] in audited and problem in AUDITABLE):
+            if problem and not (old[0] in audited and problem == AUDITABLE):
                 lost.append(f"{old[0]} {problem}")
         if tree.count != previous.records or tree.root() != previous.root:
             lost.insert(0, f"checkpoint {previous.seq}'s kept leaves do not add up to its root")
@@ -451,9 +423,8 @@ class CheckpointStore:
             await self.redis.delete(self.keys.checkpoint_leaves(seq))
             shown = "; ".join(lost[:5]) + (f"; and {len(lost) - 5} more" if len(lost) > 5 else "")
             raise StateConflict(
-                f"not signing: {len(lost)} loss(es) since checkpoint {previous.seq}, with no "
-                f"audit entry ({shown}); run baton verify --checkpoint latest, then sign "
-                "with --force",
+                f"not signing: {len(lost)} loss(es) since checkpoint {previous.seq} "
+                f"({shown}); run baton verify --checkpoint latest, then sign with --force",
                 lost=len(lost),
             )
 
@@ -489,7 +460,7 @@ class CheckpointStore:
         leaves_ok = root_of(exported.leaves) == checkpoint.root
         findings: list[Finding] = []
         forgotten_since: list[str] = []
-        audited = await self._audited_targets()
+        audited = await self.ns.audit.forgotten(self.seal_key)
         pinned = {leaf[0] for leaf in exported.leaves}
         for start in range(0, len(exported.leaves), BATCH):
             batch = exported.leaves[start : start + BATCH]
@@ -512,22 +483,6 @@ class CheckpointStore:
             forgotten_since=forgotten_since,
             rolled_back=rolled_back,
         )
-
-    async def _audited_targets(self, since: str = "-") -> set[str]:
-        """Refs whose forgetting the audit log explains (``memory/<id>`` targets), in its
-        entries from ``since`` (a stream id) on."""
-        targets: set[str] = set()
-        last = "+"
-        while True:
-            entries = codec.entries(
-                await self.redis.xrevrange(self.keys.audit, max=last, min=since, count=1000)
-            )
-            for entry_id, fields in entries:
-                if fields.get(b"action") in (b"forget", b"expire"):
-                    targets.add(fields[b"target"].decode())
-                last = f"({entry_id.decode()}"
-            if len(entries) < 1000:
-                return targets
 
     async def _compare(
         self, batch: builtins.list[Leaf], audited: set[str], forgotten_since: builtins.list[str]
@@ -602,7 +557,9 @@ class CheckpointStore:
                 else:
                     findings.append(
                         Finding(
-                            ref=ref, kind="forgotten", detail="forgotten since, with no audit entry"
+                            ref=ref,
+                            kind="forgotten",
+                            detail="forgotten since, with no sealed audit entry",
                         )
                     )
         return findings
@@ -614,7 +571,7 @@ async def _leaf_stream(batches: AsyncIterator[builtins.list[Leaf]]) -> AsyncIter
             yield leaf
 
 
-AUDITABLE = frozenset({"is gone", "was forgotten"})  # what an audit entry can explain
+AUDITABLE = "was forgotten"  # what a sealed audit entry explains (Baton never deletes a record)
 
 
 def _regression(old: Leaf, new: Leaf | None) -> str | None:

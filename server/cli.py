@@ -417,11 +417,12 @@ async def _verify_checkpoint(ns: Namespace, which: str, public_key: str | None) 
 
 def _checkpoints(ns: Namespace) -> Any:
     """The namespace's checkpoints with this installation's signing key and seen marks."""
-    from baton.server.checkpoints import CheckpointStore, SeenCheckpoints, load_signing_key
+    from baton.server.checkpoints import CheckpointStore, SeenCheckpoints
+    from baton.server.signing import load_signing_key
 
     settings = _settings()
     try:
-        key = load_signing_key(settings.data_dir, settings.signing_key)
+        key = load_signing_key(settings)
     except ValueError as error:
         raise SystemExit(f"baton: {error}") from None
     return CheckpointStore(ns, key, SeenCheckpoints.of(settings.data_dir))

@@ -15,10 +15,10 @@ from typing import Any, Literal
 
 import msgpack
 import msgspec
-from redis.typing import EncodableT, FieldT
 
 from baton.server import codec, lexical
-from baton.server.clock import iso, utc_now
+from baton.server.audit import FORGET
+from baton.server.clock import iso
 from baton.server.errors import InvalidInput, NotFound, StateConflict, VersionConflict
 from baton.server.identity import Caller, check_session_owner, sweeper
 from baton.server.keys import NAMESPACES
@@ -39,7 +39,6 @@ MAX_TTL_DAYS = 36_500
 SCRUB_MIN_QUOTE = 8  # characters of a forgotten observation that count as a quote of it
 MAX_EXPAND = 100  # ids expanded in one smart search
 MAX_RECALL = 100  # results of one recall or search
-MAX_AUDIT = 1000  # audit entries in one read
 MAX_TAGS = 200  # concepts or files of one memory
 Format = Literal["full", "compact", "narrative"]
 
@@ -111,16 +110,6 @@ class Forgotten(msgspec.Struct, kw_only=True):
     observations: int
     sessions: list[str]
     audit_ids: list[str]
-
-
-class AuditEntry(msgspec.Struct, kw_only=True):
-    id: str
-    at: str
-    agent: str
-    action: str
-    target: str
-    reason: str
-    details: dict[str, Any]
 
 
 def jaccard(left: str, right: str) -> float:
@@ -330,7 +319,9 @@ class MemoryStore(NamespaceStore):
             agent=current.agent_id,
             added=value["created_at"],
         )
-        await self.audit(caller.agent, "update", memory_id, reason, {"fields": sorted(changes)})
+        await self.ns.audit.append(
+            caller.agent, "update", memory_id, reason, {"fields": sorted(changes)}
+        )
         return await self.get(memory_id)
 
     async def latest(self) -> list[Memory]:
@@ -406,7 +397,7 @@ class MemoryStore(NamespaceStore):
                     as_memory=True,
                     quotas_checked=True,
                 )
-                await self.audit(
+                await self.ns.audit.append(
                     caller.agent,
                     "consolidate",
                     merge.kept,
@@ -436,7 +427,7 @@ class MemoryStore(NamespaceStore):
             and len(concepts & {c.lower() for c in memory.concepts}) >= CASCADE_CONCEPTS
         ]
         if siblings:
-            await self.audit(
+            await self.ns.audit.append(
                 agent or ANONYMOUS,
                 "cascade",
                 old.id,
@@ -705,7 +696,7 @@ class MemoryStore(NamespaceStore):
             await self.redis.zrem(self.keys.memory_expiry, memory_id)
             result.memories.append(memory_id)
             result.audit_ids.append(
-                await self.audit(agent, "forget", f"memory/{memory_id}", reason)
+                await self.ns.audit.append(agent, FORGET, f"memory/{memory_id}", reason)
             )
         if session_id:
             await self._forget_in_session(result, agent, session_id, observation_ids, reason)
@@ -769,7 +760,7 @@ class MemoryStore(NamespaceStore):
         result.observations = len(ids)
         if whole or ids:
             result.audit_ids.append(
-                await self.audit(agent, "forget", target, reason, {"observations": ids})
+                await self.ns.audit.append(agent, FORGET, target, reason, {"observations": ids})
             )
 
     async def _read_observations(self, session_id: str, ids: Sequence[str]) -> list[Observation]:
@@ -802,40 +793,6 @@ class MemoryStore(NamespaceStore):
             pipe.sadd(self.keys.session_files(session_id), *files)
         pipe.hset(self.keys.session(session_id), "concepts", msgpack.packb(concepts_of(left)))
         await pipe.execute()
-
-    async def audit(
-        self,
-        agent: str,
-        action: str,
-        target: str,
-        reason: str,
-        details: dict[str, Any] | None = None,
-    ) -> str:
-        """Append to the audit log (never trimmed)."""
-        fields: dict[FieldT, EncodableT] = {
-            "at": utc_now(),
-            "agent": agent,
-            "action": action,
-            "target": target,
-            "reason": reason,
-            "details": msgpack.packb(details or {}),
-        }
-        return codec.text(await self.redis.xadd(self.keys.audit, fields))
-
-    async def audit_log(self, limit: int = 50) -> list[AuditEntry]:
-        raw = await self.redis.xrevrange(self.keys.audit, count=max(1, min(limit, MAX_AUDIT)))
-        return [
-            AuditEntry(
-                id=entry_id.decode(),
-                at=f[b"at"].decode(),
-                agent=f[b"agent"].decode(),
-                action=f[b"action"].decode(),
-                target=f[b"target"].decode(),
-                reason=f[b"reason"].decode(),
-                details=msgpack.unpackb(f[b"details"]),
-            )
-            for entry_id, f in codec.entries(raw)
-        ]
 
     async def expire(self) -> list[str]:
         """Forget memories whose ttl_days ran out, auditing each."""

@@ -16,6 +16,7 @@ import msgspec
 
 from baton.server import agentmemory_shapes as shapes
 from baton.server.agentmemory_shapes import EXPAND_LIMIT, Format
+from baton.server.audit import MAX_AUDIT, AuditEntry
 from baton.server.context_builder import (
     START_BUDGET,
     Context,
@@ -26,10 +27,8 @@ from baton.server.context_builder import (
 from baton.server.errors import Forbidden, InvalidInput
 from baton.server.handoffs import MAX_SECONDS
 from baton.server.memories import (
-    MAX_AUDIT,
     MAX_RECALL,
     MAX_TTL_DAYS,
-    AuditEntry,
     Consolidation,
     Forgotten,
     MemorySaved,
@@ -589,7 +588,7 @@ class AuditInput(Input, kw_only=True):
 
 
 async def audit(call: Call, i: AuditInput) -> list[AuditEntry]:
-    return await call.ns.memories.audit_log(i.limit)
+    return await call.ns.audit.newest(i.limit)
 
 
 # The table ----------------------------------------------------------------------------------

@@ -108,6 +108,7 @@ class Settings:
     rate_limit: tuple[int, str] | None = (600, "second")
     auth_failure_limit: tuple[int, str] | None = (20, "minute")
     signing_key: str | None = None
+    signing_key_file: Path | None = None  # None: signing.key in the data dir
     max_streams: int = 16
     mcp_sessions: int = 32  # open MCP sessions over HTTP per token (open mode: per agent)
     mcp_idle_seconds: float = 1800.0  # an MCP session with no request this long is closed
@@ -194,6 +195,9 @@ class Settings:
                 env.get("BATON_AUTH_FAILURES", "20/minute"), "BATON_AUTH_FAILURES"
             ),
             signing_key=env.get("BATON_SIGNING_KEY") or None,
+            signing_key_file=Path(env["BATON_SIGNING_KEY_FILE"])
+            if env.get("BATON_SIGNING_KEY_FILE")
+            else None,
             max_streams=_number(env, "BATON_MAX_STREAMS", 16, int),
             mcp_sessions=_number(env, "BATON_MCP_SESSIONS", 32, int),
             mcp_idle_seconds=_number(env, "BATON_MCP_IDLE_SECONDS", 1800.0, float),

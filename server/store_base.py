@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from redis.typing import EncodableT
 
     from baton.server.activity import Activity
+    from baton.server.audit import AuditLog
     from baton.server.batch import Batch
     from baton.server.changes import NewPacket, Seen, VersionWrite, Wanted
     from baton.server.dispatcher import Dispatcher
@@ -85,6 +86,8 @@ class NamespaceParts(Protocol):
     def search(self) -> SearchIndex: ...
     @property
     def activity(self) -> Activity: ...
+    @property
+    def audit(self) -> AuditLog: ...
     @property
     def scripts(self) -> Scripts: ...
     @property

@@ -149,6 +149,23 @@ def check_story(stack: Stack, api: httpx.Client) -> None:
     expect(stats["broken"] == [], f"every chain verifies ({len(stats['broken'])} broken)")
 
 
+def check_one_signing_key(api: httpx.Client) -> None:
+    """Every replica signs checkpoints and seals audit entries with one key (the volume
+    `signing`): the public key is the same whichever replica answers, and a memory
+    forgotten through one replica lets the checkpoint the next request (round robin: the
+    other replica) takes be signed, twice over."""
+    step("checking that the replicas share one signing key")
+    keys = {api.get("/v1/checkpoints/key").json()["public_key"] for _ in range(6)}
+    expect(len(keys) == 1, f"one public key across the replicas ({len(keys)} seen)")
+    for n in range(2):
+        saved = api.post("/agentmemory/remember", json={"content": f"compose-check rule {n}"})
+        expect(api.post("/v1/checkpoints").status_code == 201, "a checkpoint of the memory")
+        forgot = api.post("/v1/forget", json={"memoryId": saved.json()["memory"]["id"]})
+        expect(forgot.status_code == 200, f"the memory forgotten ({forgot.status_code})")
+        signed = api.post("/v1/checkpoints")
+        expect(signed.status_code == 201, f"the forget excused by its seal ({signed.text[:200]})")
+
+
 def replicas_ready(stack: Stack, token: str) -> Callable[[], bool]:
     """Whether both API replicas are up, as the load balancer sees them: a run of /readyz
     through it answered 200 each time (round robin: each replica answers some)."""
@@ -350,6 +367,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             expect(keys > 0, f"Baton's data is on the cluster's three nodes ({keys} keys)")
         check_story(stack, api)
+        check_one_signing_key(api)
         check_replica_loss(stack, token)
         check_mcp(stack, token)
     except CheckFailed as error:

@@ -26,7 +26,6 @@ from baton.server.checkpoints import (
     MerkleRoot,
     SeenCheckpoints,
     leaf_bytes,
-    load_signing_key,
     parse_export,
     public_key_b64,
     root_of,
@@ -38,6 +37,7 @@ from baton.server.integrity import canonical_bytes
 from baton.server.records import RecordStore
 from baton.server.recount import COUNTED
 from baton.server.settings import Settings
+from baton.server.signing import InstallationKey
 from tests.conftest import REPO, as_agent
 
 pytestmark = pytest.mark.anyio
@@ -45,7 +45,7 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture
 def checkpoints(store: RecordStore, tmp_path: Path) -> CheckpointStore:
-    return CheckpointStore(store.ns, load_signing_key(tmp_path, None))
+    return CheckpointStore(store.ns, store.ns.backend.key.private)
 
 
 def reference_root(leaves: list[bytes]) -> bytes:
@@ -151,7 +151,7 @@ async def test_a_rollback_of_the_stores_checkpoints_is_named(
     this installation remembers the newest checkpoint it took (in its data dir, not in
     Redis), so verifying against the store's latest names the rollback and no checkpoint is
     signed on top of it; an export kept elsewhere names it too, whoever verifies it."""
-    key = load_signing_key(tmp_path, None)
+    key = store.ns.backend.key.private
     checkpoints = CheckpointStore(store.ns, key, SeenCheckpoints.of(tmp_path))
     await write(store, "t/a", 1)
     await checkpoints.take()
@@ -229,6 +229,69 @@ async def test_forgetting_and_new_records_are_not_tampering(
     assert report.new_since == 1
     after = await checkpoints.take()
     assert after is not None and after.forgotten == 1 and after.prev != "0" * 64
+
+
+async def test_a_forged_forget_excuses_nothing(
+    store: RecordStore, checkpoints: CheckpointStore, data_redis: redis.Redis
+) -> None:
+    """Someone with Redis access but not the signing key writes entries of forgetting into
+    the audit log (sealed with a key of their own), then deletes one memory and tombstones
+    another; and deletes a third that Baton forgot (its entry sealed): the next checkpoint
+    is refused, naming all three, and verification against the previous one reports the
+    deleted ones missing and the other forgotten with no sealed entry."""
+    memories, keys = store.ns.memories, store.ns.keys
+    gone = (await memories.save("the first rule", agent_id="scout")).memory
+    hidden = (await memories.save("the second rule", agent_id="scout")).memory
+    erased = (await memories.save("a third way", agent_id="scout")).memory
+    assert gone is not None and hidden is not None and erased is not None
+    before = await checkpoints.take()
+    assert before is not None
+    await memories.forget(caller=as_agent("scout"), memory_id=erased.id, reason="legit")
+    erased_ref = f"memory/{erased.id}"
+    data_redis.delete(keys.head(erased_ref), keys.version(erased_ref, 1))
+    data_redis.zrem(keys.refs, erased_ref)
+    for memory_id in (gone.id, hidden.id):
+        fields = {
+            "at": "2026-12-07T00:00:00Z",
+            "agent": "scout",
+            "action": "forget",
+            "target": f"memory/{memory_id}",
+            "reason": "cleanup",
+            "details": msgpack.packb({}),
+        }
+        data_redis.xadd(keys.audit, {**fields, "seal": hashlib.sha256(b"forged").hexdigest()})
+    gone_ref, hidden_ref = f"memory/{gone.id}", f"memory/{hidden.id}"
+    data_redis.delete(keys.head(gone_ref), keys.version(gone_ref, 1))
+    data_redis.zrem(keys.refs, gone_ref)
+    data_redis.hset(keys.head(hidden_ref), "forgotten_at", "2026-12-07T00:00:00Z")
+    with pytest.raises(StateConflict) as refused:
+        await checkpoints.take()
+    assert f"{gone_ref} is gone" in str(refused.value)
+    assert f"{hidden_ref} was forgotten" in str(refused.value)
+    assert f"{erased_ref} is gone" in str(refused.value)
+    report = await checkpoints.verify(await checkpoints.export(before.seq))
+    assert sorted((f.ref, f.kind) for f in report.findings) == sorted(
+        [(gone_ref, "missing"), (hidden_ref, "forgotten"), (erased_ref, "missing")]
+    )
+    assert report.forgotten_since == []
+
+
+async def test_a_forget_sealed_with_another_key_excuses_nothing(
+    store: RecordStore, checkpoints: CheckpointStore, tmp_path: Path
+) -> None:
+    """A memory forgotten by a process holding another installation's key (its own data
+    dir, no shared BATON_SIGNING_KEY) is not excused: the checkpoint cannot tell it from a
+    forgery, and says which record to look into."""
+    memories = store.ns.memories
+    saved = (await memories.save("a rule", agent_id="scout")).memory
+    assert saved is not None
+    await checkpoints.take()
+    elsewhere = Backend(store.ns.redis, key=InstallationKey(Settings(data_dir=tmp_path / "other")))
+    await elsewhere.namespace(store.ns.name).memories.forget(
+        caller=as_agent("scout"), memory_id=saved.id, reason="by another host"
+    )
+    with pytest.raises(StateConflict, match=f"memory/{saved.id} was forgotten"):
+        await checkpoints.take()
 
 
 async def test_checkpoints_chain_and_the_sweep_takes_them_only_after_changes(

@@ -485,7 +485,7 @@ async def test_memory_consolidate_previews_then_merges_near_duplicates(
     assert (await call(scout, "memory_consolidate"))["merges"] == []
     [entry] = [
         e
-        for e in await dispatching_backend.namespace("default").memories.audit_log(20)
+        for e in await dispatching_backend.namespace("default").audit.newest(20)
         if e.action == "consolidate"
     ]
     assert (entry.agent, entry.target, entry.details["merged"]) == (

@@ -415,7 +415,7 @@ async def test_forgotten_memory_is_never_found_and_chain_still_verifies(
     assert history.versions[0].value is None
     assert history.versions[0].forgotten is not None and history.versions[0].chain_ok
     assert (await store.ns.verifier.stats(verify=True)).broken == []
-    [entry] = await memories.audit_log()
+    [entry] = await memories.ns.audit.newest(50)
     assert (entry.action, entry.target, entry.reason, entry.agent) == (
         "forget",
         f"memory/{saved.memory.id}",
@@ -435,7 +435,7 @@ async def test_ttl_expiry_forgets_and_audits(memories: MemoryStore) -> None:
     assert [hit.id for hit in (await memories.recall("staging database")).results] == [
         keeper.memory.id
     ]
-    assert (await memories.audit_log())[0].reason == "ttl expired"
+    assert (await memories.ns.audit.newest(50))[0].reason == "ttl expired"
 
 
 # -- sessions and observations --------------------------------------------------------------
@@ -839,7 +839,7 @@ async def test_a_supersede_flags_memories_sharing_its_concepts(memories: MemoryS
     )
     assert old.memory and near.memory and far.memory and new.memory
     assert new.memory.supersedes == [old.memory.id]
-    [entry] = [e for e in await memories.audit_log(20) if e.action == "cascade"]
+    [entry] = [e for e in await memories.ns.audit.newest(20) if e.action == "cascade"]
     assert entry.target == old.memory.id
     assert entry.details == {"superseded_by": new.memory.id, "siblings": [near.memory.id]}
     assert (await memories.get(near.memory.id)).content == "refresh happens at the gateway"

@@ -50,7 +50,7 @@ from baton.server.api.openapi_bodies import (
 from baton.server.api.operation_routes import rest_handlers
 from baton.server.api.problems import EXCEPTION_HANDLERS, problems
 from baton.server.backend import Backend, open_backend
-from baton.server.checkpoints import SeenCheckpoints, load_signing_key
+from baton.server.checkpoints import SeenCheckpoints
 from baton.server.clock import utc_now
 from baton.server.connection import async_redis, embedded_server, redis_url, write_refused
 from baton.server.embedded import supervise
@@ -61,6 +61,7 @@ from baton.server.logs import configure_logging
 from baton.server.mcp_server import Binding, create_mcp_server
 from baton.server.serving import settled
 from baton.server.settings import Settings
+from baton.server.signing import load_signing_key
 
 BODY_OVERHEAD = 64 * 1024
 
@@ -167,7 +168,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
 
     binding = Binding()
     gate = Gate(settings)
-    signing_key = load_signing_key(settings.data_dir, settings.signing_key)
+    signing_key = load_signing_key(settings)
     url = redis_url(settings)  # the embedded server starts here unless BATON_REDIS_URL is set
     middleware: list[Any] = [observe_requests(REQUESTS, settings.access_log), gate_middleware]
     stores: dict[str, Any] = {}

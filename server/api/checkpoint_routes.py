@@ -56,8 +56,9 @@ class CheckpointController(Controller):
     async def take(
         self, ns: NamespaceDep, state: State, caller: CallerDep, force: FromQuery[bool] = False
     ) -> Checkpoint:
-        """Refused (409) when the store lost what the previous checkpoint held, with no
-        audit entry, or its checkpoints were rolled back; ``force=true`` signs anyway."""
+        """Refused (409) when the store lost what the previous checkpoint held (a record
+        forgotten with a sealed audit entry is no loss), or its checkpoints were rolled
+        back; ``force=true`` signs anyway."""
         require_admin(caller, "taking a checkpoint")
         taken = await _checkpoints(ns, state).take(force=force)
         assert taken is not None  # only_if_changed is off

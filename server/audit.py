@@ -1,0 +1,108 @@
+"""A namespace's audit log: each act of forgetting, updating or consolidating memories, who
+did it and why. Never trimmed.
+
+Each entry is sealed: an HMAC, under a key derived from the installation's signing key
+(``baton.server.signing``), of the namespace and the entry's fields. An entry of forgetting
+is what lets a checkpoint accept a record forgotten since the previous one; the seal makes
+that excuse as hard to forge as the checkpoint's signature (docs/integrity.md).
+"""
+
+from __future__ import annotations
+
+import hmac
+from typing import Any, cast
+
+import msgpack
+import msgspec
+from redis.asyncio import Redis
+from redis.typing import EncodableT, FieldT
+
+from baton.server import codec
+from baton.server.clock import utc_now
+from baton.server.keys import Keys
+from baton.server.signing import InstallationKey, seal
+
+FORGET = "forget"
+MAX_AUDIT = 1000  # entries in one read
+SEALED = (b"at", b"agent", b"action", b"target", b"reason", b"details")  # in this order
+SEAL = b"seal"
+READ_BATCH = 1000
+
+
+class AuditEntry(msgspec.Struct, kw_only=True):
+    id: str
+    at: str
+    agent: str
+    action: str
+    target: str
+    reason: str
+    details: dict[str, Any]
+
+
+class AuditLog:
+    """The audit log of one namespace."""
+
+    def __init__(self, redis: Redis, keys: Keys, namespace: str, key: InstallationKey) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.namespace = namespace.encode()
+        self.key = key
+
+    def _seal(self, seal_key: bytes, fields: dict[bytes, bytes]) -> str:
+        return seal(seal_key, [self.namespace, *(fields.get(name, b"") for name in SEALED)])
+
+    async def append(
+        self,
+        agent: str,
+        action: str,
+        target: str,
+        reason: str,
+        details: dict[str, Any] | None = None,
+    ) -> str:
+        """Add a sealed entry; its stream id."""
+        fields: dict[bytes, bytes] = {
+            b"at": utc_now().encode(),
+            b"agent": agent.encode(),
+            b"action": action.encode(),
+            b"target": target.encode(),
+            b"reason": reason.encode(),
+            b"details": msgpack.packb(details or {}),
+        }
+        stored = {**fields, SEAL: self._seal(self.key.seal_key, fields).encode()}
+        return codec.text(
+            await self.redis.xadd(self.keys.audit, cast("dict[FieldT, EncodableT]", stored))
+        )
+
+    async def newest(self, limit: int) -> list[AuditEntry]:
+        raw = await self.redis.xrevrange(self.keys.audit, count=limit)
+        return [
+            AuditEntry(
+                id=entry_id.decode(),
+                at=f[b"at"].decode(),
+                agent=f[b"agent"].decode(),
+                action=f[b"action"].decode(),
+                target=f[b"target"].decode(),
+                reason=f[b"reason"].decode(),
+                details=msgpack.unpackb(f[b"details"]),
+            )
+            for entry_id, f in codec.entries(raw)
+        ]
+
+    async def forgotten(self, seal_key: bytes, since: str = "-") -> set[str]:
+        """The targets of the entries of forgetting from ``since`` (a stream id) on whose
+        seal holds under ``seal_key``: an entry added with access to Redis alone is not
+        among them."""
+        targets: set[str] = set()
+        last = "+"
+        while True:
+            entries = codec.entries(
+                await self.redis.xrevrange(self.keys.audit, max=last, min=since, count=READ_BATCH)
+            )
+            for entry_id, fields in entries:
+                if fields.get(b"action") == FORGET.encode() and hmac.compare_digest(
+                    fields.get(SEAL, b""), self._seal(seal_key, fields).encode()
+                ):
+                    targets.add(fields[b"target"].decode())
+                last = f"({entry_id.decode()}"
+            if len(entries) < READ_BATCH:
+                return targets
