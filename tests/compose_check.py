@@ -160,10 +160,13 @@ def check_one_signing_key(api: httpx.Client) -> None:
     for n in range(2):
         saved = api.post("/agentmemory/remember", json={"content": f"compose-check rule {n}"})
         expect(api.post("/v1/checkpoints").status_code == 201, "a checkpoint of the memory")
-        forgot = api.post("/v1/forget", json={"memoryId": saved.json()["memory"]["id"]})
+        forgot = api.post("/v1/forget", json={"memory_id": saved.json()["memory"]["id"]})
         expect(forgot.status_code == 200, f"the memory forgotten ({forgot.status_code})")
         signed = api.post("/v1/checkpoints")
-        expect(signed.status_code == 201, f"the forget excused by its seal ({signed.text[:200]})")
+        expect(
+            signed.status_code == 201 and signed.json()["forgotten"] == n + 1,
+            f"the forget excused by its seal ({signed.text[:200]})",
+        )
 
 
 def replicas_ready(stack: Stack, token: str) -> Callable[[], bool]:
