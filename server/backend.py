@@ -19,13 +19,16 @@ from baton.server.activity import Activity
 from baton.server.audit import AuditLog
 from baton.server.batch import Batch
 from baton.server.connection import (
+    BatonRedis,
     async_redis,
+    embedded_server,
     queue_url,
     redis_url,
     sync_redis,
 )
 from baton.server.dashboard import Dashboard
 from baton.server.dispatcher import Dispatcher
+from baton.server.durability import AppendOnlyBarrier
 from baton.server.errors import QuotaReached
 from baton.server.handoffs import HandoffStore
 from baton.server.keys import NAMESPACES, Keys
@@ -66,6 +69,8 @@ class Backend:
     vectors: Vectors | None = None  # the process's vector search (BATON_VECTORS)
     # seals the audit log; by default this environment's (BATON_SIGNING_KEY, the data dir)
     key: InstallationKey = field(default_factory=lambda: InstallationKey(Settings.from_env()))
+    # where write operations wait for Redis's append-only file (None: they need not)
+    barrier: AppendOnlyBarrier | None = None
 
     def __post_init__(self) -> None:
         self.search_turns = SearchTurns(self.limits.search_share)
@@ -188,8 +193,17 @@ def connect(settings: Settings, *, dispatch: bool = True) -> Backend:
             client if shared else async_redis(rq_url),
             shares_data_redis=shared,
         )
+    # The embedded server's writes wait for its append-only file (durability.py); any other
+    # Redis's durability is its own configuration (docs/operations.md).
+    embedded = data_url == embedded_server(settings).url
     return Backend(
-        client, settings.limits, dispatcher, settings.handoffs, vectors, InstallationKey(settings)
+        client,
+        settings.limits,
+        dispatcher,
+        settings.handoffs,
+        vectors,
+        InstallationKey(settings),
+        AppendOnlyBarrier(client) if embedded and isinstance(client, BatonRedis) else None,
     )
 
 

@@ -127,8 +127,6 @@ ANNOTATIONS = {
 def tool_of(operation: Operation[Any, Any]) -> types.Tool:
     """The MCP tool of an operation: its wire input's schema and its result's, and the
     annotations of its effect."""
-    if operation.effect is None:
-        raise ValueError(f"the tool {operation.name} needs an effect in the operation table")
     return types.Tool(
         name=operation.name,
         description=operation.description,
@@ -164,7 +162,7 @@ async def call_tool(
         if caller is None:
             raise Unavailable("no caller: this transport carries no identity")
         call = Call(caller, backend.namespace(caller.namespace))
-        result = await operation.run(call, operation.decode(arguments))
+        result = await operation.perform(call, operation.decode(arguments))
     except Exception as error:
         failure = failure_of(error)
         if failure.kind == "unexpected":

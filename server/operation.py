@@ -65,7 +65,8 @@ class Call:
 @dataclass(frozen=True, eq=False)
 class Operation(Generic[I, R]):
     """One operation. ``rest`` is its route under Baton's REST API (problem+json errors);
-    ``tool`` offers it as an MCP tool named ``name``, annotated by its ``effect``;
+    ``effect`` is what it does to the store (a tool's annotations; whether its answer waits
+    for the write to be durable); ``tool`` offers it as an MCP tool named ``name``;
     ``agentmemory`` is its route among
     agentmemory's (``{"error"}`` answers); ``naming`` decides the names its input takes on
     the wire of MCP and agentmemory's routes (Baton's REST API always uses Baton's)."""
@@ -75,10 +76,10 @@ class Operation(Generic[I, R]):
     input: type[I]
     result: Any
     run: Callable[[Call, I], Awaitable[R]]
+    effect: Effect
     tag: str = ""
     rest: Route | None = None
     tool: bool = False
-    effect: Effect | None = None
     agentmemory: Route | None = None
     naming: Naming = "baton"
 
@@ -90,6 +91,16 @@ class Operation(Generic[I, R]):
     def wire_type(self, naming: Naming) -> type[msgspec.Struct]:
         """The input type with ``naming``'s wire names."""
         return self.input if naming == "baton" else camel_view(self.input)
+
+    async def perform(self, call: Call, given: I) -> R:
+        """Run the operation; a write's answer waits until Redis has the write in its
+        append-only file where it must (``Backend.barrier``), so that what a caller is told
+        was done survives a kill of Redis."""
+        result = await self.run(call, given)
+        barrier = call.ns.backend.barrier
+        if self.effect != "reads" and barrier is not None:
+            await barrier.passed()
+        return result
 
     def decode(self, arguments: Any, naming: Naming | None = None) -> I:
         """Arguments (a JSON object, names as ``naming`` spells them, by default the

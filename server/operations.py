@@ -622,6 +622,7 @@ READ_RECORD = Operation(
         "Recall one record, current or a given version",
         problems=(404,),
     ),
+    effect="reads",
 )
 
 LIST_RECORDS = Operation(
@@ -637,6 +638,7 @@ LIST_RECORDS = Operation(
         "/v1/records",
         "Recall many: current versions filtered by scope, tags, confidence",
     ),
+    effect="reads",
 )
 
 RECALL = Operation(
@@ -682,6 +684,7 @@ OUTCOMES = Operation(
         "A record's outcomes log, before and after each move",
         problems=(404,),
     ),
+    effect="reads",
 )
 
 RECORD_OUTCOME = Operation(
@@ -743,6 +746,7 @@ LIST_HANDOFFS = Operation(
     list_handoffs,
     tag=HANDOFFS,
     rest=Route("GET", "/v1/handoffs", "Packets, newest first, by state, receiver and sender"),
+    effect="reads",
 )
 
 GET_HANDOFF = Operation(
@@ -758,6 +762,7 @@ GET_HANDOFF = Operation(
         "One packet with its transition log",
         problems=(404,),
     ),
+    effect="reads",
 )
 
 RESUME = Operation(
@@ -792,6 +797,7 @@ COMPLETE = Operation(
         "Finish a claimed packet",
         problems=(403, 404, 409),
     ),
+    effect="writes",
 )
 
 RELEASE = Operation(
@@ -807,6 +813,7 @@ RELEASE = Operation(
         "Give a claimed packet back to the queue",
         problems=(403, 404, 409, 413),
     ),
+    effect="writes",
 )
 
 FAIL = Operation(
@@ -822,6 +829,7 @@ FAIL = Operation(
         "Give up on a claimed packet, saying why",
         problems=(403, 404, 409, 413),
     ),
+    effect="writes",
 )
 
 REQUEUE = Operation(
@@ -837,6 +845,7 @@ REQUEUE = Operation(
         "Put a failed or expired packet back in its queue",
         problems=(403, 404, 409),
     ),
+    effect="writes",
 )
 
 AGENTS = Operation(
@@ -847,6 +856,7 @@ AGENTS = Operation(
     agents,
     tag=HANDOFFS,
     rest=Route("GET", "/v1/agents", "Every known agent with its queued, claimed and failed counts"),
+    effect="reads",
 )
 
 START_SESSION = Operation(
@@ -857,6 +867,7 @@ START_SESSION = Operation(
     start_session,
     tag=MEMORY,
     rest=Route("POST", "/v1/sessions", "Start a session (any id, or a fresh one)", 201, (413,)),
+    effect="writes",
 )
 
 END_SESSION = Operation(
@@ -872,6 +883,7 @@ END_SESSION = Operation(
         "End a session (completed)",
         problems=(404, 413),
     ),
+    effect="writes",
 )
 
 LIST_SESSIONS = Operation(
@@ -882,6 +894,7 @@ LIST_SESSIONS = Operation(
     list_sessions,
     tag=MEMORY,
     rest=Route("GET", "/v1/sessions", "Recent sessions, newest first"),
+    effect="reads",
 )
 
 MEMORY_SESSIONS = Operation(
@@ -924,6 +937,7 @@ GET_SESSION = Operation(
         "A session and the record versions it touched",
         problems=(404,),
     ),
+    effect="reads",
 )
 
 CONTEXT = Operation(
@@ -939,6 +953,7 @@ CONTEXT = Operation(
         "Context for a coding agent's hook: session start or compaction",
         problems=(413,),
     ),
+    effect="reads",
 )
 
 ENRICH = Operation(
@@ -954,6 +969,7 @@ ENRICH = Operation(
         "What earlier sessions did to the files a tool is about to touch",
         problems=(413,),
     ),
+    effect="reads",
 )
 
 OBSERVE = Operation(
@@ -964,6 +980,7 @@ OBSERVE = Operation(
     observe,
     tag=MEMORY,
     rest=Route("POST", "/v1/observations", "Record a hook event of a coding agent", 201, (413,)),
+    effect="writes",
 )
 
 MEMORY_FILE_HISTORY = Operation(
@@ -1009,6 +1026,7 @@ SAVE_MEMORY = Operation(
         201,
         (403, 413),
     ),
+    effect="writes",
 )
 
 MEMORY_SAVE = Operation(
@@ -1072,6 +1090,7 @@ RECALL_MEMORIES = Operation(
         "BM25 search over memories and observations",
         problems=(403, 413),
     ),
+    effect="reads",
 )
 
 MEMORY_RECALL = Operation(
@@ -1100,6 +1119,7 @@ SMART_SEARCH = Operation(
         "Compact hits, or full records for chosen ids",
         problems=(413,),
     ),
+    effect="reads",
 )
 
 MEMORY_SMART_SEARCH = Operation(
@@ -1142,6 +1162,7 @@ AUDIT = Operation(
     audit,
     tag=MEMORY,
     rest=Route("GET", "/v1/audit", "The audit log, newest first"),
+    effect="reads",
 )
 
 OPERATIONS: tuple[Operation[Any, Any], ...] = (

@@ -306,7 +306,7 @@ async def main(quick: bool, output: Path) -> None:
     work = Path(tempfile.mkdtemp(prefix="baton-bench-"))
     embedded = EmbeddedServer(work / "data")
     url = embedded.ensure_running()
-    env = server_env(url)
+    env = server_env(embedded)
     rows: list[Row] = []
     growth_table: list[str] = []
     processes: list[subprocess.Popen[bytes]] = []

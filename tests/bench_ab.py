@@ -101,7 +101,7 @@ def main(revision: str, seconds: float, count: int) -> None:
     tree, importable = checkout(revision, work)
     embedded = EmbeddedServer(work / "data")
     url = embedded.ensure_running()
-    env = server_env(url)
+    env = server_env(embedded)
     raw = redis.Redis.from_url(url)
     raw.set("bench:baseline", "x")
     builds: dict[str, Target] = {}

@@ -152,7 +152,8 @@ def main(seconds: float, count: int) -> None:
     work = Path(tempfile.mkdtemp(prefix="baton-floor-"))
     embedded = EmbeddedServer(work / "data")
     try:
-        env = server_env(embedded.ensure_running())
+        embedded.ensure_running()
+        env = server_env(embedded)
         raw = redis.Redis.from_url(env["BATON_REDIS_URL"])
         raw.set("bench:baseline", "x")
         port = free_port()

@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import psutil
 
+from baton.server.embedded import EmbeddedServer
 from tests.conftest import REPO
 
 
@@ -90,13 +91,16 @@ def start(command: list[str], log: Path, env: dict[str, str]) -> subprocess.Pope
         return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO)
 
 
-def server_env(redis_url: str) -> dict[str, str]:
-    """The environment the benchmarks serve Baton and its baselines in: on ``redis_url``,
-    no rate limit, and no scheduled checkpoint (the growth table measures checkpoints
-    explicitly; one taken by a sweep in the middle of a probe would measure both at once)."""
+def server_env(embedded: EmbeddedServer) -> dict[str, str]:
+    """The environment the benchmarks serve Baton and its baselines in: on the running
+    ``embedded`` server, as its own data dir's (so writes wait for its append-only file, as
+    they do for a user's), no rate limit, and no scheduled checkpoint (the growth table
+    measures checkpoints explicitly; one taken by a sweep in the middle of a probe would
+    measure both at once)."""
     return {
         **os.environ,
-        "BATON_REDIS_URL": redis_url,
+        "BATON_REDIS_URL": embedded.url,
+        "BATON_DATA_DIR": str(embedded.data_dir),
         "BATON_RATE_LIMIT": "off",
         "BATON_CHECKPOINT_INTERVAL": "off",
         "PYTHONPATH": str(REPO),

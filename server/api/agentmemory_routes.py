@@ -338,7 +338,7 @@ async def run(
     if request.method != "GET":
         given.update(await _body(request))
     arguments = operation.decode({**known_fields(operation, given), **fixed}, "agentmemory")
-    return await operation.run(Call(caller, ns), arguments)
+    return await operation.perform(Call(caller, ns), arguments)
 
 
 def agentmemory_handler(operation: Operation[Any, Any]) -> HTTPRouteHandler:

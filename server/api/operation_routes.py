@@ -102,7 +102,7 @@ def rest_handler(operation: Operation[Any, Any]) -> HTTPRouteHandler:
             for kwarg, value in given.items()
             if kwarg in query and value is not None  # left out: the input's default
         )
-        return await operation.run(Call(caller, ns), operation.input(**values))
+        return await operation.perform(Call(caller, ns), operation.input(**values))
 
     handler.__name__ = handler.__qualname__ = operation.name
     handler.__doc__ = operation.description

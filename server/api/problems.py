@@ -51,7 +51,7 @@ PROBLEM_MEANINGS: dict[int, str] = {
     421: "Open mode answers loopback Host names only (and BATON_ALLOWED_HOSTS)",
     422: "A field is invalid; field names it",
     429: "Too many requests (only when a rate limit is configured)",
-    507: "Redis cannot write to its disk (full); nothing was written",
+    507: "Redis cannot write to its disk (full): the write is not acknowledged",
     503: "Redis cannot be reached right now; retry shortly",
 }
 ALWAYS = (400, 401, 403, 415, 421, 422, 429, 503, 507)
