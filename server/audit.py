@@ -48,6 +48,11 @@ class AuditLog:
         self.namespace = namespace.encode()
         self.key = key
 
+    def can_seal(self) -> None:
+        """Read the installation's key now (an error if it cannot be read or made), so an
+        act is never done whose entry could not be sealed."""
+        _ = self.key.seal_key
+
     def _seal(self, seal_key: bytes, fields: dict[bytes, bytes]) -> str:
         return seal(seal_key, [self.namespace, *(fields.get(name, b"") for name in SEALED)])
 

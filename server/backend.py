@@ -21,7 +21,6 @@ from baton.server.batch import Batch
 from baton.server.connection import (
     BatonRedis,
     async_redis,
-    embedded_server,
     queue_url,
     redis_url,
     sync_redis,
@@ -123,6 +122,10 @@ class Namespace:
     def batch(self, *, transaction: bool = False) -> Batch:
         return self.topology.batch(self.redis, transaction=transaction)
 
+    async def durable(self) -> None:
+        if self.backend.barrier is not None:
+            await self.backend.barrier.passed()
+
     async def admit(self) -> None:
         """Register this namespace before its first write, or ``QuotaReached`` when it is
         new and the server already holds ``max_namespaces`` (each costs the sweeps a visit);
@@ -193,9 +196,6 @@ def connect(settings: Settings, *, dispatch: bool = True) -> Backend:
             client if shared else async_redis(rq_url),
             shares_data_redis=shared,
         )
-    # The embedded server's writes wait for its append-only file (durability.py); any other
-    # Redis's durability is its own configuration (docs/operations.md).
-    embedded = data_url == embedded_server(settings).url
     return Backend(
         client,
         settings.limits,
@@ -203,7 +203,7 @@ def connect(settings: Settings, *, dispatch: bool = True) -> Backend:
         settings.handoffs,
         vectors,
         InstallationKey(settings),
-        AppendOnlyBarrier(client) if embedded and isinstance(client, BatonRedis) else None,
+        AppendOnlyBarrier(client) if isinstance(client, BatonRedis) else None,  # not a cluster
     )
 
 

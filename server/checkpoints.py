@@ -404,8 +404,10 @@ class CheckpointStore:
         tombstones, it never deletes one); or when ``previous``'s kept leaves do not add up to its
         signed root (edited or removed in Redis). Both checkpoints' leaves are in ref order:
         one merged pass, no reads but the leaves."""
-        since = int(datetime.fromisoformat(previous.at).timestamp() * 1000)
-        audited = await self.ns.audit.forgotten(self.seal_key, since=str(since))
+        # From before the previous checkpoint began reading records (a take holds the lock
+        # LOCK_SECONDS at most), which also absorbs Baton's clock against Redis's.
+        since = int(datetime.fromisoformat(previous.at).timestamp() * 1000) - LOCK_SECONDS * 1000
+        audited = await self.ns.audit.forgotten(self.seal_key, since=str(max(since, 0)))
         lost: builtins.list[str] = []
         tree = MerkleRoot()
         now = _leaf_stream(self.stored_leaves(seq))

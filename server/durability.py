@@ -17,15 +17,17 @@ in flight, and whoever comes meanwhile waits for the next, sent once it is answe
 waits for that fsync: 0.19 x the throughput of writes on this project's machine (the note
 of the durability issue).
 
-Only where needed: the embedded server running ``everysec`` (asked once). With ``always``
-Redis stops rather than answer a write it could not write; with ``no`` nothing is promised.
+Only where needed: a Redis (not a cluster) with an append-only file and ``everysec``, asked
+once. With ``always`` Redis stops rather than answer a write it could not write; with
+``no``, or no append-only file, nothing is promised.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import TYPE_CHECKING
+
+from redis.exceptions import ResponseError
 
 from baton.server.connection import packed
 from baton.server.errors import BatonError
@@ -41,6 +43,7 @@ class NotDurable(BatonError):
 
     status_code = 507
     title = "Insufficient storage"
+    kind = "refused"
 
 
 class AppendOnlyBarrier:
@@ -56,29 +59,37 @@ class AppendOnlyBarrier:
         """Return once everything written before the call is in the file; ``NotDurable``
         when Redis could not write it there."""
         if self.needed is None:
-            policy = await self.redis.config_get("appendfsync")
-            self.needed = policy.get("appendfsync") == "everysec"
+            self.needed = await self._answers_first()
         if not self.needed:
             return
-        if self.asked is None:  # nothing in flight: ask now
-            self.asked = asyncio.ensure_future(self._ask())
+        if self.asked is None or self.asked.done():  # nothing in flight: ask now
+            self.asked, self.next = asyncio.ensure_future(self._ask()), None
             await asyncio.shield(self.asked)
             return
-        if self.next is None:  # the question in flight went out before this write's answer
+        if self.next is None or self.next.done():  # the one in flight may precede this write
             self.next = asyncio.ensure_future(self._ask_after(self.asked))
         await asyncio.shield(self.next)
 
+    async def _answers_first(self) -> bool:
+        """Whether this Redis answers writes before its file has them: an append-only file
+        with ``everysec`` (a Redis that hides its configuration is taken at its word)."""
+        try:
+            config = await self.redis.config_get("append*")
+        except ResponseError:
+            return False
+        return config.get("appendonly") == "yes" and config.get("appendfsync") == "everysec"
+
     async def _ask_after(self, asked: asyncio.Future[None]) -> None:
-        with contextlib.suppress(Exception):  # its callers have its answer
-            await asked
-        self.asked, self.next = self.next, None
+        await asyncio.wait({asked})  # however it ended: its callers have its answer
+        if self.next is asyncio.current_task():
+            self.asked, self.next = self.next, None
         await self._ask()
 
     async def _ask(self) -> None:
         try:
             (persistence,) = await self.redis.shared.exchange(QUESTION, 1)
         finally:
-            if self.next is None:
+            if self.asked is asyncio.current_task() and self.next is None:
                 self.asked = None
         if isinstance(persistence, Exception):
             raise persistence

@@ -21,10 +21,10 @@ import stat
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypedDict, Unpack
+from typing import Any, TypedDict, Unpack
 
 import psutil
 import redis
@@ -172,14 +172,7 @@ class EmbeddedServer:
             )
         if info.get("loading"):
             return "loading its append-only file"
-        limit = int(info.get("maxmemory") or 0)
-        if limit and int(info.get("used_memory") or 0) >= limit * FULL_AT:
-            return (
-                f"memory full: it holds {info.get('used_memory_human')} of its "
-                f"{info.get('maxmemory_human')} (BATON_MAXMEMORY); writes are refused (503), "
-                "nothing is evicted, until data is forgotten or the limit is raised"
-            )
-        return None
+        return memory_full(info)
 
     def pids(self) -> list[int]:
         """Every live valkey-server serving this data dir, found by what it is (its working
@@ -402,8 +395,8 @@ async def supervise(server: EmbeddedServer, interval: float = SUPERVISE_SECONDS)
     """Keep the embedded server up for as long as the API runs: when nothing answers on its
     socket (it crashed, was killed), start it again from its append-only file. A server that
     answers with an error (a full disk's ``MISCONF``, ``LOADING``) is alive and left alone.
-    What it acknowledged in the last second before dying may be lost with ``appendfsync
-    everysec`` (see docs/operations.md); ``always`` loses nothing acknowledged."""
+    What it acknowledged is in its append-only file (``baton.server.durability``), but for
+    the one window docs/operations.md names (a disk too slow for ``everysec``)."""
     while True:
         await asyncio.sleep(interval)
         try:
@@ -411,6 +404,26 @@ async def supervise(server: EmbeddedServer, interval: float = SUPERVISE_SECONDS)
                 log.warning("embedded server was not answering: restarted it")
         except EmbeddedServerError as error:
             log.error("cannot restart the embedded server", error=str(error))
+
+
+def memory_full(info: Mapping[str, Any], room: int = 0) -> str | None:
+    """Why a Redis whose ``INFO memory`` is ``info`` cannot take a write needing ``room``
+    bytes, in words, or None: it refuses writes past its ``maxmemory`` (``noeviction``, as
+    the embedded server does) and holds over ``FULL_AT`` of it, or too much to fit ``room``
+    beside (Redis counts a write's arguments while it reads them, so a large write is
+    refused where a small one still passes)."""
+    limit = int(info.get("maxmemory") or 0)
+    used = int(info.get("used_memory") or 0)
+    if info.get("maxmemory_policy") != "noeviction":
+        return None  # a Redis that evicts makes room instead of refusing
+    if not limit or (used < limit * FULL_AT and used + room <= limit):
+        return None
+    return (
+        f"memory full: it holds {info.get('used_memory_human')} of its "
+        f"{info.get('maxmemory_human')} (maxmemory; BATON_MAXMEMORY for the embedded "
+        "server); writes are refused (503), nothing is evicted, until data is forgotten "
+        "or the limit is raised"
+    )
 
 
 def private_dir(path: Path) -> None:

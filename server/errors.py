@@ -6,10 +6,12 @@ from typing import Any
 
 
 class BatonError(Exception):
-    """Base of every error a caller can cause; rendered as problem+json by the API."""
+    """Base of Baton's own errors; rendered as problem+json by the API. ``kind`` says where
+    one comes from (``baton.server.failures.Failure``): most are the caller's mistakes."""
 
     status_code = 400
     title = "Bad request"
+    kind = "caller"
 
     def __init__(self, detail: str, **extra: Any) -> None:
         super().__init__(detail)
@@ -68,6 +70,7 @@ class StoreUnavailable(BatonError):
 
     status_code = 503
     title = "Store unavailable"
+    kind = "unavailable"
 
 
 class Ambiguous(BatonError):

@@ -35,7 +35,8 @@ AGENTMEMORY_KEEPS = frozenset({403, 404})
 class Failure:
     """A failed operation as its caller sees it. ``kind`` says where it came from: the
     caller (``caller``), Redis out of reach (``unreachable``), Redis refusing writes
-    (``refused``), or a bug (``unexpected``: logged, details withheld)."""
+    (``refused``), Baton unable to serve it for now (``unavailable``), or a bug
+    (``unexpected``: logged, details withheld)."""
 
     status: int
     title: str
@@ -47,7 +48,7 @@ class Failure:
 def failure_of(error: Exception) -> Failure:
     """The translation of ``error``."""
     if isinstance(error, BatonError):
-        return Failure(error.status_code, error.title, error.detail, "caller", error.extra)
+        return Failure(error.status_code, error.title, error.detail, error.kind, error.extra)
     if isinstance(error, UNREACHABLE_ERRORS):
         return Failure(503, "Store unavailable", UNREACHABLE, "unreachable")
     if (

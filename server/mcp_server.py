@@ -181,6 +181,7 @@ class Unavailable(BatonError):
 
     status_code = 503
     title = "Unavailable"
+    kind = "unavailable"
 
 
 def create_mcp_server(binding: Binding) -> Server[Any]:
@@ -257,6 +258,8 @@ class ToolCalls:
     def ours(self, message: Any) -> bool:
         if request_id(message) is None or message.get("method") != "tools/call":
             return False
+        if not isinstance(message.get("params"), dict) or "_meta" in message["params"]:
+            return False  # a progress token, or the 2026 protocol's envelope: the SDK's
         try:
             validate_client_request("tools/call", cast(str, self.version), message.get("params"))
         except ValueError:  # pydantic's ValidationError: the SDK's to answer

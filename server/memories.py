@@ -689,6 +689,7 @@ class MemoryStore(NamespaceStore):
             await check_session_owner(self.redis, self.keys, session_id, caller)
             if not await self.redis.exists(self.keys.session(session_id)):
                 raise NotFound(f"no session {session_id}", session=session_id)
+        self.ns.audit.can_seal()  # before anything is forgotten
         result = Forgotten(success=True, memories=[], observations=0, sessions=[], audit_ids=[])
         if memory_id:
             await self.records.forget(memory_ref(memory_id), agent=agent, reason=reason)

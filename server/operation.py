@@ -94,12 +94,11 @@ class Operation(Generic[I, R]):
 
     async def perform(self, call: Call, given: I) -> R:
         """Run the operation; a write's answer waits until Redis has the write in its
-        append-only file where it must (``Backend.barrier``), so that what a caller is told
-        was done survives a kill of Redis."""
+        append-only file where it must (``Namespace.durable``), so that what a caller is
+        told was done survives a kill of Redis."""
         result = await self.run(call, given)
-        barrier = call.ns.backend.barrier
-        if self.effect != "reads" and barrier is not None:
-            await barrier.passed()
+        if self.effect != "reads":
+            await call.ns.durable()
         return result
 
     def decode(self, arguments: Any, naming: Naming | None = None) -> I:

@@ -102,6 +102,10 @@ class NamespaceParts(Protocol):
     async def admit(self) -> None:
         """Register the namespace before its first write (its quota)."""
 
+    async def durable(self) -> None:
+        """Return once what was written so far is in Redis's append-only file, where Redis
+        answers before (``baton.server.durability``): before a write is acknowledged."""
+
 
 class NamespaceStore:
     """A store of one namespace (records, packets, sessions, memories, …)."""

@@ -537,3 +537,28 @@ def test_a_store_lost_under_the_gate_is_a_logged_503(tmp_path: Path) -> None:
         store.kill()
         store.wait(10)
     assert [entry["status"] for entry in request_lines(log)] == [503]
+
+
+def test_readyz_is_not_ready_while_redis_has_no_room_for_a_write(tmp_path: Path) -> None:
+    """A writer fills the embedded server to its BATON_MAXMEMORY with large values until
+    writes are refused (503): /readyz then says 503 "memory full" too, though a small
+    probe key would still fit, so a load balancer takes the replica out."""
+    process, url = start_api(
+        tmp_path / "api.log", BATON_DATA_DIR=str(tmp_path / "data"), BATON_MAXMEMORY="12mb"
+    )
+    try:
+        with httpx.Client(base_url=url, timeout=10, headers={"X-Baton-Agent": "scout"}) as http:
+            assert http.get("/readyz").status_code == 200
+            statuses = []
+            for n in range(200):
+                answer = http.post("/v1/records", json={"ref": f"big/{n}", "value": "x" * 400_000})
+                statuses.append(answer.status_code)
+                if answer.status_code == 503:
+                    break
+            assert statuses[0] == 201 and statuses[-1] == 503, statuses
+            ready = http.get("/readyz")
+            assert ready.status_code == 503
+            assert "memory full" in ready.json()["detail"]
+    finally:
+        process.terminate()
+        process.wait(10)

@@ -16,6 +16,7 @@ from baton.server.backend import open_backend
 from baton.server.identity import Caller, local
 from baton.server.mcp_server import (
     Binding,
+    ToolCalls,
     answers,
     early_answers,
     initialize_request,
@@ -76,7 +77,7 @@ def call(id: int, tool: str, **arguments: Any) -> dict[str, Any]:
 
 @pytest.mark.parametrize("version", HANDSHAKE_PROTOCOL_VERSIONS)
 async def test_tool_calls_over_stdio_are_answered_as_the_sdk_answers_them(
-    version: str, redis_url: str
+    version: str, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The tool calls ``baton mcp`` answers without the SDK's request loop get, for every
     protocol version, the SDK server's own answer: a stored fact read, a fact not there, a
@@ -108,7 +109,16 @@ async def test_tool_calls_over_stdio_are_answered_as_the_sdk_answers_them(
             no_name,
         ]
         sdk = await answers(conversation, binding)
+        answered_directly: list[Any] = []
+        answer = ToolCalls.answer
+
+        async def counted(self: ToolCalls, id: Any, params: Any, version: str) -> None:
+            answered_directly.append(id)
+            await answer(self, id, params, version)
+
+        monkeypatch.setattr(ToolCalls, "answer", counted)
         ours = await answers(conversation, binding, serve_stdio)
+    assert sorted(answered_directly, key=str) == sorted([1, 2, 3, "four"], key=str)
     by_id = {answer["id"]: answer for answer in ours}
     assert sorted(by_id, key=str) == sorted((answer["id"] for answer in sdk), key=str)
     assert [by_id[answer["id"]] for answer in sdk] == sdk

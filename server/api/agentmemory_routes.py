@@ -132,6 +132,7 @@ class AgentMemoryController(Controller):
             title=_string(body, "title"),
         )
         context = await ContextBuilder(sessions).start(session.id, session.cwd, project)
+        await sessions.ns.durable()
         return Response({"session": shapes.session(session), "context": context.context})
 
     @post("/context", status_code=200)
@@ -238,6 +239,7 @@ class AgentMemoryController(Controller):
                 deleted += 1
             except NotFound:
                 continue
+        await memories.ns.durable()
         return Response({"success": True, "deleted": deleted, "total": len(ids)})
 
     @get("/export")

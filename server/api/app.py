@@ -53,8 +53,9 @@ from baton.server.backend import Backend, open_backend
 from baton.server.checkpoints import SeenCheckpoints
 from baton.server.clock import utc_now
 from baton.server.connection import async_redis, embedded_server, redis_url, write_refused
-from baton.server.embedded import supervise
+from baton.server.embedded import memory_full, supervise
 from baton.server.endpoint import base_url
+from baton.server.errors import StoreUnavailable
 from baton.server.identity import CALLER, Caller
 from baton.server.keys import RATE_LIMIT_NAMESPACE, READY_PROBE
 from baton.server.logs import configure_logging
@@ -112,10 +113,15 @@ async def _rate_limited(request: Request[Any, Any, Any]) -> bool:
 )
 async def readyz(state: State) -> dict[str, Any]:
     """Ready means writes would succeed: a probe key is written (a full disk or an out of
-    memory Redis answers 507/503 here, as it does for every write)."""
+    memory Redis answers 507/503 here, as it does for every write), and Redis has room for
+    a write of the largest value allowed (a small probe still fits where it does not)."""
     backend: Backend = state.backend
     loaded = await backend.scripts.load(backend.redis)
     await backend.redis.set(READY_PROBE, utc_now(), ex=60)
+    largest_write = 2 * backend.limits.max_value_bytes  # read in, then stored
+    full = memory_full(await backend.redis.info("memory"), largest_write)
+    if full is not None:
+        raise StoreUnavailable(f"Baton's Redis is {full}")
     return {"status": "ready", "scripts": loaded}
 
 

@@ -62,6 +62,7 @@ class CheckpointController(Controller):
         require_admin(caller, "taking a checkpoint")
         taken = await _checkpoints(ns, state).take(force=force)
         assert taken is not None  # only_if_changed is off
+        await ns.durable()
         return taken
 
     @get("/key", summary="The public key checkpoints are signed with", responses=problems())

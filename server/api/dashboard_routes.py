@@ -389,4 +389,5 @@ class DashboardPages(Controller):
         """The failed page's requeue button (a plain form, so it works without JavaScript)."""
         require_admin(caller, "requeue")
         await handoffs.requeue(packet_id, caller.agent)
+        await handoffs.ns.durable()
         return Redirect(f"/failed?namespace={handoffs.namespace}")
