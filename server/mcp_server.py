@@ -36,7 +36,7 @@ from baton.server.backend import Backend, open_backend
 from baton.server.errors import BatonError
 from baton.server.failures import failure_of, tool_error_text
 from baton.server.identity import CALLER, Caller, local
-from baton.server.mcp_stdio import handshake_version, request_id
+from baton.server.mcp_messages import handshake_version, request_id
 from baton.server.operation import Call, Operation
 from baton.server.operations import OPERATIONS
 from baton.server.settings import Settings

@@ -25,6 +25,7 @@ from importlib import resources
 from typing import IO, Any
 
 from baton.server.errors import InvalidInput
+from baton.server.mcp_messages import handshake_version, request_id
 from baton.server.settings import Settings
 from baton.server.validation import ANONYMOUS, check_agent
 
@@ -40,34 +41,6 @@ def early_answers() -> dict[str, Any]:
         resources.files(__package__).joinpath(ANSWERS_FILE).read_text()
     )
     return answers
-
-
-def request_id(message: Any) -> int | str | None:
-    """The id of a JSON-RPC 2.0 request, or None when ``message`` is not one."""
-    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-        return None
-    id = message.get("id")
-    return None if isinstance(id, bool) or not isinstance(id, (int, str)) else id
-
-
-def handshake_version(message: Any, versions: Sequence[str]) -> str | None:
-    """The protocol version the SDK's server agrees to when ``message`` is a well-formed
-    ``initialize`` (the one asked for when it knows it, else its newest of ``versions``),
-    or None when it is not one."""
-    params = message.get("params") if isinstance(message, dict) else None
-    if not (
-        request_id(message) is not None
-        and message.get("method") == "initialize"
-        and isinstance(params, dict)
-        and isinstance(params.get("protocolVersion"), str)
-        and isinstance(params.get("capabilities"), dict)
-        and isinstance(params.get("clientInfo"), dict)
-        and isinstance(params["clientInfo"].get("name"), str)
-        and isinstance(params["clientInfo"].get("version"), str)
-    ):
-        return None
-    asked: str = params["protocolVersion"]
-    return asked if asked in versions else versions[-1]
 
 
 def early_answer(message: Any, answers: dict[str, Any], initialized: bool) -> Any | None:
