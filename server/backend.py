@@ -16,6 +16,7 @@ from redis.asyncio import Redis
 
 from baton.queue.dispatch import RQDispatcher
 from baton.server.activity import Activity
+from baton.server.analysis import Analyzer
 from baton.server.audit import AuditLog
 from baton.server.batch import Batch
 from baton.server.connection import (
@@ -66,6 +67,7 @@ class Backend:
     admitted: set[str] = field(init=False, default_factory=set)
     search_turns: SearchTurns = field(init=False)  # every namespace's searches take turns
     vectors: Vectors | None = None  # the process's vector search (BATON_VECTORS)
+    analyzer: Analyzer = field(init=False)  # every namespace's texts, analysed for search
     # seals the audit log; by default this environment's (BATON_SIGNING_KEY, the data dir)
     key: InstallationKey = field(default_factory=lambda: InstallationKey(Settings.from_env()))
     # where write operations wait for Redis's append-only file (None: they need not)
@@ -73,6 +75,7 @@ class Backend:
 
     def __post_init__(self) -> None:
         self.search_turns = SearchTurns(self.limits.search_share)
+        self.analyzer = Analyzer(self.vectors)
         self.scripts = Scripts(self.redis)
         self.topology = topology_of(self.redis)
 
@@ -115,6 +118,7 @@ class Namespace:
             backend.search_turns,
             self.limits.max_namespace_bytes,
             backend.vectors,
+            backend.analyzer,
         )
         self.activity = Activity(self.redis, self.scripts, self.keys, self.name, self.batch)
         self.heads = HeadHints()

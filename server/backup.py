@@ -456,8 +456,8 @@ async def import_dump(
         for line in lines[start : start + batch]:
             if line["type"] == "record":
                 if line["ref"] in held.versions:
-                    _queue_clear_record(ns, queued, line, held)
-                _queue_record(ns, queued, line)
+                    await _queue_clear_record(ns, queued, line, held)
+                await _queue_record(ns, queued, line)
                 counts["records"] += 1
                 counts["versions"] += len(line["versions"])
                 counts["outcomes"] += len(line["outcomes"])
@@ -468,8 +468,10 @@ async def import_dump(
                 counts["packets"] += 1
             else:
                 if line["id"] in held.observations:
-                    _queue_clear_session(ns, queued, line["id"], held.observations[line["id"]])
-                _queue_session(ns, queued, line)
+                    await _queue_clear_session(
+                        ns, queued, line["id"], held.observations[line["id"]]
+                    )
+                await _queue_session(ns, queued, line)
                 counts["sessions"] += 1
             done += 1
             if on_progress and done % PROGRESS_LINES == 0:
@@ -494,9 +496,9 @@ class IndexingBatch:
     def pipe(self) -> Pipeline:
         return self.batch.pipe
 
-    def index(self, doc: str, text: str | None, **fields: Any) -> None:
+    async def index(self, doc: str, text: str | None, **fields: Any) -> None:
         """Queue (re)indexing ``doc`` with ``text``, or taking it out (None)."""
-        call = self.search.call(doc, text, **fields)
+        call = await self.search.call(doc, text, **fields)
         self.calls.append((len(self.batch), call))
         self.search.queue(self.batch, call)
 
@@ -567,7 +569,7 @@ async def _held(ns: Namespace, lines: list[dict[str, Any]]) -> Held:
     return held
 
 
-def _queue_clear_record(
+async def _queue_clear_record(
     ns: Namespace, batch: IndexingBatch, line: dict[str, Any], held: Held
 ) -> None:
     """Clear the namespace's copy of the dump's record (every version, the head, outcomes
@@ -577,10 +579,10 @@ def _queue_clear_record(
     versions = [keys.version(ref, number) for number in range(1, held.versions[ref] + 1)]
     batch.pipe.delete(keys.head(ref), keys.outcomes(ref), *versions)
     batch.pipe.hincrby(keys.search_stats, "bytes", -held.stored[ref])
-    batch.index(f"f:{ref}", None)
+    await batch.index(f"f:{ref}", None)
     if ref.startswith(UNINDEXED_SCOPE):  # a memory, indexed under its id, perhaps with a ttl
         memory_id = ref.removeprefix(UNINDEXED_SCOPE)
-        batch.index(f"m:{memory_id}", None)
+        await batch.index(f"m:{memory_id}", None)
         batch.pipe.zrem(keys.memory_expiry, memory_id)
 
 
@@ -601,7 +603,7 @@ def _queue_clear_packet(ns: Namespace, pipe: Pipeline, packet_id: str, agent: st
         pipe.zrem(inbox_set(agent), packet_id)
 
 
-def _queue_clear_session(
+async def _queue_clear_session(
     ns: Namespace, batch: IndexingBatch, session_id: str, observation_ids: list[str]
 ) -> None:
     """Clear the namespace's copy of the dump's session: its hashes and lists, and each of
@@ -617,10 +619,10 @@ def _queue_clear_session(
     if observation_ids:
         pipe.hdel(keys.observation_sessions, *observation_ids)
     for each in observation_ids:
-        batch.index(f"o:{session_id}:{each}", None)
+        await batch.index(f"o:{session_id}:{each}", None)
 
 
-def _queue_record(ns: Namespace, batch: IndexingBatch, line: dict[str, Any]) -> None:
+async def _queue_record(ns: Namespace, batch: IndexingBatch, line: dict[str, Any]) -> None:
     keys, ref, pipe = ns.keys, line["ref"], batch.pipe
     pipe.zadd(keys.refs, {ref: 0})
     pipe.hset(keys.head(ref), mapping=line["head"])
@@ -644,7 +646,7 @@ def _queue_record(ns: Namespace, batch: IndexingBatch, line: dict[str, Any]) -> 
     # Indexed exactly as its write indexed it (documents.py).
     document = record_document(ref, last["value"], last["tags"], last["author"], last["created_at"])
     if document is not None:
-        batch.index(document.doc, document.text, **document.fields())
+        await batch.index(document.doc, document.text, **document.fields())
     if ref.startswith(UNINDEXED_SCOPE):
         memory_id = ref.removeprefix(UNINDEXED_SCOPE)
         for source in last["value"].get("source_observation_ids", []):
@@ -674,7 +676,7 @@ def _queue_packet(ns: Namespace, pipe: Pipeline, line: dict[str, Any]) -> None:
         pipe.zadd(keys.expiring(agent), {packet_id: int(fields["expires_us"])})
 
 
-def _queue_session(ns: Namespace, batch: IndexingBatch, line: dict[str, Any]) -> None:
+async def _queue_session(ns: Namespace, batch: IndexingBatch, line: dict[str, Any]) -> None:
     keys, session_id, pipe = ns.keys, line["id"], batch.pipe
     pipe.hset(keys.session(session_id), mapping=_encode(line["meta"], ("concepts",)))
     if line["touched"]:
@@ -692,4 +694,4 @@ def _queue_session(ns: Namespace, batch: IndexingBatch, line: dict[str, Any]) ->
         pipe.rpush(keys.observations(session_id), observation_id)
         pipe.hset(keys.observation_sessions, observation_id, session_id)
         document = observed_document(msgspec.convert(observation, Observation))
-        batch.index(document.doc, document.text, **document.fields())
+        await batch.index(document.doc, document.text, **document.fields())

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterator
 
 import Stemmer
 
@@ -59,14 +60,28 @@ _stemmer = Stemmer.Stemmer("english")
 
 def terms(text: str) -> list[str]:
     """The terms of ``text``, in order, a compound's whole before its parts."""
-    found: list[str] = []
+    return list(_terms(text))
+
+
+def terms_until(text: str, distinct: int) -> Iterator[str]:
+    """The terms of ``text`` in order, up to its ``distinct``-th distinct term: the text is
+    read no further (a long text costs what its start costs)."""
+    seen: set[str] = set()
+    for term in _terms(text):
+        if term not in seen:
+            if len(seen) == distinct:
+                return
+            seen.add(term)
+        yield term
+
+
+def _terms(text: str) -> Iterator[str]:
     for match in PIECE.finditer(unicodedata.normalize("NFKC", text)):
         if match["cjk"]:
             run = match["cjk"]
-            found += [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
+            yield from [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
         else:
-            found += _word_terms(match["word"])
-    return found
+            yield from _word_terms(match["word"])
 
 
 def _word_terms(word: str) -> list[str]:

@@ -115,7 +115,11 @@ class Forgotten(msgspec.Struct, kw_only=True):
 def jaccard(left: str, right: str) -> float:
     """How alike two texts are: the Jaccard similarity of their term sets (the lexical
     layer's terms, as search sees them)."""
-    a, b = set(lexical.terms(left)), set(lexical.terms(right))
+    return similarity(frozenset(lexical.terms(left)), frozenset(lexical.terms(right)))
+
+
+def similarity(a: frozenset[str], b: frozenset[str]) -> float:
+    """The Jaccard similarity of two term sets (:func:`jaccard`, terms read once)."""
     return len(a & b) / len(a | b) if a and b else 0.0
 
 
@@ -353,13 +357,14 @@ class MemoryStore(NamespaceStore):
             if (project is None or memory.project == project)
             and (caller.admin or memory.agent_id in (None, caller.agent))
         ]
+        terms = {m.id: await self.index.analyzer.term_set(m.content) for m in candidates}
         taken: set[str] = set()
         merges: list[Merge] = []
         for kept in reversed(candidates):  # newest first: each group keeps its newest
             if kept.id in taken:
                 continue
             group = [
-                (other, jaccard(kept.content, other.content))
+                (other, similarity(terms[kept.id], terms[other.id]))
                 for other in candidates
                 if other.id != kept.id
                 and other.id not in taken
@@ -468,16 +473,17 @@ class MemoryStore(NamespaceStore):
         hits = await self.index.search(content, limit=CANDIDATES, kinds=["memory"])
         hits = [hit for hit in hits if not (hit.project and hit.project != project)]
         memories = await self.get_many([hit.doc.removeprefix("m:") for hit in hits])
+        mine = await self.index.analyzer.term_set(content)
         best: SimilarTo | None = None
         for hit in hits:
             memory = memories.get(hit.doc.removeprefix("m:"))
             if memory is None or not memory.is_latest:
                 continue
-            similarity = jaccard(content, memory.content)
-            if similarity > SUPERSEDE_ABOVE and memory.agent_id in (None, agent):
+            alike = similarity(mine, await self.index.analyzer.term_set(memory.content))
+            if alike > SUPERSEDE_ABOVE and memory.agent_id in (None, agent):
                 return memory, None
-            if similarity > SIMILAR_ABOVE and (best is None or similarity > best.similarity):
-                best = SimilarTo(id=memory.id, title=memory.title, similarity=round(similarity, 2))
+            if alike > SIMILAR_ABOVE and (best is None or alike > best.similarity):
+                best = SimilarTo(id=memory.id, title=memory.title, similarity=round(alike, 2))
         return None, best
 
     async def get(self, memory_id: str, version: int | None = None) -> Memory:

@@ -213,7 +213,7 @@ class RecordStore(NamespaceStore):
         index = (
             None
             if document is None
-            else self.search.call(*document, kind="fact", agent=agent, added=created_at)
+            else await self.search.call(*document, kind="fact", agent=agent, added=created_at)
         )
         new_hash = ""
         for _ in range(MAX_WRITE_ATTEMPTS):

@@ -62,7 +62,7 @@ async def reindex(
         await ns.search.prepare([document.doc for document in batch])
         queued = IndexingBatch(ns, transaction=False)
         for document in batch:
-            queued.index(document.doc, document.text, **document.fields())
+            await queued.index(document.doc, document.text, **document.fields())
             held.discard(document.doc)
         await queued.execute()
         done += len(batch)

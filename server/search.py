@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -35,6 +35,7 @@ from redis.asyncio import Redis
 from redis.typing import EncodableT
 
 from baton.server import lexical
+from baton.server.analysis import Analyzer
 from baton.server.batch import Batch
 from baton.server.codec import pack, unpack
 from baton.server.errors import QuotaReached, StoreUnavailable
@@ -49,6 +50,9 @@ PRUNE_ABOVE_POSTINGS = 2_000  # below this many postings a plain union is as che
 # spent): 15.8 ms p95 of the server's time, 99.9 % of the exact top 10 (scratch, 200 queries).
 SEARCH_WORK_BUDGET = 10_000
 MAX_QUERY_TERMS = 32  # a query is scored on this many of its terms, the most selective
+# A query is read up to here (its analysis runs on the event loop: about 4 ms of tokenizing
+# and as much embedding at most).
+QUERY_CHARS = 4096
 # Searches one process runs at once; the others wait their turn, and while some wait, a turn
 # ends only once the search's share of the time is kept (BATON_SEARCH_SHARE, SearchTurns).
 # make bench's fairness rows (20,000 memories, 4 clients looping worst-case searches,
@@ -152,6 +156,7 @@ class SearchIndex:
         turns: SearchTurns | None = None,
         max_bytes: int | None = None,
         vectors: Vectors | None = None,
+        analyzer: Analyzer | None = None,
     ) -> None:
         self.redis = redis
         self.script = scripts.search
@@ -167,10 +172,11 @@ class SearchIndex:
         self.max_bytes = max_bytes
         self.turns = turns or SearchTurns()  # shared by a process's namespaces
         self.vectors = vectors  # the process's vector search, None for BM25 alone
+        self.analyzer = analyzer or Analyzer(vectors)  # shared by a process's namespaces
         # doc -> its terms when last indexed here (or read), newest INDEXED_KEPT docs
         self.indexed: OrderedDict[str, tuple[str, ...]] = OrderedDict()
 
-    def call(
+    async def call(
         self,
         doc: str,
         text: str | None,
@@ -182,29 +188,39 @@ class SearchIndex:
     ) -> IndexCall:
         """The call that (re)indexes ``doc`` with ``text``, or takes it out (None); the
         document's terms are noted as indexed. ``added``: when the document was first added
-        (an ISO timestamp; among equal scores the newer ranks first)."""
-        old = self.indexed.get(doc, ())
+        (an ISO timestamp; among equal scores the newer ranks first). The text is analysed
+        as :mod:`baton.server.analysis` bounds it (a long one off the event loop)."""
         if text is None:
+            old = self.indexed.get(doc, ())
             self._note(doc, ())
             return IndexCall(doc, list(old), [doc, "", "", 0, "", 0, *old])
-        terms = Counter(lexical.terms(text))
-        length = sum(terms.values())
+        analysis = await self.analyzer.analyse(text)
+        terms = analysis.counts
+        old = self.indexed.get(doc, ())  # (read after the wait: another call may have noted)
         entry = {
             "kind": kind,
             "project": project or "",
             "agent": agent or "",
-            "len": length,
+            "len": analysis.length,
             "terms": sorted(terms),
         }
         postings = [item for term, count in terms.items() for item in (term, count)]
         gone = [term for term in old if term not in terms]
         meta = f"{kind}\t{project or ''}\t{agent or ''}\t{added}"
-        vector = b"" if self.vectors is None else self.vectors.encode(text)
         self._note(doc, tuple(terms))
         return IndexCall(
             doc,
             [*terms, *gone],
-            [doc, pack(entry), meta, length, vector, len(terms), *postings, *gone],
+            [
+                doc,
+                pack(entry),
+                meta,
+                analysis.length,
+                analysis.vector,
+                len(terms),
+                *postings,
+                *gone,
+            ],
         )
 
     @property
@@ -301,13 +317,13 @@ class SearchIndex:
 
     async def index(self, doc: str, text: str, **fields: Any) -> None:
         await self.prepare([doc])
-        await self.run(self.call(doc, text, **fields))
+        await self.run(await self.call(doc, text, **fields))
 
     async def remove(self, docs: Iterable[str]) -> int:
         """Take documents out of the index; returns how many were in it."""
         docs = list(docs)
         await self.prepare(docs)
-        return sum([await self.run(self.call(doc, None)) for doc in docs])
+        return sum([await self.run(await self.call(doc, None)) for doc in docs])
 
     async def selective(self, terms: list[str]) -> list[str]:
         """At most :data:`MAX_QUERY_TERMS` of a query's ``terms``: all of them when they are
@@ -337,8 +353,10 @@ class SearchIndex:
 
         With ``project``, only documents of that project or of none (unscoped memories are
         shared); with ``agent``, only that agent's documents. Waits for its turn among the
-        process's searches (:class:`SearchTurns`).
+        process's searches (:class:`SearchTurns`). The query is read up to its first
+        :data:`QUERY_CHARS` characters.
         """
+        query = query[:QUERY_CHARS]
         async with self.turns.turn():
             if self.vectors is None:
                 return await self._scored(query, limit, kinds, project, agent)

@@ -366,7 +366,7 @@ class SessionStore(NamespaceStore):
         if files:
             pipe.sadd(self.keys.session_files(session_id), *files)
         # A new document (its id is new): it has no old terms whose postings it would touch.
-        index = self.ns.search.call(
+        index = await self.ns.search.call(
             *observation_document(session_id, observation_id, title, narrative, files),
             kind="observation",
             project=observation.project,

@@ -1,6 +1,7 @@
 """The baselines ``make bench`` measures Baton against, on the same stack and machine.
 
-- ``http_app``: a minimal Litestar app whose handler does one Redis ``GET`` (B-http), served
+- ``http_app``: a minimal Litestar app whose handler does one Redis ``GET`` (B-http; and
+  ``POST /put``, one ``SET`` of the decoded body, for a writer beside its reads), served
   exactly like ``baton serve`` (``python -m tests.bench_baselines http PORT``: the same
   ``baton.server.serving.serve``, so the same event loop and HTTP parser);
 - ``noop_job``: an RQ job that only records when it started (B-rq);
@@ -14,8 +15,9 @@ import sys
 import time
 from typing import Any
 
+import msgspec
 import redis
-from litestar import Litestar, get
+from litestar import Litestar, get, post
 from redis.asyncio import Redis
 
 
@@ -35,7 +37,17 @@ async def one_get() -> dict[str, object]:
     return {"value": None if value is None else value.decode()}
 
 
-http_app = Litestar(route_handlers=[one_get], logging_config=None)
+@post("/put", status_code=201)
+async def one_put(data: dict[str, Any]) -> dict[str, object]:
+    """B-http's write: the body decoded and stored as it came, one Redis ``SET``."""
+    global _client
+    if _client is None:
+        _client = Redis.from_url(_redis_url())
+    await _client.set("bench:baseline:put", msgspec.json.encode(data))
+    return {"ref": data.get("ref")}
+
+
+http_app = Litestar(route_handlers=[one_get, one_put], logging_config=None)
 
 
 def noop_job(key: str) -> None:

@@ -114,6 +114,9 @@ def written_keys(client: redis.Redis) -> list[bytes]:
     return [key for key in client.keys("*") if not key.startswith(b"rq:scheduler:")]
 
 
+OURS = ("multiprocessing.resource_tracker", "multiprocessing.spawn")
+
+
 def started_by_this_run() -> dict[int, str]:
     """The live processes (by pid, with their command line) started by this test run,
     found by the mark in their environment; none where there is no /proc. (A process that
@@ -128,7 +131,16 @@ def started_by_this_run() -> dict[int, str]:
             continue
         if RUN_MARK.encode() in environment and state not in (b"Z", b"X"):
             found[int(entry.name)] = command.decode(errors="replace")[:200]
-    return found
+    # The test process's own analysis process (baton.server.analysis) and multiprocessing's
+    # resource tracker for it live as long as the test process, by design.
+    return {pid: command for pid, command in found.items() if not _lives_with_us(pid, command)}
+
+
+def _lives_with_us(pid: int, command: str) -> bool:
+    with contextlib.suppress(OSError):
+        parent = int(Path(f"/proc/{pid}/stat").read_bytes().rpartition(b")")[2].split()[1])
+        return parent == os.getpid() and any(mark in command for mark in OURS)
+    return False
 
 
 def stop_left_behind(before: dict[int, str]) -> list[str]:

@@ -10,6 +10,7 @@ import pytest
 import redis
 from structlog.testing import capture_logs
 
+from baton.server.analysis import MAX_DOCUMENT_TERMS
 from baton.server.backend import Backend
 from baton.server.connection import async_redis
 from baton.server.errors import InvalidInput, NotFound, QuotaReached, TooLarge, VersionConflict
@@ -606,16 +607,20 @@ async def test_a_write_opens_lists_and_reopens_its_session(store: RecordStore) -
     assert await store.ns.sessions.abandon_idle(3600) == []  # active again, idle for no time
 
 
-async def test_a_value_with_thousands_of_distinct_words_is_written_and_found(
+async def test_a_value_with_thousands_of_distinct_words_is_indexed_on_its_first_terms(
     store: RecordStore,
 ) -> None:
-    """A large document (5,000 distinct words: 10,000 postings) is written once and indexed,
-    on one Redis inside the write's script as on a cluster after it."""
+    """A large document (5,000 distinct words) is written once and indexed on its first
+    ``MAX_DOCUMENT_TERMS`` distinct terms (the ref's come first), on one Redis inside the
+    write's script as on a cluster after it: a term past them is not found, the value is
+    whole."""
     words = [f"word{n}" for n in range(5_000)]
     written = await store.remember("big/doc", " ".join(words), agent="scout")
     assert written.version == 1
-    assert [hit.doc for hit in await store.search.search("word4321")] == ["f:big/doc"]
-    assert (await store.recall("big/doc")).version == 1
+    found = await store.search.search(f"word{MAX_DOCUMENT_TERMS - 10}")
+    assert [hit.doc for hit in found] == ["f:big/doc"]
+    assert await store.search.search(f"word{MAX_DOCUMENT_TERMS + 10}") == []
+    assert (await store.recall("big/doc")).value == " ".join(words)
 
 
 async def test_a_failing_follow_up_never_costs_the_write(
