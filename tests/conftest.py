@@ -131,15 +131,16 @@ def started_by_this_run() -> dict[int, str]:
             continue
         if RUN_MARK.encode() in environment and state not in (b"Z", b"X"):
             found[int(entry.name)] = command.decode(errors="replace")[:200]
-    # The test process's own analysis process (baton.server.analysis) and multiprocessing's
-    # resource tracker for it live as long as the test process, by design.
-    return {pid: command for pid, command in found.items() if not _lives_with_us(pid, command)}
+    # A Baton process's analysis process (baton.server.analysis) and multiprocessing's
+    # resource tracker for it live as long as that process (this one, or a fixture's
+    # server), by design: they are left behind only once their parent is gone.
+    return {pid: command for pid, command in found.items() if not _helper_of_a_live(pid, command)}
 
 
-def _lives_with_us(pid: int, command: str) -> bool:
-    with contextlib.suppress(OSError):
+def _helper_of_a_live(pid: int, command: str) -> bool:
+    with contextlib.suppress(OSError, ValueError):
         parent = int(Path(f"/proc/{pid}/stat").read_bytes().rpartition(b")")[2].split()[1])
-        return parent == os.getpid() and any(mark in command for mark in OURS)
+        return parent != 1 and Path(f"/proc/{parent}").exists() and any(m in command for m in OURS)
     return False
 
 
