@@ -10,14 +10,15 @@ that excuse as hard to forge as the checkpoint's signature (docs/integrity.md).
 from __future__ import annotations
 
 import hmac
-from typing import Any, cast
+from itertools import chain
+from typing import Any
 
 import msgpack
 import msgspec
 from redis.asyncio import Redis
-from redis.typing import EncodableT, FieldT
 
 from baton.server import codec
+from baton.server.changes import Command
 from baton.server.clock import utc_now
 from baton.server.keys import Keys
 from baton.server.signing import InstallationKey, seal
@@ -56,15 +57,28 @@ class AuditLog:
     def _seal(self, seal_key: bytes, fields: dict[bytes, bytes]) -> str:
         return seal(seal_key, [self.namespace, *(fields.get(name, b"") for name in SEALED)])
 
-    async def append(
+    def entry(
         self,
         agent: str,
         action: str,
         target: str,
         reason: str,
         details: dict[str, Any] | None = None,
-    ) -> str:
-        """Add a sealed entry; its stream id."""
+    ) -> Command:
+        """The command that adds a sealed entry, for a change that records it in the same
+        step (:meth:`RecordStore.write_all`)."""
+        fields = self._sealed(agent, action, target, reason, details)
+        return Command("XADD", self.keys.audit, ("*", *chain.from_iterable(fields.items())))
+
+    async def append(self, entry: Command) -> str:
+        """Add an entry (:meth:`entry`) on its own; its stream id."""
+        fields = dict(zip(entry.args[1::2], entry.args[2::2], strict=True))  # (after the "*")
+        added = await self.redis.xadd(entry.key, fields)
+        return codec.text(added)
+
+    def _sealed(
+        self, agent: str, action: str, target: str, reason: str, details: dict[str, Any] | None
+    ) -> dict[bytes, bytes]:
         fields: dict[bytes, bytes] = {
             b"at": utc_now().encode(),
             b"agent": agent.encode(),
@@ -73,10 +87,8 @@ class AuditLog:
             b"reason": reason.encode(),
             b"details": msgpack.packb(details or {}),
         }
-        stored = {**fields, SEAL: self._seal(self.key.seal_key, fields).encode()}
-        return codec.text(
-            await self.redis.xadd(self.keys.audit, cast("dict[FieldT, EncodableT]", stored))
-        )
+        fields[SEAL] = self._seal(self.key.seal_key, fields).encode()
+        return fields
 
     async def newest(self, limit: int) -> list[AuditEntry]:
         raw = await self.redis.xrevrange(self.keys.audit, count=limit)

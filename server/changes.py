@@ -6,7 +6,9 @@ from __future__ import annotations
 import builtins
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgpack
 from redis.typing import EncodableT
@@ -14,7 +16,7 @@ from redis.typing import EncodableT
 from baton.server.clock import iso
 from baton.server.errors import InvalidInput
 from baton.server.keys import Keys
-from baton.server.models import Packet, PacketState, Pin, Transition
+from baton.server.models import Packet, PacketState, Pin, RecordVersion, Transition
 from baton.server.search import IndexCall
 
 # How many fresh packet ids a handoff tries (2^32 ids: one taken is practically never seen).
@@ -39,11 +41,65 @@ class VersionWrite:
     now_us: int = field(default_factory=lambda: time.time_ns() // 1000)
 
     @property
+    def hash(self) -> str:
+        """The new version's sha256 (``write_version.lua``'s ARGV[2])."""
+        return str(self.args[1])
+
+    @property
+    def prev_hash(self) -> str:
+        """The hash it chains to (``write_version.lua``'s ARGV[7])."""
+        return str(self.args[6])
+
+    @property
     def value_bytes(self) -> int:
         """The size of the value the version holds (``write_version.lua``'s ARGV[8]), which
         the namespace's stored bytes count."""
         value = self.args[7]
         return len(value) if isinstance(value, bytes) else 0
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """A version a store wants written: its record, value, author and what comes with it
+    (:meth:`RecordStore.write_all` turns it into a :class:`VersionWrite` on the current
+    head)."""
+
+    ref: str
+    value: Any
+    agent: str
+    tags: list[str]
+    index: IndexCall | None = None
+    session: str | None = None
+    confidence: float = 0.5
+
+
+# How a version is made from its record's current one (None: the record is new).
+Plan = Callable[[RecordVersion | None], Planned]
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """A plain command that completes a change after its writes (a memory's links, its audit
+    entry): ``name``, its one key, then ``args``."""
+
+    name: str
+    key: str
+    args: tuple[EncodableT, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """What :meth:`Topology.write_versions` did: the new version of each write applied (a
+    prefix of the writes: all of them; on a refusal, on one Redis none, on a cluster those
+    before the refused one), and the refusal of write ``refused_at`` as ``remember.lua``
+    words it without the write's number: ``[0, version, hash]`` (its head moved), ``[-1]``
+    (its record was forgotten), ``[2, term, ...]`` (its document's postings not given).
+    ``failure``: a follow-up that failed (the writes stand)."""
+
+    versions: list[int]
+    refused_at: int | None = None
+    refusal: list[Any] = field(default_factory=list)
+    failure: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,9 +21,14 @@ def _whole_second(seconds: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
 
 
+def now_us() -> int:
+    """Now, as epoch microseconds."""
+    return time.time_ns() // 1000
+
+
 def now() -> tuple[int, str]:
     """Now as epoch microseconds and as the matching timestamp."""
-    micros = time.time_ns() // 1000
+    micros = now_us()
     return micros, iso(micros)
 
 

@@ -18,8 +18,15 @@ import msgspec
 
 from baton.server import codec, lexical
 from baton.server.audit import FORGET
-from baton.server.clock import iso
-from baton.server.errors import InvalidInput, NotFound, StateConflict, VersionConflict
+from baton.server.changes import Command, Plan, Planned
+from baton.server.clock import iso, now_us, utc_now
+from baton.server.errors import (
+    InvalidInput,
+    NotFound,
+    StateConflict,
+    StoreUnavailable,
+    VersionConflict,
+)
 from baton.server.identity import Caller, check_session_owner, sweeper
 from baton.server.keys import NAMESPACES
 from baton.server.models import Observation, RecallHit, RecordVersion
@@ -193,69 +200,76 @@ class MemoryStore(NamespaceStore):
         project = project.strip() or None if isinstance(project, str) else None
         agent = check_agent(agent_id, field="agent_id") if agent_id else None
 
-        superseded, similar = await self._closest(content, project, agent)
-        memory_id = f"mem_{secrets.token_hex(6)}"
-        title = content.strip().splitlines()[0][:80]
-        version = superseded.version + 1 if superseded else 1
-        supersedes = [superseded.id] if superseded else []
-        value = {
+        fields = {
             "content": content,
             "type": kind,
-            "title": title,
+            "title": content.strip().splitlines()[0][:80],
             "concepts": concept_list,
             "files": file_list,
             "project": project,
             "agent_id": agent,
-            "version": version,
-            "supersedes": supersedes,
             "source_observation_ids": sources,
         }
-        touched = [memory_id, *supersedes]
-        await self.records.check_quotas([memory_ref(each) for each in touched])
-        written = await self.records.remember(
-            memory_ref(memory_id),
-            value,
-            agent=agent or ANONYMOUS,
-            tags=["memory"],
-            expected_version=0,
-            as_memory=True,
-            quotas_checked=True,
+        superseded, similar = await self._closest(content, project, agent)
+        try:
+            return await self._save(fields, ttl_days, superseded, similar)
+        except VersionConflict:  # the memory it supersedes was forgotten meanwhile
+            return await self._save(fields, ttl_days, None, similar)
+
+    async def _save(
+        self,
+        fields: dict[str, Any],
+        ttl_days: float | None,
+        superseded: Memory | None,
+        similar: SimilarTo | None,
+    ) -> MemorySaved:
+        """The save as one change (:meth:`RecordStore.write_all`): the memory with its search
+        document, the one it supersedes marked and out of search, its links, expiry and the
+        cascade's audit entry."""
+        memory_id = f"mem_{secrets.token_hex(6)}"
+        agent: str | None = fields["agent_id"]
+        supersedes = [superseded.id] if superseded else []
+        value = {
+            **fields,
+            "version": superseded.version + 1 if superseded else 1,
+            "supersedes": supersedes,
+        }
+        await self.records.check_quotas([memory_ref(each) for each in [memory_id, *supersedes]])
+        created_at = utc_now()
+        document = await self.index.call(
+            *memory_document(memory_id, value),
+            kind="memory",
+            project=fields["project"],
+            agent=agent,
+            added=created_at,
         )
-        doc, text = memory_document(memory_id, value)
-        await self.index.index(
-            doc, text, kind="memory", project=project, agent=agent, added=written.created_at
-        )
-        if sources:
-            pipe = self.redis.pipeline(transaction=False)
-            for source in sources:
-                pipe.sadd(self.keys.observation_memories(source), memory_id)
-            await pipe.execute()
-        if superseded is not None:
-            await self._supersede(superseded, memory_id, agent)
-            await self._cascade(superseded, memory_id, agent)
+
+        def new(record: RecordVersion | None) -> Planned:
+            if record is not None:  # 48 random bits taken: practically never
+                raise StoreUnavailable(f"memory id {memory_id} is taken; save again")
+            return Planned(memory_ref(memory_id), value, agent or ANONYMOUS, ["memory"], document)
+
+        plans: list[tuple[str, Plan]] = [(memory_ref(memory_id), new)]
+        then = [
+            Command("SADD", self.keys.observation_memories(source), (memory_id,))
+            for source in fields["source_observation_ids"]
+        ]
         expires_at = None
         if ttl_days is not None:
-            expires_us = time.time_ns() // 1000 + int(ttl_days * 86_400_000_000)
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.zadd(self.keys.memory_expiry, {memory_id: expires_us})
-            pipe.sadd(NAMESPACES, self.ns.name)  # so the periodic sweep visits it
-            await pipe.execute()
+            expires_us = now_us() + int(ttl_days * 86_400_000_000)
+            then.append(Command("ZADD", self.keys.memory_expiry, (expires_us, memory_id)))
+            then.append(Command("SADD", NAMESPACES, (self.ns.name,)))  # the sweep visits it
             expires_at = iso(expires_us)
+        if superseded is not None:
+            plans.append(await self._superseding(superseded.id, memory_id, agent))
+            then += await self._cascade(superseded, memory_id, agent)
+        [written, *_] = await self.records.write_all(plans, then, created_at=created_at)
         memory = Memory(
             id=memory_id,
-            version=version,
-            type=kind,
-            title=title,
-            content=content,
-            concepts=concept_list,
-            files=file_list,
-            project=project,
-            agent_id=agent,
             created_at=written.created_at,
             parent_id=superseded.id if superseded else None,
-            supersedes=supersedes,
             expires_at=expires_at,
-            source_observation_ids=sources,
+            **value,
         )
         return MemorySaved(success=True, memory=memory, similar_to=None if superseded else similar)
 
@@ -300,32 +314,31 @@ class MemoryStore(NamespaceStore):
                 check_size(changes[name], name, MAX_TAGS)
         if not changes:
             raise InvalidInput("content", "give content, type, concepts or files to change")
-        value = {
-            **record.value,
-            **changes,
-            "version": current.version + 1,
-            "created_at": record.value.get("created_at", current.created_at),
-        }
-        await self.records.remember(
-            memory_ref(memory_id),
-            value,
-            agent=caller.agent,
-            tags=["memory"],
-            expected_version=record.version,
-            as_memory=True,
-        )
-        doc, text = memory_document(memory_id, value)
-        await self.index.index(
-            doc,
-            text,
+        await self.records.check_quotas([memory_ref(memory_id)])
+        doc = f"m:{memory_id}"
+        await self.index.prepare([doc])
+        added = record.value.get("created_at", current.created_at)
+        document = await self.index.call(
+            *memory_document(memory_id, {**record.value, **changes}),
             kind="memory",
             project=current.project,
             agent=current.agent_id,
-            added=value["created_at"],
+            added=added,
         )
-        await self.ns.audit.append(
+
+        def updated(found: RecordVersion | None) -> Planned:
+            if found is None or found.version != record.version:
+                raise VersionConflict(
+                    f"memory {memory_id} changed meanwhile; nothing was written",
+                    memory=memory_id,
+                )
+            value = {**found.value, **changes, "version": current.version + 1, "created_at": added}
+            return Planned(memory_ref(memory_id), value, caller.agent, ["memory"], document)
+
+        audit = self.ns.audit.entry(
             caller.agent, "update", memory_id, reason, {"fields": sorted(changes)}
         )
+        await self.records.write_all([(memory_ref(memory_id), updated)], [audit])
         return await self.get(memory_id)
 
     async def latest(self) -> list[Memory]:
@@ -383,43 +396,33 @@ class MemoryStore(NamespaceStore):
                 )
             )
         if apply and merges:
-            by_id = {memory.id: memory for memory in candidates}
             touched = [each for merge in merges for each in (merge.kept, *merge.merged)]
             await self.records.check_quotas([memory_ref(each) for each in touched])
             for merge in merges:
-                for merged_id in merge.merged:
-                    await self._supersede(by_id[merged_id], merge.kept, caller.agent)
-                record = await self.records.recall(memory_ref(merge.kept))
-                await self.records.remember(
-                    memory_ref(merge.kept),
-                    {
-                        **record.value,
-                        "supersedes": [*record.value.get("supersedes", []), *merge.merged],
-                    },
-                    agent=caller.agent,
-                    tags=["memory"],
-                    expected_version=record.version,
-                    as_memory=True,
-                    quotas_checked=True,
-                )
-                await self.ns.audit.append(
+                plans = [
+                    await self._superseding(merged_id, merge.kept, caller.agent)
+                    for merged_id in merge.merged
+                ]
+                plans.append((memory_ref(merge.kept), self._keeping(merge, caller.agent)))
+                audit = self.ns.audit.entry(
                     caller.agent,
                     "consolidate",
                     merge.kept,
                     "near-duplicates merged",
                     {"merged": merge.merged, "similarity": merge.similarity},
                 )
+                await self.records.write_all(plans, [audit])
         return Consolidation(dry_run=not apply, merges=merges, scanned=len(candidates))
 
-    async def _cascade(self, old: Memory, new_id: str, agent: str | None) -> None:
+    async def _cascade(self, old: Memory, new_id: str, agent: str | None) -> list[Command]:
         """agentmemory's ``mem::cascade-update`` after a supersede: the latest memories sharing
         at least two concepts with the superseded one may rest on what it said; they are
-        flagged for review in the audit log (``cascade``), left as they are. Candidates are
-        the best matches of its concepts in the search index (as dedupe's are), so a save
-        never reads every memory."""
+        flagged for review in the audit log (``cascade``; the entry, for the save's change),
+        left as they are. Candidates are the best matches of its concepts in the search index
+        (as dedupe's are), so a save never reads every memory."""
         concepts = {concept.lower() for concept in old.concepts}
         if len(concepts) < CASCADE_CONCEPTS:
-            return
+            return []
         hits = await self.index.search(
             " ".join(sorted(concepts)), limit=CANDIDATES, kinds=("memory",)
         )
@@ -431,36 +434,46 @@ class MemoryStore(NamespaceStore):
             and memory.is_latest
             and len(concepts & {c.lower() for c in memory.concepts}) >= CASCADE_CONCEPTS
         ]
-        if siblings:
-            await self.ns.audit.append(
+        if not siblings:
+            return []
+        return [
+            self.ns.audit.entry(
                 agent or ANONYMOUS,
                 "cascade",
                 old.id,
                 f"superseded by {new_id}: memories sharing its concepts may need review",
                 {"superseded_by": new_id, "siblings": siblings},
             )
+        ]
 
-    async def _supersede(self, old: Memory, new_id: str, agent: str | None) -> None:
-        """Mark ``old`` as superseded by ``new_id``: a new version of its record (the chain
-        keeps every content) that points at its successor, and out of the search index. The
-        successor is written first, so a crash in between leaves two latest memories, never
-        a lost one; a concurrent supersede of the same memory keeps both successors. Its
-        callers checked the quotas of their whole operation first."""
-        record = await self.records.recall(memory_ref(old.id))
-        value = {**record.value, "superseded_by": new_id}
-        try:
-            await self.records.remember(
-                memory_ref(old.id),
-                value,
-                agent=agent or ANONYMOUS,
-                tags=["memory"],
-                expected_version=record.version,
-                as_memory=True,
-                quotas_checked=True,
-            )
-        except VersionConflict:
-            return
-        await self.index.remove([f"m:{old.id}"])
+    async def _superseding(self, old_id: str, new_id: str, agent: str | None) -> tuple[str, Plan]:
+        """The plan that marks memory ``old_id`` superseded by ``new_id``: a new version of its
+        record (the chain keeps every content) that points at its successor, out of the
+        search index, in the same change as the successor."""
+        doc = f"m:{old_id}"
+        await self.index.prepare([doc])
+        removal = await self.index.call(doc, None)
+
+        def superseded(record: RecordVersion | None) -> Planned:
+            if record is None:
+                raise NotFound(f"no memory {old_id}", memory=old_id)
+            value = {**record.value, "superseded_by": new_id}
+            return Planned(memory_ref(old_id), value, agent or ANONYMOUS, ["memory"], removal)
+
+        return memory_ref(old_id), superseded
+
+    def _keeping(self, merge: Merge, agent: str) -> Plan:
+        """The plan that adds a consolidation's merged memories to the kept one's
+        ``supersedes``."""
+
+        def kept(record: RecordVersion | None) -> Planned:
+            if record is None:
+                raise NotFound(f"no memory {merge.kept}", memory=merge.kept)
+            supersedes = [*record.value.get("supersedes", []), *merge.merged]
+            value = {**record.value, "supersedes": supersedes}
+            return Planned(memory_ref(merge.kept), value, agent, ["memory"])
+
+        return kept
 
     async def _closest(
         self, content: str, project: str | None, agent: str | None
@@ -698,13 +711,17 @@ class MemoryStore(NamespaceStore):
         self.ns.audit.can_seal()  # before anything is forgotten
         result = Forgotten(success=True, memories=[], observations=0, sessions=[], audit_ids=[])
         if memory_id:
-            await self.records.forget(memory_ref(memory_id), agent=agent, reason=reason)
-            await self.index.remove([f"m:{memory_id}"])
-            await self.redis.zrem(self.keys.memory_expiry, memory_id)
-            result.memories.append(memory_id)
-            result.audit_ids.append(
-                await self.ns.audit.append(agent, FORGET, f"memory/{memory_id}", reason)
+            replies = await self.records.forget(
+                memory_ref(memory_id),
+                agent=agent,
+                reason=reason,
+                then=[
+                    Command("ZREM", self.keys.memory_expiry, (memory_id,)),
+                    self.ns.audit.entry(agent, FORGET, memory_ref(memory_id), reason),
+                ],
             )
+            result.memories.append(memory_id)
+            result.audit_ids.append(codec.text(replies[-1]))
         if session_id:
             await self._forget_in_session(result, agent, session_id, observation_ids, reason)
         return result
@@ -767,7 +784,9 @@ class MemoryStore(NamespaceStore):
         result.observations = len(ids)
         if whole or ids:
             result.audit_ids.append(
-                await self.ns.audit.append(agent, FORGET, target, reason, {"observations": ids})
+                await self.ns.audit.append(
+                    self.ns.audit.entry(agent, FORGET, target, reason, {"observations": ids})
+                )
             )
 
     async def _read_observations(self, session_id: str, ids: Sequence[str]) -> list[Observation]:

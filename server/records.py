@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 import structlog
@@ -17,7 +18,7 @@ from redis.typing import EncodableT
 from baton.server import codec
 from baton.server import confidence as confidence_rules
 from baton.server.batch import Batch
-from baton.server.changes import Seen, VersionWrite
+from baton.server.changes import Command, Plan, Planned, Seen, VersionWrite
 from baton.server.clock import utc_now
 from baton.server.errors import (
     Forbidden,
@@ -50,7 +51,7 @@ from baton.server.models import (
     Remembered,
     StaleOutcome,
 )
-from baton.server.search import text_of
+from baton.server.search import IndexCall, text_of
 from baton.server.store_base import NamespaceParts, NamespaceStore
 from baton.server.validation import (
     ANONYMOUS,
@@ -140,9 +141,8 @@ class RecordStore(NamespaceStore):
     async def check_quotas(self, refs: Sequence[str]) -> None:
         """``QuotaReached`` when a write to any of ``refs`` would be refused: the namespace's
         quotas and each record's history. An operation that writes several records (a save
-        that supersedes, a consolidation) checks them all before its first write and then
-        writes with ``quotas_checked``, so a quota does not stop it halfway (but for a
-        concurrent write to one of its records in between)."""
+        that supersedes, a consolidation) checks them all, then writes them as one change
+        (:meth:`write_all`)."""
         await self.ns.admit()
         await self.search.check_room()
         pipe = self.redis.pipeline(transaction=False)
@@ -167,16 +167,12 @@ class RecordStore(NamespaceStore):
         tags: Iterable[str] = (),
         confidence: float = 0.5,
         expected_version: int | None = None,
-        as_memory: bool = False,
-        quotas_checked: bool = False,
     ) -> Remembered:
         """Append version N+1 of ``ref``; with ``expected_version`` set, only on top of it.
         Records under ``memory/`` are saved memories, whose owner is in their value: only
-        the memory store writes them (``as_memory``), after its ownership checks.
-        ``quotas_checked``: the caller checked this write's quotas with its operation's
-        others (:meth:`check_quotas`)."""
+        the memory store writes them (:meth:`write_all`), after its ownership checks."""
         ref = check_ref(ref, self.limits.max_ref_length)
-        if ref.startswith(UNINDEXED_SCOPE) and not as_memory:
+        if ref.startswith(UNINDEXED_SCOPE):
             raise Forbidden(
                 f"{ref} is a saved memory: memories are written through the memory API "
                 "(POST /v1/memories, memory_save), never as records",
@@ -204,10 +200,9 @@ class RecordStore(NamespaceStore):
                     current_version=guess[0],
                 )
         current, prev_hash = guess
-        if not quotas_checked:
-            await self.ns.admit()
-            await self.search.check_room()  # a memory's text is indexed too, after this write
-        document = None if ref.startswith(UNINDEXED_SCOPE) else fact_document(ref, value, tag_list)
+        await self.ns.admit()
+        await self.search.check_room()
+        document = fact_document(ref, value, tag_list)
         # The document's old terms come from what this process last indexed; the script names
         # any it was not given, and the write is sent again with them.
         index = (
@@ -219,43 +214,24 @@ class RecordStore(NamespaceStore):
         for _ in range(MAX_WRITE_ATTEMPTS):
             if current >= self.limits.max_versions:  # (checked already, but for a race)
                 raise self._history_full(ref)
-            body = version_body(
-                ref=ref,
-                version=current + 1,
-                value=value,
-                author=agent,
-                session=session,
-                created_at=created_at,
-                tags=tag_list,
-                prev_hash=prev_hash,
-            )
-            new_hash = digest(body, floatless=floatless)
-            keys = [head_key, self.keys.version(ref, current + 1), self.keys.version(ref, current)]
-            # The head is checked by number and hash: a guess can be stale in both (a
-            # version rolled back and written again by someone else).
-            args: list[EncodableT] = [
-                current,
-                new_hash,
-                repr(confidence),
+            write = self._version_write(
+                Planned(ref, value, agent, tag_list, index, session, confidence),
+                (packed, floatless),
                 created_at,
-                agent,
-                "" if current == 0 else prev_hash,
-                prev_hash,
-                packed,
-                session or "",
-                codec.pack(tag_list),
-            ]
-            write = VersionWrite(ref, agent, session, tag_list, index, keys, args)
-            reply = await self.ns.topology.write_version(self.ns, write)
+                (current, prev_hash),
+            )
+            new_hash = write.hash
+            written = await self.ns.topology.write_versions(self.ns, [write], [])
+            if written.versions:
+                current = written.versions[0]
+                if written.failure is not None:
+                    log.warning("a write's follow-ups failed", ref=ref, error=written.failure)
+                break
+            reply = written.refusal
             if reply[0] == 2:  # the search document's old terms it was not given
                 assert index is not None
                 index = self.search.with_missing(index, reply[1:])
                 continue
-            if reply[0] == 1:
-                current += 1
-                if len(reply) > 2:
-                    log.warning("a write's follow-ups failed", ref=ref, error=codec.text(reply[2]))
-                break
             if reply[0] == -1:
                 self.heads.drop(ref)
                 raise VersionConflict(f"{ref} was forgotten; write under a new ref", ref=ref)
@@ -273,7 +249,6 @@ class RecordStore(NamespaceStore):
         else:
             raise StoreUnavailable(f"{ref}: too many concurrent writers, try again", ref=ref)
         self.heads.note(ref, current, new_hash)
-        await self.ns.topology.after_write(self.ns, write, current)
         return Remembered(
             ref=ref,
             version=current,
@@ -282,6 +257,119 @@ class RecordStore(NamespaceStore):
             superseded=current - 1 or None,
             created_at=created_at,
         )
+
+    def _version_write(
+        self,
+        planned: Planned,
+        packed: tuple[bytes, bool],
+        created_at: str,
+        head: tuple[int, str],
+    ) -> VersionWrite:
+        """The write of ``planned`` as the version after ``head`` (its number and hash):
+        ``packed`` is the value as :meth:`_pack_value` gives it."""
+        ref, (current, prev_hash) = planned.ref, head
+        body = version_body(
+            ref=ref,
+            version=current + 1,
+            value=planned.value,
+            author=planned.agent,
+            session=planned.session,
+            created_at=created_at,
+            tags=planned.tags,
+            prev_hash=prev_hash,
+        )
+        keys = [
+            self.keys.head(ref),
+            self.keys.version(ref, current + 1),
+            self.keys.version(ref, current),
+        ]
+        # The head is checked by number and hash: a guess can be stale in both (a version
+        # rolled back and written again by someone else).
+        args: list[EncodableT] = [
+            current,
+            digest(body, floatless=packed[1]),
+            repr(planned.confidence),
+            created_at,
+            planned.agent,
+            "" if current == 0 else prev_hash,
+            prev_hash,
+            packed[0],
+            planned.session or "",
+            codec.pack(planned.tags),
+        ]
+        return VersionWrite(
+            ref, planned.agent, planned.session, planned.tags, planned.index, keys, args
+        )
+
+    async def write_all(
+        self,
+        plans: Sequence[tuple[str, Plan]],
+        then: list[Command],
+        *,
+        created_at: str | None = None,
+    ) -> list[Remembered]:
+        """Write a version of several records, then ``then`` (a memory and the one it
+        supersedes, their links and audit entry), as one change: on one Redis in one step,
+        all of it or nothing; on a cluster record by record (each record has a slot of its
+        own), then ``then``. Each plan (a ref, and how to make its version) makes it from the
+        record's current version (None for a new record), again whenever another writer
+        moved the record first (``created_at``: the versions', now by default). Quotas are
+        the caller's to check first (:meth:`check_quotas`)."""
+        created_at = created_at or utc_now()
+        pending = list(plans)
+        done: list[Remembered] = []
+        current = await self._currents([ref for ref, _ in pending])
+        indexes: dict[int, IndexCall] = {}  # a plan's search document, postings added
+        for _ in range(MAX_WRITE_ATTEMPTS):
+            planned = [make(record) for (_, make), record in zip(pending, current, strict=True)]
+            planned = [
+                replace(each, index=indexes.get(at, each.index)) for at, each in enumerate(planned)
+            ]
+            heads = [
+                (0, GENESIS_HASH) if record is None else (record.version, record.hash)
+                for record in current
+            ]
+            writes = [
+                self._version_write(each, self._pack_value(each.value), created_at, head)
+                for each, head in zip(planned, heads, strict=True)
+            ]
+            written = await self.ns.topology.write_versions(self.ns, writes, then)
+            for write, version in zip(writes, written.versions, strict=False):
+                self.heads.note(write.ref, version, write.hash)
+                done.append(
+                    Remembered(
+                        ref=write.ref,
+                        version=version,
+                        hash=write.hash,
+                        prev_hash=write.prev_hash,
+                        superseded=version - 1 or None,
+                        created_at=created_at,
+                    )
+                )
+            if written.failure is not None:
+                log.warning("a write's follow-ups failed", error=written.failure)
+            if written.refused_at is None:
+                return done
+            applied = len(written.versions)
+            refused = written.refused_at - applied
+            pending, current = pending[applied:], current[applied:]
+            indexes = {at - applied: call for at, call in indexes.items() if at >= applied}
+            reply, ref = written.refusal, writes[written.refused_at].ref
+            if reply[0] == -1:
+                self.heads.drop(ref)
+                raise VersionConflict(f"{ref} was forgotten; nothing was written", ref=ref)
+            if reply[0] == 2:  # its search document's old terms it was not given
+                index = planned[written.refused_at].index
+                assert index is not None
+                indexes[refused] = self.search.with_missing(index, reply[1:])
+                continue
+            current[refused : refused + 1] = await self._currents([ref])
+        raise StoreUnavailable("too many concurrent writers, try again")
+
+    async def _currents(self, refs: Sequence[str]) -> list[RecordVersion | None]:
+        """The current version of each of ``refs`` (None for a new record), forgotten ones
+        too, in one round trip."""
+        return await self.read_versions([(ref, None) for ref in refs])
 
     def _pack_value(self, value: Any) -> tuple[bytes, bool]:
         """The value packed, and whether it is plain JSON without floats (``floatless``, see
@@ -457,11 +545,22 @@ class RecordStore(NamespaceStore):
                 return OutcomeEntry(**body, hash=entry_hash)
         raise StoreUnavailable(f"{ref}: too many concurrent writers, try again", ref=ref)
 
-    async def forget(self, ref: str, *, agent: str, reason: str) -> int:
+    async def forget(
+        self, ref: str, *, agent: str, reason: str, then: Sequence[Command] = ()
+    ) -> list[Any]:
         """Replace every version's value of ``ref`` by a tombstone (see docs/integrity.md):
-        the data is gone, the chain still verifies and shows when, by whom and why."""
+        the data is gone, the chain still verifies and shows when, by whom and why. Its
+        search document goes with it, and ``then`` after it (a memory's expiry, the audit
+        entry): on one Redis in the same step. The replies of ``then``'s commands."""
         ref = check_ref(ref, self.limits.max_ref_length)
         check_text(reason, "reason", MAX_NOTE)
+        doc = (
+            f"m:{ref.removeprefix(UNINDEXED_SCOPE)}"
+            if ref.startswith(UNINDEXED_SCOPE)
+            else f"f:{ref}"
+        )
+        await self.search.prepare([doc])
+        removal = await self.search.call(doc, None)
         for _ in range(MAX_WRITE_ATTEMPTS):
             head = await self.redis.hmget(self.keys.head(ref), "version", "forgotten_at")
             if head[0] is None or head[1] is not None:
@@ -475,15 +574,18 @@ class RecordStore(NamespaceStore):
             tombstone = {"at": utc_now(), "by": agent, "reason": reason}
             marks = [digest(tombstone_body(original, tombstone)) for original in hashes]
             versions = [self.keys.version(ref, number) for number in range(1, current + 1)]
-            applied = await self.ns.topology.forget_versions(
+            reply = await self.ns.topology.forget_versions(
                 self.ns,
                 [self.keys.head(ref), *versions],
                 [current, tombstone["at"], agent, reason, codec.pack(None), *marks],
+                removal,
+                then,
             )
-            if applied:
+            if reply[0] == 2:  # the search document's terms it was not given
+                removal = self.search.with_missing(removal, reply[1:])
+            elif reply[0] == 1:
                 self.heads.drop(ref)
-                await self.search.remove([f"f:{ref}"])
-                return current
+                return list(reply[2])
         raise StoreUnavailable(f"{ref}: too many concurrent writers, try again", ref=ref)
 
     # -- reading ------------------------------------------------------------------------------

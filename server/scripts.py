@@ -28,6 +28,7 @@ PRELUDES = {
     "index_doc": ("index",),
     "touch_session": ("touch",),
     "recall": ("read_version",),
+    "forget_record": ("follow_ups", "index"),
     "recall_seen": ("read_version", "touch"),
     "remember": ("write_version", "index", "touch", "follow_ups"),
     "append_version": ("write_version",),

@@ -10,6 +10,7 @@ says so in a protocol of its own module that extends this one (``handoffs`` need
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -19,12 +20,12 @@ if TYPE_CHECKING:
     from baton.server.activity import Activity
     from baton.server.audit import AuditLog
     from baton.server.batch import Batch
-    from baton.server.changes import NewPacket, Seen, VersionWrite, Wanted
+    from baton.server.changes import Command, NewPacket, Seen, VersionWrite, Wanted, Written
     from baton.server.dispatcher import Dispatcher
     from baton.server.keys import Keys
     from baton.server.models import Pin
     from baton.server.scripts import Scripts
-    from baton.server.search import SearchIndex
+    from baton.server.search import IndexCall, SearchIndex
     from baton.server.settings import HandoffPolicy, Limits
 
 
@@ -39,13 +40,12 @@ class Topology(Protocol):
         where :attr:`transactions`)."""
         ...
 
-    async def write_version(self, ns: NamespaceParts, write: VersionWrite) -> list[Any]:
-        """One attempt at the write: the reply of the script that writes the version
-        (``write_version.lua`` says what it means)."""
-        ...
-
-    async def after_write(self, ns: NamespaceParts, write: VersionWrite, version: int) -> None:
-        """What follows a write that won and was not sent with it (failures are logged)."""
+    async def write_versions(
+        self, ns: NamespaceParts, writes: list[VersionWrite], then: list[Command]
+    ) -> Written:
+        """One attempt at ``writes`` (each a version with what follows it), then, once all
+        are written, ``then``: on one Redis all in one step or nothing; on a cluster in
+        steps, each record's own (a refusal leaves the writes before it written)."""
         ...
 
     async def read_version(
@@ -57,10 +57,16 @@ class Topology(Protocol):
         ...
 
     async def forget_versions(
-        self, ns: NamespaceParts, keys: list[str], args: list[EncodableT]
-    ) -> bool:
-        """One attempt at ``forget_record.lua`` (False: the record moved on), the value
-        bytes it freed taken off the namespace's count."""
+        self,
+        ns: NamespaceParts,
+        keys: list[str],
+        args: list[EncodableT],
+        removal: IndexCall,
+        then: Sequence[Command],
+    ) -> list[Any]:
+        """One attempt at ``forget_record.lua`` (its reply says what it did), the value bytes
+        it freed taken off the namespace's count, the record's search document removed
+        (``removal``), then ``then``: on one Redis in the same call."""
         ...
 
     async def create_packet(

@@ -13,6 +13,7 @@ script is given every key it touches in either (``BATON_LUA_KEY_CHECK``).
 from __future__ import annotations
 
 import builtins
+from collections.abc import Sequence
 from typing import Any
 
 import structlog
@@ -26,10 +27,12 @@ from baton.server.activity import event_args
 from baton.server.batch import Batch, PipelineBatch, StagedBatch
 from baton.server.changes import (
     MAX_ID_ATTEMPTS,
+    Command,
     NewPacket,
     Seen,
     VersionWrite,
     Wanted,
+    Written,
     new_packet_id,
     pin_refused,
 )
@@ -37,6 +40,7 @@ from baton.server.clock import utc_now
 from baton.server.errors import InvalidInput, describe
 from baton.server.keys import NAMESPACES
 from baton.server.models import Pin
+from baton.server.search import IndexCall
 from baton.server.store_base import NamespaceParts, Topology
 
 log = structlog.get_logger("baton.topology")
@@ -50,9 +54,29 @@ class OneRedis:
     def batch(self, redis: Redis, *, transaction: bool = False) -> Batch:
         return PipelineBatch(redis, transaction=transaction)
 
-    async def write_version(self, ns: NamespaceParts, write: VersionWrite) -> list[Any]:
-        """``remember.lua``: the listing entries, the version and what follows it (session
-        touch, event, search document), in one call."""
+    async def write_versions(
+        self, ns: NamespaceParts, writes: builtins.list[VersionWrite], then: builtins.list[Command]
+    ) -> Written:
+        """``remember.lua``: for each write the listing entries, the version and what follows
+        it (session touch, event, search document), then ``then``, in one call: all of it,
+        or on a refusal nothing."""
+        laid_out = [self._write_layout(ns, write) for write in writes]
+        keys = [key for write_keys, _ in laid_out for key in write_keys]
+        args = [arg for _, write_args in laid_out for arg in write_args]
+        for command in then:
+            keys.append(command.key)
+            args += [1 + len(command.args), command.name, *command.args]
+        counts = [len(part) for part, _ in laid_out] + [len(part) for _, part in laid_out]
+        reply = await ns.scripts.remember(keys=keys, args=[len(writes), *counts, *args])
+        if reply[0] == 1:
+            failure = codec.text(reply[2]) if len(reply) > 2 else None
+            return Written([int(version) for version in reply[1]], failure=failure)
+        return Written([], int(reply[1]) - 1, [reply[0], *reply[2:]])
+
+    def _write_layout(
+        self, ns: NamespaceParts, write: VersionWrite
+    ) -> tuple[builtins.list[str], builtins.list[EncodableT]]:
+        """One write's keys and args, as ``remember.lua`` takes them."""
         keys = ns.keys
         follow_keys = [keys.refs, keys.agents, keys.events]
         follow_keys += ns.search.document_keys
@@ -70,13 +94,7 @@ class OneRedis:
         else:
             follow_keys += ns.search.posting_keys(write.index)
             follow_args += write.index.args
-        reply: list[Any] = await ns.scripts.remember(
-            keys=[*write.keys, *follow_keys], args=[*write.args, *follow_args]
-        )
-        return reply
-
-    async def after_write(self, ns: NamespaceParts, write: VersionWrite, version: int) -> None:
-        return None  # (sent with the write)
+        return [*write.keys, *follow_keys], [*write.args, *follow_args]
 
     async def read_version(
         self, ns: NamespaceParts, keys: list[str], args: list[EncodableT], seen: Seen | None
@@ -93,11 +111,21 @@ class OneRedis:
         return reply, True
 
     async def forget_versions(
-        self, ns: NamespaceParts, keys: list[str], args: list[EncodableT]
-    ) -> bool:
-        """The freed bytes counted by the script itself (given the stats hash)."""
-        reply = await ns.scripts.forget_record(keys=[*keys, ns.keys.search_stats], args=args)
-        return bool(reply[0])
+        self,
+        ns: NamespaceParts,
+        keys: builtins.list[str],
+        args: builtins.list[EncodableT],
+        removal: IndexCall,
+        then: Sequence[Command],
+    ) -> builtins.list[Any]:
+        """``forget_record.lua`` with the whole change: the tombstones, the freed bytes
+        counted, the search document removed and ``then``, in one call."""
+        keys = [*keys, *ns.search.keys_of(removal), *(command.key for command in then)]
+        args = [*args, len(removal.args), *removal.args]
+        for command in then:
+            args += [1 + len(command.args), command.name, *command.args]
+        reply: builtins.list[Any] = await ns.scripts.forget_record(keys=keys, args=args)
+        return reply
 
     async def create_packet(
         self, ns: NamespaceParts, new: NewPacket, wanted: Wanted | None
@@ -157,7 +185,28 @@ class Cluster:
             raise ValueError("a Redis Cluster has no MULTI/EXEC across a namespace's keys")
         return StagedBatch(redis)
 
-    async def write_version(self, ns: NamespaceParts, write: VersionWrite) -> list[Any]:
+    async def write_versions(
+        self, ns: NamespaceParts, writes: builtins.list[VersionWrite], then: builtins.list[Command]
+    ) -> Written:
+        """Each write in turn (:meth:`_write` then :meth:`_after_write`), then ``then`` in
+        one pipeline: each record is in a slot of its own, so a refusal leaves the writes
+        before it written, and a crash in between leaves the writes made so far."""
+        versions: builtins.list[int] = []
+        failure = None
+        for at, write in enumerate(writes):
+            reply = await self._write(ns, write)
+            if reply[0] != 1:
+                return Written(versions, at, reply)
+            versions.append(int(reply[1]))
+            failure = await self._after_write(ns, write, versions[-1]) or failure
+        if then:
+            batch = self.batch(ns.redis)
+            for command in then:
+                batch.pipe.execute_command(command.name, command.key, *command.args)
+            await batch.execute()
+        return Written(versions, failure=failure)
+
+    async def _write(self, ns: NamespaceParts, write: VersionWrite) -> builtins.list[Any]:
         """The listing entries (in other slots) first, then ``append_version.lua``. Listing
         first: a crash in between leaves an entry that readers skip, never a record that
         listing cannot find."""
@@ -177,8 +226,11 @@ class Cluster:
         """``recall.lua`` alone: the session's touch is in other slots (the store makes it)."""
         return await ns.scripts.recall(keys=keys, args=args), False
 
-    async def after_write(self, ns: NamespaceParts, write: VersionWrite, version: int) -> None:
-        """The session's touched set and the activity event, then the search document."""
+    async def _after_write(
+        self, ns: NamespaceParts, write: VersionWrite, version: int
+    ) -> str | None:
+        """The session's touched set and the activity event, then the search document; the
+        first that failed."""
         batch = self.batch(ns.redis)
         batch.pipe.hincrby(ns.keys.search_stats, "bytes", write.value_bytes)
         if write.session is not None:
@@ -192,18 +244,27 @@ class Cluster:
                 await ns.search.run(write.index)
             except RedisError as error:
                 failed.append(error)
-        if failed:
-            log.warning("a write's follow-ups failed", ref=write.ref, error=describe(failed[0]))
+        return describe(failed[0]) if failed else None
 
     async def forget_versions(
-        self, ns: NamespaceParts, keys: list[str], args: list[EncodableT]
-    ) -> bool:
-        """The script (the record's slot), then the count (the index's slot) in the round
-        trip after it."""
-        reply = await ns.scripts.forget_record(keys=keys, args=args)
-        if reply[0]:
-            await ns.redis.hincrby(ns.keys.search_stats, "bytes", -int(reply[1]))
-        return bool(reply[0])
+        self,
+        ns: NamespaceParts,
+        keys: builtins.list[str],
+        args: builtins.list[EncodableT],
+        removal: IndexCall,
+        then: Sequence[Command],
+    ) -> builtins.list[Any]:
+        """The script (the record's slot), then in the round trips after it the count and
+        the search document (the index's slot), then ``then``."""
+        reply: builtins.list[Any] = await ns.scripts.forget_record(keys=keys, args=args)
+        if reply[0] != 1:
+            return reply
+        await ns.redis.hincrby(ns.keys.search_stats, "bytes", -int(reply[1]))
+        await ns.search.run(removal)
+        batch = self.batch(ns.redis)
+        for command in then:
+            batch.pipe.execute_command(command.name, command.key, *command.args)
+        return [1, reply[1], await batch.execute()]
 
     async def create_packet(
         self, ns: NamespaceParts, new: NewPacket, wanted: Wanted | None

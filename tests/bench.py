@@ -28,6 +28,7 @@ import psutil
 import redis
 
 from baton.server.backend import Backend
+from baton.server.changes import Planned
 from baton.server.clock import utc_now
 from baton.server.connection import async_redis
 from baton.server.embedded import EmbeddedServer
@@ -583,21 +584,20 @@ async def main(quick: bool, output: Path) -> None:
 
         async def seed(i: int) -> None:
             content = text(i)
-            await store.remember(
-                f"memory/mem_{i:012x}",
-                {
-                    "content": content,
-                    "type": "fact",
-                    "title": content[:40],
-                    "concepts": [],
-                    "files": [],
-                    "project": None,
-                    "agent_id": None,
-                },
-                agent="bench",
-                as_memory=True,
-            )
-            await memories.index.index(f"m:mem_{i:012x}", content, kind="memory")
+            memory_id = f"mem_{i:012x}"
+            value = {
+                "content": content,
+                "type": "fact",
+                "title": content[:40],
+                "concepts": [],
+                "files": [],
+                "project": None,
+                "agent_id": None,
+            }
+            document = await memories.index.call(f"m:{memory_id}", content, kind="memory")
+            ref = f"memory/{memory_id}"
+            planned = Planned(ref, value, "bench", ["memory"], document)
+            await store.write_all([(ref, lambda _: planned)], [])
 
         for start_at in range(0, count, 64):
             await asyncio.gather(*(seed(i) for i in range(start_at, min(count, start_at + 64))))

@@ -5,7 +5,8 @@ lose more in a slow phase; docs/benchmarks.md), so two ``make bench`` runs canno
 change did. This serves the build at BASE and this checkout on one Valkey (each in a
 namespace of its own), next to the one-GET baseline, and drives all three with wrk in
 interleaved rounds, so every figure meets the same moments of the machine: the REST
-scenarios of ``make bench``, throughput at 32 connections and ``resume``'s p50 at one.
+scenarios of ``make bench``, throughput at 32 connections, a memory save that supersedes at 8
+and ``resume``'s p50 at one.
 
     .venv/bin/python -m tests.bench_ab REVISION [--seconds 3] [--rounds 5]
 """
@@ -26,7 +27,7 @@ import redis
 
 from baton.server.embedded import EmbeddedServer
 from tests.bench import BATON_SERVE, RESUME_CEILING, top_up_inbox
-from tests.bench_http import BASELINE, RESUME, THROUGHPUT, Scenario, Target, rounds
+from tests.bench_http import BASELINE, RESUME, SAVE, THROUGHPUT, Scenario, Target, rounds
 from tests.benchkit import server_env, start, wait_for_baseline
 from tests.conftest import REPO, free_port, wait_for_http
 
@@ -120,6 +121,7 @@ def main(revision: str, seconds: float, count: int) -> None:
         print(f"{revision} (base) against this checkout: medians of {count} rounds of {seconds} s")
         print("| scenario | B-http | base | this | this ÷ base |\n|---|---|---|---|---|")
         compare(builds, baseline, THROUGHPUT, connections=32, seconds=seconds, count=count)
+        compare(builds, baseline, [SAVE], connections=8, seconds=seconds, count=count)
         for label, build in builds.items():
             write_pins(build.url, moved=True)
             wanted = (1 + count * seconds) * RESUME_CEILING  # neither finds its inbox empty

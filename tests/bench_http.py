@@ -277,6 +277,9 @@ RESUME = Scenario(
     "resume", ["/v1/agents/puller/resume"], "POST", ["{}"], agent="puller", count_empty=True
 )
 OBSERVE = Scenario("observe", ["/v1/observations"], "POST", [OBSERVATION])
+# each a near-duplicate of the one before (Jaccard 0.75): a save that supersedes
+MEMORY = '{"content": "deploy note {n}: the payment service restarts after migration {n}"}'
+SAVE = Scenario("memory save, superseding", ["/v1/memories"], "POST", [MEMORY])
 
 
 @dataclass

@@ -6,8 +6,8 @@
 -- the caller built on, by number or by hash; {-1} when the record was forgotten.
 -- Runs after write_version.lua (the loader puts it in front).
 
-local refused = refused_head()
+local refused = refused_head(KEYS, ARGV)
 if refused then
   return refused
 end
-return {1, write_version()}
+return {1, write_version(KEYS, ARGV)}

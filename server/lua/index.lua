@@ -54,6 +54,15 @@ local function missing_postings(keys, args)
   return missing
 end
 
+-- missing_postings as a script's refusal, {code, term, ...}; nil when none is missing.
+local function refused_postings(keys, args, code)
+  local missing = missing_postings(keys, args)
+  if missing then
+    table.insert(missing, 1, code)
+  end
+  return missing
+end
+
 -- Returns 1 if the doc was indexed before, else 0. Every posting it touches must be given
 -- (missing_postings first).
 local function index_document(keys, args)

@@ -10,9 +10,8 @@
 -- what changed. Returns {1} if the doc was indexed before, {0} if not, or, writing nothing,
 -- {-1, term, ...}: the terms it was indexed with whose postings were not given.
 
-local missing = missing_postings(KEYS, ARGV)
-if missing then
-  table.insert(missing, 1, -1)
-  return missing
+local refused = refused_postings(KEYS, ARGV, -1)
+if refused then
+  return refused
 end
 return {index_document(KEYS, ARGV)}

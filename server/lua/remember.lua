@@ -1,87 +1,131 @@
--- KEYS[1..3] and ARGV[1..10]: see write_version.lua (the head, the new and current
--- versions; what the version holds and the head it was built on).
--- A whole write on one Redis: the listing entries, the version, and what follows it.
--- KEYS[4] the namespace's refs   KEYS[5] its agents   KEYS[6] its events stream
--- KEYS[7..11] the search index: docs hash, meta hash, stats hash (which also counts the
---   namespace's stored value bytes, 'bytes'), vectors hash, changes stream
--- KEYS[12..11+T] each tag's set (T tags), then with a session (ARGV[9]): its hash, its
---   touched hash, the sessions, the active sessions and the set of namespaces
--- KEYS[after those] the postings the search document's index call names (index.lua)
--- ARGV[11] the ref   ARGV[12] how many tags (T)   ARGV[13] the namespace   ARGV[14] now (µs)
--- ARGV[15] how many XADD arguments the event has (E), ARGV[16..15+E] those arguments, from
---   MAXLEN on (activity.event_args)
--- ARGV[16+E] the search document ("" when the ref is not indexed), then what
---   index_document takes after it: entry, meta, length, vector, term count, term / count
---   pairs, the further postings' terms
+-- Writes on one Redis: one or more versions, each with its listing entries and what follows
+-- it, then the commands that complete the change (a saved memory's links and audit entry),
+-- all in one step: every head and search document is checked before anything is written.
 --
--- Returns {1, new_version} on success, its follow-ups run ({1, new_version, error} if one
--- failed); {0, current_version, current_hash} when the head is not the one the caller built
--- on, by number or by hash (it rebuilds on that head and retries); {-1} when the record was
--- forgotten (it takes no new versions); {2, term, ...}, writing nothing, when the document
--- was indexed with terms whose postings were not given (the caller gives them, retries).
+-- ARGV[1] how many writes (W)   ARGV[2..1+W] how many KEYS each takes
+-- ARGV[2+W..1+2W] how many ARGV each takes, then each write's ARGV, in order
+-- then the commands: each as its argument count (N), its name, its N - 1 arguments; its key
+--   is the next of KEYS after the writes' (the commands' keys, in order)
+--
+-- One write's keys and args (k, a):
+-- k[1..3] and a[1..10]: see write_version.lua (the head, the new and current versions;
+--   what the version holds and the head it was built on)
+-- k[4] the namespace's refs   k[5] its agents   k[6] its events stream
+-- k[7..11] the search index: docs hash, meta hash, stats hash (which also counts the
+--   namespace's stored value bytes, 'bytes'), vectors hash, changes stream
+-- k[12..11+T] each tag's set (T tags), then with a session (a[9]): its hash, its touched
+--   hash, the sessions, the active sessions and the set of namespaces
+-- k[after those] the postings the search document's index call names (index.lua)
+-- a[11] the ref   a[12] how many tags (T)   a[13] the namespace   a[14] now (µs)
+-- a[15] how many XADD arguments the event has (E), a[16..15+E] those arguments, from MAXLEN
+--   on (activity.event_args)
+-- a[16+E] the search document ("" when the ref is not indexed), then what index_document
+--   takes after it: entry, meta, length, vector, term count, term / count pairs, the
+--   further postings' terms
+--
+-- Returns {1, {new_version, ...}} when everything was written, its follow-ups run
+-- ({1, versions, error} if one failed); or, writing nothing, the first refusal, with the
+-- number of the write refused (I): {0, I, current_version, current_hash} when its head is
+-- not the one the caller built on, by number or by hash (it rebuilds on that head and
+-- retries); {-1, I} when its record was forgotten (it takes no new versions); {2, I, term,
+-- ...} when its document was indexed with terms whose postings were not given (the caller
+-- gives them, retries).
 -- Runs after write_version.lua, index.lua, touch.lua and follow_ups.lua (the loader puts
 -- them in front).
 
-local refused = refused_head()
-if refused then
-  return refused
+-- Where one write's parts are in its args and keys.
+local function layout(k, a)
+  local tags, session = tonumber(a[12]), a[9]
+  local s = 12 + tags  -- the session's keys
+  local postings = s
+  if session ~= '' then
+    postings = s + 5
+  end
+  local document = 16 + tonumber(a[15])
+  local index_keys = {k[7], k[8], k[9], k[10], k[11]}
+  for i = postings, #k do
+    index_keys[#index_keys + 1] = k[i]
+  end
+  return tags, session, s, document, index_keys, slice(a, document, #a)
 end
-local ref, tags, session = ARGV[11], tonumber(ARGV[12]), ARGV[9]
-local s = 12 + tags  -- the session's keys
-local postings = s
-if session ~= '' then
-  postings = s + 5
+
+-- nil when the write may go ahead, else its refusal (without its number).
+local function refused(k, a)
+  local head = refused_head(k, a)
+  if head then
+    return head
+  end
+  local _, _, _, document, index_keys, index_args = layout(k, a)
+  if a[document] ~= '' then
+    return refused_postings(index_keys, index_args, 2)
+  end
+  return nil
 end
-local document = 16 + tonumber(ARGV[15])
-local index_keys = {KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]}
-for i = postings, #KEYS do  -- (unpack stops at Lua's stack limit: a document can have more)
-  index_keys[#index_keys + 1] = KEYS[i]
+
+-- Writes one version (checked already); its number, and a follow-up's failure if one
+-- failed. The version is written whatever happens next: a failing follow-up costs its
+-- event, session touch or search document (as a crash between two round trips would),
+-- never the write.
+local function write(k, a)
+  local tags, session, s, document, index_keys, index_args = layout(k, a)
+  local ref = a[11]
+  -- Index first: listing finds every record written.
+  redis.call('ZADD', k[4], 0, ref)
+  redis.call('SADD', k[5], a[5])
+  for i = 12, 11 + tags do
+    redis.call('SADD', k[i], ref)
+  end
+  local new = write_version(k, a)
+  redis.call('HINCRBY', k[9], 'bytes', #a[8])
+
+  local function session_touch()
+    touch_session({k[s], k[s + 1]}, {a[5], a[4], ref, new})
+  end
+  local function session_listing()  -- in the lists, and its namespace swept
+    redis.call('ZADD', k[s + 2], 'NX', a[14], session)
+    redis.call('ZADD', k[s + 3], a[14], session)
+    redis.call('SADD', k[s + 4], a[13])
+  end
+  local function event()
+    redis.call('XADD', k[6], unpack(a, 16, document - 1))
+  end
+  local function search_document()
+    index_document(index_keys, index_args)
+  end
+  local follow_ups = {event}
+  if session ~= '' then
+    follow_ups = {session_touch, session_listing, event}
+  end
+  if a[document] ~= '' then
+    follow_ups[#follow_ups + 1] = search_document
+  end
+  return new, run_follow_ups(follow_ups)
 end
-local index_args = slice(ARGV, document, #ARGV)
-if ARGV[document] ~= '' then
-  local missing = missing_postings(index_keys, index_args)
-  if missing then
-    table.insert(missing, 1, 2)
-    return missing
+
+local count = tonumber(ARGV[1])
+local writes = {}
+local key, arg = 1, 2 + 2 * count
+for i = 1, count do
+  local keys, args = tonumber(ARGV[1 + i]), tonumber(ARGV[1 + count + i])
+  writes[i] = {slice(KEYS, key, key + keys - 1), slice(ARGV, arg, arg + args - 1)}
+  key, arg = key + keys, arg + args
+end
+
+for i, each in ipairs(writes) do
+  local refusal = refused(each[1], each[2])
+  if refusal then
+    table.insert(refusal, 2, i)
+    return refusal
   end
 end
-
--- Index first: listing finds every record written.
-redis.call('ZADD', KEYS[4], 0, ref)
-redis.call('SADD', KEYS[5], ARGV[5])
-for i = 12, 11 + tags do
-  redis.call('SADD', KEYS[i], ref)
+local versions, failure = {}, nil
+for i, each in ipairs(writes) do
+  local new, failed = write(each[1], each[2])
+  versions[i] = new
+  failure = failure or failed
 end
-local new = write_version()
-redis.call('HINCRBY', KEYS[9], 'bytes', #ARGV[8])
-
--- The version is written whatever happens next: a failing follow-up costs its event,
--- session touch or search document (as a crash between two round trips would), never the
--- write.
-local function session_touch()
-  touch_session({KEYS[s], KEYS[s + 1]}, {ARGV[5], ARGV[4], ref, new})
-end
-local function session_listing()  -- in the lists, and its namespace swept
-  redis.call('ZADD', KEYS[s + 2], 'NX', ARGV[14], session)
-  redis.call('ZADD', KEYS[s + 3], ARGV[14], session)
-  redis.call('SADD', KEYS[s + 4], ARGV[13])
-end
-local function event()
-  redis.call('XADD', KEYS[6], unpack(ARGV, 16, document - 1))
-end
-local function search_document()
-  index_document(index_keys, index_args)
-end
-
-local follow_ups = {event}
-if session ~= '' then
-  follow_ups = {session_touch, session_listing, event}
-end
-if ARGV[document] ~= '' then
-  follow_ups[#follow_ups + 1] = search_document
-end
-local failure = run_follow_ups(follow_ups)
+run_commands(key, arg)
 if failure then
-  return {1, new, failure}
+  return {1, versions, failure}
 end
-return {1, new}
+return {1, versions}
