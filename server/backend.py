@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from redis.asyncio import Redis
+from redis.typing import EncodableT
 
 from baton.queue.dispatch import RQDispatcher
 from baton.server.activity import Activity
@@ -31,7 +32,8 @@ from baton.server.dispatcher import Dispatcher
 from baton.server.durability import AppendOnlyBarrier
 from baton.server.errors import QuotaReached
 from baton.server.handoffs import HandoffStore
-from baton.server.keys import NAMESPACES, Keys
+from baton.server.identity import token_of_acting
+from baton.server.keys import NAMESPACES, Keys, token_namespaces
 from baton.server.lexical import LEXICAL_VERSION
 from baton.server.memories import MemoryStore
 from baton.server.records import HeadHints, RecordStore
@@ -132,17 +134,29 @@ class Namespace:
 
     async def admit(self) -> None:
         """Register this namespace before its first write, or ``QuotaReached`` when it is
-        new and the server already holds ``max_namespaces`` (each costs the sweeps a visit);
+        new and the server already holds ``max_namespaces`` (each costs the sweeps a visit),
+        or the agent token the request acts with created ``max_namespaces_per_token``;
         a namespace admitted once is known to this process from then on. A namespace new and
         empty has its quota counts marked exact (every write counts from its first) and its
         search index as built by today's lexical rules, so neither needs a rebuild."""
         if self.name in self.backend.admitted:
             return
-        limit = self.limits.max_namespaces
-        admitted = await self.scripts.admit_namespace(keys=[NAMESPACES], args=[self.name, limit])
-        if not admitted:
+        limit, per_token = self.limits.max_namespaces, self.limits.max_namespaces_per_token
+        keys: list[str] = [NAMESPACES]
+        args: list[EncodableT] = [self.name, limit]
+        if (token := token_of_acting()) is not None:
+            keys, args = [NAMESPACES, token_namespaces(token)], [self.name, limit, per_token]
+        admitted = await self.scripts.admit_namespace(keys=keys, args=args)
+        if admitted == 0:
             raise QuotaReached.of(
                 "the server's namespaces", limit, "BATON_MAX_NAMESPACES", namespace=self.name
+            )
+        if admitted == -1:
+            raise QuotaReached.of(
+                "the namespaces this token created",
+                per_token,
+                "BATON_MAX_NAMESPACES_PER_TOKEN",
+                namespace=self.name,
             )
         if admitted == NEWLY_ADMITTED:
             pipe = self.redis.pipeline(transaction=False)

@@ -23,6 +23,7 @@ The rules (the table in docs/operations.md says the same per surface):
 from __future__ import annotations
 
 import functools
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Literal
 
@@ -62,6 +63,21 @@ def local(agent: str) -> Credential:
     """A process holding the Redis URL itself (``baton mcp`` on stdio, the CLI, workers):
     it could change anything directly, so it is an operator; ``agent`` attributes its writes."""
     return Credential("local", agent=check_agent(agent, field="agent"), admin=True)
+
+
+# The caller the current request or tool call acts for: set where identity is resolved (the
+# HTTP gate, an MCP tool call), in the task that serves it, so each sees its own; read by
+# the dependency providers and by what counts per token (the namespaces a token created).
+REQUEST_CALLER: ContextVar[Caller] = ContextVar("baton_request_caller")
+
+
+def token_of_acting() -> str | None:
+    """The token the current request acts with, when it is an agent's (not an operator's:
+    admin tokens, open mode and local processes count against no token's quota)."""
+    caller = REQUEST_CALLER.get(None)
+    if caller is None or caller.admin:
+        return None
+    return caller.credential.token_id
 
 
 def sweeper(namespace: str) -> Caller:

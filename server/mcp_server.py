@@ -35,7 +35,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from baton.server.backend import Backend, open_backend
 from baton.server.errors import BatonError
 from baton.server.failures import failure_of, tool_error_text
-from baton.server.identity import CALLER, Caller, local
+from baton.server.identity import CALLER, REQUEST_CALLER, Caller, local
 from baton.server.mcp_messages import handshake_version, request_id
 from baton.server.operation import Call, Operation
 from baton.server.operations import OPERATIONS
@@ -162,6 +162,7 @@ async def call_tool(
         if caller is None:
             raise Unavailable("no caller: this transport carries no identity")
         call = Call(caller, backend.namespace(caller.namespace))
+        REQUEST_CALLER.set(caller)  # what runs in the call counts against its token
         result = await operation.perform(call, operation.decode(arguments))
     except Exception as error:
         failure = failure_of(error)

@@ -64,6 +64,7 @@ class Limits:
     max_versions: int = 10_000  # versions one record keeps
     max_index_terms: int = 5_000_000  # distinct search terms (one key each) per namespace
     max_namespaces: int = 1_000  # namespaces on one server
+    max_namespaces_per_token: int = 20  # namespaces one agent token may create
     max_namespace_bytes: int = 2 * 2**30  # bytes of record values one namespace stores
     search_share: float = 0.4  # of a process's time its searches may take (SearchIndex)
 
@@ -184,6 +185,12 @@ class Settings:
                 max_versions=_number(env, "BATON_MAX_VERSIONS", Limits.max_versions, int),
                 max_index_terms=_number(env, "BATON_MAX_INDEX_TERMS", Limits.max_index_terms, int),
                 max_namespaces=_number(env, "BATON_MAX_NAMESPACES", Limits.max_namespaces, int),
+                max_namespaces_per_token=_number(
+                    env,
+                    "BATON_MAX_NAMESPACES_PER_TOKEN",
+                    Limits.max_namespaces_per_token,
+                    int,
+                ),
                 max_namespace_bytes=_bytes(env, "BATON_MAX_NAMESPACE_BYTES")
                 or Limits.max_namespace_bytes,
                 search_share=_number(

@@ -557,3 +557,55 @@ def test_quotas_stop_one_agent_from_filling_the_store(tight: World) -> None:
     refused = one_more.post("/v1/records", json={"ref": "a/b", "value": 1})
     assert refused_by_quota(refused, "BATON_MAX_NAMESPACES"), refused.text
     assert bob.post("/v1/records", json={"ref": "q/x", "value": "still"}).status_code == 201
+
+
+@pytest.fixture(scope="module")
+def crowded(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    """A secured server where one agent token may create two namespaces."""
+    url = f"{redis_url}?db=5"
+    redis.Redis.from_url(url).flushdb()
+    tokens = {name: issue(url, name) for name in ("bob", "mallory")}
+    log = tmp_path_factory.mktemp("crowded") / "serve.log"
+    limits = {"BATON_MAX_NAMESPACES_PER_TOKEN": "2", "BATON_RATE_LIMIT": "off"}
+    with running_server(url, log, **limits) as base:
+        yield World(base, url, tokens, memory="", packets={})
+    redis.Redis.from_url(url).flushdb()
+
+
+def test_one_token_cannot_take_every_namespace(crowded: World) -> None:
+    """An agent token that created as many namespaces as it may is refused another (413
+    naming BATON_MAX_NAMESPACES_PER_TOKEN, nothing written), over REST and MCP alike, and
+    still writes where namespaces exist, its own or others'; another token creates its
+    own."""
+
+    def in_namespace(token: str, namespace: str) -> httpx.Client:
+        return crowded.client(crowded.tokens[token], ("X-Baton-Namespace", namespace))
+
+    for namespace in ("m1", "m2"):
+        created = in_namespace("mallory", namespace).post(
+            "/v1/records", json={"ref": "a/b", "value": 1}
+        )
+        assert created.status_code == 201, created.text
+    refused = in_namespace("mallory", "m3").post("/v1/records", json={"ref": "a/b", "value": 1})
+    assert refused_by_quota(refused, "BATON_MAX_NAMESPACES_PER_TOKEN"), refused.text
+    assert in_namespace("bob", "m3").get("/v1/records/a/b").status_code == 404
+    session = crowded.client(crowded.tokens["mallory"], ("X-Baton-Namespace", "m4"), MCP_ACCEPT)
+    opened = open_mcp(session)
+    session.headers["mcp-session-id"] = opened.headers["mcp-session-id"]
+    call = session.post(
+        "/mcp/",
+        json={
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "remember", "arguments": {"ref": "a/b", "value": 1}},
+        },
+    )
+    assert call.status_code == 200
+    assert "BATON_MAX_NAMESPACES_PER_TOKEN" in call.text
+    assert "isError" in call.text
+    for token, namespace in (("mallory", "m1"), ("bob", "m3"), ("mallory", "m3")):
+        written = in_namespace(token, namespace).post(
+            "/v1/records", json={"ref": "a/c", "value": token}
+        )
+        assert written.status_code == 201, written.text

@@ -46,6 +46,7 @@ from baton.server.identity import (
     CALLER,
     NAMESPACE_HEADER,
     OPEN,
+    REQUEST_CALLER,
     SESSION_HEADER,
     Caller,
     Claims,
@@ -74,7 +75,6 @@ AGENTMEMORY = "/agentmemory/"
 
 # The request's caller and its namespace, for the dependency providers (``deps.py``): set by
 # the gate in the request's own task, so each request sees its own.
-REQUEST_CALLER: ContextVar[Caller] = ContextVar("baton_request_caller")
 REQUEST_NAMESPACE: ContextVar[Namespace] = ContextVar("baton_request_namespace")
 
 

@@ -18,11 +18,11 @@ from typing import Any, TypeAlias
 from litestar import Request
 from litestar.di import NamedDependency, Provide
 
-from baton.server.api.auth import REQUEST_CALLER, REQUEST_NAMESPACE, caller_of, set_caller
+from baton.server.api.auth import REQUEST_NAMESPACE, caller_of, set_caller
 from baton.server.backend import Namespace
 from baton.server.dashboard import Dashboard
 from baton.server.handoffs import HandoffStore
-from baton.server.identity import CALLER, Caller
+from baton.server.identity import CALLER, REQUEST_CALLER, Caller
 from baton.server.memories import MemoryStore
 from baton.server.records import RecordStore
 from baton.server.sessions import SessionStore
