@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import struct
-import time
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from rq.job import Job
 
 from baton.queue.job_guard import DELIVER, JOB_SERIALIZER, BatonJob
 from baton.server.batch import Batch
-from baton.server.clock import iso
+from baton.server.clock import iso, now_us
 from baton.server.errors import describe
 from baton.server.keys import job_id, queue_name
 from baton.server.scripts import lua_source
@@ -120,7 +119,7 @@ class JobTemplate:
 
     def commands_for(self, packet_id: str, job: str) -> list[list[str | bytes]]:
         commands = [list(command) for command in self.commands]
-        stamp = iso(time.time_ns() // 1000)  # RQ's utcformat(now()) in clock's cached way
+        stamp = iso(now_us())  # RQ's utcformat(now()) in clock's cached way
         for c, a in self.timestamps:
             commands[c][a] = stamp
         call = self.call.replace(SAMPLE_PACKET.encode(), packet_id.encode())

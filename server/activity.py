@@ -4,7 +4,6 @@ updates) and session touches (which versions a session saw)."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING
 
@@ -13,7 +12,7 @@ from redis.asyncio import Redis
 
 from baton.server import codec
 from baton.server.batch import Batch
-from baton.server.clock import utc_now
+from baton.server.clock import now_us, utc_now
 from baton.server.keys import NAMESPACES, Keys
 from baton.server.models import Event
 from baton.server.validation import check_session_id
@@ -101,13 +100,13 @@ class Activity:
         """A session id used for the first time is created, an abandoned session is reopened.
         A session is listed (sessions, "where were we") once it holds something: a ref it
         saw, or ``listed`` (started with a working directory, or given an observation)."""
-        now_us = time.time_ns() // 1000
+        moment = now_us()
         keys = [self.keys.session(session_id), self.keys.session_touched(session_id)]
         args = [agent, utc_now(), *[item for pair in seen.items() for item in pair]]
         batch.script(self.scripts.touch_session, keys, args)
         if seen or listed:
-            batch.pipe.zadd(self.keys.sessions, {session_id: now_us}, nx=True)
-        batch.pipe.zadd(self.keys.active_sessions, {session_id: now_us})
+            batch.pipe.zadd(self.keys.sessions, {session_id: moment}, nx=True)
+        batch.pipe.zadd(self.keys.active_sessions, {session_id: moment})
         batch.pipe.sadd(NAMESPACES, self.namespace)  # so the periodic sweep visits it
 
 

@@ -18,14 +18,13 @@ from typing import Any, Literal
 import msgspec
 
 from baton.server.audit import AuditEntry
-from baton.server.memories import Memory, MemorySaved, SimilarTo
+from baton.server.memories import Format, Memory, MemorySaved, SimilarTo
 from baton.server.models import RecallHit, Session
 
 EXPAND_LIMIT = 20  # ids a smart search expands at most (agentmemory's; the rest are cut)
 MEMORY_STRENGTH = 7  # agentmemory's strength of a fresh memory (its search "importance")
 OBSERVATION_IMPORTANCE = 5
 OBSERVATION_CONFIDENCE = 0.3
-Format = Literal["full", "compact", "narrative"]
 
 
 class Camel(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True):

@@ -5,8 +5,9 @@ Tokenizing and embedding are CPU work: a 1 MB value of distinct words takes abou
 tokenize and 1.6 s to embed, during which a process's event loop would answer nobody. So:
 
 - what one text gives the index is bounded: its first :data:`MAX_DOCUMENT_TERMS` distinct
-  terms (tokenizing stops there, and the index script's work per document is bounded by
-  it), and its first :data:`VECTOR_CHARS` characters embedded;
+  terms within its first :data:`MAX_DOCUMENT_CHARS` characters (tokenizing stops there,
+  and the index script's work per document is bounded by it), and its first
+  :data:`VECTOR_CHARS` characters embedded;
 - a text longer than :data:`INLINE_CHARS` is analysed in a process of its own (one per
   Baton process, started on first use). A thread would not do: the tokenizer holds the GIL,
   and the event loop then waits up to a switch interval (5 ms) at every turn.
@@ -18,11 +19,14 @@ import asyncio
 import multiprocessing
 import multiprocessing.connection
 import os
+import signal
 import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+
+import structlog
 
 from baton.server import lexical
 
@@ -30,10 +34,14 @@ if TYPE_CHECKING:
     from baton.server.vectors import Embedder, Vectors
 
 T = TypeVar("T")
+log = structlog.get_logger("baton.analysis")
 
 # Distinct terms one document (or query) is analysed on, in the order they appear. A
 # paragraph has a few hundred; the index script's work grows with them (about 10 µs each).
 MAX_DOCUMENT_TERMS = 512
+# Characters of one document analysed: a long run of a few words repeated never reaches
+# MAX_DOCUMENT_TERMS, and this bounds it (about 50 ms of tokenizing).
+MAX_DOCUMENT_CHARS = 64 * 1024
 VECTOR_CHARS = 8192  # characters of a text embedded (one vector sums up its start)
 INLINE_CHARS = 2048  # texts up to this long are analysed on the event loop (about 2 ms)
 
@@ -51,7 +59,7 @@ def counted(text: str) -> tuple[dict[str, int], int]:
     """``text``'s first :data:`MAX_DOCUMENT_TERMS` distinct terms, each with its count, and
     how many terms were counted."""
     counts: dict[str, int] = {}
-    for term in lexical.terms_until(text, MAX_DOCUMENT_TERMS):
+    for term in lexical.terms_until(text[:MAX_DOCUMENT_CHARS], MAX_DOCUMENT_TERMS):
         counts[term] = counts.get(term, 0) + 1
     return counts, sum(counts.values())
 
@@ -105,7 +113,9 @@ _pool: Executor | None = None
 
 def _end_with_parent() -> None:
     """In the analysis process: end as soon as the process that started it ends, however it
-    ends (a SIGKILL runs none of its exit handlers), never left behind."""
+    ends (a SIGKILL runs none of its exit handlers), never left behind; and leave Ctrl-C to
+    it (the terminal sends it to the whole process group)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent = multiprocessing.parent_process()
     if parent is not None:
         threading.Thread(target=_exit_after, args=(parent.sentinel,), daemon=True).start()
@@ -117,18 +127,26 @@ def _exit_after(sentinel: int) -> None:
 
 
 async def _elsewhere(work: Callable[..., T], *args: Any) -> T:
-    """``work(*args)`` in the analysis process."""
+    """``work(*args)`` in the analysis process; on the event loop when that process cannot
+    be had (it cannot start here, or died twice running this): slower for everyone else,
+    never a failed write."""
     global _pool
     loop = asyncio.get_running_loop()
-    for attempt in range(2):
-        if _pool is None:
-            # spawn: a fork would copy this process's threads and its open connections
-            context = multiprocessing.get_context("spawn")
-            _pool = ProcessPoolExecutor(1, mp_context=context, initializer=_end_with_parent)
+    for _ in range(2):
+        pool = _pool
         try:
-            return await loop.run_in_executor(_pool, work, *args)
-        except BrokenProcessPool:  # it was killed (out of memory, a signal): a new one, once
-            _pool = None
-            if attempt:
-                raise
-    raise AssertionError("unreachable")
+            if pool is None:
+                # spawn: a fork would copy this process's threads and its open connections
+                context = multiprocessing.get_context("spawn")
+                pool = _pool = ProcessPoolExecutor(
+                    1, mp_context=context, initializer=_end_with_parent
+                )
+            return await loop.run_in_executor(pool, work, *args)
+        except BrokenProcessPool:  # it was killed (out of memory, a signal): a new one
+            if _pool is pool:  # (unless another call made one already)
+                _pool = None
+        except (OSError, NotImplementedError) as error:  # no process can start here
+            log.warning("the analysis process cannot start", error=str(error))
+            break
+    log.warning("analysing a long text on the event loop", characters=len(str(args[0])))
+    return work(*args)

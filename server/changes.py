@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import builtins
 import secrets
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,7 +12,7 @@ from typing import Any
 import msgpack
 from redis.typing import EncodableT
 
-from baton.server.clock import iso
+from baton.server.clock import iso, now_us
 from baton.server.errors import InvalidInput
 from baton.server.keys import Keys
 from baton.server.models import Packet, PacketState, Pin, RecordVersion, Transition
@@ -38,7 +37,7 @@ class VersionWrite:
     index: IndexCall | None
     keys: list[str]
     args: list[EncodableT]
-    now_us: int = field(default_factory=lambda: time.time_ns() // 1000)
+    now_us: int = field(default_factory=now_us)
 
     @property
     def hash(self) -> str:
@@ -73,8 +72,9 @@ class Planned:
     confidence: float = 0.5
 
 
-# How a version is made from its record's current one (None: the record is new).
-Plan = Callable[[RecordVersion | None], Planned]
+# How a version is made from its record's current one (None: the record is new); None when
+# there is nothing to write to it after all (a memory to supersede was forgotten meanwhile).
+Plan = Callable[[RecordVersion | None], Planned | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +110,7 @@ class Seen:
     ref: str
     session: str
     agent: str
-    now_us: int = field(default_factory=lambda: time.time_ns() // 1000)
+    now_us: int = field(default_factory=now_us)
 
 
 def pin_refused(

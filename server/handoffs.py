@@ -16,7 +16,6 @@ packet, so a packet claimed by ``resume`` is never also run by a worker, and vic
 from __future__ import annotations
 
 import builtins
-import time
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -26,7 +25,7 @@ import structlog
 from baton.server import codec
 from baton.server.batch import Batch
 from baton.server.changes import NewPacket
-from baton.server.clock import iso, now
+from baton.server.clock import iso, now, now_us
 from baton.server.errors import (
     Forbidden,
     InvalidInput,
@@ -710,7 +709,7 @@ class HandoffStore(NamespaceStore):
             pipe.zrange(self.keys.queued(name), 0, 0, withscores=True)
             pipe.zcard(self.keys.held(name))
         replies = await pipe.execute()
-        now_us = time.time_ns() // 1000
+        moment = now_us()
         summaries = []
         for offset, name in enumerate(names):
             queued, claimed, failed, oldest, held = replies[5 * offset : 5 * offset + 5]
@@ -722,7 +721,7 @@ class HandoffStore(NamespaceStore):
                     failed=failed,
                     held=held,
                     oldest_queued_age_seconds=(
-                        round((now_us - oldest[0][1]) / 1e6, 3) if oldest else None
+                        round((moment - oldest[0][1]) / 1e6, 3) if oldest else None
                     ),
                 )
             )

@@ -65,7 +65,7 @@ def terms(text: str) -> list[str]:
 
 def terms_until(text: str, distinct: int) -> Iterator[str]:
     """The terms of ``text`` in order, up to its ``distinct``-th distinct term: the text is
-    read no further (a long text costs what its start costs)."""
+    read no further."""
     seen: set[str] = set()
     for term in _terms(text):
         if term not in seen:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import secrets
-import time
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -47,7 +46,7 @@ SCRUB_MIN_QUOTE = 8  # characters of a forgotten observation that count as a quo
 MAX_EXPAND = 100  # ids expanded in one smart search
 MAX_RECALL = 100  # results of one recall or search
 MAX_TAGS = 200  # concepts or files of one memory
-Format = Literal["full", "compact", "narrative"]
+Format = Literal["full", "compact", "narrative"]  # how much of each hit a recall shows
 
 
 class Memory(msgspec.Struct, kw_only=True):
@@ -211,10 +210,7 @@ class MemoryStore(NamespaceStore):
             "source_observation_ids": sources,
         }
         superseded, similar = await self._closest(content, project, agent)
-        try:
-            return await self._save(fields, ttl_days, superseded, similar)
-        except VersionConflict:  # the memory it supersedes was forgotten meanwhile
-            return await self._save(fields, ttl_days, None, similar)
+        return await self._save(fields, ttl_days, superseded, similar)
 
     async def _save(
         self,
@@ -327,7 +323,9 @@ class MemoryStore(NamespaceStore):
         )
 
         def updated(found: RecordVersion | None) -> Planned:
-            if found is None or found.version != record.version:
+            if found is None or found.forgotten is not None:
+                raise NotFound(f"no memory {memory_id}", memory=memory_id)
+            if found.version != record.version:
                 raise VersionConflict(
                     f"memory {memory_id} changed meanwhile; nothing was written",
                     memory=memory_id,
@@ -399,11 +397,9 @@ class MemoryStore(NamespaceStore):
             touched = [each for merge in merges for each in (merge.kept, *merge.merged)]
             await self.records.check_quotas([memory_ref(each) for each in touched])
             for merge in merges:
-                plans = [
-                    await self._superseding(merged_id, merge.kept, caller.agent)
-                    for merged_id in merge.merged
-                ]
-                plans.append((memory_ref(merge.kept), self._keeping(merge, caller.agent)))
+                plans = [(memory_ref(merge.kept), self._keeping(merge, caller.agent))]
+                for merged_id in merge.merged:
+                    plans.append(await self._superseding(merged_id, merge.kept, caller.agent))
                 audit = self.ns.audit.entry(
                     caller.agent,
                     "consolidate",
@@ -454,9 +450,9 @@ class MemoryStore(NamespaceStore):
         await self.index.prepare([doc])
         removal = await self.index.call(doc, None)
 
-        def superseded(record: RecordVersion | None) -> Planned:
-            if record is None:
-                raise NotFound(f"no memory {old_id}", memory=old_id)
+        def superseded(record: RecordVersion | None) -> Planned | None:
+            if record is None or record.forgotten is not None:
+                return None  # forgotten meanwhile: nothing left to supersede
             value = {**record.value, "superseded_by": new_id}
             return Planned(memory_ref(old_id), value, agent or ANONYMOUS, ["memory"], removal)
 
@@ -467,7 +463,7 @@ class MemoryStore(NamespaceStore):
         ``supersedes``."""
 
         def kept(record: RecordVersion | None) -> Planned:
-            if record is None:
+            if record is None or record.forgotten is not None:
                 raise NotFound(f"no memory {merge.kept}", memory=merge.kept)
             supersedes = [*record.value.get("supersedes", []), *merge.merged]
             value = {**record.value, "supersedes": supersedes}
@@ -523,11 +519,11 @@ class MemoryStore(NamespaceStore):
         if not memory_ids:
             return set()
         scores = await self.redis.zmscore(self.keys.memory_expiry, list(memory_ids))
-        now_us = time.time_ns() // 1000
+        moment = now_us()
         return {
             memory_id
             for memory_id, score in zip(memory_ids, scores, strict=True)
-            if score is not None and score <= now_us
+            if score is not None and score <= moment
         }
 
     # -- searching ----------------------------------------------------------------------------
@@ -739,55 +735,72 @@ class MemoryStore(NamespaceStore):
         documents go first: an interrupted forget leaves data a retry finds, never an index
         entry pointing at nothing."""
         ids = list(observation_ids or [])
-        whole = not ids
-        if whole:
-            ids = [
-                codec.text(raw)
-                for raw in await self.redis.lrange(self.keys.observations(session_id), 0, -1)
-            ]
+        if not ids:
+            await self._forget_session(result, agent, session_id, reason)
+            return
         await self.index.remove([f"o:{session_id}:{oid}" for oid in ids])
-        if whole:
-            pipe = self.redis.pipeline(transaction=False)
-            for oid in ids:
-                pipe.delete(
-                    self.keys.observation(session_id, oid), self.keys.observation_memories(oid)
-                )
-            pipe.delete(
+        forgotten = await self._read_observations(session_id, ids)
+        deleted = await self.scripts.forget_observations(
+            keys=[
                 self.keys.session(session_id),
-                self.keys.session_touched(session_id),
                 self.keys.observations(session_id),
-                self.keys.session_files(session_id),
-            )
-            pipe.zrem(self.keys.sessions, session_id)
-            pipe.zrem(self.keys.active_sessions, session_id)
-            await pipe.execute()
-            result.sessions.append(session_id)
-            target = f"session/{session_id}"
-        else:
-            forgotten = await self._read_observations(session_id, ids)
-            deleted = await self.scripts.forget_observations(
-                keys=[
-                    self.keys.session(session_id),
-                    self.keys.observations(session_id),
-                    *(self.keys.observation(session_id, each) for each in ids),
-                ],
-                args=ids,
-            )
-            if deleted == -1:
-                raise NotFound(f"no session {session_id}", session=session_id)
-            ids = [codec.text(raw) for raw in deleted]
-            if forgotten:
-                await self._scrub(session_id, [o for o in forgotten if o.id in ids])
-            target = f"session/{session_id}/observations"
+                *(self.keys.observation(session_id, each) for each in ids),
+            ],
+            args=ids,
+        )
+        if deleted == -1:
+            raise NotFound(f"no session {session_id}", session=session_id)
+        ids = [codec.text(raw) for raw in deleted]
+        if forgotten:
+            await self._scrub(session_id, [o for o in forgotten if o.id in ids])
+        result.observations = len(ids)
         if ids:
             await self.redis.hdel(self.keys.observation_sessions, *ids)
-        result.observations = len(ids)
-        if whole or ids:
-            result.audit_ids.append(
-                await self.ns.audit.append(
-                    self.ns.audit.entry(agent, FORGET, target, reason, {"observations": ids})
-                )
+            entry = self.ns.audit.entry(
+                agent, FORGET, f"session/{session_id}/observations", reason, {"observations": ids}
             )
+            result.audit_ids.append(await self.ns.audit.append(entry))
+
+    async def _forget_session(
+        self, result: Forgotten, agent: str, session_id: str, reason: str
+    ) -> None:
+        """Forget a whole session: its observations' search documents, the observations, the
+        session and its listings, and the sealed audit entry, in one MULTI/EXEC on one Redis
+        (on a cluster in stages, the search documents first: an interrupted forget leaves
+        data a retry finds, never an index entry pointing at nothing)."""
+        ids = [
+            codec.text(raw)
+            for raw in await self.redis.lrange(self.keys.observations(session_id), 0, -1)
+        ]
+        docs = [f"o:{session_id}:{oid}" for oid in ids]
+        await self.index.prepare(docs)
+        calls = [await self.index.call(doc, None) for doc in docs]
+        batch = self.ns.batch(transaction=self.ns.topology.transactions)
+        for call in calls:
+            self.index.queue(batch, call)
+        for oid in ids:
+            batch.pipe.delete(
+                self.keys.observation(session_id, oid), self.keys.observation_memories(oid)
+            )
+        batch.pipe.delete(
+            self.keys.session(session_id),
+            self.keys.session_touched(session_id),
+            self.keys.observations(session_id),
+            self.keys.session_files(session_id),
+        )
+        batch.pipe.zrem(self.keys.sessions, session_id)
+        batch.pipe.zrem(self.keys.active_sessions, session_id)
+        if ids:
+            batch.pipe.hdel(self.keys.observation_sessions, *ids)
+        entry = self.ns.audit.entry(
+            agent, FORGET, f"session/{session_id}", reason, {"observations": ids}
+        )
+        batch.pipe.execute_command(entry.name, entry.key, *entry.args)
+        replies = await batch.execute()
+        await self.index.settle(calls, replies[: len(calls)])
+        result.sessions.append(session_id)
+        result.observations = len(ids)
+        result.audit_ids.append(codec.text(replies[-1]))
 
     async def _read_observations(self, session_id: str, ids: Sequence[str]) -> list[Observation]:
         pipe = self.redis.pipeline(transaction=False)
@@ -822,11 +835,11 @@ class MemoryStore(NamespaceStore):
 
     async def expire(self) -> list[str]:
         """Forget memories whose ttl_days ran out, auditing each."""
-        now_us = time.time_ns() // 1000
+        moment = now_us()
         due = [
             raw.decode()
             for raw in codec.members(
-                await self.redis.zrangebyscore(self.keys.memory_expiry, "-inf", now_us)
+                await self.redis.zrangebyscore(self.keys.memory_expiry, "-inf", moment)
             )
         ]
         for memory_id in due:

@@ -15,7 +15,7 @@ from typing import Annotated, Any, ClassVar, Literal
 import msgspec
 
 from baton.server import agentmemory_shapes as shapes
-from baton.server.agentmemory_shapes import EXPAND_LIMIT, Format
+from baton.server.agentmemory_shapes import EXPAND_LIMIT
 from baton.server.audit import MAX_AUDIT, AuditEntry
 from baton.server.context_builder import (
     START_BUDGET,
@@ -31,6 +31,7 @@ from baton.server.memories import (
     MAX_TTL_DAYS,
     Consolidation,
     Forgotten,
+    Format,
     MemorySaved,
     Recall,
     split_list,

@@ -316,22 +316,31 @@ class RecordStore(NamespaceStore):
         moved the record first (``created_at``: the versions', now by default). Quotas are
         the caller's to check first (:meth:`check_quotas`)."""
         created_at = created_at or utc_now()
-        pending = list(plans)
+        records = await self._currents([ref for ref, _ in plans])
+        # each plan yet to be written: its ref, how to make it, the record's current version
+        # as last read, and its search document with the postings a refusal named
+        pending: list[tuple[str, Plan, RecordVersion | None, IndexCall | None]] = [
+            (ref, make, record, None) for (ref, make), record in zip(plans, records, strict=True)
+        ]
         done: list[Remembered] = []
-        current = await self._currents([ref for ref, _ in pending])
-        indexes: dict[int, IndexCall] = {}  # a plan's search document, postings added
         for _ in range(MAX_WRITE_ATTEMPTS):
-            planned = [make(record) for (_, make), record in zip(pending, current, strict=True)]
-            planned = [
-                replace(each, index=indexes.get(at, each.index)) for at, each in enumerate(planned)
-            ]
-            heads = [
-                (0, GENESIS_HASH) if record is None else (record.version, record.hash)
-                for record in current
-            ]
+            planned: list[tuple[Planned, RecordVersion | None]] = []
+            kept = []
+            for ref, make, record, index in pending:
+                made = make(record)
+                if made is None:  # nothing to write to this record after all
+                    continue
+                kept.append((ref, make, record, index))
+                planned.append((made if index is None else replace(made, index=index), record))
+            pending = kept
             writes = [
-                self._version_write(each, self._pack_value(each.value), created_at, head)
-                for each, head in zip(planned, heads, strict=True)
+                self._version_write(
+                    made,
+                    self._pack_value(made.value),
+                    created_at,
+                    (0, GENESIS_HASH) if record is None else (record.version, record.hash),
+                )
+                for made, record in planned
             ]
             written = await self.ns.topology.write_versions(self.ns, writes, then)
             for write, version in zip(writes, written.versions, strict=False):
@@ -350,21 +359,21 @@ class RecordStore(NamespaceStore):
                 log.warning("a write's follow-ups failed", error=written.failure)
             if written.refused_at is None:
                 return done
-            applied = len(written.versions)
-            refused = written.refused_at - applied
-            pending, current = pending[applied:], current[applied:]
-            indexes = {at - applied: call for at, call in indexes.items() if at >= applied}
-            reply, ref = written.refusal, writes[written.refused_at].ref
+            pending = pending[len(written.versions) :]
+            at = written.refused_at - len(written.versions)
+            ref, make, _, index = pending[at]
+            reply = written.refusal
+            if reply[0] == 2:  # its search document's old terms it was not given
+                call = index or planned[written.refused_at][0].index
+                assert call is not None
+                pending[at] = (ref, make, pending[at][2], self.search.with_missing(call, reply[1:]))
+                continue
             if reply[0] == -1:
                 self.heads.drop(ref)
-                raise VersionConflict(f"{ref} was forgotten; nothing was written", ref=ref)
-            if reply[0] == 2:  # its search document's old terms it was not given
-                index = planned[written.refused_at].index
-                assert index is not None
-                indexes[refused] = self.search.with_missing(index, reply[1:])
-                continue
-            current[refused : refused + 1] = await self._currents([ref])
-        raise StoreUnavailable("too many concurrent writers, try again")
+            [record] = await self._currents([ref])  # moved on, or forgotten: its plan decides
+            pending[at] = (ref, make, record, index)
+        refs = ", ".join(ref for ref, *_ in pending)
+        raise StoreUnavailable(f"{refs}: too many concurrent writers, try again")
 
     async def _currents(self, refs: Sequence[str]) -> list[RecordVersion | None]:
         """The current version of each of ``refs`` (None for a new record), forgotten ones

@@ -6,14 +6,13 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
-import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 import msgpack
 from redis.typing import EncodableT, FieldT
 
 from baton.server import codec
-from baton.server.clock import utc_now
+from baton.server.clock import now_us, utc_now
 from baton.server.errors import InvalidInput, NotFound
 from baton.server.identity import Caller, check_session_owner
 from baton.server.integrity import canonical_bytes
@@ -242,7 +241,7 @@ class SessionStore(NamespaceStore):
     async def abandon_idle(self, idle_seconds: float) -> list[str]:
         """Active sessions without activity for ``idle_seconds`` become abandoned; any new
         activity reopens them."""
-        cutoff = time.time_ns() // 1000 - int(idle_seconds * 1_000_000)
+        cutoff = now_us() - int(idle_seconds * 1_000_000)
         due = [
             raw.decode()
             for raw in codec.members(
@@ -301,6 +300,17 @@ class SessionStore(NamespaceStore):
         except (TypeError, ValueError) as error:
             raise InvalidInput("data", f"must be JSON data ({error})") from None
         observation_id = f"o_{secrets.token_hex(6)}"
+        kind, title, narrative, files = compress(hook_type, data)
+        # Its search document is analysed before the event is claimed as seen (a long one
+        # waits for the analysis process): the same event sent again meanwhile finds it
+        # stored. A new document (its id is new) has no old terms to name.
+        index = await self.ns.search.call(
+            *observation_document(session_id, observation_id, title, narrative, files),
+            kind="observation",
+            project=project.strip(),
+            agent=agent,
+            added=timestamp,
+        )
         first = await self.redis.set(
             self.keys.observation_seen(fingerprint),
             observation_id,
@@ -316,7 +326,6 @@ class SessionStore(NamespaceStore):
                 )
             except NotFound:
                 pass  # forgotten since: store it again
-        kind, title, narrative, files = compress(hook_type, data)
         observation = Observation(
             id=observation_id,
             session=session_id,
@@ -365,14 +374,6 @@ class SessionStore(NamespaceStore):
             pipe.hsetnx(session_key, "title", narrative[:200])
         if files:
             pipe.sadd(self.keys.session_files(session_id), *files)
-        # A new document (its id is new): it has no old terms whose postings it would touch.
-        index = await self.ns.search.call(
-            *observation_document(session_id, observation_id, title, narrative, files),
-            kind="observation",
-            project=observation.project,
-            agent=agent,
-            added=observation.timestamp,
-        )
         self.ns.search.queue(batch, index)
         self.activity.event(batch, "observe", agent, f"{agent}: {kind} {title}")
         await batch.execute()

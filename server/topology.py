@@ -195,6 +195,8 @@ class Cluster:
         failure = None
         for at, write in enumerate(writes):
             reply = await self._write(ns, write)
+            if reply[0] == 0 and codec.text(reply[2]) == write.hash:
+                reply = [1, reply[1]]  # our script ran, its reply lost (the client re-sent it)
             if reply[0] != 1:
                 return Written(versions, at, reply)
             versions.append(int(reply[1]))

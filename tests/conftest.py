@@ -140,7 +140,8 @@ def started_by_this_run() -> dict[int, str]:
 def _helper_of_a_live(pid: int, command: str) -> bool:
     with contextlib.suppress(OSError, ValueError):
         parent = int(Path(f"/proc/{pid}/stat").read_bytes().rpartition(b")")[2].split()[1])
-        return parent != 1 and Path(f"/proc/{parent}").exists() and any(m in command for m in OURS)
+        alive = parent == os.getpid() or (parent != 1 and Path(f"/proc/{parent}").exists())
+        return alive and any(mark in command for mark in OURS)
     return False
 
 
@@ -154,6 +155,16 @@ def stop_left_behind(before: dict[int, str]) -> list[str]:
     for pid in left:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
+    if left:  # what those leave in turn (a killed server's spawned workers, now orphans)
+        deadline = time.monotonic() + 2
+        while (now := started_by_this_run()).keys() - before.keys() - left.keys():
+            if time.monotonic() > deadline:
+                for pid in now.keys() - before.keys() - left.keys():
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGKILL)
+                    left[pid] = now[pid]
+                break
+            time.sleep(0.1)
     return list(left.values())
 
 

@@ -264,3 +264,48 @@ async def test_a_forget_is_whole_or_not_at_all(redis_url: str, memories: MemoryS
     assert before["found"] == [f"m:{memory_id}"]
     assert after == {"memories": {}, "found": [], "backoff": [], "audit": ["forget"]}
     assert await memories.redis.zscore(memories.keys.memory_expiry, memory_id) is None
+
+
+async def test_a_session_forget_is_whole_or_not_at_all(
+    redis_url: str, memories: MemoryStore
+) -> None:
+    """A whole session's forget cut after any number of its commands: its observations are
+    all readable and found, with no audit entry; or the session, its observations and their
+    search documents are all gone, its audit entry written."""
+    sessions = memories.ns.sessions
+    for command in ("retry invoice 1", "retry invoice 2"):
+        await sessions.observe(
+            hook_type="post_tool_use",
+            session_id="s1",
+            project="app",
+            cwd="/app",
+            timestamp="2026-11-30T10:00:00Z",
+            data={"tool_name": "Bash", "tool_input": {"command": command}},
+            caller=as_agent("claude"),
+        )
+
+    async def observed(store: MemoryStore) -> tuple[int, list[str], bool]:
+        hits = await store.index.search("invoice", limit=10, kinds=("observation",))
+        return (
+            await store.redis.llen(store.keys.observations("s1")),
+            sorted(hit.doc for hit in hits),
+            bool(await store.redis.exists(store.keys.session("s1"))),
+        )
+
+    before = await observed(memories)
+    assert before[0] == 2 and len(before[1]) == 2 and before[2]
+    for allowed in range(1, MAX_COMMANDS):
+        async with cut_after(redis_url, allowed) as cut:
+            try:
+                await cut.forget(caller=ADMIN, session_id="s1")
+            except (BatonError, redis.RedisError, OSError):
+                now = await observed(memories)
+                audit = [entry.action for entry in await memories.ns.audit.newest(10)]
+                if now == before:
+                    assert audit == []
+                    continue
+                assert now == (0, [], False) and audit == ["forget"]
+                break
+            break
+    assert await observed(memories) == (0, [], False)
+    assert [entry.action for entry in await memories.ns.audit.newest(10)] == ["forget"]

@@ -12,10 +12,12 @@ from structlog.testing import capture_logs
 
 from baton.server.analysis import MAX_DOCUMENT_TERMS
 from baton.server.backend import Backend
+from baton.server.changes import Plan, Planned
 from baton.server.connection import async_redis
 from baton.server.errors import InvalidInput, NotFound, QuotaReached, TooLarge, VersionConflict
 from baton.server.integrity import GENESIS_HASH
 from baton.server.keys import Keys
+from baton.server.models import RecordVersion
 from baton.server.records import BATCH, HeadHints, RecordStore
 from baton.server.recount import recount_once
 from baton.server.settings import Limits
@@ -734,3 +736,41 @@ async def test_a_namespace_from_before_the_quota_counts_is_recounted_once(
     assert await recount_once(store.ns) == tuple(counted)
     assert [int(each) for each in data_redis.hmget(stats, "bytes", "terms")] == counted
     assert await recount_once(store.ns) is None
+
+
+async def test_writing_several_records_follows_each_plan_on_the_current_versions(
+    store: RecordStore,
+) -> None:
+    """``write_all`` makes each record's version from the version current when it writes:
+    a record another writer moved is written on top of that one; a plan with nothing left
+    to write (its record was forgotten meanwhile) is dropped and the others are written; a
+    plan that refuses writes nothing at all."""
+    await store.remember("plan/moved", {"n": 1}, agent="a")
+    await store.remember("plan/gone", {"n": 1}, agent="a")
+    await store.forget("plan/gone", agent="a", reason="test")
+
+    def next_of(ref: str) -> Plan:
+        def make(record: RecordVersion | None) -> Planned | None:
+            if record is not None and record.forgotten is not None:
+                return None
+            n = 0 if record is None else record.value["n"]
+            return Planned(ref, {"n": n + 1}, "b", [])
+
+        return make
+
+    await store.remember("plan/moved", {"n": 5}, agent="other")  # after the plans were made
+    written = await store.write_all(
+        [(ref, next_of(ref)) for ref in ("plan/new", "plan/moved", "plan/gone")], []
+    )
+    assert [(each.ref, each.version) for each in written] == [("plan/new", 1), ("plan/moved", 3)]
+    assert (await store.recall("plan/moved")).value == {"n": 6}
+    with pytest.raises(NotFound):
+        await store.recall("plan/gone")
+
+    def refuse(record: RecordVersion | None) -> Planned:
+        raise VersionConflict("no")
+
+    with pytest.raises(VersionConflict):
+        await store.write_all([("plan/other", next_of("plan/other")), ("plan/new", refuse)], [])
+    with pytest.raises(NotFound):
+        await store.recall("plan/other")
