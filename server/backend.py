@@ -33,7 +33,7 @@ from baton.server.durability import AppendOnlyBarrier
 from baton.server.errors import QuotaReached
 from baton.server.handoffs import HandoffStore
 from baton.server.identity import token_of_acting
-from baton.server.keys import NAMESPACES, Keys, token_namespaces
+from baton.server.keys import NAMESPACES, Keys, token_namespaces_key
 from baton.server.lexical import LEXICAL_VERSION
 from baton.server.memories import MemoryStore
 from baton.server.records import HeadHints, RecordStore
@@ -145,7 +145,7 @@ class Namespace:
         keys: list[str] = [NAMESPACES]
         args: list[EncodableT] = [self.name, limit]
         if (token := token_of_acting()) is not None:
-            keys, args = [NAMESPACES, token_namespaces(token)], [self.name, limit, per_token]
+            keys, args = [NAMESPACES, token_namespaces_key(token)], [self.name, limit, per_token]
         admitted = await self.scripts.admit_namespace(keys=keys, args=args)
         if admitted == 0:
             raise QuotaReached.of(

@@ -206,7 +206,7 @@ class Keys:
 NAMESPACES = f"{PREFIX}:namespaces"
 
 
-def token_namespaces(token_id: str) -> str:
+def token_namespaces_key(token_id: str) -> str:
     """The namespaces an agent token created (``BATON_MAX_NAMESPACES_PER_TOKEN``): tagged
     with :data:`NAMESPACES`'s whole name, so both are in one slot (one script admits)."""
     return f"{PREFIX}:token-namespaces:{{{NAMESPACES}}}:{token_id}"

@@ -118,6 +118,7 @@ PLACEHOLDERS = {
     "address": "<address>",
     "term": "<term>",
     "owner": "<owner>",
+    "token_id": "<token id>",
 }
 
 

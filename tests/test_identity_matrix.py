@@ -14,7 +14,9 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -467,25 +469,32 @@ def test_open_mode_refuses_what_a_web_page_could_send(
 MCP_ACCEPT = ("Accept", "application/json, text/event-stream")
 
 
+@contextmanager
+def limited_world(redis_url: str, db: int, log: Path, **limits: str) -> Iterator[World]:
+    """A secured server (tokens for bob and mallory) on its own database, with ``limits``."""
+    url = f"{redis_url}?db={db}"
+    redis.Redis.from_url(url).flushdb()
+    tokens = {name: issue(url, name) for name in ("bob", "mallory")}
+    with running_server(url, log, BATON_RATE_LIMIT="off", **limits) as base:
+        yield World(base, url, tokens, memory="", packets={})
+    redis.Redis.from_url(url).flushdb()
+
+
 @pytest.fixture(scope="module")
 def tight(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     """A secured server with small per-agent limits, so each can be reached in a test."""
-    url = f"{redis_url}?db=4"
-    redis.Redis.from_url(url).flushdb()
-    tokens = {name: issue(url, name) for name in ("bob", "mallory")}
-    log = tmp_path_factory.mktemp("tight") / "serve.log"
-    limits = {
-        "BATON_MCP_SESSIONS": "2",
-        "BATON_MCP_IDLE_SECONDS": "1",
-        "BATON_MAX_VERSIONS": "3",
-        "BATON_MAX_INDEX_TERMS": "40",
-        "BATON_MAX_NAMESPACES": "4",
-        "BATON_MAX_NAMESPACE_BYTES": "100kb",
-        "BATON_RATE_LIMIT": "off",
-    }
-    with running_server(url, log, **limits) as base:
-        yield World(base, url, tokens, memory="", packets={})
-    redis.Redis.from_url(url).flushdb()
+    with limited_world(
+        redis_url,
+        4,
+        tmp_path_factory.mktemp("tight") / "serve.log",
+        BATON_MCP_SESSIONS="2",
+        BATON_MCP_IDLE_SECONDS="1",
+        BATON_MAX_VERSIONS="3",
+        BATON_MAX_INDEX_TERMS="40",
+        BATON_MAX_NAMESPACES="4",
+        BATON_MAX_NAMESPACE_BYTES="100kb",
+    ) as world:
+        yield world
 
 
 def open_mcp(client: httpx.Client) -> httpx.Response:
@@ -562,14 +571,9 @@ def test_quotas_stop_one_agent_from_filling_the_store(tight: World) -> None:
 @pytest.fixture(scope="module")
 def crowded(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     """A secured server where one agent token may create two namespaces."""
-    url = f"{redis_url}?db=5"
-    redis.Redis.from_url(url).flushdb()
-    tokens = {name: issue(url, name) for name in ("bob", "mallory")}
     log = tmp_path_factory.mktemp("crowded") / "serve.log"
-    limits = {"BATON_MAX_NAMESPACES_PER_TOKEN": "2", "BATON_RATE_LIMIT": "off"}
-    with running_server(url, log, **limits) as base:
-        yield World(base, url, tokens, memory="", packets={})
-    redis.Redis.from_url(url).flushdb()
+    with limited_world(redis_url, 5, log, BATON_MAX_NAMESPACES_PER_TOKEN="2") as world:
+        yield world
 
 
 def test_one_token_cannot_take_every_namespace(crowded: World) -> None:
