@@ -445,7 +445,8 @@ class MemoryStore(NamespaceStore):
     async def _superseding(self, old_id: str, new_id: str, agent: str | None) -> tuple[str, Plan]:
         """The plan that marks memory ``old_id`` superseded by ``new_id``: a new version of its
         record (the chain keeps every content) that points at its successor, out of the
-        search index, in the same change as the successor."""
+        search index, in the same change as the successor. A memory another save superseded
+        or forgot meanwhile is left as it is (the successors both stay latest)."""
         doc = f"m:{old_id}"
         await self.index.prepare([doc])
         removal = await self.index.call(doc, None)
@@ -453,6 +454,8 @@ class MemoryStore(NamespaceStore):
         def superseded(record: RecordVersion | None) -> Planned | None:
             if record is None or record.forgotten is not None:
                 return None  # forgotten meanwhile: nothing left to supersede
+            if "superseded_by" in record.value:
+                return None  # superseded meanwhile by another save
             value = {**record.value, "superseded_by": new_id}
             return Planned(memory_ref(old_id), value, agent or ANONYMOUS, ["memory"], removal)
 

@@ -903,3 +903,23 @@ async def test_the_same_memories_loaded_twice_rank_the_same(store: RecordStore) 
     assert rankings[0] == rankings[1]
     deploys = [c for c in contents if c.startswith("deploy")]
     assert rankings[0][0] == deploys[::-1][:10]  # all tied: the latest saved first
+
+
+async def test_two_saves_superseding_one_memory_at_once_both_stay_latest(
+    memories: MemoryStore,
+) -> None:
+    """Two near-duplicates saved at the same moment, each superseding the same memory: the
+    memory is marked once, by the first, and never rewritten for the second; both new
+    memories are latest and found."""
+    old = (await memories.save(BASE)).memory
+    assert old is not None
+    first, second = await asyncio.gather(
+        memories.save(BASE + " per device"), memories.save(BASE + " per user")
+    )
+    assert first.memory is not None and second.memory is not None
+    history = await memories.records.history(f"memory/{old.id}")
+    assert len(history.versions) == 2
+    marked = (await memories.get(old.id)).superseded_by
+    assert marked in (first.memory.id, second.memory.id)
+    latest = {memory.id for memory in await memories.latest()}
+    assert latest == {first.memory.id, second.memory.id}
