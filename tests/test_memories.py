@@ -908,18 +908,27 @@ async def test_the_same_memories_loaded_twice_rank_the_same(store: RecordStore) 
 async def test_two_saves_superseding_one_memory_at_once_both_stay_latest(
     memories: MemoryStore,
 ) -> None:
-    """Two near-duplicates saved at the same moment, each superseding the same memory: the
-    memory is marked once, by the first, and never rewritten for the second; both new
-    memories are latest and found."""
+    """Two near-duplicates each decided to supersede the same memory before either was
+    written (here the second's decision is the same as the first's, taken before the first
+    landed): the memory is marked once, by the first, and never rewritten for the second;
+    both new memories are latest."""
     old = (await memories.save(BASE)).memory
     assert old is not None
-    first, second = await asyncio.gather(
-        memories.save(BASE + " per device"), memories.save(BASE + " per user")
-    )
-    assert first.memory is not None and second.memory is not None
+    first = (await memories.save(BASE + " per device")).memory
+    assert first is not None and first.supersedes == [old.id]
+    fields = {
+        "content": BASE + " per user",
+        "type": "fact",
+        "title": BASE,
+        "concepts": [],
+        "files": [],
+        "project": None,
+        "agent_id": None,
+        "source_observation_ids": [],
+    }
+    second = (await memories._save(fields, None, old, None)).memory
+    assert second is not None
     history = await memories.records.history(f"memory/{old.id}")
     assert len(history.versions) == 2
-    marked = (await memories.get(old.id)).superseded_by
-    assert marked in (first.memory.id, second.memory.id)
-    latest = {memory.id for memory in await memories.latest()}
-    assert latest == {first.memory.id, second.memory.id}
+    assert (await memories.get(old.id)).superseded_by == first.id
+    assert {memory.id for memory in await memories.latest()} == {first.id, second.id}
