@@ -44,6 +44,7 @@ from baton.server.sessions import SessionStore
 from baton.server.settings import HandoffPolicy, Limits, Settings
 from baton.server.signing import InstallationKey
 from baton.server.store_base import Topology
+from baton.server.token_bytes import TokenQuota
 from baton.server.topology import topology_of
 from baton.server.validation import check_namespace
 from baton.server.vectors import Vectors, vectors_for
@@ -70,6 +71,7 @@ class Backend:
     search_turns: SearchTurns = field(init=False)  # every namespace's searches take turns
     vectors: Vectors | None = None  # the process's vector search (BATON_VECTORS)
     analyzer: Analyzer = field(init=False)  # every namespace's texts, analysed for search
+    token_quota: TokenQuota = field(init=False)  # BATON_MAX_TOKEN_BYTES, across namespaces
     # seals the audit log; by default this environment's (BATON_SIGNING_KEY, the data dir)
     key: InstallationKey = field(default_factory=lambda: InstallationKey(Settings.from_env()))
     # where write operations wait for Redis's append-only file (None: they need not)
@@ -80,6 +82,7 @@ class Backend:
         self.analyzer = Analyzer(self.vectors)
         self.scripts = Scripts(self.redis)
         self.topology = topology_of(self.redis)
+        self.token_quota = TokenQuota(self.redis, self.limits.max_token_bytes)
 
     def namespace(self, name: str) -> Namespace:
         """The view of namespace ``name`` (checked; kept for reuse)."""
@@ -111,6 +114,7 @@ class Namespace:
         self.dispatcher = backend.dispatcher
         self.policy = backend.policy
         self.topology = backend.topology
+        self.token_quota = backend.token_quota
         self.keys = Keys(self.name)
         self.search = SearchIndex(
             self.redis,
@@ -168,6 +172,14 @@ class Namespace:
                     self.keys.search_stats, mapping={COUNTED: 1, LEXICAL: LEXICAL_VERSION}
                 )
         self.backend.admitted.add(self.name)
+
+    async def check_room(self) -> None:
+        """``QuotaReached`` when a write here would pass a quota, as last read: the
+        namespace's (its search index, its stored values) or, for a request made with an
+        agent token, that token's stored values. Checked before a write, so a refused write
+        writes nothing."""
+        await self.search.check_room()
+        await self.backend.token_quota.check(token_of_acting())
 
     @cached_property
     def audit(self) -> AuditLog:

@@ -37,6 +37,7 @@ class VersionWrite:
     index: IndexCall | None
     keys: list[str]
     args: list[EncodableT]
+    token: str | None = None  # the agent token it is written with (baton.server.token_bytes)
     now_us: int = field(default_factory=now_us)
 
     @property

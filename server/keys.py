@@ -212,6 +212,9 @@ def token_namespaces_key(token_id: str) -> str:
     return f"{PREFIX}:token-namespaces:{{{NAMESPACES}}}:{token_id}"
 
 
+# Each agent token's stored value bytes (field: the token id; BATON_MAX_TOKEN_BYTES).
+TOKEN_BYTES = f"{PREFIX}:token-bytes"
+
 # One hash tag for every token key: adding and revoking stay single-slot transactions.
 TOKENS = f"{PREFIX}:{{tokens}}:index"
 RATE_LIMIT_NAMESPACE = f"{PREFIX}:ratelimit"

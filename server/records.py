@@ -30,6 +30,7 @@ from baton.server.errors import (
     VersionConflict,
     describe,
 )
+from baton.server.identity import token_of_acting
 from baton.server.integrity import (
     GENESIS_HASH,
     VERSION_FIELDS,
@@ -53,6 +54,7 @@ from baton.server.models import (
 )
 from baton.server.search import IndexCall, text_of
 from baton.server.store_base import NamespaceParts, NamespaceStore
+from baton.server.token_bytes import refunds
 from baton.server.validation import (
     ANONYMOUS,
     check_agent,
@@ -144,7 +146,7 @@ class RecordStore(NamespaceStore):
         that supersedes, a consolidation) checks them all, then writes them as one change
         (:meth:`write_all`)."""
         await self.ns.admit()
-        await self.search.check_room()
+        await self.ns.check_room()
         pipe = self.redis.pipeline(transaction=False)
         for ref in refs:
             pipe.hget(self.keys.head(ref), "version")
@@ -201,7 +203,7 @@ class RecordStore(NamespaceStore):
                 )
         current, prev_hash = guess
         await self.ns.admit()
-        await self.search.check_room()
+        await self.ns.check_room()
         document = fact_document(ref, value, tag_list)
         # The document's old terms come from what this process last indexed; the script names
         # any it was not given, and the write is sent again with them.
@@ -224,6 +226,7 @@ class RecordStore(NamespaceStore):
             written = await self.ns.topology.write_versions(self.ns, [write], [])
             if written.versions:
                 current = written.versions[0]
+                self.ns.token_quota.spent(write.token, write.value_bytes)
                 if written.failure is not None:
                     log.warning("a write's follow-ups failed", ref=ref, error=written.failure)
                 break
@@ -298,7 +301,14 @@ class RecordStore(NamespaceStore):
             codec.pack(planned.tags),
         ]
         return VersionWrite(
-            ref, planned.agent, planned.session, planned.tags, planned.index, keys, args
+            ref,
+            planned.agent,
+            planned.session,
+            planned.tags,
+            planned.index,
+            keys,
+            args,
+            token=token_of_acting(),
         )
 
     async def write_all(
@@ -345,6 +355,7 @@ class RecordStore(NamespaceStore):
             written = await self.ns.topology.write_versions(self.ns, writes, then)
             for write, version in zip(writes, written.versions, strict=False):
                 self.heads.note(write.ref, version, write.hash)
+                self.ns.token_quota.spent(write.token, write.value_bytes)
                 done.append(
                     Remembered(
                         ref=write.ref,
@@ -576,25 +587,34 @@ class RecordStore(NamespaceStore):
                 message = f"no record {ref}" if head[0] is None else f"{ref} was forgotten"
                 raise NotFound(message, ref=ref)
             current = int(head[0])
+            versions = [self.keys.version(ref, number) for number in range(1, current + 1)]
             batch = self.ns.batch()
-            for number in range(1, current + 1):
-                batch.pipe.hget(self.keys.version(ref, number), "hash")
-            hashes = [raw.decode() for raw in await batch.execute()]
+            for version_key in versions:
+                batch.pipe.hmget(version_key, "hash", "token")
+                batch.pipe.hstrlen(version_key, "value")
+            read = await batch.execute()
+            hashes = [fields[0].decode() for fields in read[::2]]
+            written_with = [  # each version's token and value bytes, given back to it
+                (codec.text(fields[1]), size)
+                for fields, size in zip(read[::2], read[1::2], strict=True)
+            ]
             tombstone = {"at": utc_now(), "by": agent, "reason": reason}
             marks = [digest(tombstone_body(original, tombstone)) for original in hashes]
-            versions = [self.keys.version(ref, number) for number in range(1, current + 1)]
+            given_back = refunds(written_with)
             reply = await self.ns.topology.forget_versions(
                 self.ns,
                 [self.keys.head(ref), *versions],
                 [current, tombstone["at"], agent, reason, codec.pack(None), *marks],
                 removal,
-                then,
+                [*then, *given_back],
             )
             if reply[0] == 2:  # the search document's terms it was not given
                 removal = self.search.with_missing(removal, reply[1:])
             elif reply[0] == 1:
                 self.heads.drop(ref)
-                return list(reply[2])
+                for token, size in written_with:
+                    self.ns.token_quota.spent(token, -size)
+                return list(reply[2])[: len(then)]
         raise StoreUnavailable(f"{ref}: too many concurrent writers, try again", ref=ref)
 
     # -- reading ------------------------------------------------------------------------------

@@ -66,6 +66,7 @@ class Limits:
     max_namespaces: int = 1_000  # namespaces on one server
     max_namespaces_per_token: int = 20  # namespaces one agent token may create
     max_namespace_bytes: int = 2 * 2**30  # bytes of record values one namespace stores
+    max_token_bytes: int | None = None  # of values one agent token stores (None: derived)
     search_share: float = 0.4  # of a process's time its searches may take (SearchIndex)
 
     def check_page(self, limit: int) -> int:
@@ -193,6 +194,7 @@ class Settings:
                 ),
                 max_namespace_bytes=_bytes(env, "BATON_MAX_NAMESPACE_BYTES")
                 or Limits.max_namespace_bytes,
+                max_token_bytes=_bytes(env, "BATON_MAX_TOKEN_BYTES"),
                 search_share=_number(
                     env, "BATON_SEARCH_SHARE", Limits.search_share, float, highest=1.0
                 ),

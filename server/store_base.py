@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from baton.server.scripts import Scripts
     from baton.server.search import IndexCall, SearchIndex
     from baton.server.settings import HandoffPolicy, Limits
+    from baton.server.token_bytes import TokenQuota
 
 
 class Topology(Protocol):
@@ -105,8 +106,15 @@ class NamespaceParts(Protocol):
 
     def batch(self, *, transaction: bool = False) -> Batch: ...
 
+    @property
+    def token_quota(self) -> TokenQuota: ...
+
     async def admit(self) -> None:
         """Register the namespace before its first write (its quota)."""
+
+    async def check_room(self) -> None:
+        """``QuotaReached`` when a write here would pass a quota (the namespace's, the
+        acting token's)."""
 
     async def durable(self) -> None:
         """Return once what was written so far is in Redis's append-only file, where Redis

@@ -22,7 +22,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError
 from redis.typing import EncodableT
 
-from baton.server import codec
+from baton.server import codec, token_bytes
 from baton.server.activity import event_args
 from baton.server.batch import Batch, PipelineBatch, StagedBatch
 from baton.server.changes import (
@@ -59,11 +59,12 @@ class OneRedis:
     ) -> Written:
         """``remember.lua``: for each write the listing entries, the version and what follows
         it (session touch, event, search document), then ``then``, in one call: all of it,
-        or on a refusal nothing."""
+        or on a refusal nothing. Each write is counted against its token
+        (:func:`token_bytes.charges`) as the last of ``then``."""
         laid_out = [self._write_layout(ns, write) for write in writes]
         keys = [key for write_keys, _ in laid_out for key in write_keys]
         args = [arg for _, write_args in laid_out for arg in write_args]
-        for command in then:
+        for command in [*then, *token_bytes.charges(writes)]:
             keys.append(command.key)
             args += [1 + len(command.args), command.name, *command.args]
         counts = [len(part) for part, _ in laid_out] + [len(part) for _, part in laid_out]
@@ -235,6 +236,8 @@ class Cluster:
         first that failed."""
         batch = self.batch(ns.redis)
         batch.pipe.hincrby(ns.keys.search_stats, "bytes", write.value_bytes)
+        for command in token_bytes.charges([write]):
+            batch.pipe.execute_command(command.name, command.key, *command.args)
         if write.session is not None:
             ns.activity.queue_touch(batch, write.session, write.agent, {write.ref: version})
         text = f"{write.agent} wrote {write.ref}"

@@ -12,6 +12,7 @@ passes identity, so the refusals are about identity and not a broken example.
 from __future__ import annotations
 
 import re
+import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,9 +26,10 @@ import redis
 from litestar.routes import ASGIRoute, HTTPRoute
 
 from baton.server.api.app import create_app
+from baton.server.embedded import valkey_binary
 from baton.server.mcp_server import initialize_request, tool_list
 from baton.server.settings import Settings
-from tests.conftest import issue, running_server, written_keys
+from tests.conftest import free_port, issue, running_server, wait_for_redis, written_keys
 
 ALWAYS_OPEN = ("/healthz", "/readyz", "/agentmemory/livez", "/login", "/static", "/schema")
 UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
@@ -613,3 +615,45 @@ def test_one_token_cannot_take_every_namespace(crowded: World) -> None:
             "/v1/records", json={"ref": "a/c", "value": token}
         )
         assert written.status_code == 201, written.text
+
+
+def test_one_token_cannot_fill_redis_for_everyone(tmp_path: Path) -> None:
+    """On a Redis holding at most 24 MB and no BATON_MAX_TOKEN_BYTES set, an agent token
+    writing 300 KB values is refused (413 naming BATON_MAX_TOKEN_BYTES) once its values
+    hold a tenth of that, never by a full Redis (503); another agent's token then writes as
+    much in its own namespace."""
+    port = free_port()
+    store = subprocess.Popen(
+        [valkey_binary(), "--port", str(port), "--save", "", "--maxmemory", "24mb"],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        url = f"redis://127.0.0.1:{port}"
+        wait_for_redis(redis.Redis.from_url(url))
+        tokens = {name: issue(url, name) for name in ("mallory", "bob")}
+        with running_server(url, tmp_path / "serve.log", BATON_RATE_LIMIT="off") as base:
+
+            def fill(agent: str, namespace: str, most: int) -> list[httpx.Response]:
+                headers = {
+                    "Authorization": f"Bearer {tokens[agent]}",
+                    "X-Baton-Namespace": namespace,
+                }
+                answers = []
+                with httpx.Client(base_url=base, headers=headers, timeout=30) as client:
+                    for n in range(most):  # 200 x 300 KB: more than Redis holds
+                        body = {"ref": f"big/{n}", "value": "x" * 300_000}
+                        answers.append(client.post("/v1/records", json=body))
+                        if answers[-1].status_code != 201:
+                            break
+                return answers
+
+            mallory = fill("mallory", "shared", 200)
+            assert refused_by_quota(mallory[-1], "BATON_MAX_TOKEN_BYTES"), mallory[-1].text
+            written = len(mallory) - 1
+            assert all(answer.status_code == 201 for answer in mallory[:-1])
+            assert 24 * 2**20 // 10 <= written * 300_000 < 24 * 2**20 // 10 + 300_000
+            bob = fill("bob", "bobs", written)
+            assert [answer.status_code for answer in bob] == [201] * written
+    finally:
+        store.kill()
+        store.wait(10)

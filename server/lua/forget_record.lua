@@ -13,12 +13,14 @@
 --   KEYS)
 -- Replaces every version's value by a tombstone; hashes and links stay, so the chain still
 -- verifies. Returns {1, the value bytes freed, {each command's reply}}; or, writing
--- nothing, {0} when the record moved on (the caller retries), {2, term, ...} when the
--- removal did not name every posting of the document (the caller gives them, retries).
+-- nothing, {0} when the record moved on or was forgotten meanwhile (the caller reads it
+-- again), {2, term, ...} when the removal did not name every posting of the document (the
+-- caller gives them, retries).
 -- Runs after index.lua (the loader puts it in front).
 
 local n = tonumber(ARGV[1])
-if tonumber(redis.call('HGET', KEYS[1], 'version') or '0') ~= n then
+local head = redis.call('HMGET', KEYS[1], 'version', 'forgotten_at')
+if tonumber(head[1] or '0') ~= n or head[2] then
   return {0}
 end
 local whole = #KEYS > n + 1  -- one Redis: the whole change
