@@ -11,10 +11,8 @@ its own, and checks the end state like ``baton demo``.
 from __future__ import annotations
 
 import dataclasses
-import secrets
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 from amfs import AgentMemory
@@ -23,6 +21,7 @@ from amfs_core.models import OutcomeType
 from baton.agents import BatonClient
 from baton.agents.amfs import BatonAdapter, in_process
 from baton.demo import board
+from baton.demo import namespace as demo_namespace
 from baton.demo.transcript import bullet, section
 from baton.server.connection import embedded_server
 from baton.server.settings import Settings
@@ -173,12 +172,12 @@ def check(url: str, namespace: str, warned: list[str]) -> list[tuple[bool, str]]
 
 def run() -> int:
     """Run the story in this process; 0 when every check passes."""
-    namespace = f"demo-amfs-{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+    namespace = demo_namespace.fresh("demo-amfs")
     started = time.monotonic()
     settings = Settings.from_env()
     embedded = None if settings.redis_url else embedded_server(settings)
     started_redis = embedded is not None and not embedded.ping()
-    redis_url = embedded.ensure_running() if embedded else settings.redis_url
+    redis_url = embedded.ensure_running() if embedded else str(settings.redis_url)
     # A 404 is how AMFS learns a key is new: the access log would print one per first write.
     quiet = dataclasses.replace(settings, redis_url=redis_url, access_log="off")
     try:
@@ -186,6 +185,7 @@ def run() -> int:
             print(f"Baton demo through AMFS: two AgentMemory agents, one Baton ({namespace})")
             scout_crawls(url, namespace)
             results = check(url, namespace, executor_acts(url, namespace))
+        demo_namespace.leave(redis_url, namespace, passed=all(ok for ok, _ in results))
     finally:
         if started_redis and embedded is not None:
             embedded.stop()

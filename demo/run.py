@@ -3,14 +3,14 @@
 It starts (or reuses) the embedded Redis, starts the API server, runs the scout, then the
 executor as an RQ agent worker, then the scout again to receive what came back; streams
 their transcript; checks the end state; and stops everything it started (the API server
-stays up with ``--keep``). Each run uses a fresh namespace, so re-running needs no reset.
+stays up with ``--keep``). Each run uses a fresh namespace, deleted once the run passed
+unless ``--keep``, so re-running needs no reset and leaves nothing behind.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import secrets
 import signal
 import socket
 import subprocess
@@ -27,6 +27,7 @@ import httpx
 from baton.agents import BatonClient
 from baton.agents.client import BatonAPIError
 from baton.demo import board, scout
+from baton.demo import namespace as demo_namespace
 from baton.demo.transcript import COLOUR_ENV, WIDTH, bullet, colour_enabled, plain, section
 from baton.server.connection import embedded_server
 from baton.server.settings import Settings
@@ -167,7 +168,7 @@ def check_end_state(url: str, namespace: str, transcript: list[str]) -> list[tup
 
 def run(keep: bool, transcript_path: Path | None) -> int:
     settings = Settings.from_env()
-    namespace = f"demo-{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+    namespace = demo_namespace.fresh("demo")
     started_redis = False
     if settings.redis_url:
         redis_url = settings.redis_url
@@ -227,6 +228,8 @@ def run(keep: bool, transcript_path: Path | None) -> int:
     finally:
         kept = [api] if keep and api is not None and api.poll() is None else []
         demo.stop(keep=kept)
+        if not kept:
+            demo_namespace.leave(redis_url, namespace, passed=code == 0)
         if kept:
             pid = kept[0].pid
             print(

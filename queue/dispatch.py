@@ -293,6 +293,30 @@ class RQDispatcher:
         found = Job.fetch_many(identifiers, connection=self.connection, serializer=JOB_SERIALIZER)
         return [index for index, job in enumerate(found) if job is None]
 
+    async def forget_queues(self, namespace: str, agents: Sequence[str]) -> int:
+        return await asyncio.to_thread(partial(self._forget_queues, namespace, agents))
+
+    def _forget_queues(self, namespace: str, agents: Sequence[str]) -> int:
+        """Each queue emptied and deleted (RQ's ``Queue.delete``), and the jobs its
+        registries keep (finished, failed, deferred, scheduled, canceled) deleted with them;
+        a job a worker runs right now finishes, finding no packet."""
+        jobs = 0
+        for agent in agents:
+            queue = self.queue(namespace, agent)
+            jobs += queue.count
+            for registry in (
+                queue.finished_job_registry,
+                queue.failed_job_registry,
+                queue.deferred_job_registry,
+                queue.scheduled_job_registry,
+                queue.canceled_job_registry,
+            ):
+                for identifier in registry.get_job_ids():
+                    registry.remove(identifier, delete_job=True)
+                    jobs += 1
+            queue.delete(delete_jobs=True)
+        return jobs
+
     async def aclose(self) -> None:
         self.connection.close()
         if not self.shares_data_redis:

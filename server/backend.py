@@ -7,6 +7,7 @@ the tests all build their backend with it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -53,6 +54,8 @@ from baton.server.verify import Verifier
 # Namespace views are kept for reuse; past this many the cache starts over.
 NAMESPACES_CACHED = 256
 NEWLY_ADMITTED = 2  # admit_namespace.lua's answer for a namespace it added just now
+# A process registers a namespace again after this long (it may have been forgotten since).
+ADMITTED_SECONDS = 60.0
 
 
 @dataclass(eq=False)
@@ -66,8 +69,8 @@ class Backend:
     scripts: Scripts = field(init=False)
     topology: Topology = field(init=False)
     namespaces: dict[str, Namespace] = field(init=False, default_factory=dict)
-    # namespaces registered by this process (Namespace.admit)
-    admitted: set[str] = field(init=False, default_factory=set)
+    # namespaces registered by this process (Namespace.admit), and when (time.monotonic)
+    admitted: dict[str, float] = field(init=False, default_factory=dict)
     search_turns: SearchTurns = field(init=False)  # every namespace's searches take turns
     vectors: Vectors | None = None  # the process's vector search (BATON_VECTORS)
     analyzer: Analyzer = field(init=False)  # every namespace's texts, analysed for search
@@ -140,10 +143,14 @@ class Namespace:
         """Register this namespace before its first write, or ``QuotaReached`` when it is
         new and the server already holds ``max_namespaces`` (each costs the sweeps a visit),
         or the agent token the request acts with created ``max_namespaces_per_token``;
-        a namespace admitted once is known to this process from then on. A namespace new and
+        a namespace admitted is known to this process for a minute (``baton forget-namespace``
+        may delete it, another process's doing; a write then registers it anew). A namespace new and
         empty has its quota counts marked exact (every write counts from its first) and its
         search index as built by today's lexical rules, so neither needs a rebuild."""
-        if self.name in self.backend.admitted:
+        if (
+            time.monotonic() - self.backend.admitted.get(self.name, -ADMITTED_SECONDS)
+            < ADMITTED_SECONDS
+        ):
             return
         limit, per_token = self.limits.max_namespaces, self.limits.max_namespaces_per_token
         keys: list[str] = [NAMESPACES]
@@ -171,7 +178,7 @@ class Namespace:
                 await self.redis.hset(
                     self.keys.search_stats, mapping={COUNTED: 1, LEXICAL: LEXICAL_VERSION}
                 )
-        self.backend.admitted.add(self.name)
+        self.backend.admitted[self.name] = time.monotonic()
 
     async def check_room(self) -> None:
         """``QuotaReached`` when a write here would pass a quota, as last read: the

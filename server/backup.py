@@ -30,11 +30,13 @@ from redis.asyncio.client import Pipeline
 from redis.typing import EncodableT, FieldT
 
 from baton.server import codec
+from baton.server.changes import Command
 from baton.server.documents import observed_document, record_document
 from baton.server.errors import BatonError, InvalidInput
 from baton.server.integrity import OUTCOME_FIELDS, VERSION_FIELDS, ChainChecker
 from baton.server.keys import NAMESPACES
 from baton.server.models import PACKET_STATES, Observation
+from baton.server.namespace_removal import clear_namespace, namespace_keys, token_refunds
 from baton.server.records import BATCH, UNINDEXED_SCOPE
 from baton.server.search import IndexCall
 from baton.server.validation import PACKET_ID_PATTERN, check_agent, check_ref
@@ -405,15 +407,6 @@ async def namespace_is_empty(ns: Namespace) -> bool:
     return not any(await pipe.execute())
 
 
-async def clear_namespace(ns: Namespace) -> int:
-    """Delete every key of the namespace (``baton import --replace``); how many."""
-    deleted = 0
-    pattern = ns.keys.everything
-    async for key in ns.redis.scan_iter(match=pattern, count=1000):
-        deleted += await ns.redis.delete(key)
-    return deleted
-
-
 async def import_dump(
     ns: Namespace,
     lines: list[dict[str, Any]],
@@ -435,8 +428,10 @@ async def import_dump(
     await ns.admit()  # a new namespace counts against BATON_MAX_NAMESPACES like any other
     single = atomic and ns.topology.transactions
     stale: list[bytes] = []
+    given_back: list[Command] = []  # what the stale keys' versions counted against tokens
     if replace and single:  # deleted inside the import's own transaction
-        stale = [key async for key in redis.scan_iter(match=ns.keys.everything, count=1000)]
+        stale = await namespace_keys(ns)
+        given_back = await token_refunds(ns, stale)
     elif replace:
         await clear_namespace(ns)
     held = await _held(ns, lines) if merge else Held()
@@ -452,7 +447,9 @@ async def import_dump(
         queued = IndexingBatch(ns, transaction=single)
         for first in range(0, len(stale), 1000):
             queued.pipe.delete(*stale[first : first + 1000])
-        stale = []
+        for command in given_back:
+            queued.pipe.execute_command(command.name, command.key, *command.args)
+        stale, given_back = [], []
         for line in lines[start : start + batch]:
             if line["type"] == "record":
                 if line["ref"] in held.versions:

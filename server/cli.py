@@ -283,6 +283,21 @@ async def _stale_indexes(settings: Settings) -> list[str]:
         return await stale_indexes(backend)
 
 
+def cmd_forget_namespace(args: argparse.Namespace) -> int:
+    from baton.server.namespace_removal import forget_namespace
+
+    name = check_namespace(args.name, field="name")
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise SystemExit(f"baton: pass --yes to delete namespace {name} without a prompt")
+        answer = input(f"Delete namespace {name} and everything in it? Type its name: ")
+        if answer.strip() != name:
+            raise SystemExit("baton: nothing was deleted")
+    removed = asyncio.run(_in_namespace(name, forget_namespace))
+    print(f"baton: forgot namespace {name}: {removed.keys} keys, {removed.jobs} queued jobs")
+    return 0
+
+
 def cmd_reindex(args: argparse.Namespace) -> int:
     from baton.server.reindex import all_namespaces, reindex, stale_indexes
 
@@ -616,6 +631,10 @@ GUIDE: dict[str, tuple[list[str], str]] = {
         f"{STORE_ENV}, BATON_SIGNING_KEY",
     ),
     "reindex": (["baton reindex", "baton reindex --namespace team-a"], STORE_ENV),
+    "forget-namespace": (
+        ["baton forget-namespace demo-20261207-101500-ab12", "baton forget-namespace old --yes"],
+        STORE_ENV,
+    ),
 }
 OVERVIEW = """\
 start here:
@@ -851,6 +870,15 @@ def build_parser() -> argparse.ArgumentParser:
     rebuild.add_argument("--namespace", default=None, help="only this namespace (rebuilt always)")
     rebuild.add_argument("--force", action="store_true", help="rebuild every index, current or not")
     rebuild.set_defaults(handler=cmd_reindex)
+
+    drop = commands.add_parser(
+        "forget-namespace",
+        help="delete a namespace and everything in it (its slot of the namespace quotas "
+        "is free again)",
+    )
+    drop.add_argument("name", help="the namespace to delete")
+    drop.add_argument("--yes", action="store_true", help="do not ask: delete it (for scripts)")
+    drop.set_defaults(handler=cmd_forget_namespace)
     _guided(commands)
     return parser
 

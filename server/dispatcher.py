@@ -37,6 +37,10 @@ class Dispatcher(Protocol):
         """Indexes of the (packet id, seq) pairs that have no job."""
         ...
 
+    async def forget_queues(self, namespace: str, agents: Sequence[str]) -> int:
+        """Delete the queues of ``agents`` in ``namespace`` and their jobs; how many jobs."""
+        ...
+
     async def aclose(self) -> None:
         """Close the dispatcher's own connections."""
         ...

@@ -8,6 +8,8 @@ script stays atomic on a cluster too.
 
 from __future__ import annotations
 
+import re
+
 PREFIX = "baton"
 DEFAULT_NAMESPACE = "default"
 
@@ -203,6 +205,12 @@ class Keys:
         return f"{self.checkpoint_base}:lock"
 
 
+def is_version(keys: Keys, key: bytes) -> bool:
+    """Whether ``key`` (as SCAN names it) is a version hash of ``keys``'s namespace."""
+    base = re.escape(keys.base.encode())
+    return re.fullmatch(base + rb":rec:\{.*\}:v:\d+", key, re.DOTALL) is not None
+
+
 NAMESPACES = f"{PREFIX}:namespaces"
 
 
@@ -228,6 +236,11 @@ def token_key(sha: str) -> str:
 
 def login_key(sha: str) -> str:
     return f"{PREFIX}:{{tokens}}:login:{sha}"
+
+
+# Names no namespace may take: its keys (``baton:<name>:…``) would mix with these global
+# ones, and forgetting it would delete them.
+RESERVED_NAMESPACES = frozenset({"token-namespaces", "ratelimit", "mcp-sessions", "auth-failures"})
 
 
 def mcp_sessions_key(owner: str) -> str:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from baton.server.errors import InvalidInput
+from baton.server.keys import RESERVED_NAMESPACES
 
 # A ref segment: letters, digits and . _ - : @ +, never "." or ".." alone.
 SEGMENT_PATTERN = re.compile(r"[A-Za-z0-9._:@+-]+")
@@ -74,6 +75,8 @@ def check_agent(agent: object, field: str = "agent") -> str:
 def check_namespace(namespace: object, field: str = "namespace") -> str:
     if not isinstance(namespace, str) or not NAMESPACE_PATTERN.fullmatch(namespace):
         raise InvalidInput(field, "a namespace is 1-64 lower-case letters, digits, '_' or '-'")
+    if namespace in RESERVED_NAMESPACES:
+        raise InvalidInput(field, f"{namespace} is a name Baton keeps for its own keys")
     return namespace
 
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import redis
 import yaml
 
 from baton.demo.scout import build_parser as scout_parser
@@ -79,9 +80,11 @@ def test_demo_tells_the_story_checks_it_and_cleans_up(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_demo_reuses_a_running_server_and_runs_again(tmp_path: Path) -> None:
     """With the embedded server already up, the demo uses it, can run twice (a fresh
-    namespace each time), and leaves the server it did not start running."""
+    namespace each time), leaves the server it did not start running, and leaves nothing
+    of its runs in it: no key, queue or job of their namespaces, which no longer count
+    among the server's."""
     server = EmbeddedServer(tmp_path / "data")
-    server.ensure_running()
+    store = redis.Redis.from_url(server.ensure_running())
     try:
         first, second = run_demo(tmp_path / "data"), run_demo(tmp_path / "data")
         assert first.returncode == 0, first.stdout + first.stderr
@@ -92,6 +95,9 @@ def test_demo_reuses_a_running_server_and_runs_again(tmp_path: Path) -> None:
         }
         assert len(namespaces) == 2
         assert server.ping()
+        for namespace in namespaces:
+            assert list(store.scan_iter(f"*{namespace}*")) == []
+        assert store.smembers("baton:namespaces") == set()
     finally:
         server.stop()
 

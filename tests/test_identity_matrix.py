@@ -29,7 +29,14 @@ from baton.server.api.app import create_app
 from baton.server.embedded import valkey_binary
 from baton.server.mcp_server import initialize_request, tool_list
 from baton.server.settings import Settings
-from tests.conftest import free_port, issue, running_server, wait_for_redis, written_keys
+from tests.conftest import (
+    free_port,
+    issue,
+    run_baton,
+    running_server,
+    wait_for_redis,
+    written_keys,
+)
 
 ALWAYS_OPEN = ("/healthz", "/readyz", "/agentmemory/livez", "/login", "/static", "/schema")
 UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
@@ -657,3 +664,37 @@ def test_one_token_cannot_fill_redis_for_everyone(tmp_path: Path) -> None:
     finally:
         store.kill()
         store.wait(10)
+
+
+def test_a_forgotten_namespace_gives_its_slots_back(crowded: World) -> None:
+    """``baton forget-namespace`` deletes a namespace's records and gives back what it
+    counted: its creator token may create another, and the bytes its versions held no
+    longer count against that token. Without ``--yes`` and no terminal to ask on, it
+    deletes nothing; a name Baton keeps for its own keys is refused."""
+    carol = issue(crowded.redis_url, "carol")
+
+    def write(namespace: str, value: object = 1) -> httpx.Response:
+        client = crowded.client(carol, ("X-Baton-Namespace", namespace))
+        return client.post("/v1/records", json={"ref": "a/b", "value": value})
+
+    data = redis.Redis.from_url(crowded.redis_url)
+    assert write("f1", "x" * 900).status_code == 201
+    assert write("f2").status_code == 201
+    assert refused_by_quota(write("f3"), "BATON_MAX_NAMESPACES_PER_TOKEN")
+    held = data.hstrlen("baton:f1:rec:{a/b}:v:1", "value")
+    stored = sum(int(value) for value in data.hvals("baton:token-bytes"))
+
+    env = {"BATON_REDIS_URL": crowded.redis_url}
+    unasked = run_baton("forget-namespace", "f1", env=env)
+    assert unasked.returncode != 0 and "--yes" in unasked.stderr
+    assert data.exists("baton:f1:rec:{a/b}:head")
+    reserved = run_baton("forget-namespace", "ratelimit", "--yes", env=env)
+    assert reserved.returncode == 2 and "keeps for its own keys" in reserved.stderr
+
+    forgotten = run_baton("forget-namespace", "f1", "--yes", env=env)
+    assert forgotten.returncode == 0, forgotten.stderr
+    assert "forgot namespace f1" in forgotten.stdout
+    assert list(data.scan_iter("baton:f1:*")) == []
+    assert b"f1" not in data.smembers("baton:namespaces")
+    assert sum(int(value) for value in data.hvals("baton:token-bytes")) == stored - held > 0
+    assert write("f3").status_code == 201

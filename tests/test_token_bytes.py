@@ -1,6 +1,7 @@
 """The value bytes each agent token stores (BATON_MAX_TOKEN_BYTES), on one Redis and a
 cluster: counted by every write made with it, in every namespace, given back by a forget
-to the token that wrote each version, refused at the quota before anything is written."""
+(of a record or a whole namespace) to the token that wrote each version, refused at the
+quota before anything is written."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ import pytest
 import redis
 
 from baton.server.backend import Backend, open_backend
+from baton.server.backup import import_dump
 from baton.server.errors import NotFound, QuotaReached
 from baton.server.identity import REQUEST_CALLER, Caller, Credential
 from baton.server.keys import TOKEN_BYTES, Keys
+from baton.server.namespace_removal import forget_namespace
 from baton.server.settings import Limits, Settings
 
 pytestmark = pytest.mark.anyio
@@ -106,3 +109,21 @@ async def test_a_token_at_its_quota_is_refused_until_it_forgets(
         with acting_with("t-mallory"):
             await default.memories.forget(caller=REQUEST_CALLER.get(), memory_id=saved.memory.id)
             await default.records.remember("plan/c", "small", agent="mallory")
+
+
+@pytest.mark.usefixtures("acting")
+async def test_deleting_a_namespace_gives_its_bytes_back(
+    backend: Backend, data_redis: redis.Redis
+) -> None:
+    """``import --replace`` (its own transaction on one Redis) and ``forget-namespace``
+    delete a namespace's versions and take their bytes off the tokens that wrote them;
+    what the token stored elsewhere still counts."""
+    kept, replaced, dropped = (backend.namespace(name) for name in ("kept", "replaced", "dropped"))
+    for namespace in (kept, replaced, dropped):
+        await namespace.records.remember("plan/a", "x" * 4000, agent="mallory")
+    elsewhere = value_bytes(data_redis, "kept", "plan/a", 1)
+    assert stored_by(data_redis, "t-mallory") == 3 * elsewhere
+    await import_dump(replaced, [], atomic=True, replace=True)
+    assert stored_by(data_redis, "t-mallory") == 2 * elsewhere
+    await forget_namespace(dropped)
+    assert stored_by(data_redis, "t-mallory") == elsewhere
