@@ -2,7 +2,8 @@
 
 It checks what an agent's use of Baton depends on, in order: the store (``BATON_REDIS_URL``,
 or the embedded server of the data dir), the API the hooks and HTTP clients reach
-(``BATON_URL``) and the token they send (``BATON_TOKEN``), then each agent host's files
+(``BATON_URL``) and the token they send (``BATON_TOKEN``), the hook events waiting in the
+data dir's spools for a Baton to take them, then each agent host's files
 (``baton setup``): that the MCP server and hook commands they name exist. Each finding is
 ``ok``, ``warn`` (works, but maybe not as meant) or ``FAIL`` (and what to do).
 """
@@ -22,6 +23,7 @@ import httpx
 import redis
 
 from baton.agents.host_setup import HOSTS, Host, command_words, mcp_config
+from baton.agents.spool import waiting
 from baton.server.connection import sync_redis
 from baton.server.embedded import EmbeddedServer
 from baton.server.endpoint import base_url_of, token_of
@@ -47,6 +49,7 @@ def examine(
     yield Finding("ok", f"baton {version('baton-server')}")
     yield from _store(settings)
     yield from _api(environ)
+    yield from _spools(settings)
     for host in HOSTS:
         yield from _host(host, home, project)
 
@@ -120,6 +123,34 @@ def _api(environ: Mapping[str, str]) -> Iterator[Finding]:
         yield Finding("FAIL", f"{url} requires a token: set BATON_TOKEN (`baton token add`)")
     else:
         yield Finding("FAIL", f"{url} answered /v1/whoami with {whoami.status_code}")
+
+
+def _spools(settings: Settings) -> Iterator[Finding]:
+    """Hook events kept in the data dir's spools (``baton.agents.spool``): each waits for
+    the Baton it was recorded for, and the command that delivers it now."""
+    for spool in waiting(str(settings.data_dir)):
+        where = f"in {spool.folder}"
+        if spool.events and spool.url is None:
+            yield Finding(
+                "warn",
+                f"{spool.events} hook events wait {where} for a Baton this spool does not "
+                "name: `BATON_URL=<its URL> baton hook --flush` with the token they were "
+                "recorded with delivers them",
+            )
+        elif spool.events:
+            token = " and the BATON_TOKEN they were recorded with" if spool.token else ""
+            yield Finding(
+                "warn",
+                f"{spool.events} hook events wait {where} for {spool.url}: "
+                f"`BATON_URL={spool.url} baton hook --flush`{token} delivers them once it "
+                "answers",
+            )
+        if spool.rejected:
+            yield Finding(
+                "warn",
+                f"{spool.rejected} hook events Baton refused are kept in "
+                f"{spool.folder}/rejected.jsonl (each with the reason): read, then delete it",
+            )
 
 
 def _why(error: httpx.TransportError) -> str:

@@ -94,6 +94,9 @@ class Spool:
         self.offset = os.path.join(self.folder, "delivered")  # bytes of events delivered
         self.rejected = os.path.join(self.folder, "rejected.jsonl")
         self.dropped = os.path.join(self.folder, "dropped")  # events not kept: spool full
+        # where its calls go: {"url", "token": whether one was used} (never the token itself)
+        self.destination = os.path.join(self.folder, "destination.json")
+        self.base_url, self.with_token = base_url.rstrip("/"), bool(token)
 
     def pending(self) -> bool:
         """Whether calls wait (cheap: one stat, no lock)."""
@@ -143,6 +146,9 @@ class Spool:
             if size + len(data) > MAX_BYTES:
                 self._write_number(self.dropped, self.read_number(self.dropped) + 1)
                 return False
+            if not os.path.exists(self.destination):
+                with open(self.destination, "w", encoding="utf-8") as destination:
+                    json.dump({"url": self.base_url, "token": self.with_token}, destination)
             handle = os.open(self.events, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
             try:
                 os.lseek(handle, max(size - 1, 0), os.SEEK_SET)
@@ -246,6 +252,53 @@ class Spool:
         with open(aside, "w", encoding="ascii") as number:
             number.write(str(value))
         os.replace(aside, path)
+
+
+class Waiting:
+    """What one spool of a data dir holds undelivered (``baton doctor`` reports it)."""
+
+    def __init__(self, folder: str, url: str | None, token: bool, events: int, rejected: int):
+        self.folder, self.url, self.token = folder, url, token
+        self.events, self.rejected = events, rejected
+
+
+def waiting(data_dir: str) -> list[Waiting]:
+    """Every spool of ``data_dir`` with calls waiting or set aside: its folder, the URL it
+    delivers to (None for a spool older than that record) and whether with a token, how
+    many calls wait and how many Baton refused (kept in ``rejected.jsonl``)."""
+    found = []
+    try:
+        folders = sorted(os.scandir(os.path.join(data_dir, FOLDER)), key=lambda entry: entry.name)
+    except OSError:
+        return []
+    for entry in folders:
+        if not entry.is_dir(follow_symlinks=False):
+            continue
+        events = _lines(
+            os.path.join(entry.path, "events.jsonl"),
+            Spool.read_number(os.path.join(entry.path, "delivered")),
+        )
+        rejected = _lines(os.path.join(entry.path, "rejected.jsonl"), 0)
+        if not events and not rejected:
+            continue
+        try:
+            with open(os.path.join(entry.path, "destination.json"), encoding="utf-8") as file:
+                destination = json.load(file)
+            url, token = str(destination["url"]), bool(destination["token"])
+        except (OSError, ValueError, KeyError, TypeError):
+            url, token = None, False
+        found.append(Waiting(entry.path, url, token, events, rejected))
+    return found
+
+
+def _lines(path: str, offset: int) -> int:
+    """How many lines ``path`` holds past byte ``offset`` (0 when it is missing)."""
+    try:
+        with open(path, "rb") as file:
+            file.seek(offset if offset <= os.fstat(file.fileno()).st_size else 0)
+            return sum(1 for line in file if line.strip())
+    except OSError:
+        return 0
 
 
 def _private(folder: str) -> None:

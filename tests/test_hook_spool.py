@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 
 from baton.agents.spool import Spool
-from tests.conftest import REPO, free_port, running_server
+from tests.conftest import REPO, free_port, run_baton, running_server
 from tests.test_claude_code_hooks import baton_hook
 
 
@@ -174,3 +174,38 @@ def test_a_spool_that_cannot_be_written_costs_one_line_not_the_agent(tmp_path: P
     assert (used.returncode, used.stdout) == (0, "")
     [line] = used.stderr.splitlines()
     assert "event lost" in line and str(blocked) in line
+
+
+def test_doctor_names_events_waiting_and_the_command_that_delivers_them(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """Events kept for a Baton that is not running are named by `baton doctor` (how many,
+    the folder, the URL) with the command that delivers them; that command, once a server
+    answers there, delivers every one, and doctor then has nothing to say about spools."""
+    data_dir, port = tmp_path / "data", free_port()
+    url = f"http://127.0.0.1:{port}"
+    record_offline(tmp_path, data_dir, url)
+    env = {"BATON_DATA_DIR": str(data_dir), "HOME": str(tmp_path), "BATON_URL": url}
+
+    def spool_lines() -> list[str]:
+        checked = run_baton("doctor", env=env, without=("BATON_TOKEN",), cwd=tmp_path)
+        return [line for line in checked.stdout.splitlines() if "hook events" in line]
+
+    [line] = spool_lines()
+    command = f"BATON_URL={url} baton hook --flush"
+    assert line.startswith(f"warn 8 hook events wait in {spool_of(data_dir, url)} for {url}")
+    assert f"`{command}`" in line
+    with running_server(redis_url, tmp_path / "serve.log", port=port):
+        name, value = command.split(" ", 2)[0].split("=")
+        flushed = subprocess.run(  # the installed command, as the user types it
+            [str(Path(sys.executable).with_name("baton")), "hook", "--flush"],
+            env={**{k: v for k, v in os.environ.items() if k != "BATON_TOKEN"}, **env, name: value},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert flushed.returncode == 0, flushed.stderr
+        session = httpx.get(f"{url}/v1/sessions/s-offline", headers={"X-Baton-Agent": "x"})
+        assert session.json()["observation_count"] == 6
+    assert spool_lines() == []
