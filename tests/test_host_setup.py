@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import shlex
 import subprocess
@@ -259,3 +260,24 @@ def test_a_full_disk_leaves_every_file_as_it_was(small_disk: Path) -> None:
     assert (home / ".claude.json").read_text() == original
     assert sorted(path.name for path in home.iterdir()) == [".claude", ".claude.json"]
     assert [path.name for path in (home / ".claude").rglob("*")] == ["skills"]
+
+
+def test_the_skills_point_at_skills_setup_installs(tmp_path: Path) -> None:
+    """Every skill a written skill's "See also" names is one `baton setup claude-code`
+    installs beside it (the handoff skill names recap, session-history and recall), and
+    /remember asks for agentmemory's steps: 2-5 lower-case concepts, the user's own words,
+    `files: []` when none, the concepts echoed back."""
+    assert setup("claude-code", home=tmp_path).returncode == 0
+    skills = tmp_path / ".claude" / "skills"
+    installed = {path.name for path in skills.iterdir()}
+    named: dict[str, set[str]] = {}
+    for name in installed:
+        text = (skills / name / "SKILL.md").read_text()
+        if "## See also" in text:
+            see_also = text.split("## See also", 1)[1]
+            named[name] = set(re.findall(r"`([a-z-]+)`", see_also))
+    assert named["handoff"] >= {"recap", "session-history", "recall"}
+    assert all(names <= installed for names in named.values()), named
+    remember = (tmp_path / ".claude" / "commands" / "remember.md").read_text()
+    for step in ("2-5 lower-case `concepts`", "user's own words", "`files: []`", "echo the"):
+        assert step in remember
