@@ -417,3 +417,32 @@ def test_session_and_memory_views_as_json(http: httpx.Client) -> None:
     missing = http.get("/v1/dashboard/sessions/sess-none")
     assert missing.status_code == 404
     assert missing.headers["content-type"].startswith("application/problem+json")
+
+
+@pytest.mark.slow
+def test_the_api_page_works_offline_from_its_own_copy_of_the_viewer(api_url: str) -> None:
+    """The dashboard's API link (/schema) draws Baton's operations in Chromium with every
+    request answered by Baton itself: a browser that may reach nothing else (offline, or a
+    network that blocks CDNs) sees the same page, and no viewer version can change under
+    it."""
+    from playwright.sync_api import Route, sync_playwright
+
+    elsewhere: list[str] = []
+
+    def only_baton(route: Route) -> None:
+        if route.request.url.startswith(api_url):
+            route.continue_()
+        else:
+            elsewhere.append(route.request.url)
+            route.abort()
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page()
+        page.route("**/*", only_baton)
+        page.goto(f"{api_url}/")
+        page.click("text=API")
+        page.get_by_text("/v1/records/{ref}", exact=True).first.wait_for(timeout=15_000)
+        assert page.url == f"{api_url}/schema"
+        browser.close()
+    assert elsewhere == []

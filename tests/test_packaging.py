@@ -35,7 +35,7 @@ def test_the_wheel_builds_quietly_and_carries_its_data_and_licence(
     built: tuple[Path, str],
 ) -> None:
     """`pip wheel .` builds with no setuptools warning, and the wheel holds the Lua
-    scripts, templates, static files, demo fixtures, the hosts' skill and command files and
+    scripts, templates, static files (the API viewer with its licence), demo fixtures, the hosts' skill and command files and
     the MIT licence."""
     wheel, output = built
     assert "BuildBackendWarning" not in output and "DeprecationWarning" not in output, output
@@ -44,6 +44,8 @@ def test_the_wheel_builds_quietly_and_carries_its_data_and_licence(
         "baton/server/lua/claim_packet.lua",
         "baton/server/templates/base.html",
         "baton/server/static/dashboard.js",
+        "baton/server/static/swagger-ui-bundle.js",
+        "baton/server/static/swagger-ui-dist-LICENSE.txt",
         "baton/demo/fixtures/board.json",
         "baton/agents/integrations/handoff.skill.md",
         "baton/agents/integrations/remember.command.md",

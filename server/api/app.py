@@ -44,7 +44,6 @@ from baton.server.api.metrics import REQUESTS, MetricsController
 from baton.server.api.observability import observe_requests
 from baton.server.api.openapi_bodies import (
     JsonWithExactBodies,
-    ScalarWithExactBodies,
     SwaggerWithExactBodies,
 )
 from baton.server.api.operation_routes import rest_handlers
@@ -280,9 +279,14 @@ def create_app(settings: Settings | None = None) -> Litestar:
             description="Versioned, hash-chained shared memory and handoffs for AI agents.",
             path="/schema",
             render_plugins=[  # the first is also served at /schema itself
-                ScalarWithExactBodies(),
+                SwaggerWithExactBodies(
+                    path="/swagger",
+                    js_url="/static/swagger-ui-bundle.js",
+                    css_url="/static/swagger-ui.css",
+                    standalone_preset_js_url="/static/swagger-ui-standalone-preset.js",
+                    favicon="",
+                ),
                 JsonWithExactBodies(),
-                SwaggerWithExactBodies(path="/swagger"),
             ],
         ),
         before_send=[AllowEveryMethod()],
