@@ -35,8 +35,8 @@ def test_the_wheel_builds_quietly_and_carries_its_data_and_licence(
     built: tuple[Path, str],
 ) -> None:
     """`pip wheel .` builds with no setuptools warning, and the wheel holds the Lua
-    scripts, templates, static files (the API viewer with its licence), demo fixtures, the hosts' skill and command files and
-    the MIT licence."""
+    scripts, templates, static files (the API viewer with its licence), demo fixtures, the
+    hosts' skill and command files and the MIT licence."""
     wheel, output = built
     assert "BuildBackendWarning" not in output and "DeprecationWarning" not in output, output
     names = zipfile.ZipFile(wheel).namelist()
