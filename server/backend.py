@@ -40,7 +40,7 @@ from baton.server.memories import MemoryStore
 from baton.server.records import HeadHints, RecordStore
 from baton.server.recount import COUNTED
 from baton.server.scripts import Scripts
-from baton.server.search import LEXICAL, SearchIndex, SearchTurns
+from baton.server.search import LEXICAL, IndexCall, SearchIndex, SearchTurns
 from baton.server.sessions import SessionStore
 from baton.server.settings import HandoffPolicy, Limits, Settings
 from baton.server.signing import InstallationKey
@@ -117,7 +117,6 @@ class Namespace:
         self.dispatcher = backend.dispatcher
         self.policy = backend.policy
         self.topology = backend.topology
-        self.token_quota = backend.token_quota
         self.keys = Keys(self.name)
         self.search = SearchIndex(
             self.redis,
@@ -187,6 +186,12 @@ class Namespace:
         writes nothing."""
         await self.search.check_room()
         await self.backend.token_quota.check(token_of_acting())
+
+    def count_written(self, index: IndexCall | None, value_bytes: int, token: str | None) -> None:
+        """Add a write this process made (or, negative, a forget) to the quota counts it
+        keeps between reads, so its own writes are counted at once."""
+        self.search.noted(index, value_bytes)
+        self.backend.token_quota.spent(token, value_bytes)
 
     @cached_property
     def audit(self) -> AuditLog:

@@ -226,7 +226,7 @@ class RecordStore(NamespaceStore):
             written = await self.ns.topology.write_versions(self.ns, [write], [])
             if written.versions:
                 current = written.versions[0]
-                self.ns.token_quota.spent(write.token, write.value_bytes)
+                self.ns.count_written(write.index, write.value_bytes, write.token)
                 if written.failure is not None:
                     log.warning("a write's follow-ups failed", ref=ref, error=written.failure)
                 break
@@ -355,7 +355,7 @@ class RecordStore(NamespaceStore):
             written = await self.ns.topology.write_versions(self.ns, writes, then)
             for write, version in zip(writes, written.versions, strict=False):
                 self.heads.note(write.ref, version, write.hash)
-                self.ns.token_quota.spent(write.token, write.value_bytes)
+                self.ns.count_written(write.index, write.value_bytes, write.token)
                 done.append(
                     Remembered(
                         ref=write.ref,
@@ -613,7 +613,7 @@ class RecordStore(NamespaceStore):
             elif reply[0] == 1:
                 self.heads.drop(ref)
                 for token, size in written_with:
-                    self.ns.token_quota.spent(token, -size)
+                    self.ns.count_written(None, -size, token)
                 return list(reply[2])[: len(then)]
         raise StoreUnavailable(f"{ref}: too many concurrent writers, try again", ref=ref)
 

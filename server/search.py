@@ -64,6 +64,7 @@ SEARCHES_AT_ONCE = 1
 RRF_K = 60
 LEXICAL = "lexical"  # the stats hash field naming the lexical rules the index was built with
 COUNTS_REFRESH_SECONDS = 5.0  # how stale the quota counts check_room reads may be
+NEAR_QUOTA = 0.9  # past this share of a quota, its count is read again before every write
 # stats key -> (read at, distinct terms, stored value bytes), as last read by this process
 _counts: dict[str, tuple[float, int, int]] = {}
 INDEXED_KEPT = 4096  # documents whose indexed terms a namespace's index keeps in memory
@@ -289,12 +290,26 @@ class SearchIndex:
                 await self.run(self.with_missing(call, reply[1:]))
 
     async def refresh_counts(self) -> None:
-        """Re-read the namespace's quota counts (cached for a few seconds per process)."""
-        read_at = _counts.get(self.stats_key, (0.0, 0, 0))[0]
-        if time.monotonic() - read_at < COUNTS_REFRESH_SECONDS:
+        """Re-read the namespace's quota counts: cached for a few seconds per process, but
+        read before every write once near a quota, so concurrent writers (8 at once, or
+        several processes) pass it by at most the writes in flight, not seconds of them."""
+        read_at, terms, stored = _counts.get(self.stats_key, (0.0, 0, 0))
+        near = (self.max_terms is not None and terms >= NEAR_QUOTA * self.max_terms) or (
+            self.max_bytes is not None and stored >= NEAR_QUOTA * self.max_bytes
+        )
+        if not near and time.monotonic() - read_at < COUNTS_REFRESH_SECONDS:
             return
-        terms, stored = await self.redis.hmget(self.stats_key, "terms", "bytes")
-        _counts[self.stats_key] = (time.monotonic(), int(terms or 0), int(stored or 0))
+        counted = await self.redis.hmget(self.stats_key, "terms", "bytes")
+        _counts[self.stats_key] = (time.monotonic(), int(counted[0] or 0), int(counted[1] or 0))
+
+    def noted(self, index: IndexCall | None, value_bytes: int) -> None:
+        """Add a write this process made to the counts it last read: its value's bytes,
+        and at most its document's terms (some may be in the index already; the next read
+        has the exact count)."""
+        if self.stats_key in _counts:
+            read_at, terms, stored = _counts[self.stats_key]
+            added = 0 if index is None else len(index.terms)
+            _counts[self.stats_key] = (read_at, terms + added, stored + value_bytes)
 
     async def check_room(self) -> None:
         """``QuotaReached`` when the namespace is at a quota, as last read (every few

@@ -377,6 +377,7 @@ class SessionStore(NamespaceStore):
         self.ns.search.queue(batch, index)
         self.activity.event(batch, "observe", agent, f"{agent}: {kind} {title}")
         await batch.execute()
+        self.ns.count_written(index, 0, None)  # its terms (observations count no bytes)
         return Observed(observation=observation, deduplicated=False)
 
     async def observation(self, session_id: str, observation_id: str) -> Observation:

@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from baton.server.scripts import Scripts
     from baton.server.search import IndexCall, SearchIndex
     from baton.server.settings import HandoffPolicy, Limits
-    from baton.server.token_bytes import TokenQuota
 
 
 class Topology(Protocol):
@@ -106,15 +105,15 @@ class NamespaceParts(Protocol):
 
     def batch(self, *, transaction: bool = False) -> Batch: ...
 
-    @property
-    def token_quota(self) -> TokenQuota: ...
-
     async def admit(self) -> None:
         """Register the namespace before its first write (its quota)."""
 
     async def check_room(self) -> None:
         """``QuotaReached`` when a write here would pass a quota (the namespace's, the
         acting token's)."""
+
+    def count_written(self, index: IndexCall | None, value_bytes: int, token: str | None) -> None:
+        """Add a write (or, negative, a forget) to the quota counts kept between reads."""
 
     async def durable(self) -> None:
         """Return once what was written so far is in Redis's append-only file, where Redis

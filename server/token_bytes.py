@@ -20,7 +20,7 @@ from redis.exceptions import ResponseError
 from baton.server.changes import Command, VersionWrite
 from baton.server.errors import QuotaReached
 from baton.server.keys import TOKEN_BYTES
-from baton.server.search import COUNTS_REFRESH_SECONDS
+from baton.server.search import COUNTS_REFRESH_SECONDS, NEAR_QUOTA
 
 DEFAULT_SHARE = 10  # of Redis's maxmemory: one token may store a tenth
 DEFAULT_BYTES = 2**30  # when Redis has no maxmemory to take a share of (or is a cluster)
@@ -55,7 +55,8 @@ def refunds(versions: Iterable[tuple[str | None, int]]) -> list[Command]:
 
 class TokenQuota:
     """``BATON_MAX_TOKEN_BYTES`` for one process: each token's count as last read (every few
-    seconds, as the namespace quotas) plus what this process wrote with it since."""
+    seconds, and before every write once near the quota, as the namespace quotas) plus what
+    this process wrote with it since."""
 
     def __init__(self, redis: Redis, limit: int | None) -> None:
         self.redis = redis
@@ -69,7 +70,8 @@ class TokenQuota:
             return
         limit = self.limit if self.limit is not None else await self._default_limit()
         read_at, stored = self.counts.get(token, (0.0, 0))
-        if time.monotonic() - read_at >= COUNTS_REFRESH_SECONDS:
+        near = stored >= NEAR_QUOTA * limit  # then read before every write, as the others
+        if near or time.monotonic() - read_at >= COUNTS_REFRESH_SECONDS:
             stored = int(await self.redis.hget(TOKEN_BYTES, token) or 0)
             self.counts[token] = (time.monotonic(), stored)
         if stored >= limit:

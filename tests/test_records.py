@@ -714,6 +714,31 @@ async def test_new_namespaces_at_once_never_pass_the_limit(redis_url: str) -> No
     await client.aclose()
 
 
+async def test_eight_writers_at_once_pass_the_terms_quota_by_no_more_than_they_hold(
+    redis_url: str,
+) -> None:
+    """Eight writers flooding a namespace with new words (50 a record) against a quota of
+    2,000 distinct terms are refused once it is reached; what passes it is at most the
+    eight writes in flight (counts are read before every write near the quota, and each
+    process adds its own writes at once), not seconds of writes between two reads."""
+    client = async_redis(redis_url)
+    ns = Backend(client, Limits(max_index_terms=2_000)).namespace("terms-flood")
+
+    async def writer(w: int) -> int:
+        for n in range(200):  # 8 x 200 x 50: forty times the quota
+            words = " ".join(f"t{w}x{n}y{k}" for k in range(50))
+            try:
+                await ns.records.remember(f"w{w}/{n}", words, agent="flood")
+            except QuotaReached:
+                return n
+        return 200
+
+    written = await asyncio.gather(*(writer(w) for w in range(8)))
+    terms = int(await client.hget(ns.keys.search_stats, "terms") or 0)
+    assert 2_000 <= terms <= 2_000 + 8 * 50, (terms, written)
+    await client.aclose()
+
+
 async def test_a_namespace_from_before_the_quota_counts_is_recounted_once(
     store: RecordStore, data_redis: redis.Redis
 ) -> None:
