@@ -25,9 +25,8 @@ import msgspec
 
 from baton.server import operations as ops
 from baton.server.agentmemory_shapes import Saved
-from baton.server.context_builder import FileContext
 from baton.server.endpoint import token_of
-from baton.server.memories import Consolidation, MemorySaved, Recall
+from baton.server.memory_models import Consolidation, FileContext, MemorySaved, Recall
 from baton.server.models import (
     AgentSummary,
     Event,

@@ -17,9 +17,8 @@ from typing import Any, Literal
 
 import msgspec
 
-from baton.server.audit import AuditEntry
-from baton.server.memories import Format, Memory, MemorySaved, SimilarTo
-from baton.server.models import RecallHit, Session
+from baton.server.memory_models import Format, Memory, MemorySaved, SimilarTo
+from baton.server.models import AuditEntry, RecallHit, Session
 
 EXPAND_LIMIT = 20  # ids a smart search expands at most (agentmemory's; the rest are cut)
 MEMORY_STRENGTH = 7  # agentmemory's strength of a fresh memory (its search "importance")

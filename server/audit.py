@@ -14,30 +14,19 @@ from itertools import chain
 from typing import Any
 
 import msgpack
-import msgspec
 from redis.asyncio import Redis
 
 from baton.server import codec
 from baton.server.changes import Command
 from baton.server.clock import utc_now
 from baton.server.keys import Keys
+from baton.server.models import AuditEntry
 from baton.server.signing import InstallationKey, seal
 
 FORGET = "forget"
-MAX_AUDIT = 1000  # entries in one read
 SEALED = (b"at", b"agent", b"action", b"target", b"reason", b"details")  # in this order
 SEAL = b"seal"
 READ_BATCH = 1000
-
-
-class AuditEntry(msgspec.Struct, kw_only=True):
-    id: str
-    at: str
-    agent: str
-    action: str
-    target: str
-    reason: str
-    details: dict[str, Any]
 
 
 class AuditLog:

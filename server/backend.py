@@ -28,6 +28,7 @@ from baton.server.connection import (
     redis_url,
     sync_redis,
 )
+from baton.server.context_builder import ContextBuilder
 from baton.server.dashboard import Dashboard
 from baton.server.dispatcher import Dispatcher
 from baton.server.durability import AppendOnlyBarrier
@@ -192,6 +193,11 @@ class Namespace:
         keeps between reads, so its own writes are counted at once."""
         self.search.noted(index, value_bytes)
         self.backend.token_quota.spent(token, value_bytes)
+
+    @cached_property
+    def context(self) -> ContextBuilder:
+        """What a session start or a tool use is given to read (agentmemory's context)."""
+        return ContextBuilder(self.sessions)
 
     @cached_property
     def audit(self) -> AuditLog:

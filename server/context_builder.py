@@ -22,33 +22,14 @@ import msgspec
 
 from baton.server.errors import InvalidInput, NotFound
 from baton.server.memories import MemoryStore
+from baton.server.memory_models import START_BUDGET, Context, Enriched, FileContext
 from baton.server.models import Observation, Session
 from baton.server.observations import open_question
 from baton.server.sessions import SessionStore
 
-START_BUDGET = 2000  # agentmemory's default TOKEN_BUDGET
 ENRICH_LIMIT = 4000  # characters, agentmemory's cap
 RECENT_OBSERVATIONS = 10
 WRITING_TYPES = ("file_edit", "file_write")
-
-
-class Context(msgspec.Struct, kw_only=True):
-    """Context to inject: the text, how many blocks it holds and its estimated tokens."""
-
-    context: str
-    blocks: int
-    tokens: int
-
-
-class Enriched(msgspec.Struct, kw_only=True):
-    context: str
-    truncated: bool
-
-
-class FileContext(msgspec.Struct, kw_only=True):
-    """What earlier sessions did to some files (agentmemory's ``mem::file-context``)."""
-
-    context: str
 
 
 def same_file(path: str, other: str) -> bool:

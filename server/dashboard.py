@@ -11,7 +11,7 @@ import msgspec
 
 from baton.server import codec
 from baton.server.keys import NAMESPACES
-from baton.server.memories import Memory
+from baton.server.memory_models import Memory
 from baton.server.models import (
     AgentSummary,
     Event,

@@ -55,7 +55,6 @@ from baton.server.store_base import NamespaceStore
 from baton.server.validation import check_agent, check_ref, check_session_id, check_text
 
 log = structlog.get_logger("baton.handoffs")
-MAX_SECONDS = 10 * 365 * 86_400  # expiries and leases: ten years at most
 # How many times a resume tries the next oldest packet when others claim first.
 MAX_CLAIM_ATTEMPTS = 50
 # A queued packet whose RQ job is missing this long after its last transition is repaired.

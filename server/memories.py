@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import secrets
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 import msgpack
 import msgspec
@@ -28,6 +28,17 @@ from baton.server.errors import (
 )
 from baton.server.identity import Caller, check_session_owner, sweeper
 from baton.server.keys import NAMESPACES
+from baton.server.memory_models import (
+    Consolidation,
+    Forgotten,
+    Format,
+    Memory,
+    MemorySaved,
+    Merge,
+    Recall,
+    SimilarTo,
+    split_list,
+)
 from baton.server.models import Observation, RecallHit, RecordVersion
 from baton.server.observations import concepts_of, observation_from
 from baton.server.records import MAX_NOTE, NamespaceWithRecords
@@ -41,81 +52,9 @@ SIMILAR_ABOVE = 0.4
 CASCADE_CONCEPTS = 2  # concepts a memory shares with a superseded one to be flagged
 CANDIDATES = 50
 MAX_CONTENT = 64 * 1024
-MAX_TTL_DAYS = 36_500
 SCRUB_MIN_QUOTE = 8  # characters of a forgotten observation that count as a quote of it
 MAX_EXPAND = 100  # ids expanded in one smart search
-MAX_RECALL = 100  # results of one recall or search
 MAX_TAGS = 200  # concepts or files of one memory
-Format = Literal["full", "compact", "narrative"]  # how much of each hit a recall shows
-
-
-class Memory(msgspec.Struct, kw_only=True):
-    """A saved memory. ``version`` counts its line (1 + the version of the memory it
-    supersedes); ``parent_id``/``supersedes`` name that memory, ``superseded_by`` its
-    successor (then ``is_latest`` is false). Each memory is the record ``memory/<id>``."""
-
-    id: str
-    version: int
-    type: str
-    title: str
-    content: str
-    concepts: list[str]
-    files: list[str]
-    project: str | None
-    agent_id: str | None
-    created_at: str
-    parent_id: str | None = None
-    supersedes: list[str] = []
-    is_latest: bool = True
-    superseded_by: str | None = None
-    expires_at: str | None = None
-    source_observation_ids: list[str] = []
-    updated_at: str | None = None  # the last update's time (None: never updated)
-
-
-class Merge(msgspec.Struct, kw_only=True, rename="camel"):
-    """One consolidation: ``merged`` memories superseded by ``kept`` (the newest)."""
-
-    kept: str
-    merged: list[str]
-    similarity: float  # the lowest Jaccard similarity of a merged memory to the kept one
-
-
-class Consolidation(msgspec.Struct, kw_only=True, rename="camel"):
-    """What a consolidation would do (``dry_run``) or did."""
-
-    dry_run: bool
-    merges: list[Merge]
-    scanned: int
-
-
-class SimilarTo(msgspec.Struct, kw_only=True):
-    id: str
-    title: str
-    similarity: float
-
-
-class MemorySaved(msgspec.Struct, kw_only=True, rename={"similar_to": "similarTo"}):
-    success: bool
-    memory: Memory | None = None
-    similar_to: SimilarTo | None = None
-    error: str | None = None
-
-
-class Recall(msgspec.Struct, kw_only=True):
-    results: list[RecallHit]
-    count: int
-    tokens_used: int
-    truncated: bool
-    narrative: str | None = None
-
-
-class Forgotten(msgspec.Struct, kw_only=True):
-    success: bool
-    memories: list[str]
-    observations: int
-    sessions: list[str]
-    audit_ids: list[str]
 
 
 def jaccard(left: str, right: str) -> float:
@@ -132,19 +71,6 @@ def similarity(a: frozenset[str], b: frozenset[str]) -> float:
 def tokens_of(text: str) -> int:
     """A model-free token estimate: about four characters a token."""
     return max(1, math.ceil(len(text) / 4))
-
-
-def split_list(value: str | Sequence[str] | None, field: str) -> list[str]:
-    """A list of strings or a comma-separated string (both accepted on every surface);
-    anything else (a number, an object) is refused, never iterated into something."""
-    if value is None:
-        return []
-    items = value.split(",") if isinstance(value, str) else value
-    if not isinstance(items, list | tuple) or not all(isinstance(item, str) for item in items):
-        raise InvalidInput(
-            field, f"{field} must be an array of strings or a comma-separated string"
-        )
-    return [item.strip() for item in items if item.strip()]
 
 
 def memory_ref(memory_id: str) -> str:

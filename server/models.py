@@ -7,6 +7,8 @@ from typing import Any, Literal, get_args
 import msgspec
 
 OutcomeKind = Literal["success", "failure"]
+MAX_SECONDS = 10 * 365 * 86_400  # expiries and leases: ten years at most
+MAX_AUDIT = 1000  # audit entries in one read
 
 
 class Remembered(msgspec.Struct, kw_only=True):
@@ -334,3 +336,13 @@ class Event(msgspec.Struct, kw_only=True):
     text: str
     ref: str | None
     packet: str | None
+
+
+class AuditEntry(msgspec.Struct, kw_only=True):
+    id: str
+    at: str
+    agent: str
+    action: str
+    target: str
+    reason: str
+    details: dict[str, Any]

@@ -16,20 +16,15 @@ import msgspec
 
 from baton.server import agentmemory_shapes as shapes
 from baton.server.agentmemory_shapes import EXPAND_LIMIT
-from baton.server.audit import MAX_AUDIT, AuditEntry
-from baton.server.context_builder import (
-    START_BUDGET,
-    Context,
-    ContextBuilder,
-    Enriched,
-    FileContext,
-)
 from baton.server.errors import Forbidden, InvalidInput
-from baton.server.handoffs import MAX_SECONDS
-from baton.server.memories import (
+from baton.server.memory_models import (
     MAX_RECALL,
     MAX_TTL_DAYS,
+    START_BUDGET,
     Consolidation,
+    Context,
+    Enriched,
+    FileContext,
     Forgotten,
     Format,
     MemorySaved,
@@ -37,7 +32,10 @@ from baton.server.memories import (
     split_list,
 )
 from baton.server.models import (
+    MAX_AUDIT,
+    MAX_SECONDS,
     AgentSummary,
+    AuditEntry,
     Delivery,
     History,
     Observed,
@@ -380,7 +378,7 @@ class ContextInput(Input, kw_only=True):
 
 
 async def context(call: Call, i: ContextInput) -> Context:
-    builder = ContextBuilder(call.ns.sessions)
+    builder = call.ns.context
     if i.kind == "start":
         return await builder.start(i.session_id, i.cwd, i.project, i.budget)
     return await builder.compact(i.session_id, i.project, i.budget)
@@ -394,7 +392,7 @@ class EnrichInput(Input, kw_only=True):
 
 
 async def enrich(call: Call, i: EnrichInput) -> Enriched:
-    return await ContextBuilder(call.ns.sessions).enrich(i.session_id, i.files, i.terms, i.project)
+    return await call.ns.context.enrich(i.session_id, i.files, i.terms, i.project)
 
 
 class ObserveInput(Input, kw_only=True):
@@ -430,7 +428,7 @@ async def file_history(call: Call, i: FileHistoryInput) -> FileContext:
     files = split_list(i.files, "files")
     if not files:
         raise InvalidInput("files", "files must name at least one path")
-    return await ContextBuilder(call.ns.sessions).file_history(i.session_id, files, i.project)
+    return await call.ns.context.file_history(i.session_id, files, i.project)
 
 
 class PatternsInput(Input, kw_only=True):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from collections import defaultdict
 from importlib import resources
 from pathlib import Path
@@ -199,3 +201,27 @@ def test_every_lua_script_is_a_file_with_its_keys_and_arguments_described() -> N
         assert "ARGV" in header or "no arguments" in header.lower(), script.name
     for dotted, path in modules().items():
         assert "redis.call(" not in path.read_text(), f"Lua inside {dotted}"
+
+
+def subclasses(cls: type) -> set[type]:
+    return {sub for direct in cls.__subclasses__() for sub in {direct, *subclasses(direct)}}
+
+
+def test_the_python_client_loads_only_what_it_speaks() -> None:
+    """``from baton.agents import BatonClient`` in a fresh interpreter loads the wire types
+    and the operation table, nothing of the server: no store module, no redis-py, no
+    stemmer, no web framework, queue or MCP SDK."""
+    import baton.server.backend  # noqa: F401  (every store, for their modules below)
+    from baton.server.store_base import NamespaceStore
+
+    code = "import sys; from baton.agents import BatonClient; print(*sorted(sys.modules))"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    loaded = set(done.stdout.split())
+    stores = {store.__module__ for store in subclasses(NamespaceStore)}
+    assert "baton.server.records" in stores and "baton.server.memories" in stores
+    assert "baton.agents.client" in loaded
+    assert loaded & stores == set()
+    heavy = {"redis", "Stemmer", "litestar", "rq", "mcp", "structlog", "msgpack"}
+    assert loaded & heavy == set()
