@@ -10,12 +10,23 @@ it hands a packet back to the scout.
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from baton.agents import BatonClient, agent
 from baton.demo import board
 from baton.demo.transcript import bullet, section
 from baton.server.models import Resumed
 
 NAME = "executor"
+
+
+def described(operation: dict[str, Any]) -> str:
+    """One JSON Patch operation in words: ``budget_usd -> 2500``, ``notes removed``."""
+    where = operation["path"].lstrip("/").replace("/", ".") or "the value"
+    if operation["op"] == "remove":
+        return f"{where} removed"
+    return f"{where} -> {json.dumps(operation.get('value'))}"
 
 
 @agent(NAME)
@@ -35,6 +46,9 @@ def execute(resumed: Resumed, baton: BatonClient) -> None:
             f"now at v{stale.current_version}",
             tone="warn",
         )
+        authors = ", ".join(sorted({note.author for note in stale.versions}))
+        changes = "; ".join(described(operation) for operation in stale.patch)
+        bullet(f"changed since by {authors}: {changes}", tone="warn")
 
     section("2. look at the board before acting")
     observed = board.board()["source"]["observed_when_executor_returns"]

@@ -33,9 +33,13 @@ if TYPE_CHECKING:
 PAGE = 100
 
 
-class StaleView(StalePin, kw_only=True):
-    """A pin that moved, with who wrote the version it moved to, and when."""
+class StaleView(msgspec.Struct, kw_only=True):
+    """A pin that moved, with who wrote the version it moved to, and when (the pending
+    list's badge; a packet's page explains each in full, as ``resume`` does)."""
 
+    ref: str
+    pinned_version: int
+    current_version: int
     changed_by: str | None
     changed_at: str | None
 
@@ -75,6 +79,7 @@ class PacketView(msgspec.Struct, kw_only=True):
     namespace: str
     packet: Packet
     pins: list[PinView]
+    stale: list[StalePin]  # the pins that moved, explained as resume explains them
 
 
 class ConfidencePoint(msgspec.Struct, kw_only=True):
@@ -300,7 +305,8 @@ class Dashboard:
             )
             for pin in packet.pins
         ]
-        return PacketView(namespace=self.namespace, packet=packet, pins=pins)
+        stale = await self.handoffs.stale_pins(packet) if any(pin.stale for pin in pins) else []
+        return PacketView(namespace=self.namespace, packet=packet, pins=pins, stale=stale)
 
     async def record(self, ref: str) -> RecordView:
         """A record's versions with chain status, its outcomes, and confidence over time."""

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
+import jsonpatch
 import structlog
 
 from baton.server import codec
@@ -57,6 +58,7 @@ from baton.server.validation import check_agent, check_ref, check_session_id, ch
 log = structlog.get_logger("baton.handoffs")
 # How many times a resume tries the next oldest packet when others claim first.
 MAX_CLAIM_ATTEMPTS = 50
+MOVES_SHOWN = 5  # versions and outcomes a stale pin shows (it counts every version)
 # A queued packet whose RQ job is missing this long after its last transition is repaired.
 REPAIR_AFTER_SECONDS = 30
 
@@ -383,19 +385,56 @@ class HandoffStore(NamespaceStore):
                 assert dispatcher is not None
                 dispatcher.drop_job_later(self.namespace, agent, packet.id, job_seq)
         pins = _resolved(packet.pins, found)
-        stale = [
-            StalePin(ref=pin.ref, pinned_version=pin.version, current_version=pin.current_version)
-            for pin in pins
-            if pin.stale
-        ]
         return Resumed(
             agent=agent,
             packet=packet,
             pins=pins,
-            stale=stale,
+            stale=await self.explain([pin for pin in pins if pin.stale], packet.created_at),
             lease_until=packet.lease_until,
             message=f"packet {packet.id} from {packet.from_agent}: {packet.summary}",
         )
+
+    async def explain(self, stale: list[ResolvedPin], since: str) -> list[StalePin]:
+        """Each pin of ``stale`` (pins whose record moved on) explained (see
+        :class:`StalePin`): what changed, who changed it, the outcomes recorded since
+        ``since`` (the packet's creation); bounded to the last :data:`MOVES_SHOWN` versions
+        and outcomes however often the record moved."""
+        explained = []
+        for pin in stale:
+            try:
+                current, notes, outcomes = await self.ns.records.moves(
+                    pin.ref, pin.version, MOVES_SHOWN
+                )
+            except NotFound:  # forgotten since it was pinned: nothing current to show
+                current, notes, outcomes = None, [], []
+            value = None if current is None else current.value
+            explained.append(
+                StalePin(
+                    ref=pin.ref,
+                    pinned_version=pin.version,
+                    current_version=pin.current_version if current is None else current.version,
+                    moves=(pin.current_version if current is None else current.version)
+                    - pin.version,
+                    pinned_value=pin.value,
+                    current_value=value,
+                    patch=jsonpatch.make_patch(pin.value, value).patch,
+                    versions=notes,
+                    outcomes=[entry for entry in outcomes if entry.created_at > since],
+                    pinned_confidence=pin.confidence,
+                    current_confidence=pin.confidence if current is None else current.confidence,
+                )
+            )
+        return explained
+
+    async def stale_pins(self, packet: Packet) -> list[StalePin]:
+        """``packet``'s pins that moved on since it was made, explained (as ``resume``
+        shows them; for the dashboard); a pin whose version is gone is left out."""
+        versions = await self.ns.records.read_versions(
+            [(pin.ref, pin.version) for pin in packet.pins]
+        )
+        found = [(pin, Pinned.of(v)) for pin, v in zip(packet.pins, versions, strict=True) if v]
+        pins = _resolved([pin for pin, _ in found], [pinned for _, pinned in found])
+        return await self.explain([pin for pin in pins if pin.stale], packet.created_at)
 
     async def _claim_one(
         self,

@@ -283,10 +283,34 @@ class ResolvedPin(msgspec.Struct, kw_only=True):
     created_at: str
 
 
+class VersionNote(msgspec.Struct, kw_only=True):
+    """Who wrote one version of a record, in which session, when, and its confidence."""
+
+    version: int
+    author: str
+    session: str | None
+    created_at: str
+    confidence: float
+
+
 class StalePin(msgspec.Struct, kw_only=True):
+    """A pin whose record moved on since the packet was made, explained: both values, the
+    change between them as an RFC 6902 JSON Patch (``patch``, pinned -> current), how many
+    versions were written since (``moves``) and who wrote the last few (``versions``,
+    oldest first), the outcomes recorded on the record since the packet was made (the last
+    few), and the confidence then and now."""
+
     ref: str
     pinned_version: int
     current_version: int
+    moves: int
+    pinned_value: Any
+    current_value: Any
+    patch: list[dict[str, Any]]
+    versions: list[VersionNote]
+    outcomes: list[OutcomeEntry]
+    pinned_confidence: float
+    current_confidence: float
 
 
 class Resumed(msgspec.Struct, kw_only=True):

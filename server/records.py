@@ -51,6 +51,7 @@ from baton.server.models import (
     RecordVersion,
     Remembered,
     StaleOutcome,
+    VersionNote,
 )
 from baton.server.search import IndexCall, text_of
 from baton.server.store_base import NamespaceParts, NamespaceStore
@@ -885,6 +886,37 @@ class RecordStore(NamespaceStore):
                 batch.pipe.hgetall(self.keys.version(ref, number))
             for fields in await batch.execute():
                 yield fields
+
+    async def moves(
+        self, ref: str, after: int, shown: int
+    ) -> tuple[RecordVersion, list[VersionNote], list[OutcomeEntry]]:
+        """What happened to ``ref`` after its version ``after``: its current version, who
+        wrote the last ``shown`` versions since (oldest first), and its last ``shown``
+        outcomes (oldest first; the caller keeps those it wants). One read, then one round
+        trip (the record's keys share a slot)."""
+        current = await self.recall(ref)
+        first = max(after + 1, current.version - shown + 1)
+        batch = self.ns.batch()
+        for number in range(first, current.version + 1):
+            batch.pipe.hmget(
+                self.keys.version(ref, number), "author", "session", "created_at", "confidence"
+            )
+        batch.pipe.lrange(self.keys.outcomes(ref), -shown, -1)
+        *notes, outcomes = await batch.execute()
+        return (
+            current,
+            [
+                VersionNote(
+                    version=number,
+                    author=codec.text(fields[0]) or "",
+                    session=codec.text(fields[1]) or None,
+                    created_at=codec.text(fields[2]) or "",
+                    confidence=float(fields[3] or 0),
+                )
+                for number, fields in zip(range(first, current.version + 1), notes, strict=True)
+            ],
+            [OutcomeEntry(**codec.unpack(raw)) for raw in codec.values(outcomes)],
+        )
 
     async def outcomes(self, ref: str) -> list[OutcomeEntry]:
         """The record's outcomes log, oldest first."""

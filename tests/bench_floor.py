@@ -137,7 +137,21 @@ async def floor_resume(agent: str, data: JSONBody[ResumeInput | None] = None) ->
         agent=agent,
         packet=packet,
         pins=resolved,
-        stale=[StalePin(ref="pin/0", pinned_version=1, current_version=2)],
+        stale=[
+            StalePin(
+                ref="pin/0",
+                pinned_version=1,
+                current_version=2,
+                moves=1,
+                pinned_value=0,
+                current_value=1,
+                patch=[{"op": "replace", "path": "", "value": 1}],
+                versions=[],
+                outcomes=[],
+                pinned_confidence=0.5,
+                current_confidence=0.5,
+            )
+        ],
         lease_until=FLOOR_TIME,
         message=f"packet {packet.id} from {packet.from_agent}: {packet.summary}",
     )

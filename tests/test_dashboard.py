@@ -122,14 +122,22 @@ def test_requeue_brings_a_failed_packet_back(
 def test_pages_render_and_explain_the_empty_state(
     scout: BatonClient, executor: BatonClient, http: httpx.Client, api_url: str
 ) -> None:
-    """Every page answers HTML; an empty namespace says what to do."""
+    """Every page answers HTML; an empty namespace says what to do; a packet's page explains
+    each stale pin (the change, who made it)."""
     empty = http.get("/", params={"namespace": "nothing-here"})
     assert empty.status_code == 200
     assert "No pending handoffs" in empty.text and "make demo" in empty.text
     ids = scenario(scout, executor, api_url)
     pages = {
         "/": ["stale one", "1 stale"],
-        f"/handoffs/{ids['stale']}": ["listing/553/assessment", "stale"],
+        f"/handoffs/{ids['stale']}": [
+            "listing/553/assessment",
+            "stale",
+            "v1 → v2 (1 version since the pin",  # the stale pin explained, as resume does
+            "<code>/verdict</code>",
+            '"maybe"',
+            "v2 by scout",
+        ],
         "/records/listing/553/assessment": ["<svg", "v2 written"],
         "/failed": ["no reviewer today", "Requeue"],
         "/activity": ["handed", "claimed"],

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
+import jsonpatch
 import msgpack
 import pytest
 import redis
@@ -80,6 +81,42 @@ async def test_stale_pin_is_flagged_and_serves_the_pinned_value(
         1,
         False,
     )
+
+
+async def test_a_stale_pin_explains_what_moved_who_moved_it_and_what_came_of_it(
+    handoffs: HandoffStore, store: RecordStore
+) -> None:
+    """A pin that moved seven times since the packet was made comes back explained: both
+    values and the JSON Patch that turns one into the other, the count of versions since,
+    who wrote the last five (author, session, time), the outcomes recorded since the packet
+    (not the one before it), and the confidence then and now."""
+    ref = "listing/553/assessment"
+    await store.remember(ref, {"verdict": "apply", "budget": 600}, agent="scout", confidence=0.7)
+    await store.record_outcome("success", "BEFORE-1", agent="executor", refs=[ref])
+    await hand(handoffs, pins=[{"ref": ref}])
+    for n in range(2, 9):
+        writer, session = ("scout", "s-scout") if n % 2 else ("editor", None)
+        value = {"verdict": "maybe", "budget": 600 - 25 * n, "notes": [f"edit {n}"]}
+        await store.remember(ref, value, agent=writer, session=session)
+    await store.record_outcome("failure", "AFTER-1", agent="auditor", refs=[ref])
+
+    resumed = await handoffs.resume("executor")
+    [stale] = resumed.stale
+    assert (stale.pinned_version, stale.current_version, stale.moves) == (1, 8, 7)
+    assert stale.pinned_value == {"verdict": "apply", "budget": 600}
+    assert stale.current_value == {"verdict": "maybe", "budget": 400, "notes": ["edit 8"]}
+    assert jsonpatch.apply_patch(stale.pinned_value, stale.patch) == stale.current_value
+    assert {operation["path"] for operation in stale.patch} == {"/verdict", "/budget", "/notes"}
+    assert [(v.version, v.author, v.session) for v in stale.versions] == [
+        (4, "editor", None),
+        (5, "scout", "s-scout"),
+        (6, "editor", None),
+        (7, "scout", "s-scout"),
+        (8, "editor", None),
+    ]
+    assert all(v.created_at for v in stale.versions)
+    assert [(o.outcome_ref, o.agent) for o in stale.outcomes] == [("AFTER-1", "auditor")]
+    assert stale.pinned_confidence > stale.current_confidence == stale.outcomes[0].after
 
 
 async def test_a_resolved_pin_shows_what_recall_shows_of_its_version(

@@ -151,9 +151,14 @@ async def test_every_tool_in_the_reference_story(scout: Client, executor: Client
 
     resumed = await call(executor, "resume")
     assert resumed["packet"]["id"] == packet["id"]
-    assert resumed["stale"] == [
-        {"ref": "listing/553/assessment", "pinned_version": 1, "current_version": 2}
-    ]
+    [stale] = resumed["stale"]  # the pin that moved, explained over MCP too
+    assert (stale["ref"], stale["pinned_version"], stale["current_version"]) == (
+        "listing/553/assessment",
+        1,
+        2,
+    )
+    assert stale["patch"] == [{"op": "replace", "path": "/verdict", "value": "maybe"}]
+    assert [(v["version"], v["author"]) for v in stale["versions"]] == [(2, "scout")]
     current = await call(executor, "recall", ref="listing/553/assessment")
     assert current["value"] == {"verdict": "maybe"}
     listing = await call(executor, "recall", scope="listing", min_confidence=0.6)
