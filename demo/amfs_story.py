@@ -22,7 +22,7 @@ from baton.agents import BatonClient
 from baton.agents.amfs import BatonAdapter, in_process
 from baton.demo import board
 from baton.demo import namespace as demo_namespace
-from baton.demo.executor import described
+from baton.demo.executor import described, moved_by
 from baton.demo.transcript import bullet, section
 from baton.server.connection import embedded_server
 from baton.server.settings import Settings
@@ -102,8 +102,7 @@ def executor_acts(url: str, namespace: str) -> list[str]:
         ]
         for line, stale in zip(warned, resumed.stale, strict=True):
             bullet(line, tone="warn")
-            changes = "; ".join(described(operation) for operation in stale.patch)
-            bullet(f"changed since by {stale.versions[-1].author}: {changes}", tone="warn")
+            bullet(f"{moved_by(stale)}: {'; '.join(map(described, stale.patch))}", tone="warn")
         bullet("memory.read would have served v2 without a word: AMFS has no pins")
 
         section("executor: 2. re-read what moved, both versions through AMFS")

@@ -16,7 +16,7 @@ from typing import Any
 from baton.agents import BatonClient, agent
 from baton.demo import board
 from baton.demo.transcript import bullet, section
-from baton.server.models import Resumed
+from baton.server.models import Resumed, StalePin
 
 NAME = "executor"
 
@@ -27,6 +27,16 @@ def described(operation: dict[str, Any]) -> str:
     if operation["op"] == "remove":
         return f"{where} removed"
     return f"{where} -> {json.dumps(operation.get('value'))}"
+
+
+def moved_by(stale: StalePin) -> str:
+    """Who moved a pin and when: ``v2 by scout at 10:15:02``, ``v2-v5 by a, b at …``."""
+    notes = stale.versions
+    if not notes:
+        return "forgotten since"
+    versions = f"v{notes[0].version}" + (f"-v{notes[-1].version}" if len(notes) > 1 else "")
+    authors = ", ".join(sorted({note.author for note in notes}))
+    return f"{versions} by {authors} at {notes[-1].created_at[11:19]}"
 
 
 @agent(NAME)
@@ -46,9 +56,7 @@ def execute(resumed: Resumed, baton: BatonClient) -> None:
             f"now at v{stale.current_version}",
             tone="warn",
         )
-        authors = ", ".join(sorted({note.author for note in stale.versions}))
-        changes = "; ".join(described(operation) for operation in stale.patch)
-        bullet(f"changed since by {authors}: {changes}", tone="warn")
+        bullet(f"{moved_by(stale)}: {'; '.join(map(described, stale.patch))}", tone="warn")
 
     section("2. look at the board before acting")
     observed = board.board()["source"]["observed_when_executor_returns"]

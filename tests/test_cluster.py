@@ -37,7 +37,13 @@ def test_api_on_a_cluster_with_queues_on_plain_redis(
                 "/v1/agents/executor/resume", headers={"X-Baton-Agent": "executor"}
             ).json()
             assert resumed["packet"]["id"] == packet["id"]
-            assert resumed["stale"] == [{"ref": "c/x", "pinned_version": 1, "current_version": 2}]
+            [stale] = resumed["stale"]
+            assert (stale["ref"], stale["pinned_version"], stale["current_version"]) == (
+                "c/x",
+                1,
+                2,
+            )
+            assert stale["patch"] == [{"op": "replace", "path": "", "value": "v2"}]
             saved = http.post("/v1/memories", json={"content": "cluster memories are found"})
             assert saved.status_code == 201
             found = http.post("/v1/memories/recall", json={"query": "cluster memories"}).json()
