@@ -17,11 +17,13 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 ## make npm-clients: agentmemory's hook scripts and MCP shim, the MCP Inspector's CLI and the
-## MCP reference memory server (make bench's), pinned by their lock files
-$(NPM_CLIENTS): tests/agentmemory/package-lock.json tests/mcp-inspector/package-lock.json tests/mcp-reference/package-lock.json
+## MCP reference memory server (make bench's), Gemini CLI and Codex (baton setup's checks),
+## pinned by their lock files
+$(NPM_CLIENTS): tests/agentmemory/package-lock.json tests/mcp-inspector/package-lock.json tests/mcp-reference/package-lock.json tests/hosts/package-lock.json
 	cd tests/agentmemory && npm ci --ignore-scripts --omit=optional --omit=peer --no-audit --no-fund --loglevel=error
 	cd tests/mcp-inspector && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
 	cd tests/mcp-reference && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	cd tests/hosts && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
 	touch $(NPM_CLIENTS)
 
 npm-clients: $(NPM_CLIENTS)

@@ -22,7 +22,14 @@ from typing import Any, Literal
 import httpx
 import redis
 
-from baton.agents.host_setup import HOSTS, Host, command_words, mcp_config
+from baton.agents.host_setup import (
+    HOSTS,
+    MCP_FILES,
+    Host,
+    command_words,
+    mcp_config,
+    read_config,
+)
 from baton.agents.spool import waiting
 from baton.server.connection import sync_redis
 from baton.server.embedded import EmbeddedServer
@@ -50,8 +57,15 @@ def examine(
     yield from _store(settings)
     yield from _api(environ)
     yield from _spools(settings)
+    unset = []
     for host in HOSTS:
-        yield from _host(host, home, project)
+        found = list(_host(host, home, project))
+        unset += [] if found else [host]
+        yield from found
+    if len(unset) == len(HOSTS):
+        yield Finding("warn", "no agent host is set up here: `baton setup --list` names them")
+    elif unset:
+        yield Finding("ok", f"not set up here (`baton setup HOST`): {', '.join(unset)}")
 
 
 def _store(settings: Settings) -> Iterator[Finding]:
@@ -176,13 +190,15 @@ def _why(error: httpx.TransportError) -> str:
 
 
 def _host(host: Host, home: Path, project: Path) -> Iterator[Finding]:
-    found = False
+    """Where ``host`` is set up and whether what it starts is there; nothing when it is
+    set up nowhere."""
     for scope, base in (("project", project), ("user", None)):
+        if base is not None and MCP_FILES[host].project is None:
+            continue  # the host has no project file
         path, keys = mcp_config(host, home, base)
         entry = _entry(path, keys)
         if entry is None:
             continue
-        found = True
         command = entry.get("command")
         program = command[0] if isinstance(command, list) and command else command
         if not isinstance(program, str) or not _runnable(program):
@@ -193,8 +209,6 @@ def _host(host: Host, home: Path, project: Path) -> Iterator[Finding]:
             )
         else:
             yield Finding("ok", f"{host} ({scope}) starts Baton's MCP server: {path}")
-    if not found:
-        yield Finding("warn", f"{host} is not set up here: `baton setup {host}`")
     if host == "claude-code":
         yield from _claude_hooks(home, project)
 
@@ -223,7 +237,7 @@ def _claude_hooks(home: Path, project: Path) -> Iterator[Finding]:
 
 
 def _entry(path: Path, keys: list[str]) -> dict[str, Any] | None:
-    node: Any = _json(path)
+    node: Any = read_config(path)
     for key in keys:
         node = node.get(key) if isinstance(node, dict) else None
     return node if isinstance(node, dict) else None

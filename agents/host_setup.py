@@ -1,14 +1,15 @@
-"""``baton setup claude-code|opencode``: write what an agent host needs to use Baton.
+"""``baton setup HOST``: write what an agent host needs to use Baton.
 
-Claude Code gets the MCP server entry, the hooks (``baton hook EVENT``), the skills
-(``handoff``, ``recap``, ``session-history``, ``recall``, each user-invocable as ``/name``)
-and the ``/remember`` command. OpenCode gets the MCP server entry, the same skills and the
-``/remember`` and ``/recall`` commands (its skills are not slash commands); OpenCode has no
-command hooks, so its sessions are not recorded. With ``project`` the files go into that
-project (``.mcp.json``, ``.claude/``, ``opencode.json``, ``.opencode/``), else into the
-user's own configuration. Running it again changes nothing; ``--dry-run`` shows the diff.
-JSON files are merged: only Baton's entries are added or replaced; a file that is not
-valid JSON, not UTF-8, or not shaped as the host reads it is refused, never overwritten.
+Every host gets Baton's MCP server entry in its own file and shape (:data:`MCP_FILES`;
+Codex's is TOML, edited with tomlkit so the user's comments and order stay). Claude Code
+also gets the hooks (``baton hook EVENT``), the skills (``handoff``, ``recap``,
+``session-history``, ``recall``, each user-invocable as ``/name``) and the ``/remember``
+command; OpenCode the same skills and the ``/remember`` and ``/recall`` commands (its skills
+are not slash commands). With ``project`` the files go into that project where the host
+reads project files, else into the user's own configuration. Running it again changes
+nothing; ``--dry-run`` shows the diff. Files are merged: only Baton's entries are added or
+replaced; a file that is not valid JSON or TOML, not UTF-8, or not shaped as the host reads
+it is refused, never overwritten.
 
 User files are handled with care: a path that leads out of the folder setup writes into
 (the project, or the home directory) through a symlink is refused (a link that stays inside,
@@ -26,22 +27,33 @@ import os
 import re
 import secrets
 import shlex
+import sys
+import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
+
+import tomlkit
+import tomlkit.exceptions
 
 from baton.agents.hook import CLAUDE_EVENTS
 from baton.server.errors import BatonError, InvalidInput
 
-Host = Literal["claude-code", "opencode"]
-HOSTS: tuple[Host, ...] = ("claude-code", "opencode")
-DEFAULT_AGENTS: dict[Host, str] = {"claude-code": "claude", "opencode": "opencode"}
+Host = Literal[
+    "claude-code", "opencode", "gemini", "codex", "cursor", "claude-desktop", "vscode", "cline"
+]
+HOSTS: tuple[Host, ...] = get_args(Host)
 SERVER = "baton"  # the MCP server's name in the hosts' configurations
 SKILLS = ("handoff", "recap", "session-history", "recall")
 COMMANDS: dict[Host, tuple[str, ...]] = {
     "claude-code": ("remember",),  # the recall skill is /recall already
     "opencode": ("remember", "recall"),
+}
+# The AGENT_ID each host's MCP server acts as, unless --agent says otherwise.
+DEFAULT_AGENTS: dict[Host, str] = {
+    host: "claude" if host == "claude-code" else host for host in HOSTS
 }
 # Claude Code's events Baton records, with the tools they are limited to (None: all).
 HOOKED: dict[str, str | None] = {
@@ -87,13 +99,141 @@ class Change:
         )
 
 
+@dataclass(frozen=True)
+class McpFile:
+    """Where a host keeps its MCP servers and how it spells Baton's: ``user`` and
+    ``project`` (None: the host has no project file) give the file from the home or project
+    folder, ``keys`` lead to the entry in it, ``entry`` makes the entry from the command and
+    its environment. Shapes as each host's own code or documentation reads them (versions:
+    docs/mcp.md)."""
+
+    user: Callable[[Path], Path]
+    project: Callable[[Path], Path] | None
+    keys: tuple[str, ...]
+    entry: Callable[[str, dict[str, str]], dict[str, Any]]
+
+
+def _app_data(home: Path) -> Path:
+    """Where desktop applications keep their settings in this user's home."""
+    if sys.platform == "darwin":
+        return home / "Library" / "Application Support"
+    if sys.platform == "win32":
+        return home / "AppData" / "Roaming"
+    return home / ".config"
+
+
+def _in_home_and_project(
+    *parts: str,
+) -> tuple[Callable[[Path], Path], Callable[[Path], Path]]:
+    """The same path in the home folder (user) and in a project."""
+    return (lambda home: home.joinpath(*parts)), (lambda project: project.joinpath(*parts))
+
+
+def _stdio(baton: str, env: dict[str, str]) -> dict[str, Any]:
+    return {"command": baton, "args": ["mcp"], "env": env}
+
+
+def _typed_stdio(baton: str, env: dict[str, str]) -> dict[str, Any]:
+    return {"type": "stdio", **_stdio(baton, env)}
+
+
+MCP_FILES: dict[Host, McpFile] = {
+    "claude-code": McpFile(
+        lambda home: home / ".claude.json",
+        lambda project: project / ".mcp.json",
+        ("mcpServers", SERVER),
+        _stdio,
+    ),
+    "opencode": McpFile(
+        lambda home: home / ".config" / "opencode" / "opencode.json",
+        lambda project: project / "opencode.json",
+        ("mcp", SERVER),
+        lambda baton, env: {
+            "type": "local",
+            "command": [baton, "mcp"],
+            "environment": env,
+            "enabled": True,
+        },
+    ),
+    "gemini": McpFile(
+        *_in_home_and_project(".gemini", "settings.json"),
+        ("mcpServers", SERVER),
+        _stdio,
+    ),
+    "codex": McpFile(
+        *_in_home_and_project(".codex", "config.toml"),
+        ("mcp_servers", SERVER),
+        _stdio,
+    ),
+    "cursor": McpFile(
+        *_in_home_and_project(".cursor", "mcp.json"),
+        ("mcpServers", SERVER),
+        _typed_stdio,
+    ),
+    "claude-desktop": McpFile(
+        lambda home: _app_data(home) / "Claude" / "claude_desktop_config.json",
+        None,
+        ("mcpServers", SERVER),
+        _stdio,
+    ),
+    "vscode": McpFile(
+        lambda home: _app_data(home) / "Code" / "User" / "mcp.json",
+        lambda project: project / ".vscode" / "mcp.json",
+        ("servers", SERVER),
+        _typed_stdio,
+    ),
+    "cline": McpFile(
+        lambda home: home / ".cline" / "data" / "settings" / "cline_mcp_settings.json",
+        None,
+        ("mcpServers", SERVER),
+        lambda baton, env: {**_typed_stdio(baton, env), "disabled": False, "autoApprove": []},
+    ),
+}
+
+
 def mcp_config(host: Host, home: Path, project: Path | None) -> tuple[Path, list[str]]:
-    """The file holding ``host``'s MCP server entry for Baton, and the keys leading to it."""
+    """The file holding ``host``'s MCP server entry for Baton, and the keys leading to it;
+    ``InvalidInput`` for a project when the host has no project file."""
+    files = MCP_FILES[host]
+    if project is None:
+        return files.user(home), list(files.keys)
+    if files.project is None:
+        raise InvalidInput(
+            "project", f"{host} has no project configuration: set it up without --project"
+        )
+    return files.project(project), list(files.keys)
+
+
+def gets(host: Host) -> str:
+    """What ``baton setup host`` writes for it, in words."""
     if host == "claude-code":
-        path = project / ".mcp.json" if project is not None else home / ".claude.json"
-        return path, ["mcpServers", SERVER]
-    folder = project if project is not None else home / ".config" / "opencode"
-    return folder / "opencode.json", ["mcp", SERVER]
+        return "MCP server, hooks (sessions recorded), skills, /remember"
+    if host == "opencode":
+        return "MCP server, skills, /remember and /recall"
+    return "MCP server"
+
+
+def describe(home: Path, project: Path) -> list[str]:
+    """``baton setup --list``: each host, what it gets, and where it is set up (this
+    project, the user's configuration, or not yet)."""
+    lines = []
+    for host in HOSTS:
+        places = []
+        if MCP_FILES[host].project is not None:
+            path, keys = mcp_config(host, home, project)
+            places += [f"project ({path})"] if _configured(path, keys) else []
+        path, keys = mcp_config(host, home, None)
+        places += [f"user ({path})"] if _configured(path, keys) else []
+        where = ", ".join(places) or f"not set up: baton setup {host}"
+        lines.append(f"{host:<15} {gets(host)}; {where}")
+    return lines
+
+
+def _configured(path: Path, keys: list[str]) -> bool:
+    node = read_config(path)
+    for key in keys:
+        node = node.get(key) if isinstance(node, dict) else None
+    return isinstance(node, dict)
 
 
 # What setup carries from the environment it runs in into what the host runs, so the host
@@ -121,26 +261,16 @@ def plan(
     reach = {name: environ[name] for name in HOOK_VARIABLES if environ.get(name)}
     base = project if project is not None else home
     config, keys = mcp_config(host, home, project)
+    entry = MCP_FILES[host].entry(baton, {"AGENT_ID": agent, **store})
+    write = _toml if config.suffix == ".toml" else _json
+    changes = [write(config, base, keys, entry)]
     if host == "claude-code":
-        entry: dict[str, Any] = {
-            "command": baton,
-            "args": ["mcp"],
-            "env": {"AGENT_ID": agent, **store},
-        }
-        changes = [
-            _json(config, base, keys, entry),
-            _hooks(base / ".claude" / "settings.json", base, baton, reach),
-        ]
+        changes.append(_hooks(base / ".claude" / "settings.json", base, baton, reach))
         folder = base / ".claude"
-    else:
-        entry = {
-            "type": "local",
-            "command": [baton, "mcp"],
-            "environment": {"AGENT_ID": agent, **store},
-            "enabled": True,
-        }
-        changes = [_json(config, base, keys, entry)]
+    elif host == "opencode":
         folder = project / ".opencode" if project is not None else config.parent
+    else:
+        return changes  # the MCP server only (docs/mcp.md: what each host gets)
     changes += [
         _text(folder / "skills" / name / "SKILL.md", base, _template(f"{name}.skill.md"))
         for name in SKILLS
@@ -254,6 +384,40 @@ def _json(path: Path, root: Path, keys: list[str], value: Any) -> Change:
             raise InvalidInput("config", f"{path}: {key} is not an object; fix it first")
     node[keys[-1]] = value
     return Change(path, target, before, _dump(data))
+
+
+def _toml(path: Path, root: Path, keys: list[str], value: dict[str, Any]) -> Change:
+    """A TOML file (Codex's) with ``value`` as the table under ``keys``, the rest of the
+    file kept as it was written, comments and order included (tomlkit)."""
+    target = _inside(path, root)
+    before = _read(path, target)
+    try:
+        document = tomlkit.parse(before or "")
+    except tomlkit.exceptions.ParseError as error:
+        raise InvalidInput("config", f"{path} is not valid TOML ({error}); fix it first") from None
+    node: Any = document
+    for key in keys[:-1]:
+        if key not in node:
+            node[key] = tomlkit.table(is_super_table=True)
+        node = node[key]
+        if not isinstance(node, dict):
+            raise InvalidInput("config", f"{path}: {key} is not a table; fix it first")
+    table = tomlkit.table()
+    table.update({name: item for name, item in value.items() if name != "env"})
+    table["env"] = tomlkit.table()
+    table["env"].update(value.get("env", {}))
+    node[keys[-1]] = table
+    return Change(path, target, before, tomlkit.dumps(document))
+
+
+def read_config(path: Path) -> Any:
+    """A host's configuration file as data (JSON, or TOML by its suffix); None when it is
+    missing or cannot be read."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        return tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
 
 
 def _hooks(path: Path, root: Path, baton: str, reach: dict[str, str]) -> Change:

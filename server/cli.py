@@ -19,6 +19,7 @@ import msgspec
 import redis.exceptions
 import structlog
 
+from baton.agents.host_setup import HOSTS
 from baton.server.backend import Namespace, open_backend
 from baton.server.connection import (
     async_redis,
@@ -482,8 +483,14 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_setup(args: argparse.Namespace) -> int:
-    from baton.agents.host_setup import DEFAULT_AGENTS, apply, plan
+    from baton.agents.host_setup import DEFAULT_AGENTS, apply, describe, plan
 
+    if args.list:
+        for line in describe(Path.home(), Path.cwd()):
+            print(line)
+        return 0
+    if args.host is None:
+        raise SystemExit(f"baton: name a host ({', '.join(HOSTS)}) or pass --list")
     project = None if args.project is None else Path(args.project).resolve()
     changes = plan(
         args.host,
@@ -786,7 +793,10 @@ def build_parser() -> argparse.ArgumentParser:
     setup = commands.add_parser(
         "setup", help="connect an agent host: MCP server, hooks, skills and commands"
     )
-    setup.add_argument("host", choices=("claude-code", "opencode"))
+    setup.add_argument("host", nargs="?", choices=HOSTS, help="the agent host to connect")
+    setup.add_argument(
+        "--list", action="store_true", help="list the hosts, what each gets, and which are set up"
+    )
     setup.add_argument(
         "--project",
         nargs="?",

@@ -13,6 +13,7 @@ import secrets
 import shlex
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +21,9 @@ import httpx
 import pytest
 from mcp import Client, StdioServerParameters
 
-from baton.agents.host_setup import COMMANDS, SKILLS
+from baton.agents.host_setup import COMMANDS, HOSTS, SKILLS
 from baton.server.operations import OPERATIONS
-from tests.conftest import run_baton
+from tests.conftest import REPO, run_baton
 
 pytestmark = pytest.mark.anyio
 BATON = str(Path(sys.executable).with_name("baton"))
@@ -281,3 +282,143 @@ def test_the_skills_point_at_skills_setup_installs(tmp_path: Path) -> None:
     remember = (tmp_path / ".claude" / "commands" / "remember.md").read_text()
     for step in ("2-5 lower-case `concepts`", "user's own words", "`files: []`", "echo the"):
         assert step in remember
+
+
+# Each host's entry as the host's own code or documentation reads it (what setup must write):
+# Gemini CLI 0.61.0 (docs/tools/mcp-server.md), Codex 0.171.0 (`codex mcp add` writes the
+# same), Cursor (@cursor/sdk 1.0.32's zod schema), Claude Desktop (modelcontextprotocol's
+# connect-local-servers), VS Code 1.102+ (mcp-configuration.md: "servers", type required),
+# Cline 4.1 (apps/vscode/src/services/mcp/schemas.ts).
+SHAPES: dict[str, tuple[str, str | None, list[str], set[str]]] = {
+    # host: (user file under HOME, project file, keys to the entry, the entry's fields)
+    "gemini": (".gemini/settings.json", ".gemini/settings.json", ["mcpServers"], set()),
+    "codex": (".codex/config.toml", ".codex/config.toml", ["mcp_servers"], set()),
+    "cursor": (".cursor/mcp.json", ".cursor/mcp.json", ["mcpServers"], {"type"}),
+    "claude-desktop": (".config/Claude/claude_desktop_config.json", None, ["mcpServers"], set()),
+    "vscode": (".config/Code/User/mcp.json", ".vscode/mcp.json", ["servers"], {"type"}),
+    "cline": (
+        ".cline/data/settings/cline_mcp_settings.json",
+        None,
+        ["mcpServers"],
+        {"type", "disabled", "autoApprove"},
+    ),
+}
+
+
+def read(path: Path) -> Any:
+    return (
+        tomllib.loads(path.read_text()) if path.suffix == ".toml" else json.loads(path.read_text())
+    )
+
+
+def theirs(path: Path, keys: list[str]) -> str:
+    """A file of the user's own: another server under ``keys`` and a setting of theirs."""
+    if path.suffix == ".toml":
+        return f'# mine\nmodel = "o3"\n\n[{keys[0]}.other]\ncommand = "other-server"\n'
+    return json.dumps({"theme": "dark", keys[0]: {"other": {"command": "other-server"}}})
+
+
+@pytest.mark.parametrize("host", sorted(SHAPES))
+def test_each_host_gets_its_entry_in_its_own_shape_and_keeps_the_rest(
+    host: str, tmp_path: Path
+) -> None:
+    """Into the host's own file (user, and project where the host has one): Baton's stdio
+    entry in the shape the host reads, with AGENT_ID and the store's settings; the user's
+    other servers and settings (and a TOML file's comments) kept; a second run changes
+    nothing. A host without project files refuses --project in one line, writing nothing."""
+    user_file, project_file, keys, extra = SHAPES[host]
+    home, project = tmp_path / "home", tmp_path / "app"
+    targets = [(home / user_file, ())] + (
+        [(project / project_file, ("--project", str(project)))] if project_file else []
+    )
+    for path, options in targets:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(theirs(path, keys))
+        env = {"HOME": str(home), "BATON_REDIS_URL": "redis://store:6379"}
+        first = run_baton("setup", host, *options, env=env)
+        assert first.returncode == 0, first.stderr
+        data = read(path)
+        entry = data[keys[0]]["baton"]
+        assert (entry["command"], entry["args"]) == (BATON, ["mcp"])
+        assert entry["env"] == {"AGENT_ID": host, "BATON_REDIS_URL": "redis://store:6379"}
+        assert set(entry) == {"command", "args", "env"} | extra
+        assert data[keys[0]]["other"] == {"command": "other-server"}
+        assert data.get("theme") == "dark" or data.get("model") == "o3"
+        if path.suffix == ".toml":
+            assert path.read_text().startswith("# mine\n")
+        again = run_baton("setup", host, *options, env=env)
+        assert again.stdout == first.stdout.replace("wrote", "unchanged")
+    if project_file is None:
+        refused = run_baton("setup", host, "--project", str(project), env={"HOME": str(home)})
+        assert refused.returncode == 2 and "no project configuration" in refused.stderr
+        assert len(refused.stderr.splitlines()) == 1 and not project.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("host", sorted(SHAPES))
+async def test_what_each_hosts_file_names_runs(host: str, tmp_path: Path, redis_url: str) -> None:
+    """The command, arguments and environment setup wrote for the host start an MCP server
+    that lists Baton's tools."""
+    user_file, _, keys, _ = SHAPES[host]
+    assert setup(host, home=tmp_path).returncode == 0
+    entry = read(tmp_path / user_file)[keys[0]]["baton"]
+    assert await tools_of(entry["command"], entry["args"], entry["env"], redis_url) == TOOLS
+
+
+HOST_CLIS = REPO / "tests" / "hosts" / "node_modules" / ".bin"
+
+
+def host_cli(name: str, *args: str, home: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """The host's own CLI (pinned in tests/hosts, installed by make test) in ``home``."""
+    program = HOST_CLIS / name
+    assert program.exists(), "run make npm-clients"
+    return subprocess.run(
+        [str(program), *args],
+        env={**os.environ, "HOME": str(home), **env},
+        cwd=home,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.slow
+def test_gemini_cli_connects_to_the_server_setup_wrote(tmp_path: Path, redis_url: str) -> None:
+    """`gemini mcp list` (Gemini CLI 0.61.0, no account) starts what `baton setup gemini`
+    wrote and reports it Connected (the folder trusted, as a user trusts theirs)."""
+    env = {"HOME": str(tmp_path), "BATON_REDIS_URL": redis_url}
+    assert run_baton("setup", "gemini", env=env).returncode == 0
+    listed = host_cli("gemini", "mcp", "list", home=tmp_path, GEMINI_CLI_TRUST_WORKSPACE="true")
+    assert listed.returncode == 0, listed.stderr
+    assert f"baton: {BATON} mcp (stdio) - Connected" in listed.stdout + listed.stderr
+
+
+@pytest.mark.slow
+def test_codex_lists_the_server_setup_wrote(tmp_path: Path) -> None:
+    """`codex mcp list --json` (Codex 0.171.0, no login) reads what `baton setup codex`
+    wrote: Baton's stdio server, enabled, with its command, arguments and AGENT_ID."""
+    assert run_baton("setup", "codex", env={"HOME": str(tmp_path)}).returncode == 0
+    listed = host_cli("codex", "mcp", "list", "--json", home=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    [server] = [s for s in json.loads(listed.stdout) if s["name"] == "baton"]
+    assert server["enabled"] is True
+    transport = server["transport"]
+    assert (transport["type"], transport["command"], transport["args"]) == ("stdio", BATON, ["mcp"])
+    assert transport["env"] == {"AGENT_ID": "codex"}
+
+
+def test_setup_list_names_every_host_what_it_gets_and_where_it_is_set_up(tmp_path: Path) -> None:
+    """`baton setup --list`: one line per host with what it gets, and where it is set up
+    (the project's file, the user's) or the command that sets it up."""
+    home, project = tmp_path / "home", tmp_path / "app"
+    project.mkdir()
+    assert setup("gemini", home=home).returncode == 0
+    assert setup("cursor", "--project", str(project), home=home).returncode == 0
+    listed = run_baton("setup", "--list", env={"HOME": str(home)}, cwd=project)
+    lines = {line.split()[0]: line for line in listed.stdout.splitlines()}
+    assert set(lines) == set(HOSTS)
+    assert f"user ({home / '.gemini' / 'settings.json'})" in lines["gemini"]
+    assert f"project ({project / '.cursor' / 'mcp.json'})" in lines["cursor"]
+    assert "not set up: baton setup codex" in lines["codex"]
+    assert "hooks (sessions recorded)" in lines["claude-code"]
