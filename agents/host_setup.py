@@ -388,26 +388,45 @@ def _json(path: Path, root: Path, keys: list[str], value: Any) -> Change:
 
 def _toml(path: Path, root: Path, keys: list[str], value: dict[str, Any]) -> Change:
     """A TOML file (Codex's) with ``value`` as the table under ``keys``, the rest of the
-    file kept as it was written, comments and order included (tomlkit)."""
+    file kept as it was written, comments and order included (tomlkit). The result is read
+    back: a file whose other settings would move or change (tables written inline or as
+    dotted keys, where tomlkit cannot add a table without taking what follows into it) is
+    refused, left as it was."""
     target = _inside(path, root)
     before = _read(path, target)
+    unusable = InvalidInput(
+        "config",
+        f"{path}: {'.'.join(keys[:-1])} is written inline or as dotted keys, where Baton's "
+        f"table cannot be added without moving your settings; write it as "
+        f"[{'.'.join(keys[:-1])}.NAME] tables (as `codex mcp add` does), then run setup again",
+    )
     try:
         document = tomlkit.parse(before or "")
+        node: Any = document
+        for key in keys[:-1]:
+            if key not in node:
+                node[key] = tomlkit.table(is_super_table=True)
+            node = node[key]
+            if not isinstance(node, dict):
+                raise InvalidInput("config", f"{path}: {key} is not a table; fix it first")
+        table = tomlkit.table()
+        table.update({name: item for name, item in value.items() if name != "env"})
+        table["env"] = tomlkit.table()
+        table["env"].update(value.get("env", {}))
+        node[keys[-1]] = table
+        after = tomlkit.dumps(document)
     except tomlkit.exceptions.ParseError as error:
         raise InvalidInput("config", f"{path} is not valid TOML ({error}); fix it first") from None
-    node: Any = document
+    except ValueError:  # tomlkit: an inline table cannot hold a table
+        raise unusable from None
+    expected = tomllib.loads(before or "")
+    node = expected
     for key in keys[:-1]:
-        if key not in node:
-            node[key] = tomlkit.table(is_super_table=True)
-        node = node[key]
-        if not isinstance(node, dict):
-            raise InvalidInput("config", f"{path}: {key} is not a table; fix it first")
-    table = tomlkit.table()
-    table.update({name: item for name, item in value.items() if name != "env"})
-    table["env"] = tomlkit.table()
-    table["env"].update(value.get("env", {}))
-    node[keys[-1]] = table
-    return Change(path, target, before, tomlkit.dumps(document))
+        node = node.setdefault(key, {})
+    node[keys[-1]] = value
+    if tomllib.loads(after) != expected:
+        raise unusable
+    return Change(path, target, before, after)
 
 
 def read_config(path: Path) -> Any:

@@ -102,7 +102,8 @@ def executor_acts(url: str, namespace: str) -> list[str]:
         ]
         for line, stale in zip(warned, resumed.stale, strict=True):
             bullet(line, tone="warn")
-            bullet(f"{moved_by(stale)}: {'; '.join(map(described, stale.patch))}", tone="warn")
+            changes = "; ".join(map(described, stale.patch or []))
+            bullet(f"{moved_by(stale)}: {changes or 'too large to compare'}", tone="warn")
         bullet("memory.read would have served v2 without a word: AMFS has no pins")
 
         section("executor: 2. re-read what moved, both versions through AMFS")

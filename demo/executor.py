@@ -56,7 +56,8 @@ def execute(resumed: Resumed, baton: BatonClient) -> None:
             f"now at v{stale.current_version}",
             tone="warn",
         )
-        bullet(f"{moved_by(stale)}: {'; '.join(map(described, stale.patch))}", tone="warn")
+        changes = "; ".join(map(described, stale.patch or []))
+        bullet(f"{moved_by(stale)}: {changes or 'too large to compare'}", tone="warn")
 
     section("2. look at the board before acting")
     observed = board.board()["source"]["observed_when_executor_returns"]

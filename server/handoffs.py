@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-import jsonpatch
 import structlog
 
 from baton.server import codec
@@ -417,7 +416,7 @@ class HandoffStore(NamespaceStore):
                     - pin.version,
                     pinned_value=pin.value,
                     current_value=value,
-                    patch=jsonpatch.make_patch(pin.value, value).patch,
+                    patch=await self.ns.search.analyzer.patch(pin.value, value),
                     versions=notes,
                     outcomes=[entry for entry in outcomes if entry.created_at > since],
                     pinned_confidence=pin.confidence,

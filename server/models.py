@@ -295,7 +295,8 @@ class VersionNote(msgspec.Struct, kw_only=True):
 
 class StalePin(msgspec.Struct, kw_only=True):
     """A pin whose record moved on since the packet was made, explained: both values, the
-    change between them as an RFC 6902 JSON Patch (``patch``, pinned -> current), how many
+    change between them as an RFC 6902 JSON Patch (``patch``, pinned -> current; null when
+    the two are over 16 KiB of JSON together), how many
     versions were written since (``moves``) and who wrote the last few (``versions``,
     oldest first), the outcomes recorded on the record since the packet was made (the last
     few), and the confidence then and now."""
@@ -306,7 +307,7 @@ class StalePin(msgspec.Struct, kw_only=True):
     moves: int
     pinned_value: Any
     current_value: Any
-    patch: list[dict[str, Any]]
+    patch: list[dict[str, Any]] | None  # None past 16 KiB of JSON (analysis.PATCH_BYTES)
     versions: list[VersionNote]
     outcomes: list[OutcomeEntry]
     pinned_confidence: float

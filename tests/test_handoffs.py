@@ -119,6 +119,27 @@ async def test_a_stale_pin_explains_what_moved_who_moved_it_and_what_came_of_it(
     assert stale.pinned_confidence > stale.current_confidence == stale.outcomes[0].after
 
 
+async def test_a_large_stale_value_gets_no_patch_and_a_mid_sized_one_gets_it_elsewhere(
+    handoffs: HandoffStore, store: RecordStore
+) -> None:
+    """A pin whose values are over 16 KiB of JSON together comes back with both values and
+    no patch (jsonpatch's list diff took 26 s on a 150,000-item list); a list of a few
+    hundred items, past what is diffed on the event loop, gets its patch from the analysis
+    process, and the patch turns the pinned value into the current one."""
+    big, mid = list(range(5000)), list(range(300))
+    await store.remember("r/big", big, agent="scout")
+    await store.remember("r/mid", mid, agent="scout")
+    await hand(handoffs, pins=[{"ref": "r/big"}, {"ref": "r/mid"}])
+    await store.remember("r/big", big[::-1], agent="scout")
+    await store.remember("r/mid", mid[::-1], agent="scout")
+
+    stale = {entry.ref: entry for entry in (await handoffs.resume("executor")).stale}
+    assert stale["r/big"].patch is None
+    assert (stale["r/big"].pinned_value, stale["r/big"].current_value) == (big, big[::-1])
+    assert stale["r/mid"].patch is not None
+    assert jsonpatch.apply_patch(mid, stale["r/mid"].patch) == mid[::-1]
+
+
 async def test_a_resolved_pin_shows_what_recall_shows_of_its_version(
     handoffs: HandoffStore, store: RecordStore
 ) -> None:

@@ -422,3 +422,25 @@ def test_setup_list_names_every_host_what_it_gets_and_where_it_is_set_up(tmp_pat
     assert f"project ({project / '.cursor' / 'mcp.json'})" in lines["cursor"]
     assert "not set up: baton setup codex" in lines["codex"]
     assert "hooks (sessions recorded)" in lines["claude-code"]
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        'mcp_servers.other.command = "x"\nmodel = "o3"\n',  # dotted keys
+        'mcp_servers = { other = { command = "x" } }\nmodel = "o3"\n',  # an inline table
+    ],
+)
+def test_a_codex_file_where_the_table_cannot_go_is_refused_and_left_alone(
+    written: str, tmp_path: Path
+) -> None:
+    """Codex's servers written as dotted keys or an inline table: adding Baton's table
+    there would carry the settings after it into Baton's (tomlkit), so setup refuses in
+    one line saying how to write it, and the file stays exactly as it was."""
+    config = tmp_path / ".codex" / "config.toml"
+    config.parent.mkdir()
+    config.write_text(written)
+    refused = setup("codex", home=tmp_path)
+    assert refused.returncode == 2
+    assert len(refused.stderr.splitlines()) == 1 and "[mcp_servers.NAME]" in refused.stderr
+    assert config.read_text() == written
