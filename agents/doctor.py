@@ -152,12 +152,14 @@ def _spools(settings: Settings) -> Iterator[Finding]:
                 "recorded with delivers them",
             )
         elif spool.events:
-            token = " and the BATON_TOKEN they were recorded with" if spool.token else ""
+            # the spool is found by its URL and token: flush with the same ones
+            command = f"BATON_URL={spool.url} baton hook --flush"
+            token = " with the BATON_TOKEN they were recorded with" if spool.token else ""
+            command = command if spool.token else f"env -u BATON_TOKEN {command}"
             yield Finding(
                 "warn",
-                f"{spool.events} hook events wait {where} for {spool.url}: "
-                f"`BATON_URL={spool.url} baton hook --flush`{token} delivers them once it "
-                "answers",
+                f"{spool.events} hook events wait {where} for {spool.url}: `{command}`{token} "
+                "delivers them once it answers",
             )
         if spool.rejected:
             yield Finding(

@@ -147,8 +147,9 @@ class Spool:
                 self._write_number(self.dropped, self.read_number(self.dropped) + 1)
                 return False
             if not os.path.exists(self.destination):
-                with open(self.destination, "w", encoding="utf-8") as destination:
-                    json.dump({"url": self.base_url, "token": self.with_token}, destination)
+                self._write_text(
+                    self.destination, json.dumps({"url": self.base_url, "token": self.with_token})
+                )
             handle = os.open(self.events, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
             try:
                 os.lseek(handle, max(size - 1, 0), os.SEEK_SET)
@@ -247,10 +248,14 @@ class Spool:
 
     @staticmethod
     def _write_number(path: str, value: int) -> None:
-        """Replace the number in ``path`` at once (written aside, then renamed)."""
+        Spool._write_text(path, str(value))
+
+    @staticmethod
+    def _write_text(path: str, text: str) -> None:
+        """Replace ``path`` with ``text`` at once (written aside, then renamed)."""
         aside = path + ".new"
-        with open(aside, "w", encoding="ascii") as number:
-            number.write(str(value))
+        with open(aside, "w", encoding="utf-8") as file:
+            file.write(text)
         os.replace(aside, path)
 
 

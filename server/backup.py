@@ -39,6 +39,7 @@ from baton.server.models import PACKET_STATES, Observation
 from baton.server.namespace_removal import clear_namespace, namespace_keys, token_refunds
 from baton.server.records import BATCH, UNINDEXED_SCOPE
 from baton.server.search import IndexCall
+from baton.server.token_bytes import refunds
 from baton.server.validation import PACKET_ID_PATTERN, check_agent, check_ref
 
 if TYPE_CHECKING:
@@ -47,6 +48,10 @@ if TYPE_CHECKING:
 BINARY_VERSION_FIELDS = ("value", "tags")
 BINARY_PACKET_FIELDS = ("next", "open", "pins")
 PROGRESS_LINES = 1000  # lines between two progress reports of an import
+
+
+def _without_token(fields: dict[bytes, bytes]) -> dict[bytes, bytes]:
+    return {name: value for name, value in fields.items() if name != b"token"}
 
 
 def _decode(fields: dict[bytes, bytes], binary: Iterable[str] = ()) -> dict[str, Any]:
@@ -65,7 +70,9 @@ def _encode(fields: dict[str, Any], binary: Iterable[str] = ()) -> dict[FieldT, 
 
 
 async def export(ns: Namespace, scope: str | None = None) -> AsyncIterator[dict[str, Any]]:
-    """Every record (in ``scope`` and below, or all), then packets and sessions."""
+    """Every record (in ``scope`` and below, or all), then packets and sessions. A
+    version's ``token`` (what it counts against) is this installation's bookkeeping, not
+    part of the record: left out."""
     redis, keys = ns.redis, ns.keys
     async for batch in ns.records.candidate_refs(ns.records.check_scope(scope), [], "all", None):
         for ref in batch:
@@ -74,7 +81,7 @@ async def export(ns: Namespace, scope: str | None = None) -> AsyncIterator[dict[
                 continue
             current = int(head[b"version"])
             versions = [
-                _decode(fields, BINARY_VERSION_FIELDS)
+                _decode(_without_token(fields), BINARY_VERSION_FIELDS)
                 async for fields in ns.records.versions(ref, current)
             ]
             outcomes = [
@@ -527,6 +534,7 @@ class Held:
 
     versions: dict[str, int] = field(default_factory=dict)
     stored: dict[str, int] = field(default_factory=dict)
+    by_token: dict[str, list[tuple[str | None, int]]] = field(default_factory=dict)
     observations: dict[str, list[str]] = field(default_factory=dict)
     packet_agents: dict[str, str] = field(default_factory=dict)
 
@@ -551,12 +559,17 @@ async def _held(ns: Namespace, lines: list[dict[str, Any]]) -> Held:
         if version is not None:
             held.versions[ref] = int(version)
     for ref, current in held.versions.items():
-        held.stored[ref] = 0
+        held.stored[ref], held.by_token[ref] = 0, []
         for start in range(1, current + 1, BATCH):
             sizes = ns.redis.pipeline(transaction=False)
             for number in range(start, min(start + BATCH, current + 1)):
                 sizes.hstrlen(ns.keys.version(ref, number), "value")
-            held.stored[ref] += sum(await sizes.execute())
+                sizes.hget(ns.keys.version(ref, number), "token")
+            read = await sizes.execute()
+            held.stored[ref] += sum(read[::2])
+            held.by_token[ref] += [
+                (codec.text(token), size) for size, token in zip(read[::2], read[1::2], strict=True)
+            ]
     for packet_id, agent in zip(packets, agents, strict=True):
         if agent is not None:
             held.packet_agents[packet_id] = codec.text(agent)
@@ -576,6 +589,8 @@ async def _queue_clear_record(
     versions = [keys.version(ref, number) for number in range(1, held.versions[ref] + 1)]
     batch.pipe.delete(keys.head(ref), keys.outcomes(ref), *versions)
     batch.pipe.hincrby(keys.search_stats, "bytes", -held.stored[ref])
+    for command in refunds(held.by_token[ref]):  # what its versions counted against tokens
+        batch.pipe.execute_command(command.name, command.key, *command.args)
     await batch.index(f"f:{ref}", None)
     if ref.startswith(UNINDEXED_SCOPE):  # a memory, indexed under its id, perhaps with a ttl
         memory_id = ref.removeprefix(UNINDEXED_SCOPE)
@@ -627,6 +642,7 @@ async def _queue_record(ns: Namespace, batch: IndexingBatch, line: dict[str, Any
     for version in line["versions"]:
         value = msgpack.packb(version["value"])
         fields = {**_encode(version, BINARY_VERSION_FIELDS), "value": value}
+        fields.pop("token", None)  # what a token wrote is this installation's count, not data
         pipe.hset(keys.version(ref, int(version["version"])), mapping=fields)
         stored += len(value)
         pipe.sadd(keys.agents, version["author"])

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from baton.server import codec
 from baton.server.changes import Command
+from baton.server.errors import NotFound
 from baton.server.keys import NAMESPACES, is_version, token_namespaces_key
 from baton.server.token_bytes import refunds
 
@@ -80,6 +81,8 @@ async def forget_namespace(ns: Namespace) -> Removed:
     their next write to it (``Namespace.admit``)."""
     agents = sorted(codec.text(agent) for agent in await ns.redis.smembers(ns.keys.inboxes))
     keys = await clear_namespace(ns)
+    if not keys and not await ns.redis.sismember(NAMESPACES, ns.name):
+        raise NotFound(f"no namespace {ns.name}: nothing was deleted")
     jobs = 0 if ns.dispatcher is None else await ns.dispatcher.forget_queues(ns.name, agents)
     creators = [
         key async for key in ns.redis.scan_iter(match=token_namespaces_key("*"), count=SCAN_COUNT)

@@ -341,7 +341,7 @@ class SessionStore(NamespaceStore):
             created_at=utc_now(),
         )
         await self.ns.admit()
-        await self.ns.check_room()
+        await self.ns.search.check_room()  # no token's: observations count no value bytes
         session_key = self.keys.session(session_id)
         batch = self.ns.batch()
         self.activity.queue_touch(batch, session_id, agent, {}, listed=True)

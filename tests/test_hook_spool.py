@@ -192,11 +192,11 @@ def test_doctor_names_events_waiting_and_the_command_that_delivers_them(
         return [line for line in checked.stdout.splitlines() if "hook events" in line]
 
     [line] = spool_lines()
-    command = f"BATON_URL={url} baton hook --flush"
+    command = f"env -u BATON_TOKEN BATON_URL={url} baton hook --flush"  # kept without a token
     assert line.startswith(f"warn 8 hook events wait in {spool_of(data_dir, url)} for {url}")
     assert f"`{command}`" in line
     with running_server(redis_url, tmp_path / "serve.log", port=port):
-        name, value = command.split(" ", 2)[0].split("=")
+        name, value = command.split(" ")[3].split("=")
         flushed = subprocess.run(  # the installed command, as the user types it
             [str(Path(sys.executable).with_name("baton")), "hook", "--flush"],
             env={**{k: v for k, v in os.environ.items() if k != "BATON_TOKEN"}, **env, name: value},

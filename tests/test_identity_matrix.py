@@ -669,7 +669,8 @@ def test_a_forgotten_namespace_gives_its_slots_back(crowded: World) -> None:
     """``baton forget-namespace`` deletes a namespace's records and gives back what it
     counted: its creator token may create another, and the bytes its versions held no
     longer count against that token. Without ``--yes`` and no terminal to ask on, it
-    deletes nothing; a name Baton keeps for its own keys is refused."""
+    deletes nothing; a name Baton keeps for its own keys, or one no namespace has, is
+    refused."""
     carol = issue(crowded.redis_url, "carol")
 
     def write(namespace: str, value: object = 1) -> httpx.Response:
@@ -689,6 +690,8 @@ def test_a_forgotten_namespace_gives_its_slots_back(crowded: World) -> None:
     assert data.exists("baton:f1:rec:{a/b}:head")
     reserved = run_baton("forget-namespace", "ratelimit", "--yes", env=env)
     assert reserved.returncode == 2 and "keeps for its own keys" in reserved.stderr
+    typo = run_baton("forget-namespace", "f-one", "--yes", env=env)
+    assert typo.returncode == 2 and "no namespace f-one" in typo.stderr
 
     forgotten = run_baton("forget-namespace", "f1", "--yes", env=env)
     assert forgotten.returncode == 0, forgotten.stderr

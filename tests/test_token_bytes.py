@@ -6,6 +6,7 @@ quota before anything is written."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -13,7 +14,7 @@ import pytest
 import redis
 
 from baton.server.backend import Backend, open_backend
-from baton.server.backup import import_dump
+from baton.server.backup import export, import_dump
 from baton.server.errors import NotFound, QuotaReached
 from baton.server.identity import REQUEST_CALLER, Caller, Credential
 from baton.server.keys import TOKEN_BYTES, Keys
@@ -92,8 +93,9 @@ async def test_a_token_at_its_quota_is_refused_until_it_forgets(
     data_url: str, data_redis: redis.Redis
 ) -> None:
     """A token whose versions hold BATON_MAX_TOKEN_BYTES is refused its next write (413
-    naming the setting, nothing written), in every namespace, while another token writes;
-    forgetting one of its memories gives it room again."""
+    naming the setting, nothing written), in every namespace, while another token writes
+    and its own hook events (which count no value bytes) are still taken; forgetting one of
+    its memories gives it room again."""
     settings = Settings(redis_url=data_url, limits=Limits(max_token_bytes=20_000))
     async with open_backend(settings, dispatch=False) as backend:
         default, other = backend.namespace("default"), backend.namespace("other")
@@ -104,6 +106,16 @@ async def test_a_token_at_its_quota_is_refused_until_it_forgets(
                 with pytest.raises(QuotaReached, match="BATON_MAX_TOKEN_BYTES"):
                     await namespace.records.remember("plan/c", "small", agent="mallory")
             assert data_redis.exists(Keys("default").head("plan/c")) == 0
+            observed = await default.sessions.observe(  # a hook event counts no value bytes
+                hook_type="post_tool_use",
+                session_id="s-mallory",
+                project="app",
+                cwd="/app",
+                timestamp="2026-12-07T10:00:00Z",
+                data={"tool_name": "Read", "tool_input": {"file_path": "a.py"}},
+                caller=REQUEST_CALLER.get(),
+            )
+            assert not observed.deduplicated
         with acting_with("t-bob", "bob"):
             await other.records.remember("plan/d", "x" * 9000, agent="bob")
         with acting_with("t-mallory"):
@@ -127,3 +139,27 @@ async def test_deleting_a_namespace_gives_its_bytes_back(
     assert stored_by(data_redis, "t-mallory") == 2 * elsewhere
     await forget_namespace(dropped)
     assert stored_by(data_redis, "t-mallory") == elsewhere
+
+
+@pytest.mark.usefixtures("acting")
+async def test_what_a_forget_or_an_import_gave_back_is_never_given_back_twice(
+    backend: Backend, data_redis: redis.Redis
+) -> None:
+    """A forgotten version's tombstone names no token (its bytes went back at the forget),
+    so deleting its namespace later gives nothing back again; a dump carries no token, so
+    ``import --merge`` gives back what the versions it replaces counted and charges none
+    for the ones it writes (an operator's restore)."""
+    ns = backend.namespace("once")
+    saved = await ns.memories.save("a memory to forget about the release train " * 50)
+    await ns.memories.forget(caller=REQUEST_CALLER.get(), memory_id=saved.memory.id)
+    assert stored_by(data_redis, "t-mallory") == 0
+    await forget_namespace(ns)
+    assert stored_by(data_redis, "t-mallory") == 0
+
+    ns = backend.namespace("merged")
+    await ns.records.remember("plan/a", "x" * 3000, agent="mallory")
+    dump = [json.loads(json.dumps(line)) async for line in export(ns)]
+    assert all("token" not in version for version in dump[0]["versions"])
+    await import_dump(ns, dump, atomic=True, merge=True)
+    assert stored_by(data_redis, "t-mallory") == 0
+    assert data_redis.hget(Keys("merged").version("plan/a", 1), "token") is None

@@ -11,8 +11,8 @@
 --   none), ARGV[n+7..n+6+R] those (index.lua's, with an empty entry), then the commands:
 --   each as its argument count (N), its name, its N - 1 arguments (its key is the next of
 --   KEYS)
--- Replaces every version's value by a tombstone; hashes and links stay, so the chain still
--- verifies. Returns {1, the value bytes freed, {each command's reply}}; or, writing
+-- Replaces every version's value by a tombstone (and drops the token it counted against,
+-- whose bytes the caller gives back); hashes and links stay, so the chain still verifies. Returns {1, the value bytes freed, {each command's reply}}; or, writing
 -- nothing, {0} when the record moved on or was forgotten meanwhile (the caller reads it
 -- again), {2, term, ...} when the removal did not name every posting of the document (the
 -- caller gives them, retries).
@@ -46,6 +46,7 @@ for i = 2, n + 1 do
   freed = freed + redis.call('HSTRLEN', KEYS[i], 'value') - #ARGV[5]
   redis.call('HSET', KEYS[i], 'value', ARGV[5], 'tombstone_hash', ARGV[i + 4],
              'forgotten_at', ARGV[2], 'forgotten_by', ARGV[3], 'forgotten_reason', ARGV[4])
+  redis.call('HDEL', KEYS[i], 'token')  -- its bytes go back to the token (the caller's)
 end
 redis.call('HSET', KEYS[1], 'forgotten_at', ARGV[2])
 local replies = {}
