@@ -395,35 +395,31 @@ class HandoffStore(NamespaceStore):
 
     async def explain(self, stale: list[ResolvedPin], since: str) -> list[StalePin]:
         """Each pin of ``stale`` (pins whose record moved on) explained (see
-        :class:`StalePin`): what changed, who changed it, the outcomes recorded since
-        ``since`` (the packet's creation); bounded to the last :data:`MOVES_SHOWN` versions
-        and outcomes however often the record moved."""
-        explained = []
-        for pin in stale:
-            try:
-                current, notes, outcomes = await self.ns.records.moves(
-                    pin.ref, pin.version, MOVES_SHOWN
-                )
-            except NotFound:  # forgotten since it was pinned: nothing current to show
-                current, notes, outcomes = None, [], []
-            value = None if current is None else current.value
-            explained.append(
-                StalePin(
-                    ref=pin.ref,
-                    pinned_version=pin.version,
-                    current_version=pin.current_version if current is None else current.version,
-                    moves=(pin.current_version if current is None else current.version)
-                    - pin.version,
-                    pinned_value=pin.value,
-                    current_value=value,
-                    patch=await self.ns.search.analyzer.patch(pin.value, value),
-                    versions=notes,
-                    outcomes=[entry for entry in outcomes if entry.created_at > since],
-                    pinned_confidence=pin.confidence,
-                    current_confidence=pin.confidence if current is None else current.confidence,
-                )
+        :class:`StalePin`) as of the current version its claim read: what changed, who
+        changed it, the outcomes recorded since ``since`` (the packet's creation); bounded
+        to the last :data:`MOVES_SHOWN` versions and outcomes however often the record
+        moved. One round trip for all of them."""
+        if not stale:
+            return []
+        found = await self.ns.records.moves(
+            [(pin.ref, pin.version, pin.current_version) for pin in stale], MOVES_SHOWN
+        )
+        return [
+            StalePin(
+                ref=pin.ref,
+                pinned_version=pin.version,
+                current_version=pin.current_version,
+                moves=pin.current_version - pin.version,
+                pinned_value=pin.value,
+                current_value=moved.value,
+                patch=await self.ns.search.analyzer.patch(pin.value, moved.value),
+                versions=moved.versions,
+                outcomes=[entry for entry in moved.outcomes if entry.created_at > since],
+                pinned_confidence=pin.confidence,
+                current_confidence=moved.confidence,
             )
-        return explained
+            for pin, moved in zip(stale, found, strict=True)
+        ]
 
     async def stale_pins(self, packet: Packet) -> list[StalePin]:
         """``packet``'s pins that moved on since it was made, explained (as ``resume``

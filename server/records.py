@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import structlog
 from redis.typing import EncodableT
@@ -129,6 +129,15 @@ class NamespaceWithRecords(NamespaceParts, Protocol):
 
     @property
     def records(self) -> RecordStore: ...
+
+
+class Moves(NamedTuple):
+    """What :meth:`RecordStore.moves` found of one record."""
+
+    value: Any
+    confidence: float
+    versions: list[VersionNote]
+    outcomes: list[OutcomeEntry]
 
 
 class RecordStore(NamespaceStore):
@@ -887,25 +896,28 @@ class RecordStore(NamespaceStore):
             for fields in await batch.execute():
                 yield fields
 
-    async def moves(
-        self, ref: str, after: int, shown: int
-    ) -> tuple[RecordVersion, list[VersionNote], list[OutcomeEntry]]:
-        """What happened to ``ref`` after its version ``after``: its current version, who
-        wrote the last ``shown`` versions since (oldest first), and its last ``shown``
-        outcomes (oldest first; the caller keeps those it wants). One read, then one round
-        trip (the record's keys share a slot)."""
-        current = await self.recall(ref)
-        first = max(after + 1, current.version - shown + 1)
+    async def moves(self, moved: Sequence[tuple[str, int, int]], shown: int) -> list[Moves]:
+        """What happened to each record after a version of it: for each (ref, that version,
+        its current version), the current version's value and confidence (a forgotten
+        record's value is None), who wrote the last ``shown`` versions since (oldest
+        first), and its last ``shown`` outcomes (oldest first; the caller keeps those it
+        wants). One round trip for all of them."""
         batch = self.ns.batch()
-        for number in range(first, current.version + 1):
-            batch.pipe.hmget(
-                self.keys.version(ref, number), "author", "session", "created_at", "confidence"
-            )
-        batch.pipe.lrange(self.keys.outcomes(ref), -shown, -1)
-        *notes, outcomes = await batch.execute()
-        return (
-            current,
-            [
+        windows = []
+        for ref, after, current in moved:
+            windows.append(range(max(after + 1, current - shown + 1), current + 1))
+            batch.pipe.hget(self.keys.version(ref, current), "value")
+            batch.pipe.hget(self.keys.head(ref), "confidence")  # outcomes move the head's
+            for number in windows[-1]:
+                batch.pipe.hmget(
+                    self.keys.version(ref, number), "author", "session", "created_at", "confidence"
+                )
+            batch.pipe.lrange(self.keys.outcomes(ref), -shown, -1)
+        replies = iter(await batch.execute())
+        found = []
+        for window in windows:
+            value, confidence = next(replies), next(replies)
+            notes = [
                 VersionNote(
                     version=number,
                     author=codec.text(fields[0]) or "",
@@ -913,10 +925,18 @@ class RecordStore(NamespaceStore):
                     created_at=codec.text(fields[2]) or "",
                     confidence=float(fields[3] or 0),
                 )
-                for number, fields in zip(range(first, current.version + 1), notes, strict=True)
-            ],
-            [OutcomeEntry(**codec.unpack(raw)) for raw in codec.values(outcomes)],
-        )
+                for number, fields in zip(window, replies, strict=False)
+            ]
+            outcomes = [OutcomeEntry(**codec.unpack(raw)) for raw in codec.values(next(replies))]
+            found.append(
+                Moves(
+                    None if value is None else codec.unpack(value),
+                    float(confidence or 0),
+                    notes,
+                    outcomes,
+                )
+            )
+        return found
 
     async def outcomes(self, ref: str) -> list[OutcomeEntry]:
         """The record's outcomes log, oldest first."""
