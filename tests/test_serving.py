@@ -10,6 +10,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import httpx
@@ -198,13 +199,23 @@ def test_a_served_api_does_not_collect_garbage_every_few_requests(http: httpx.Cl
             if labels["generation"] == "0"
         )
 
+    own = threading.local()  # a client per thread: one shared by 32 threads lost a socket
+    clients: list[httpx.Client] = []
+
     def write(i: int) -> None:
-        answer = http.post("/v1/records", json={"ref": f"gc/{i}", "value": {"i": i}})
+        if not hasattr(own, "client"):
+            own.client = httpx.Client(base_url=str(http.base_url), headers=http.headers)
+            clients.append(own.client)
+        answer = own.client.post("/v1/records", json={"ref": f"gc/{i}", "value": {"i": i}})
         assert answer.status_code == 201, answer.text
 
     before = young_collections()
-    with concurrent.futures.ThreadPoolExecutor(32) as pool:
-        list(pool.map(write, range(1000)))
+    try:
+        with concurrent.futures.ThreadPoolExecutor(32) as pool:
+            list(pool.map(write, range(1000)))
+    finally:
+        for client in clients:
+            client.close()
     assert young_collections() - before <= 1
 
 
