@@ -33,6 +33,7 @@ from baton.server.dashboard import Dashboard
 from baton.server.dispatcher import Dispatcher
 from baton.server.durability import AppendOnlyBarrier
 from baton.server.errors import QuotaReached
+from baton.server.grant_store import GrantStore
 from baton.server.handoffs import HandoffStore
 from baton.server.identity import token_of_acting
 from baton.server.keys import NAMESPACES, Keys, token_namespaces_key
@@ -202,6 +203,10 @@ class Namespace:
     @cached_property
     def audit(self) -> AuditLog:
         return AuditLog(self.redis, self.keys, self.name, self.backend.key)
+
+    @cached_property
+    def grants(self) -> GrantStore:
+        return GrantStore(self.redis, self.keys, self.audit)
 
     @cached_property
     def records(self) -> RecordStore:

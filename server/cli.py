@@ -31,6 +31,7 @@ from baton.server.connection import (
 from baton.server.embedded import EmbeddedServerError
 from baton.server.endpoint import token_of
 from baton.server.errors import BatonError
+from baton.server.grants import parse_grant
 from baton.server.logs import LOG_FORMAT_VARIABLE, LOG_FORMATS, configure_logging, log_format_of
 from baton.server.models import PACKET_STATES, Stats
 from baton.server.progress import ProgressReport
@@ -145,8 +146,29 @@ def cmd_token(args: argparse.Namespace) -> int:
             print(f"token {args.id} revoked")
         return 0
 
+    if args.token_command in ("grant", "ungrant", "grants"):
+        return int(asyncio.run(_in_namespace(args.namespace, lambda ns: _grants(ns, args))))
     result: int = asyncio.run(_in_namespace(None, run))
     return result
+
+
+async def _grants(ns: Namespace, args: argparse.Namespace) -> int:
+    """``baton token grant|ungrant|grants``: an agent's grants in a namespace, added to,
+    taken from, or listed."""
+    listed = await ns.grants.every()
+    if args.token_command != "grants":
+        had = next((each.grants for each in listed if each.agent == args.agent), [])
+        named = [parse_grant(text) for text in args.grants]
+        if args.token_command == "grant":
+            kept = had + named
+        else:
+            gone = {(grant.kind, grant.target) for grant in named}  # read or write alike
+            kept = [grant for grant in had if gone and (grant.kind, grant.target) not in gone]
+        listed = [await ns.grants.set(args.agent, kept)]
+    for each in listed:
+        shown = ", ".join(grant.text() for grant in each.grants) or "no grants: not confined"
+        print(f"{ns.name}  {each.agent:<20} {shown}")
+    return 0
 
 
 async def _bootstrap(tokens: TokenStore, path: Path, given: str | None) -> None:
@@ -605,6 +627,8 @@ GUIDE: dict[str, tuple[list[str], str]] = {
             "baton token list",
             "baton token revoke tok_1a2b3c4d",
             "baton token bootstrap --file /run/baton/admin-token",
+            "baton token grant intern records:docs/ memories:web=write --namespace team-a",
+            "baton token ungrant intern --namespace team-a",
         ],
         "BATON_REDIS_URL",
     ),
@@ -717,7 +741,9 @@ def build_parser() -> argparse.ArgumentParser:
         "demo", help="run the scout/executor demo (--keep, --write-transcript, --amfs)"
     )
 
-    token = commands.add_parser("token", help="manage API tokens (add, bootstrap, list, revoke)")
+    token = commands.add_parser(
+        "token", help="manage API tokens and grants (add, bootstrap, list, revoke, grant)"
+    )
     token_commands = token.add_subparsers(dest="token_command", required=True)
     add = token_commands.add_parser("add", help="create a token; its secret is printed once")
     add.add_argument("--agent", required=True, help="the agent the token acts as")
@@ -738,6 +764,20 @@ def build_parser() -> argparse.ArgumentParser:
     token_commands.add_parser("list", help="tokens, without their secrets")
     revoke = token_commands.add_parser("revoke", help="revoke a token by id")
     revoke.add_argument("id")
+    rule = "records:PREFIX, memories:PROJECT or packets:AGENT, then =read (default) or =write"
+    grant = token_commands.add_parser(
+        "grant", help="confine an agent to what its grants cover, in one namespace"
+    )
+    grant.add_argument("agent")
+    grant.add_argument("grants", nargs="+", metavar="GRANT", help=rule)
+    ungrant = token_commands.add_parser(
+        "ungrant", help="take grants from an agent (all of them, without GRANT: not confined)"
+    )
+    ungrant.add_argument("agent")
+    ungrant.add_argument("grants", nargs="*", metavar="GRANT", help=rule)
+    listing = token_commands.add_parser("grants", help="the agents with grants, and what they are")
+    for sub in (grant, ungrant, listing):
+        sub.add_argument("--namespace", default=None, help="default: BATON_NAMESPACE or 'default'")
     token.set_defaults(handler=cmd_token)
 
     completion = commands.add_parser(

@@ -140,7 +140,7 @@ class ContextBuilder:
         if not files or not all(f.strip() for f in files):
             raise InvalidInput("files", "must be a non-empty list of non-empty file paths")
         parts = []
-        history = await self.file_history(session_id, files)
+        history = await self.file_history(session_id, files, project)
         if history.context:
             parts.append(history.context)
         query = " ".join([*files, *(os.path.basename(path) for path in files), *terms]).strip()
@@ -183,9 +183,10 @@ class ContextBuilder:
             about = [hit for hit in found.results if any(same_file(path, f) for f in hit.files)]
             memories = await self.memories.get_many([h.id for h in about if h.kind == "memory"])
             sources = [i for memory in memories.values() for i in memory.source_observation_ids]
+            drawn = await self.memories.observations_named(sources)
             candidates = [
                 *(hit for hit in about if hit.kind == "observation"),
-                *await self.memories.observations_named(sources),
+                *(hit for hit in drawn if project is None or hit.project in (None, project)),
             ]
             hits = list({hit.id: hit for hit in candidates if hit.session != session_id}.values())[
                 :5

@@ -151,6 +151,15 @@ class Keys:
     def audit(self) -> str:
         return f"{self.base}:audit"
 
+    @property
+    def grants(self) -> str:
+        """Each confined agent's grants (``baton.server.grants``)."""
+        return f"{self.base}:grants"
+
+    def denial(self, digest: str) -> str:
+        """A refusal recently audited (agent and target digested), so a loop adds one entry."""
+        return f"{self.base}:denied:{digest}"
+
     # -- search index (one hash tag per namespace) -------------------------------------------
 
     @property

@@ -106,11 +106,13 @@ class MemoryStore(NamespaceStore):
         agent_id: str | None = None,
         ttl_days: float | None = None,
         source_observation_ids: Sequence[str] = (),
+        supersedes_unscoped: bool = True,
     ) -> MemorySaved:
         """Save a memory, superseding a near-duplicate (Jaccard > 0.7) or hinting at a
         similar one (> 0.4); without ``agent_id`` it is shared. Empty content is
         ``success: false``, not an exception. ``source_observation_ids`` are kept as given:
-        the observations it was drawn from."""
+        the observations it was drawn from. Without ``supersedes_unscoped`` (a caller whose
+        grants do not let it change memories of no project) those are only hinted at."""
         if not content.strip():
             return MemorySaved(success=False, error="content is required")
         if len(content) > MAX_CONTENT:
@@ -135,7 +137,7 @@ class MemoryStore(NamespaceStore):
             "agent_id": agent,
             "source_observation_ids": sources,
         }
-        superseded, similar = await self._closest(content, project, agent)
+        superseded, similar = await self._closest(content, project, agent, supersedes_unscoped)
         return await self._save(fields, ttl_days, superseded, similar)
 
     async def _save(
@@ -401,7 +403,7 @@ class MemoryStore(NamespaceStore):
         return kept
 
     async def _closest(
-        self, content: str, project: str | None, agent: str | None
+        self, content: str, project: str | None, agent: str | None, unscoped: bool = True
     ) -> tuple[Memory | None, SimilarTo | None]:
         """The memory to supersede (first candidate over 0.7, in rank order) and the best
         candidate over 0.4 as a hint. A memory of a project is only ever matched by a save in
@@ -418,7 +420,8 @@ class MemoryStore(NamespaceStore):
             if memory is None or not memory.is_latest:
                 continue
             alike = similarity(mine, await self.index.analyzer.term_set(memory.content))
-            if alike > SUPERSEDE_ABOVE and memory.agent_id in (None, agent):
+            changeable = memory.agent_id in (None, agent) and (unscoped or memory.project)
+            if alike > SUPERSEDE_ABOVE and changeable:
                 return memory, None
             if alike > SIMILAR_ABOVE and (best is None or alike > best.similarity):
                 best = SimilarTo(id=memory.id, title=memory.title, similarity=round(alike, 2))

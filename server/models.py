@@ -295,11 +295,13 @@ class VersionNote(msgspec.Struct, kw_only=True):
 
 class StalePin(msgspec.Struct, kw_only=True):
     """A pin whose record moved on since the packet was made, explained: both values, the
-    change between them as an RFC 6902 JSON Patch (``patch``, pinned -> current; null when
-    the two are over 16 KiB of JSON together), how many
-    versions were written since (``moves``) and who wrote the last few (``versions``,
-    oldest first), the outcomes recorded on the record since the packet was made (the last
-    few), and the confidence then and now."""
+        change between them as an RFC 6902 JSON Patch (``patch``, pinned -> current; null when
+        the two are over 16 KiB of JSON together), how many
+        versions were written since (``moves``) and who wrote the last few (``versions``,
+        oldest first), the outcomes recorded on the record since the packet was made (the last
+        few), and the confidence then and now. A receiver whose grants do not cover the record
+    gets the pinned value only: ``current_value``, ``patch`` and ``current_confidence`` null,
+    ``versions`` and ``outcomes`` empty."""
 
     ref: str
     pinned_version: int
@@ -311,7 +313,7 @@ class StalePin(msgspec.Struct, kw_only=True):
     versions: list[VersionNote]
     outcomes: list[OutcomeEntry]
     pinned_confidence: float
-    current_confidence: float
+    current_confidence: float | None  # None with current_value: a record the receiver may not read
 
 
 class Resumed(msgspec.Struct, kw_only=True):

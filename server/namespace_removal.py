@@ -1,6 +1,6 @@
 """Deleting a namespace's data: every key under its prefix (``baton import --replace``), and
-with :func:`forget_namespace` the namespace itself (``baton forget-namespace``): its agents'
-queues and jobs, its place among the server's namespaces and among those its creator token
+with :func:`forget_namespace` the namespace itself (``baton forget-namespace``): its grants, its
+agents' queues and jobs, its place among the server's namespaces and among those its creator token
 may create. What its versions counted against their agent tokens is given back either way.
 
 Meant for a namespace nobody writes to any more: a write landing during the deletion may
@@ -34,8 +34,14 @@ class Removed:
 
 
 async def namespace_keys(ns: Namespace) -> list[bytes]:
-    """Every key under the namespace's prefix (all nodes of a cluster)."""
-    return [key async for key in ns.redis.scan_iter(match=ns.keys.everything, count=SCAN_COUNT)]
+    """Every key under the namespace's prefix (all nodes of a cluster) but its grants:
+    settings, not data, so a namespace replaced by an import stays as confined as it was."""
+    grants = ns.keys.grants.encode()
+    return [
+        key
+        async for key in ns.redis.scan_iter(match=ns.keys.everything, count=SCAN_COUNT)
+        if key != grants
+    ]
 
 
 async def token_refunds(ns: Namespace, keys: Sequence[bytes]) -> list[Command]:
@@ -56,8 +62,8 @@ async def token_refunds(ns: Namespace, keys: Sequence[bytes]) -> list[Command]:
 
 
 async def clear_namespace(ns: Namespace) -> int:
-    """Delete every key of the namespace, giving its versions' bytes back to their tokens;
-    how many keys."""
+    """Delete every key of the namespace (:func:`namespace_keys`), giving its versions'
+    bytes back to their tokens; how many keys."""
     keys = await namespace_keys(ns)
     given_back = await token_refunds(ns, keys)
     deleted = 0
@@ -80,7 +86,7 @@ async def forget_namespace(ns: Namespace) -> Removed:
     ``BATON_MAX_NAMESPACES_PER_TOKEN`` is free again. Other processes register it anew on
     their next write to it (``Namespace.admit``)."""
     agents = sorted(codec.text(agent) for agent in await ns.redis.smembers(ns.keys.inboxes))
-    keys = await clear_namespace(ns)
+    keys = await clear_namespace(ns) + await ns.redis.delete(ns.keys.grants)
     if not keys and not await ns.redis.sismember(NAMESPACES, ns.name):
         raise NotFound(f"no namespace {ns.name}: nothing was deleted")
     jobs = 0 if ns.dispatcher is None else await ns.dispatcher.forget_queues(ns.name, agents)

@@ -7,7 +7,7 @@ from it, so an operation is written once and validated the same way everywhere.
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 import msgspec
 
 from baton.server.errors import InvalidInput
+from baton.server.grants import Denied, Need, Rights, unguarded
 
 if TYPE_CHECKING:
     from baton.server.backend import Namespace
@@ -56,10 +57,40 @@ class Route:
 
 @dataclass(frozen=True)
 class Call:
-    """Who runs an operation, and the stores of the namespace it runs in."""
+    """Who runs an operation, the stores of the namespace it runs in, and what grants let
+    the caller reach there (None: nothing is restricted for it)."""
 
     caller: Caller
     ns: Namespace
+    rights: Rights | None = None
+
+    def may(self, need: Need) -> bool:
+        return self.rights is None or self.rights.may(need)
+
+
+Needs = Callable[[Call, Any], Awaitable[Iterable[Need]]]
+Shows = Callable[[Rights, Any], Any]
+
+
+async def reaches_nothing(call: Call, given: Any) -> Iterable[Need]:
+    return ()
+
+
+def shows_all(rights: Rights, result: Any) -> Any:
+    return result
+
+
+@dataclass(frozen=True)
+class Guard:
+    """What an operation reaches, declared beside it in the table: ``needs`` before it runs
+    (from its input, reading the store where the input names things by id), ``shows`` what
+    of its result the agent may see (a listing filtered, a single item refused)."""
+
+    needs: Needs = reaches_nothing
+    shows: Shows = shows_all
+
+
+OPEN = Guard()  # reaches nothing that grants restrict (the agent's own inbox, counts)
 
 
 @dataclass(frozen=True, eq=False)
@@ -69,7 +100,9 @@ class Operation(Generic[I, R]):
     for the write to be durable); ``tool`` offers it as an MCP tool named ``name``;
     ``agentmemory`` is its route among
     agentmemory's (``{"error"}`` answers); ``naming`` decides the names its input takes on
-    the wire of MCP and agentmemory's routes (Baton's REST API always uses Baton's)."""
+    the wire of MCP and agentmemory's routes (Baton's REST API always uses Baton's);
+    ``guard`` is what it reaches that grants restrict (``baton.server.grants``; None:
+    refused to agents with grants)."""
 
     name: str
     description: str
@@ -82,6 +115,7 @@ class Operation(Generic[I, R]):
     tool: bool = False
     agentmemory: Route | None = None
     naming: Naming = "baton"
+    guard: Guard | None = None
 
     @property
     def wire_input(self) -> type[msgspec.Struct]:
@@ -96,7 +130,20 @@ class Operation(Generic[I, R]):
         """Run the operation; a write's answer waits until Redis has the write in its
         append-only file where it must (``Namespace.durable``), so that what a caller is
         told was done survives a kill of Redis."""
-        result = await self.run(call, given)
+        rights = await call.ns.grants.rights(call.caller)
+        try:
+            if rights is not None:
+                if rights.confined:
+                    if self.guard is None:
+                        raise Denied(rights.agent, unguarded(self.name))
+                    rights.require(await self.guard.needs(call, given))
+                call = Call(call.caller, call.ns, rights)
+            result = await self.run(call, given)
+            if rights is not None and self.guard is not None:
+                result = self.guard.shows(rights, result)
+        except Denied as denied:
+            await call.ns.grants.audit_denial(denied.agent, denied.need.text())
+            raise
         if self.effect != "reads":
             await call.ns.durable()
         return result

@@ -17,6 +17,16 @@ import msgspec
 from baton.server import agentmemory_shapes as shapes
 from baton.server.agentmemory_shapes import EXPAND_LIMIT
 from baton.server.errors import Forbidden, InvalidInput
+from baton.server.grants import (
+    MAX_GRANTS,
+    AgentGrants,
+    Grant,
+    Need,
+    Rights,
+    memories,
+    memory_of,
+    record,
+)
 from baton.server.memory_models import (
     MAX_RECALL,
     MAX_TTL_DAYS,
@@ -54,11 +64,11 @@ from baton.server.models import (
     SessionEnded,
     Stats,
 )
-from baton.server.operation import Call, Operation, Route
+from baton.server.operation import OPEN, Call, Guard, Operation, Route
 from baton.server.patterns import SESSIONS_READ, Patterns, detect
 from baton.server.validation import ANONYMOUS
 
-RECORDS, HANDOFFS, MEMORY = "records", "handoffs", "sessions and memories"
+RECORDS, HANDOFFS, MEMORY, ACCESS = "records", "handoffs", "sessions and memories", "access"
 
 
 class Input(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -472,6 +482,7 @@ async def save_memory(call: Call, i: SaveInput) -> MemorySaved:
         agent_id=None if i.agent_id is None and owner == ANONYMOUS else owner,
         ttl_days=i.ttl_days,
         source_observation_ids=i.source_observation_ids,
+        supersedes_unscoped=call.may(memory_of(None, "write")),
     )
     if not saved.success:
         raise InvalidInput("content", saved.error or "content is required")
@@ -590,6 +601,160 @@ async def audit(call: Call, i: AuditInput) -> list[AuditEntry]:
     return await call.ns.audit.newest(i.limit)
 
 
+# Grants -------------------------------------------------------------------------------------
+
+
+class GrantsInput(Input, kw_only=True):
+    """An agent's grants, replacing those it had; an empty list: it is no longer confined."""
+
+    agent: str
+    grants: Annotated[list[Grant], msgspec.Meta(max_length=MAX_GRANTS)]
+
+
+async def set_grants(call: Call, i: GrantsInput) -> AgentGrants:
+    call.caller.require_admin("setting grants")
+    return await call.ns.grants.set(i.agent, i.grants)
+
+
+async def list_grants(call: Call, i: NoInput) -> list[AgentGrants]:
+    """Every agent's grants for an operator; an agent sees its own."""
+    listed = await call.ns.grants.every()
+    if call.caller.admin:
+        return listed
+    return [each for each in listed if each.agent == call.caller.agent]
+
+
+# What each operation reaches that grants restrict (baton.server.grants) -----------------------
+
+
+async def reads_ref(call: Call, i: RefInput | ReadInput) -> list[Need]:
+    return [record(i.ref)]
+
+
+async def writes_ref(call: Call, i: RememberInput) -> list[Need]:
+    return [record(i.ref, "write")]
+
+
+async def reads_ref_if_named(call: Call, i: RecallInput) -> list[Need]:
+    return [] if i.ref is None else [record(i.ref)]
+
+
+async def moves_refs(call: Call, i: OutcomeInput) -> list[Need]:
+    """The facts an outcome moves; without ``refs`` it may move any (only ``*`` covers)."""
+    if i.refs is None:
+        return [record(None, "write")]
+    return [record(ref, "write") for ref in i.refs]
+
+
+async def pins_refs(call: Call, i: HandoffInput) -> list[Need]:
+    """The refs the packet pins: those named, or without ``pins`` every ref the session
+    read or wrote (a packet it resumed among them), each read today."""
+    if i.pins is not None:
+        return [record(pin.ref) for pin in i.pins]
+    if call.caller.session is None:
+        return []
+    return [record(ref) for ref in await call.ns.activity.touched(call.caller.session)]
+
+
+def records_shown(rights: Rights, found: RecordVersion | RecordPage) -> RecordVersion | RecordPage:
+    if isinstance(found, RecordPage):
+        found.records = [each for each in found.records if rights.may(record(each.ref))]
+    return found
+
+
+def packets_shown(rights: Rights, page: PacketPage) -> PacketPage:
+    page.packets = [packet for packet in page.packets if rights.sees(packet)]
+    return page
+
+
+def packet_shown(rights: Rights, packet: Packet) -> Packet:
+    return rights.packet(packet)
+
+
+def resumed_shown(rights: Rights, resumed: Resumed) -> Resumed:
+    """A confined receiver gets the pinned values the sender handed over, but not what a
+    record it may not read holds now (nor who moved it)."""
+    for stale in resumed.stale:
+        if not rights.may(record(stale.ref)):
+            stale.current_value = stale.patch = stale.current_confidence = None
+            stale.versions, stale.outcomes = [], []
+    return resumed
+
+
+async def reads_project(
+    call: Call, i: EnrichInput | FileHistoryInput | PatternsInput | RecallMemoriesInput
+) -> list[Need]:
+    """A project's memories and sessions; no project: every project (only ``*`` covers)."""
+    return [memories(i.project)]
+
+
+async def writes_project(call: Call, i: SaveInput | ObserveInput | ConsolidateInput) -> list[Need]:
+    return [memories(i.project, "write")]
+
+
+async def starts_in_project(call: Call, i: SessionStartInput) -> list[Need]:
+    return [] if i.project is None else [memories(i.project, "write")]
+
+
+async def reads_every_project(call: Call, i: Any) -> list[Need]:
+    """Found by working directory (the previous session of a folder, "where were we"), so
+    it may be any project's."""
+    return [memories(None)]
+
+
+async def writes_project_from(call: Call, i: SaveInput) -> list[Need]:
+    """The project written, and those of the observations the memory says it came from
+    (file history shows them with it)."""
+    return [memories(i.project, "write"), *await observations_read(call, i.source_observation_ids)]
+
+
+async def observations_read(call: Call, observation_ids: list[str]) -> list[Need]:
+    sessions = await call.ns.sessions.of_observations(observation_ids)
+    return [memory_of(session.project) for session in sessions]
+
+
+async def updates_memory(call: Call, i: UpdateInput) -> list[Need]:
+    return [memory_of((await call.ns.memories.get(i.memory_id)).project, "write")]
+
+
+async def forgets(call: Call, i: ForgetInput) -> list[Need]:
+    needs = []
+    if i.memory_id is not None:
+        needs.append(memory_of((await call.ns.memories.get(i.memory_id)).project, "write"))
+    if i.session_id is not None:
+        needs.append(memory_of((await call.ns.sessions.get(i.session_id)).project, "write"))
+    return needs
+
+
+async def searches(call: Call, i: SmartSearchInput) -> list[Need]:
+    """The query's projects, and those of the memories and observations named to expand."""
+    needs = [memories(i.project)] if (i.query or "").strip() else []
+    expand = split_list(i.expand_ids, "expand_ids")
+    found = await call.ns.memories.get_many([each for each in expand if each.startswith("mem_")])
+    needs += [memory_of(memory.project) for memory in found.values()]
+    return needs + await observations_read(call, [e for e in expand if not e.startswith("mem_")])
+
+
+def sessions_shown(rights: Rights, sessions: list[Session]) -> list[Session]:
+    return [session for session in sessions if rights.may(memory_of(session.project))]
+
+
+def session_shapes_shown(rights: Rights, found: shapes.Sessions) -> shapes.Sessions:
+    found.sessions = [each for each in found.sessions if rights.may(memory_of(each.project))]
+    return found
+
+
+def session_shown(rights: Rights, session: Session) -> Session:
+    rights.require([memory_of(session.project)])
+    return session
+
+
+READS_REF = Guard(reads_ref)
+READS_PROJECT = Guard(reads_project)
+WRITES_PROJECT = Guard(writes_project)
+READS_EVERY_PROJECT = Guard(reads_every_project)
+
+
 # The table ----------------------------------------------------------------------------------
 
 REMEMBER = Operation(
@@ -606,6 +771,7 @@ REMEMBER = Operation(
     ),
     tool=True,
     effect="writes",
+    guard=Guard(writes_ref),
 )
 
 READ_RECORD = Operation(
@@ -622,6 +788,7 @@ READ_RECORD = Operation(
         problems=(404,),
     ),
     effect="reads",
+    guard=READS_REF,
 )
 
 LIST_RECORDS = Operation(
@@ -638,6 +805,7 @@ LIST_RECORDS = Operation(
         "Recall many: current versions filtered by scope, tags, confidence",
     ),
     effect="reads",
+    guard=Guard(shows=records_shown),
 )
 
 RECALL = Operation(
@@ -650,6 +818,7 @@ RECALL = Operation(
     recall,
     tool=True,
     effect="reads",
+    guard=Guard(reads_ref_if_named, records_shown),
 )
 
 HISTORY = Operation(
@@ -668,6 +837,7 @@ HISTORY = Operation(
     ),
     tool=True,
     effect="reads",
+    guard=READS_REF,
 )
 
 OUTCOMES = Operation(
@@ -684,6 +854,7 @@ OUTCOMES = Operation(
         problems=(404,),
     ),
     effect="reads",
+    guard=READS_REF,
 )
 
 RECORD_OUTCOME = Operation(
@@ -704,6 +875,7 @@ RECORD_OUTCOME = Operation(
     ),
     tool=True,
     effect="writes",
+    guard=Guard(moves_refs),
 )
 
 MEMORY_STATS = Operation(
@@ -735,6 +907,7 @@ HANDOFF = Operation(
     ),
     tool=True,
     effect="writes",
+    guard=Guard(pins_refs),
 )
 
 LIST_HANDOFFS = Operation(
@@ -746,6 +919,7 @@ LIST_HANDOFFS = Operation(
     tag=HANDOFFS,
     rest=Route("GET", "/v1/handoffs", "Packets, newest first, by state, receiver and sender"),
     effect="reads",
+    guard=Guard(shows=packets_shown),
 )
 
 GET_HANDOFF = Operation(
@@ -762,6 +936,7 @@ GET_HANDOFF = Operation(
         problems=(404,),
     ),
     effect="reads",
+    guard=Guard(shows=packet_shown),
 )
 
 RESUME = Operation(
@@ -781,6 +956,7 @@ RESUME = Operation(
     ),
     tool=True,
     effect="writes",
+    guard=Guard(shows=resumed_shown),
 )
 
 COMPLETE = Operation(
@@ -797,6 +973,7 @@ COMPLETE = Operation(
         problems=(403, 404, 409),
     ),
     effect="writes",
+    guard=OPEN,
 )
 
 RELEASE = Operation(
@@ -813,6 +990,7 @@ RELEASE = Operation(
         problems=(403, 404, 409, 413),
     ),
     effect="writes",
+    guard=OPEN,
 )
 
 FAIL = Operation(
@@ -829,6 +1007,7 @@ FAIL = Operation(
         problems=(403, 404, 409, 413),
     ),
     effect="writes",
+    guard=OPEN,
 )
 
 REQUEUE = Operation(
@@ -856,6 +1035,7 @@ AGENTS = Operation(
     tag=HANDOFFS,
     rest=Route("GET", "/v1/agents", "Every known agent with its queued, claimed and failed counts"),
     effect="reads",
+    guard=OPEN,
 )
 
 START_SESSION = Operation(
@@ -867,6 +1047,7 @@ START_SESSION = Operation(
     tag=MEMORY,
     rest=Route("POST", "/v1/sessions", "Start a session (any id, or a fresh one)", 201, (413,)),
     effect="writes",
+    guard=Guard(starts_in_project),
 )
 
 END_SESSION = Operation(
@@ -883,6 +1064,7 @@ END_SESSION = Operation(
         problems=(404, 413),
     ),
     effect="writes",
+    guard=OPEN,
 )
 
 LIST_SESSIONS = Operation(
@@ -894,6 +1076,7 @@ LIST_SESSIONS = Operation(
     tag=MEMORY,
     rest=Route("GET", "/v1/sessions", "Recent sessions, newest first"),
     effect="reads",
+    guard=Guard(shows=sessions_shown),
 )
 
 MEMORY_SESSIONS = Operation(
@@ -906,6 +1089,7 @@ MEMORY_SESSIONS = Operation(
     effect="reads",
     agentmemory=Route("GET", "/agentmemory/sessions", "Recent sessions"),
     naming="agentmemory",
+    guard=Guard(shows=session_shapes_shown),
 )
 
 MEMORY_RESUME_HERE = Operation(
@@ -921,6 +1105,7 @@ MEMORY_RESUME_HERE = Operation(
     ),
     tool=True,
     effect="reads",
+    guard=READS_EVERY_PROJECT,
 )
 
 GET_SESSION = Operation(
@@ -937,6 +1122,7 @@ GET_SESSION = Operation(
         problems=(404,),
     ),
     effect="reads",
+    guard=Guard(shows=session_shown),
 )
 
 CONTEXT = Operation(
@@ -953,6 +1139,7 @@ CONTEXT = Operation(
         problems=(413,),
     ),
     effect="reads",
+    guard=READS_EVERY_PROJECT,
 )
 
 ENRICH = Operation(
@@ -969,6 +1156,7 @@ ENRICH = Operation(
         problems=(413,),
     ),
     effect="reads",
+    guard=READS_PROJECT,
 )
 
 OBSERVE = Operation(
@@ -980,6 +1168,7 @@ OBSERVE = Operation(
     tag=MEMORY,
     rest=Route("POST", "/v1/observations", "Record a hook event of a coding agent", 201, (413,)),
     effect="writes",
+    guard=WRITES_PROJECT,
 )
 
 MEMORY_FILE_HISTORY = Operation(
@@ -994,6 +1183,7 @@ MEMORY_FILE_HISTORY = Operation(
     effect="reads",
     agentmemory=Route("POST", "/agentmemory/file-context", "File context"),
     naming="agentmemory",
+    guard=READS_PROJECT,
 )
 
 MEMORY_PATTERNS = Operation(
@@ -1009,6 +1199,7 @@ MEMORY_PATTERNS = Operation(
     effect="reads",
     agentmemory=Route("POST", "/agentmemory/patterns", "Patterns"),
     naming="agentmemory",
+    guard=READS_PROJECT,
 )
 
 SAVE_MEMORY = Operation(
@@ -1026,6 +1217,7 @@ SAVE_MEMORY = Operation(
         (403, 413),
     ),
     effect="writes",
+    guard=Guard(writes_project_from),
 )
 
 MEMORY_SAVE = Operation(
@@ -1039,6 +1231,7 @@ MEMORY_SAVE = Operation(
     effect="writes",
     agentmemory=Route("POST", "/agentmemory/remember", "Save a memory", 201),
     naming="agentmemory",
+    guard=Guard(writes_project_from),
 )
 
 MEMORY_UPDATE = Operation(
@@ -1059,6 +1252,7 @@ MEMORY_UPDATE = Operation(
     effect="writes",
     agentmemory=Route("POST", "/agentmemory/memory/update", "Update a memory"),
     naming="agentmemory",
+    guard=Guard(updates_memory),
 )
 
 MEMORY_CONSOLIDATE = Operation(
@@ -1074,6 +1268,7 @@ MEMORY_CONSOLIDATE = Operation(
     effect="writes",
     agentmemory=Route("POST", "/agentmemory/consolidate", "Consolidate"),
     naming="agentmemory",
+    guard=WRITES_PROJECT,
 )
 
 RECALL_MEMORIES = Operation(
@@ -1090,6 +1285,7 @@ RECALL_MEMORIES = Operation(
         problems=(403, 413),
     ),
     effect="reads",
+    guard=READS_PROJECT,
 )
 
 MEMORY_RECALL = Operation(
@@ -1103,6 +1299,7 @@ MEMORY_RECALL = Operation(
     effect="reads",
     agentmemory=Route("POST", "/agentmemory/search", "Search memories"),
     naming="agentmemory",
+    guard=READS_PROJECT,
 )
 
 SMART_SEARCH = Operation(
@@ -1119,6 +1316,7 @@ SMART_SEARCH = Operation(
         problems=(413,),
     ),
     effect="reads",
+    guard=Guard(searches),
 )
 
 MEMORY_SMART_SEARCH = Operation(
@@ -1132,6 +1330,7 @@ MEMORY_SMART_SEARCH = Operation(
     effect="reads",
     agentmemory=Route("POST", "/agentmemory/smart-search", "Smart search"),
     naming="agentmemory",
+    guard=Guard(searches),
 )
 
 MEMORY_FORGET = Operation(
@@ -1151,6 +1350,7 @@ MEMORY_FORGET = Operation(
     tool=True,
     effect="forgets",
     naming="agentmemory",
+    guard=Guard(forgets),
 )
 
 AUDIT = Operation(
@@ -1162,6 +1362,32 @@ AUDIT = Operation(
     tag=MEMORY,
     rest=Route("GET", "/v1/audit", "The audit log, newest first"),
     effect="reads",
+)
+
+SET_GRANTS = Operation(
+    "set_grants",
+    "Give an agent grants in this namespace, replacing those it had (admin): records:PREFIX, "
+    "memories:PROJECT or packets:AGENT, read or write. An agent with grants reaches only "
+    "what they cover; a namespace with grants keeps packets to their sender, receiver and "
+    "grantees. An empty list lifts the agent's confinement.",
+    GrantsInput,
+    AgentGrants,
+    set_grants,
+    tag=ACCESS,
+    rest=Route("POST", "/v1/grants", "Set an agent's grants (admin)"),
+    effect="writes",
+)
+
+GRANTS = Operation(
+    "grants",
+    "The grants of this namespace's agents (an agent sees its own).",
+    NoInput,
+    list[AgentGrants],
+    list_grants,
+    tag=ACCESS,
+    rest=Route("GET", "/v1/grants", "Agents' grants in this namespace"),
+    effect="reads",
+    guard=OPEN,
 )
 
 OPERATIONS: tuple[Operation[Any, Any], ...] = (
@@ -1203,5 +1429,7 @@ OPERATIONS: tuple[Operation[Any, Any], ...] = (
     MEMORY_SMART_SEARCH,
     MEMORY_FORGET,
     AUDIT,
+    SET_GRANTS,
+    GRANTS,
 )
 BY_NAME = {operation.name: operation for operation in OPERATIONS}

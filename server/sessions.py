@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import msgpack
@@ -182,6 +183,14 @@ class SessionStore(NamespaceStore):
     async def _concepts(self, session_id: str) -> list[str]:
         """The session's concepts from its observations (no LLM, no guessing)."""
         return concepts_of(await self.observations(session_id))
+
+    async def of_observations(self, observation_ids: Sequence[str]) -> list[Session]:
+        """The sessions the observations named belong to (unknown ids are left out)."""
+        if not observation_ids:
+            return []
+        named = await self.redis.hmget(self.keys.observation_sessions, list(observation_ids))
+        found = {codec.text(session_id) for session_id in named if session_id is not None}
+        return [await self.get(session_id) for session_id in sorted(found)]
 
     async def get(self, session_id: str) -> Session:
         session_id = check_session_id(session_id, field="sessionId")

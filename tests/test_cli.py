@@ -206,7 +206,7 @@ def test_bash_completes_commands_subcommands_and_choices() -> None:
     subcommands and an option's choices; zsh and fish get their own code."""
     assert completed("baton se") == ["serve", "setup"]
     subcommands = [word for word in completed("baton token ") if not word.startswith("-")]
-    assert subcommands == ["add", "bootstrap", "list", "revoke"]
+    assert subcommands == ["add", "bootstrap", "grant", "grants", "list", "revoke", "ungrant"]
     assert completed("baton --log-format ") == ["auto", "console", "json"]
     for shell, marker in (("zsh", "#compdef baton"), ("fish", "complete --command baton")):
         code = subprocess.run(

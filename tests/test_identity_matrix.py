@@ -103,6 +103,7 @@ EXAMPLES: dict[tuple[str, str], Any] = {
     ("POST", "/agentmemory/claude-bridge/sync"): {},
     ("POST", "/v1/checkpoints"): None,
     ("POST", "/v1/checkpoints/verify"): {},
+    ("POST", "/v1/grants"): {"agent": "bob", "grants": []},
     ("POST", "/logout"): None,
     ("POST", "/handoffs/{packet_id:str}/requeue"): None,
     ("POST", "/mcp"): MCP_INITIALIZE,
@@ -131,6 +132,7 @@ ADMIN_ONLY = {
     "/v1/handoffs/{packet_id:str}/requeue",
     "/handoffs/{packet_id:str}/requeue",
     "/v1/checkpoints",
+    "/v1/grants",
 }
 
 
@@ -261,18 +263,24 @@ def world(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
             world.memory = bob.post(
                 "/v1/memories", json={"content": "bob likes memory tests"}
             ).json()["memory"]["id"]
-        with world.client(tokens["admin"], ("X-Baton-Agent", "carol")) as carol:
-            ids = [
-                carol.post("/v1/handoffs", json={"to": "bob", "summary": f"p{i}"}).json()["id"]
-                for i in range(3)
-            ]
-        with world.client(tokens["bob"]) as bob:
-            for _ in range(2):
-                assert bob.post("/v1/agents/bob/resume").json()["packet"] is not None
-            assert bob.post(f"/v1/handoffs/{ids[1]}/fail", json={"error": "x"}).is_success
-        world.packets = {"claimed": ids[0], "failed": ids[1], "queued": ids[2]}
+        world.packets = packets_for_bob(world, "p")
         yield world
     redis.Redis.from_url(url).flushdb()
+
+
+def packets_for_bob(world: World, summary: str, *headers: tuple[str, str]) -> dict[str, str]:
+    """Three packets carol (the admin token) leaves bob, one claimed, one failed, one
+    queued: their ids by state."""
+    with world.client(world.tokens["admin"], ("X-Baton-Agent", "carol"), *headers) as carol:
+        ids = [
+            carol.post("/v1/handoffs", json={"to": "bob", "summary": f"{summary}{i}"}).json()["id"]
+            for i in range(3)
+        ]
+    with world.client(world.tokens["bob"]) as bob:
+        for _ in range(2):
+            assert bob.post("/v1/agents/bob/resume").json()["packet"] is not None
+        assert bob.post(f"/v1/handoffs/{ids[1]}/fail", json={"error": "x"}).is_success
+    return {"claimed": ids[0], "failed": ids[1], "queued": ids[2]}
 
 
 def tricks(world: World) -> dict[str, tuple[str | None, list[tuple[str, str]]]]:

@@ -21,11 +21,10 @@ from litestar.datastructures import State
 from litestar.handlers import HTTPRouteHandler
 
 from baton.server import agentmemory_shapes as shapes
+from baton.server import grants
 from baton.server.api.deps import (
     CallerDep,
-    MemoriesDep,
     NamespaceDep,
-    SessionsDep,
     claim_agent_id,
 )
 from baton.server.backend import Namespace
@@ -118,12 +117,14 @@ class AgentMemoryController(Controller):
 
     @post("/session/start", status_code=200)
     async def session_start(
-        self, request: Request[Any, Any, Any], sessions: SessionsDep, caller: CallerDep
+        self, request: Request[Any, Any, Any], ns: NamespaceDep, caller: CallerDep
     ) -> Response[Any]:
+        sessions = ns.sessions
         body = await _body(request)
         session_id, project, cwd = (_string(body, k) for k in ("sessionId", "project", "cwd"))
         if not session_id or not project or not cwd:
             return error("sessionId, project, and cwd are required non-empty strings")
+        rights = await ns.grants.check(caller, [grants.memories(project, "write")])
         session = await sessions.start(
             caller=caller,
             session_id=session_id,
@@ -131,9 +132,13 @@ class AgentMemoryController(Controller):
             cwd=cwd,
             title=_string(body, "title"),
         )
-        context = await ContextBuilder(sessions).start(session.id, session.cwd, project)
+        # "Where were we" is found by directory, so any project's: a confined agent without
+        # every project's memories starts without it rather than being refused.
+        text = ""
+        if rights is None or rights.may(grants.memories(None)):
+            text = (await ContextBuilder(sessions).start(session.id, session.cwd, project)).context
         await sessions.ns.durable()
-        return Response({"session": shapes.session(session), "context": context.context})
+        return Response({"session": shapes.session(session), "context": text})
 
     @post("/context", status_code=200)
     async def context(
@@ -152,14 +157,17 @@ class AgentMemoryController(Controller):
 
     @post("/summarize", status_code=200)
     async def summarize(
-        self, request: Request[Any, Any, Any], sessions: SessionsDep
+        self, request: Request[Any, Any, Any], ns: NamespaceDep, caller: CallerDep
     ) -> Response[Any]:
+        sessions = ns.sessions
         """A session summary built from its observations (agentmemory asks an LLM; Baton does
         not): always 200, ``success: false`` with agentmemory's error words."""
         session_id = _string(await _body(request), "sessionId")
         if not session_id:
             return error("sessionId is required")
         try:
+            project = (await sessions.get(session_id)).project
+            await ns.grants.check(caller, [grants.memories(project)])
             summary = await ContextBuilder(sessions).summarize(session_id)
         except NotFound as missing:
             reason = (
@@ -222,12 +230,14 @@ class AgentMemoryController(Controller):
 
     @delete("/governance/memories", status_code=200)
     async def delete_memories(
-        self, request: Request[Any, Any, Any], memories: MemoriesDep, caller: CallerDep
+        self, request: Request[Any, Any, Any], ns: NamespaceDep, caller: CallerDep
     ) -> Response[Any]:
+        memories = ns.memories
         body = await _body(request)
         ids = body.get("memoryIds") or body.get("ids") or request.query_params.getall("id", [])
         if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
             return error("memoryIds array is required")
+        await ns.grants.check(caller, [grants.unguarded("governance delete")])
         deleted = 0
         for memory_id in ids:
             try:
@@ -244,8 +254,13 @@ class AgentMemoryController(Controller):
 
     @get("/export")
     async def export(
-        self, request: Request[Any, Any, Any], memories: MemoriesDep, sessions: SessionsDep
+        self,
+        request: Request[Any, Any, Any],
+        ns: NamespaceDep,
+        caller: CallerDep,
     ) -> Response[Any]:
+        memories, sessions = ns.memories, ns.sessions
+        await ns.grants.check(caller, [grants.unguarded("export")])
         ids = [
             record.ref.split("/", 1)[1]
             for record in (await memories.records.list_records(scope="memory", limit=500)).records

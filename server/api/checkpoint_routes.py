@@ -21,6 +21,7 @@ from baton.server.checkpoints import (
     key_id,
 )
 from baton.server.errors import NotFound
+from baton.server.grants import unguarded
 
 
 class PublicKey(msgspec.Struct, kw_only=True):
@@ -75,7 +76,10 @@ class CheckpointController(Controller):
         summary="A checkpoint with its leaves, to keep elsewhere",
         responses=problems(404),
     )
-    async def export(self, seq: FromPath[int], ns: NamespaceDep, state: State) -> Exported:
+    async def export(
+        self, seq: FromPath[int], ns: NamespaceDep, state: State, caller: CallerDep
+    ) -> Exported:
+        await ns.grants.check(caller, [unguarded("checkpoint export")])  # every ref's name
         return await _checkpoints(ns, state).export(seq)
 
     @post(
@@ -85,8 +89,13 @@ class CheckpointController(Controller):
         responses=problems(404, 413),
     )
     async def verify(
-        self, ns: NamespaceDep, state: State, data: JSONBody[VerifyBody | None] = None
+        self,
+        ns: NamespaceDep,
+        state: State,
+        caller: CallerDep,
+        data: JSONBody[VerifyBody | None] = None,
     ) -> CheckpointReport:
+        await ns.grants.check(caller, [unguarded("checkpoint verify")])
         checkpoints = _checkpoints(ns, state)
         body = data or VerifyBody()
         exported = body.export or await checkpoints.export(body.seq)

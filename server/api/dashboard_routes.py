@@ -202,6 +202,8 @@ class DashboardData(Controller):
     async def events(
         self, caller: CallerDep, state: State, request: Request[Any, Any, Any]
     ) -> ServerSentEvent:
+        grants = state.backend.namespace(caller.namespace).grants
+        await grants.operators_only(caller, "the event stream")
         hub: EventHub = state.events
         owner = caller.credential.token_id or f"agent:{caller.agent}"
         subscription = hub.subscribe(caller.namespace, owner)
@@ -211,6 +213,7 @@ class DashboardData(Controller):
         async def still_allowed() -> bool:
             try:
                 await gate.identify(scope, redis)
+                await grants.operators_only(caller, "the event stream")  # grants set since
             except BatonError:
                 return False
             return True

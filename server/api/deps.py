@@ -12,6 +12,7 @@ marked as dependencies.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any, TypeAlias
 
@@ -85,8 +86,10 @@ def provide_memories(caller: CallerDep) -> MemoryStore:
     return REQUEST_NAMESPACE.get().memories
 
 
-def provide_dashboard(caller: CallerDep) -> Dashboard:
-    return REQUEST_NAMESPACE.get().dashboard
+async def provide_dashboard(caller: CallerDep) -> Dashboard:
+    ns = REQUEST_NAMESPACE.get()
+    await ns.grants.operators_only(caller, "the dashboard")
+    return ns.dashboard
 
 
 PROVIDERS: dict[str, Callable[..., object]] = {
@@ -99,5 +102,8 @@ PROVIDERS: dict[str, Callable[..., object]] = {
     "dashboard": provide_dashboard,
 }
 DEPENDENCIES: dict[str, Provide] = {
-    name: Provide(provider, sync_to_thread=False) for name, provider in PROVIDERS.items()
+    name: Provide(provider)
+    if inspect.iscoroutinefunction(provider)
+    else Provide(provider, sync_to_thread=False)
+    for name, provider in PROVIDERS.items()
 }
