@@ -25,20 +25,19 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import msgpack
-import msgspec
 from redis.asyncio.client import Pipeline
 from redis.typing import EncodableT, FieldT
 
 from baton.server import codec
 from baton.server.changes import Command
-from baton.server.documents import observed_document, record_document
 from baton.server.errors import BatonError, InvalidInput
 from baton.server.integrity import OUTCOME_FIELDS, VERSION_FIELDS, ChainChecker
 from baton.server.keys import NAMESPACES
-from baton.server.models import PACKET_STATES, Observation
+from baton.server.models import PACKET_STATES
 from baton.server.namespace_removal import clear_namespace, namespace_keys, token_refunds
 from baton.server.records import BATCH, UNINDEXED_SCOPE
-from baton.server.search import IndexCall
+from baton.server.reindex import reindex
+from baton.server.search import LEXICAL
 from baton.server.token_bytes import refunds
 from baton.server.validation import PACKET_ID_PATTERN, check_agent, check_ref
 
@@ -422,6 +421,7 @@ async def import_dump(
     merge: bool = False,
     replace: bool = False,
     on_progress: Callable[[int, int], None] | None = None,
+    index: bool = True,
 ) -> dict[str, int]:
     """Write a checked dump (see :func:`read_dump`) into ``store``'s namespace. With
     ``atomic`` (and a single Redis, not a cluster), all of it in one MULTI/EXEC: a failure
@@ -430,8 +430,15 @@ async def import_dump(
     ``merge``, each record, packet and session of the dump replaces the one with its id
     (what the namespace held of it is cleared first, in the same transaction); with
     neither, the namespace is taken to hold none of them. ``on_progress(lines_done,
-    lines_total)`` is called as lines are prepared and once they are written."""
-    redis = ns.redis
+    lines_total)`` is called as lines are prepared and once they are written.
+
+    The search index is rebuilt from what the namespace then holds, in bounded batches
+    (``baton.server.reindex``), rather than inside the transaction: derived data, it would
+    hold every document's terms and posting keys at once (an import of 7 MB of prose
+    peaked at 600 MB). Until the rebuild ends the index is marked as built by no rules, so
+    an import cut short there is named by ``baton status`` and finished by ``baton
+    reindex``; nothing of the data is lost. ``index=False`` leaves the rebuild to the
+    caller (``baton import`` shows its progress)."""
     await ns.admit()  # a new namespace counts against BATON_MAX_NAMESPACES like any other
     single = atomic and ns.topology.transactions
     stale: list[bytes] = []
@@ -442,88 +449,47 @@ async def import_dump(
     elif replace:
         await clear_namespace(ns)
     held = await _held(ns, lines) if merge else Held()
-    if single:
-        await ns.scripts.load(redis)  # no NOSCRIPT inside the transaction
     counts = {"records": 0, "versions": 0, "outcomes": 0, "packets": 0, "sessions": 0}
     done = 0
     batch = len(lines) or 1 if single else BATCH
     for start in range(0, max(len(lines), 1), batch):
-        await ns.search.prepare(
-            [doc for line in lines[start : start + batch] for doc in _documents(line, held)]
-        )
-        queued = IndexingBatch(ns, transaction=single)
+        queued = ns.batch(transaction=single)
+        pipe = queued.pipe
         for first in range(0, len(stale), 1000):
-            queued.pipe.delete(*stale[first : first + 1000])
+            pipe.delete(*stale[first : first + 1000])
         for command in given_back:
-            queued.pipe.execute_command(command.name, command.key, *command.args)
+            pipe.execute_command(command.name, command.key, *command.args)
+        if start == 0:  # built by no rules until the rebuild below ends (baton status says)
+            pipe.hdel(ns.keys.search_stats, LEXICAL)
         stale, given_back = [], []
         for line in lines[start : start + batch]:
             if line["type"] == "record":
                 if line["ref"] in held.versions:
-                    await _queue_clear_record(ns, queued, line, held)
-                await _queue_record(ns, queued, line)
+                    _queue_clear_record(ns, pipe, line, held)
+                _queue_record(ns, pipe, line)
                 counts["records"] += 1
                 counts["versions"] += len(line["versions"])
                 counts["outcomes"] += len(line["outcomes"])
             elif line["type"] == "packet":
                 if (agent := held.packet_agents.get(line["fields"]["id"])) is not None:
-                    _queue_clear_packet(ns, queued.pipe, line["fields"]["id"], agent)
-                _queue_packet(ns, queued.pipe, line)
+                    _queue_clear_packet(ns, pipe, line["fields"]["id"], agent)
+                _queue_packet(ns, pipe, line)
                 counts["packets"] += 1
             else:
                 if line["id"] in held.observations:
-                    await _queue_clear_session(
-                        ns, queued, line["id"], held.observations[line["id"]]
-                    )
-                await _queue_session(ns, queued, line)
+                    _queue_clear_session(ns, pipe, line["id"], held.observations[line["id"]])
+                _queue_session(ns, pipe, line)
                 counts["sessions"] += 1
             done += 1
             if on_progress and done % PROGRESS_LINES == 0:
                 on_progress(done, len(lines))
-        queued.pipe.sadd(NAMESPACES, ns.name)
+        pipe.sadd(NAMESPACES, ns.name)
         await queued.execute()
         if on_progress:
             on_progress(done, len(lines))
+    if index:
+        await reindex(ns)
     return counts
-
-
-class IndexingBatch:
-    """A namespace's batch that also (re)indexes search documents: a document whose old
-    terms changed since they were read (another writer) is indexed again after the batch."""
-
-    def __init__(self, ns: Namespace, *, transaction: bool) -> None:
-        self.batch = ns.batch(transaction=transaction)
-        self.search = ns.search
-        self.calls: list[tuple[int, IndexCall]] = []
-
-    @property
-    def pipe(self) -> Pipeline:
-        return self.batch.pipe
-
-    async def index(self, doc: str, text: str | None, **fields: Any) -> None:
-        """Queue (re)indexing ``doc`` with ``text``, or taking it out (None)."""
-        call = await self.search.call(doc, text, **fields)
-        self.calls.append((len(self.batch), call))
-        self.search.queue(self.batch, call)
-
-    async def execute(self) -> list[Any]:
-        replies = await self.batch.execute()
-        await self.search.settle(
-            [call for _, call in self.calls], [replies[at] for at, _ in self.calls]
-        )
-        return replies
-
-
-def _documents(line: dict[str, Any], held: Held) -> list[str]:
-    """The search documents importing ``line`` may touch."""
-    if line["type"] == "record":
-        ref = line["ref"]
-        return [f"f:{ref}", f"m:{ref.removeprefix(UNINDEXED_SCOPE)}"]
-    if line["type"] == "session":
-        session_id = line["id"]
-        ids = [each["id"] for each in line["observations"]] + held.observations.get(session_id, [])
-        return [f"o:{session_id}:{each}" for each in ids]
-    return []
 
 
 @dataclass
@@ -579,23 +545,18 @@ async def _held(ns: Namespace, lines: list[dict[str, Any]]) -> Held:
     return held
 
 
-async def _queue_clear_record(
-    ns: Namespace, batch: IndexingBatch, line: dict[str, Any], held: Held
-) -> None:
-    """Clear the namespace's copy of the dump's record (every version, the head, outcomes
-    and its search document, its bytes off the namespace's count) so the dump's copy
-    replaces it instead of mixing with it."""
+def _queue_clear_record(ns: Namespace, pipe: Pipeline, line: dict[str, Any], held: Held) -> None:
+    """Clear the namespace's copy of the dump's record (every version, the head, outcomes,
+    its bytes off the namespace's count) so the dump's copy replaces it instead of mixing
+    with it (its search document follows in the rebuild after)."""
     keys, ref = ns.keys, line["ref"]
     versions = [keys.version(ref, number) for number in range(1, held.versions[ref] + 1)]
-    batch.pipe.delete(keys.head(ref), keys.outcomes(ref), *versions)
-    batch.pipe.hincrby(keys.search_stats, "bytes", -held.stored[ref])
+    pipe.delete(keys.head(ref), keys.outcomes(ref), *versions)
+    pipe.hincrby(keys.search_stats, "bytes", -held.stored[ref])
     for command in refunds(held.by_token[ref]):  # what its versions counted against tokens
-        batch.pipe.execute_command(command.name, command.key, *command.args)
-    await batch.index(f"f:{ref}", None)
-    if ref.startswith(UNINDEXED_SCOPE):  # a memory, indexed under its id, perhaps with a ttl
-        memory_id = ref.removeprefix(UNINDEXED_SCOPE)
-        await batch.index(f"m:{memory_id}", None)
-        batch.pipe.zrem(keys.memory_expiry, memory_id)
+        pipe.execute_command(command.name, command.key, *command.args)
+    if ref.startswith(UNINDEXED_SCOPE):  # a memory, perhaps with a ttl
+        pipe.zrem(keys.memory_expiry, ref.removeprefix(UNINDEXED_SCOPE))
 
 
 def _queue_clear_packet(ns: Namespace, pipe: Pipeline, packet_id: str, agent: str) -> None:
@@ -615,12 +576,12 @@ def _queue_clear_packet(ns: Namespace, pipe: Pipeline, packet_id: str, agent: st
         pipe.zrem(inbox_set(agent), packet_id)
 
 
-async def _queue_clear_session(
-    ns: Namespace, batch: IndexingBatch, session_id: str, observation_ids: list[str]
+def _queue_clear_session(
+    ns: Namespace, pipe: Pipeline, session_id: str, observation_ids: list[str]
 ) -> None:
     """Clear the namespace's copy of the dump's session: its hashes and lists, and each of
-    its observations with its search document."""
-    keys, pipe = ns.keys, batch.pipe
+    its observations."""
+    keys = ns.keys
     pipe.delete(
         keys.session(session_id),
         keys.session_touched(session_id),
@@ -630,12 +591,10 @@ async def _queue_clear_session(
     )
     if observation_ids:
         pipe.hdel(keys.observation_sessions, *observation_ids)
-    for each in observation_ids:
-        await batch.index(f"o:{session_id}:{each}", None)
 
 
-async def _queue_record(ns: Namespace, batch: IndexingBatch, line: dict[str, Any]) -> None:
-    keys, ref, pipe = ns.keys, line["ref"], batch.pipe
+def _queue_record(ns: Namespace, pipe: Pipeline, line: dict[str, Any]) -> None:
+    keys, ref = ns.keys, line["ref"]
     pipe.zadd(keys.refs, {ref: 0})
     pipe.hset(keys.head(ref), mapping=line["head"])
     stored = 0
@@ -656,14 +615,10 @@ async def _queue_record(ns: Namespace, batch: IndexingBatch, line: dict[str, Any
     last = line["versions"][-1] if line["versions"] else None
     if last is None or "tombstone_hash" in last:
         return
-    # Indexed exactly as its write indexed it (documents.py).
-    document = record_document(ref, last["value"], last["tags"], last["author"], last["created_at"])
-    if document is not None:
-        await batch.index(document.doc, document.text, **document.fields())
     if ref.startswith(UNINDEXED_SCOPE):
         memory_id = ref.removeprefix(UNINDEXED_SCOPE)
         for source in last["value"].get("source_observation_ids", []):
-            batch.pipe.sadd(ns.keys.observation_memories(source), memory_id)
+            pipe.sadd(ns.keys.observation_memories(source), memory_id)
 
 
 def _queue_packet(ns: Namespace, pipe: Pipeline, line: dict[str, Any]) -> None:
@@ -689,8 +644,8 @@ def _queue_packet(ns: Namespace, pipe: Pipeline, line: dict[str, Any]) -> None:
         pipe.zadd(keys.expiring(agent), {packet_id: int(fields["expires_us"])})
 
 
-async def _queue_session(ns: Namespace, batch: IndexingBatch, line: dict[str, Any]) -> None:
-    keys, session_id, pipe = ns.keys, line["id"], batch.pipe
+def _queue_session(ns: Namespace, pipe: Pipeline, line: dict[str, Any]) -> None:
+    keys, session_id = ns.keys, line["id"]
     pipe.hset(keys.session(session_id), mapping=_encode(line["meta"], ("concepts",)))
     if line["touched"]:
         pipe.hset(keys.session_touched(session_id), mapping=line["touched"])
@@ -706,5 +661,3 @@ async def _queue_session(ns: Namespace, batch: IndexingBatch, line: dict[str, An
         )
         pipe.rpush(keys.observations(session_id), observation_id)
         pipe.hset(keys.observation_sessions, observation_id, session_id)
-        document = observed_document(msgspec.convert(observation, Observation))
-        await batch.index(document.doc, document.text, **document.fields())

@@ -239,6 +239,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     from baton.server.backup import import_dump, namespace_is_empty, read_dump
+    from baton.server.reindex import reindex
 
     try:
         with open(args.dump, encoding="utf-8") if args.dump != "-" else sys.stdin as source:
@@ -254,14 +255,18 @@ def cmd_import(args: argparse.Namespace) -> int:
         if not await namespace_is_empty(ns) and not (args.replace or args.merge):
             return None
         with ProgressReport("importing", "lines") as progress:
-            return await import_dump(
+            counts = await import_dump(
                 ns,
                 lines,
                 atomic=True,
                 merge=args.merge,
                 replace=args.replace,
                 on_progress=progress.update,
+                index=False,
             )
+        with ProgressReport("indexing", "documents") as progress:
+            await reindex(ns, progress.update)
+        return counts
 
     counts = asyncio.run(_in_namespace(args.namespace, run))
     if counts is None:

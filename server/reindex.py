@@ -13,15 +13,16 @@ rules.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from redis.asyncio.client import Pipeline
 
 from baton.server import codec
-from baton.server.backup import IndexingBatch
 from baton.server.documents import IndexDocument, observed_document, record_document
 from baton.server.keys import NAMESPACES
 from baton.server.lexical import LEXICAL_VERSION
 from baton.server.records import BATCH
-from baton.server.search import LEXICAL
+from baton.server.search import LEXICAL, IndexCall
 
 if TYPE_CHECKING:
     from baton.server.backend import Backend, Namespace
@@ -49,6 +50,33 @@ async def stale_indexes(backend: Backend) -> list[str]:
         pipe.hget(backend.namespace(name).keys.search_stats, LEXICAL)
     built = await pipe.execute()
     return [name for name, version in zip(names, built, strict=True) if version != LEXICAL_BYTES]
+
+
+class IndexingBatch:
+    """A namespace's batch that also (re)indexes search documents: a document whose old
+    terms changed since they were read (another writer) is indexed again after the batch."""
+
+    def __init__(self, ns: Namespace, *, transaction: bool) -> None:
+        self.batch = ns.batch(transaction=transaction)
+        self.search = ns.search
+        self.calls: list[tuple[int, IndexCall]] = []
+
+    @property
+    def pipe(self) -> Pipeline:
+        return self.batch.pipe
+
+    async def index(self, doc: str, text: str | None, **fields: Any) -> None:
+        """Queue (re)indexing ``doc`` with ``text``, or taking it out (None)."""
+        call = await self.search.call(doc, text, **fields)
+        self.calls.append((len(self.batch), call))
+        self.search.queue(self.batch, call)
+
+    async def execute(self) -> list[Any]:
+        replies = await self.batch.execute()
+        await self.search.settle(
+            [call for _, call in self.calls], [replies[at] for at, _ in self.calls]
+        )
+        return replies
 
 
 async def reindex(

@@ -103,3 +103,26 @@ def test_baton_reindex_and_status_name_what_is_stale(
     assert (
         again.stdout.strip() == "baton: every search index is current; --force rebuilds them anyway"
     )
+
+
+async def test_an_import_cut_short_before_its_index_is_named_and_finished_by_reindex(
+    backend: Backend, data_redis: redis.Redis
+) -> None:
+    """An import writes its data in one step and rebuilds the search index after it, in
+    bounded batches. Cut between the two (``index=False`` stops there), the data is all
+    there, the namespace's index is named stale (``baton status``), and a reindex makes it
+    the index a whole import builds."""
+    await populate(backend, "source")
+    lines = read_dump([line async for line in dump_lines(backend.namespace("source"))])
+    cut = backend.namespace("cut")
+    await import_dump(cut, lines, atomic=True, index=False)
+    assert (await cut.records.recall("deploy/runner")).value["arch"] == "arm64"
+    assert await stale_indexes(backend) == ["cut"]
+    assert await cut.search.search("refund") == []
+
+    await import_dump(backend.namespace("whole"), lines, atomic=True)
+    assert "whole" not in await stale_indexes(backend)
+    await reindex(cut)
+    assert await stale_indexes(backend) == []
+    assert index_of(data_redis, "cut") == index_of(data_redis, "whole")
+    assert len(await cut.search.search("refund")) == 1
