@@ -562,3 +562,4 @@ def test_readyz_is_not_ready_while_redis_has_no_room_for_a_write(tmp_path: Path)
     finally:
         process.terminate()
         process.wait(10)
+        EmbeddedServer(tmp_path / "data").stop()  # it outlives the API that started it
