@@ -4,7 +4,8 @@ It checks what an agent's use of Baton depends on, in order: the store (``BATON_
 or the embedded server of the data dir), the API the hooks and HTTP clients reach
 (``BATON_URL``) and the token they send (``BATON_TOKEN``), the hook events waiting in the
 data dir's spools for a Baton to take them, then each agent host's files
-(``baton setup``): that the MCP server and hook commands they name exist. Each finding is
+(``baton setup``): that the MCP server they name starts and lists its tools, as the host
+would start it, and that the hook commands they name exist. Each finding is
 ``ok``, ``warn`` (works, but maybe not as meant) or ``FAIL`` (and what to do).
 """
 
@@ -13,14 +14,18 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 
+import anyio
 import httpx
 import redis
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
 
 from baton.agents.host_setup import (
     HOSTS,
@@ -38,6 +43,7 @@ from baton.server.settings import Settings
 
 Level = Literal["ok", "warn", "FAIL"]
 TIMEOUT = 3.0
+START_SECONDS = 30.0  # for a host's MCP server to start and list its tools
 
 
 @dataclass(frozen=True)
@@ -194,23 +200,38 @@ def _why(error: httpx.TransportError) -> str:
 def _host(host: Host, home: Path, project: Path) -> Iterator[Finding]:
     """Where ``host`` is set up and whether what it starts is there; nothing when it is
     set up nowhere."""
-    for scope, base in (("project", project), ("user", None)):
+    seen: set[Path] = set()
+    for scope, base in (("user", None), ("project", project)):
         if base is not None and MCP_FILES[host].project is None:
             continue  # the host has no project file
         path, keys = mcp_config(host, home, base)
+        if path.resolve() in seen:
+            continue  # run in the home folder: the project's file is the user's, said once
+        seen.add(path.resolve())
         entry = _entry(path, keys)
         if entry is None:
             continue
-        command = entry.get("command")
-        program = command[0] if isinstance(command, list) and command else command
-        if not isinstance(program, str) or not _runnable(program):
+        again = f"`baton setup {host}{' --project' if base else ''}`"
+        launch = _launch(entry)
+        if launch is None or not _runnable(launch.command):
+            program = None if launch is None else launch.command
             yield Finding(
                 "FAIL",
                 f"{host} ({scope}, {path}) starts `{program}`, which is not there: run "
-                f"`baton setup {host}{' --project' if base else ''}` again",
+                f"{again} again",
+            )
+            continue
+        tools, problem = _handshake(launch, project)
+        if problem is not None:
+            yield Finding(
+                "FAIL",
+                f"{host} ({scope}, {path}): its MCP server `{launch.command}` did not start: "
+                f"{problem}; run {again} again",
             )
         else:
-            yield Finding("ok", f"{host} ({scope}) starts Baton's MCP server: {path}")
+            yield Finding(
+                "ok", f"{host} ({scope}) starts Baton's MCP server ({tools} tools): {path}"
+            )
     if host == "claude-code":
         yield from _claude_hooks(home, project)
 
@@ -236,6 +257,52 @@ def _claude_hooks(home: Path, project: Path) -> Iterator[Finding]:
             yield Finding(
                 "ok", f"Claude Code records its sessions: {len(commands)} hooks in {path}"
             )
+
+
+def _launch(entry: dict[str, Any]) -> StdioServerParameters | None:
+    """How a host starts the server its entry names: ``command`` and ``args`` with ``env``
+    (OpenCode: one ``command`` list, ``environment``); None for an entry without one."""
+    command, args = entry.get("command"), entry.get("args", [])
+    env = entry.get("env", entry.get("environment")) or {}
+    if isinstance(command, list) and command:
+        command, args = command[0], command[1:]
+    if not (isinstance(command, str) and isinstance(args, list) and isinstance(env, dict)):
+        return None
+    return StdioServerParameters(
+        command=command, args=[str(a) for a in args], env={k: str(v) for k, v in env.items()}
+    )
+
+
+def _handshake(launch: StdioServerParameters, project: Path) -> tuple[int, str | None]:
+    """Start the server as an MCP host does (the SDK's stdio client, in the project), and
+    list its tools: how many, or what went wrong (its last line on stderr, else the
+    error). A server that starts the embedded store leaves it running, as for the host."""
+
+    async def listed(errlog: TextIO) -> int:
+        with anyio.fail_after(START_SECONDS):
+            async with (
+                stdio_client(launch.model_copy(update={"cwd": str(project)}), errlog) as streams,
+                ClientSession(*streams) as session,
+            ):
+                await session.initialize()
+                return len((await session.list_tools()).tools)
+
+    with tempfile.TemporaryFile("w+") as errlog:
+        try:
+            return anyio.run(listed, errlog), None
+        except Exception as error:  # whatever stopped it is the finding, said in words
+            errlog.seek(0)
+            said = [line.strip() for line in errlog.read().splitlines() if line.strip()]
+            if isinstance(error, TimeoutError):
+                return 0, f"no answer within {START_SECONDS:.0f}s" + (
+                    f" ({said[-1]})" if said else ""
+                )
+            if said:
+                return 0, said[-1]
+            cause: BaseException = error
+            while isinstance(cause, BaseExceptionGroup) and cause.exceptions:
+                cause = cause.exceptions[0]  # the task group's: what failed in it
+            return 0, f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
 
 
 def _entry(path: Path, keys: list[str]) -> dict[str, Any] | None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import redis
 
+from baton.server.mcp_server import tool_list
 from tests.conftest import free_port, issue, run_baton, running_server
 
 BATON = str(Path(sys.executable).with_name("baton"))
@@ -20,14 +21,16 @@ def baton(*args: str, home: Path, **env: str) -> subprocess.CompletedProcess[str
 
 
 def test_a_working_setup_is_all_ok(redis_url: str, api_url: str, tmp_path: Path) -> None:
-    """Store reachable, API answering, Claude Code set up: every line ok, exit 0."""
-    assert baton("setup", "claude-code", home=tmp_path).returncode == 0
+    """Store reachable, API answering, Claude Code set up: every line ok, exit 0; the MCP
+    server Claude Code would start was started the same way and listed every tool."""
+    assert baton("setup", "claude-code", home=tmp_path, BATON_REDIS_URL=redis_url).returncode == 0
     done = baton("doctor", home=tmp_path, BATON_REDIS_URL=redis_url, BATON_URL=api_url)
     assert done.returncode == 0, done.stdout
     lines = done.stdout.splitlines()
     assert "ok   Redis at BATON_REDIS_URL answers" in lines
     assert any(line.startswith(f"ok   the API at {api_url} answers") for line in lines)
-    assert any(line.startswith("ok   claude-code (user) starts") for line in lines)
+    started = f"ok   claude-code (user) starts Baton's MCP server ({len(tool_list())} tools)"
+    assert any(line.startswith(started) for line in lines), lines
     # the working directory is the home here: its settings.json is one file, said once
     assert sum(line.startswith("ok   Claude Code records its sessions") for line in lines) == 1
     assert any(
@@ -88,3 +91,25 @@ def test_bare_baton_shows_the_overview(tmp_path: Path) -> None:
     done = baton(home=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "doctor" in done.stdout and "check the setup end to end" in done.stdout
+
+
+def test_a_host_whose_mcp_server_does_not_start_is_a_fault_with_its_words(
+    tmp_path: Path,
+) -> None:
+    """A host file naming a program that is there but does not start an MCP server (here
+    one that fails as a broken install does, a line on stderr): the doctor starts it as
+    the host would and says that line, exit 1."""
+    broken = tmp_path / "bin" / "baton"
+    broken.parent.mkdir()
+    broken.write_text(
+        "#!/bin/sh\necho 'baton: cannot import baton.server (broken venv)' >&2\nexit 1\n"
+    )
+    broken.chmod(0o755)
+    assert baton("setup", "gemini", "--command", str(broken), home=tmp_path).returncode == 0
+    done = baton("doctor", home=tmp_path, BATON_REDIS_URL="redis://127.0.0.1:1")
+    assert done.returncode == 1
+    [line] = [line for line in done.stdout.splitlines() if line.startswith("FAIL gemini")]
+    assert line.endswith(
+        f"its MCP server `{broken}` did not start: baton: cannot import baton.server "
+        "(broken venv); run `baton setup gemini` again"
+    )
