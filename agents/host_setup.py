@@ -39,6 +39,7 @@ import tomlkit
 import tomlkit.exceptions
 
 from baton.agents.hook import CLAUDE_EVENTS
+from baton.server.endpoint import base_url_of
 from baton.server.errors import BatonError, InvalidInput
 
 Host = Literal[
@@ -209,7 +210,7 @@ def gets(host: Host) -> str:
     if host == "claude-code":
         return "MCP server, hooks (sessions recorded), skills, /remember"
     if host == "opencode":
-        return "MCP server, skills, /remember and /recall"
+        return "MCP server, plugin (sessions recorded), skills, /remember and /recall"
     return "MCP server"
 
 
@@ -269,6 +270,8 @@ def plan(
         folder = base / ".claude"
     elif host == "opencode":
         folder = project / ".opencode" if project is not None else config.parent
+        plugin = _opencode_plugin(agent, reach)
+        changes.append(_text(folder / "plugins" / "baton.js", base, plugin))
     else:
         return changes  # the MCP server only (docs/mcp.md: what each host gets)
     changes += [
@@ -323,6 +326,13 @@ def _written_beside(change: Change) -> Path:
         temporary.unlink(missing_ok=True)
         raise
     return temporary
+
+
+def _opencode_plugin(agent: str, reach: dict[str, str]) -> str:
+    """Baton's OpenCode plugin (sessions recorded, "where were we" at their start), told
+    where setup found Baton: its URL, the token file, the agent it attributes to."""
+    setup = {"url": base_url_of(reach), "tokenFile": reach.get("BATON_TOKEN_FILE"), "agent": agent}
+    return _template("baton.opencode.js").replace("__BATON_SETUP__", json.dumps(setup))
 
 
 def _template(name: str) -> str:

@@ -49,6 +49,7 @@ def test_the_wheel_builds_quietly_and_carries_its_data_and_licence(
         "baton/demo/fixtures/board.json",
         "baton/agents/integrations/handoff.skill.md",
         "baton/agents/integrations/remember.command.md",
+        "baton/agents/integrations/baton.opencode.js",
     ):
         assert wanted in names, wanted
     assert any(name.endswith(".dist-info/licenses/LICENSE") for name in names)
