@@ -232,12 +232,20 @@ def _host(host: Host, home: Path, project: Path) -> Iterator[Finding]:
             yield Finding(
                 "ok", f"{host} ({scope}) starts Baton's MCP server ({tools} tools): {path}"
             )
-    if host == "claude-code":
-        yield from _claude_hooks(home, project)
+    if host in HOOK_FILES:
+        yield from _hooks(host, home, project)
 
 
-def _claude_hooks(home: Path, project: Path) -> Iterator[Finding]:
-    places = (project / ".claude" / "settings.json", home / ".claude" / "settings.json")
+# Where a host with command hooks keeps them, from the home or the project folder.
+HOOK_FILES: dict[Host, tuple[str, str]] = {
+    "claude-code": ("Claude Code", ".claude/settings.json"),
+    "gemini": ("Gemini CLI", ".gemini/settings.json"),
+}
+
+
+def _hooks(host: Host, home: Path, project: Path) -> Iterator[Finding]:
+    name, file = HOOK_FILES[host]
+    places = (project / file, home / file)
     for path in dict.fromkeys(place.resolve() for place in places):  # the same file once
         data = _json(path)
         hooks = data.get("hooks") if isinstance(data, dict) else None
@@ -250,13 +258,9 @@ def _claude_hooks(home: Path, project: Path) -> Iterator[Finding]:
         ]
         missing = sorted({c for c in commands if not _runnable((command_words(c) or [c])[0])})
         if missing:
-            yield Finding(
-                "FAIL", f"Claude Code hooks in {path} run a missing program: {missing[0]}"
-            )
+            yield Finding("FAIL", f"{name} hooks in {path} run a missing program: {missing[0]}")
         elif commands:
-            yield Finding(
-                "ok", f"Claude Code records its sessions: {len(commands)} hooks in {path}"
-            )
+            yield Finding("ok", f"{name} records its sessions: {len(commands)} hooks in {path}")
 
 
 def _launch(entry: dict[str, Any]) -> StdioServerParameters | None:

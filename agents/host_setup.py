@@ -56,18 +56,32 @@ COMMANDS: dict[Host, tuple[str, ...]] = {
 DEFAULT_AGENTS: dict[Host, str] = {
     host: "claude" if host == "claude-code" else host for host in HOSTS
 }
-# Claude Code's events Baton records, with the tools they are limited to (None: all).
-HOOKED: dict[str, str | None] = {
-    "SessionStart": None,
-    "UserPromptSubmit": None,
-    "PreToolUse": "Edit|Write|Read|Glob|Grep",
-    "PostToolUse": "*",
-    "PostToolUseFailure": "*",
-    "PreCompact": None,
-    "Stop": None,
-    "SessionEnd": None,
+# The host's events Baton records: host event -> (the Claude Code event `baton hook` is
+# told, the tools it is limited to; None: all). Gemini CLI's hooks take Claude Code's
+# payloads and answers under its own names: the events and tool names are those of its own
+# `gemini hooks migrate --from-claude` (0.61), which has no PostToolUseFailure.
+HOOKED: dict[Host, dict[str, tuple[str, str | None]]] = {
+    "claude-code": {
+        "SessionStart": ("SessionStart", None),
+        "UserPromptSubmit": ("UserPromptSubmit", None),
+        "PreToolUse": ("PreToolUse", "Edit|Write|Read|Glob|Grep"),
+        "PostToolUse": ("PostToolUse", "*"),
+        "PostToolUseFailure": ("PostToolUseFailure", "*"),
+        "PreCompact": ("PreCompact", None),
+        "Stop": ("Stop", None),
+        "SessionEnd": ("SessionEnd", None),
+    },
+    "gemini": {
+        "SessionStart": ("SessionStart", None),
+        "BeforeAgent": ("UserPromptSubmit", None),
+        "BeforeTool": ("PreToolUse", "replace|write_file|read_file|glob|grep"),
+        "AfterTool": ("PostToolUse", "*"),
+        "PreCompress": ("PreCompact", None),
+        "AfterAgent": ("Stop", None),
+        "SessionEnd": ("SessionEnd", None),
+    },
 }
-assert set(HOOKED) <= set(CLAUDE_EVENTS)
+assert all(told in CLAUDE_EVENTS for events in HOOKED.values() for told, _ in events.values())
 
 
 class NotWritten(BatonError):
@@ -211,6 +225,8 @@ def gets(host: Host) -> str:
         return "MCP server, hooks (sessions recorded), skills, /remember"
     if host == "opencode":
         return "MCP server, plugin (sessions recorded), skills, /remember and /recall"
+    if host == "gemini":
+        return "MCP server, hooks (sessions recorded)"
     return "MCP server"
 
 
@@ -266,8 +282,11 @@ def plan(
     write = _toml if config.suffix == ".toml" else _json
     changes = [write(config, base, keys, entry)]
     if host == "claude-code":
-        changes.append(_hooks(base / ".claude" / "settings.json", base, baton, reach))
+        changes.append(_hooks(base / ".claude" / "settings.json", base, baton, reach, host))
         folder = base / ".claude"
+    elif host == "gemini":  # its hooks live in the file holding its MCP server
+        attributed = {"AGENT_ID": agent, **reach}  # `baton hook` would say claude-code
+        return [_hooks(config, base, baton, attributed, host, changes[0])]
     elif host == "opencode":
         folder = project / ".opencode" if project is not None else config.parent
         plugin = _opencode_plugin(agent, reach)
@@ -449,25 +468,33 @@ def read_config(path: Path) -> Any:
         return None
 
 
-def _hooks(path: Path, root: Path, baton: str, reach: dict[str, str]) -> Change:
-    """Claude Code's settings with Baton's hooks, each run with ``reach`` (the variables
-    naming the server) before it: earlier Baton entries (any command ending in ``hook
-    <Event>`` run by a ``baton``) replaced, everyone else's kept as they are."""
+def _hooks(
+    path: Path,
+    root: Path,
+    baton: str,
+    reach: dict[str, str],
+    host: Host,
+    written: Change | None = None,
+) -> Change:
+    """``host``'s settings with Baton's hooks (:data:`HOOKED`), each run with ``reach`` (the
+    variables naming the server) before it: earlier Baton entries (any command ending in
+    ``hook <Event>`` run by a ``baton``) replaced, everyone else's kept as they are. With
+    ``written``, the hooks go into what that change of the same file writes."""
     target = _inside(path, root)
     before = _read(path, target)
-    data = _load(path, before)
+    data = _load(path, before if written is None else written.after)
     hooks = data.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise InvalidInput("config", f"{path}: hooks is not an object; fix it first")
-    for event, matcher in HOOKED.items():
+    for event, (told, matcher) in HOOKED[host].items():
         groups = hooks.get(event, [])
         if not isinstance(groups, list):
             raise InvalidInput(
                 "config", f"{path}: hooks.{event} is not a list of hook groups; fix it first"
             )
         assignments = [f"{name}={shlex.quote(value)}" for name, value in reach.items()]
-        command = " ".join([*assignments, shlex.quote(baton), "hook", event])
-        kept = [group for group in groups if not _ours(group, event)]
+        command = " ".join([*assignments, shlex.quote(baton), "hook", told])
+        kept = [group for group in groups if not _ours(group, told)]
         group: dict[str, Any] = {"hooks": [{"type": "command", "command": command}]}
         if matcher is not None:
             group = {"matcher": matcher, **group}

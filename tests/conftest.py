@@ -367,6 +367,15 @@ def run_baton(
     )
 
 
+def set_up_in(host: str, project: Path, home: Path, api_url: str) -> None:
+    """``baton setup HOST --project PROJECT`` for a user whose home is ``home``, pointed at
+    the Baton serving ``api_url``."""
+    done = run_baton(
+        "setup", host, "--project", str(project), env={"HOME": str(home), "BATON_URL": api_url}
+    )
+    assert done.returncode == 0, done.stderr
+
+
 def issue(url: str, agent: str, **options: Any) -> str:
     """A new token's secret for ``agent``, written straight into the store at ``url``."""
 

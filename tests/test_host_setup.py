@@ -368,14 +368,17 @@ async def test_what_each_hosts_file_names_runs(host: str, tmp_path: Path, redis_
 HOST_CLIS = REPO / "tests" / "hosts" / "node_modules" / ".bin"
 
 
-def host_cli(name: str, *args: str, home: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    """The host's own CLI (pinned in tests/hosts, installed by make test) in ``home``."""
+def host_cli(
+    name: str, *args: str, home: Path, cwd: Path | None = None, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """The host's own CLI (pinned in tests/hosts, installed by make test) in ``cwd`` (by
+    default ``home``)."""
     program = HOST_CLIS / name
     assert program.exists(), "run make npm-clients"
     return subprocess.run(
         [str(program), *args],
         env={**os.environ, "HOME": str(home), **env},
-        cwd=home,
+        cwd=cwd or home,
         capture_output=True,
         text=True,
         timeout=120,
@@ -392,6 +395,38 @@ def test_gemini_cli_connects_to_the_server_setup_wrote(tmp_path: Path, redis_url
     listed = host_cli("gemini", "mcp", "list", home=tmp_path, GEMINI_CLI_TRUST_WORKSPACE="true")
     assert listed.returncode == 0, listed.stderr
     assert f"baton: {BATON} mcp (stdio) - Connected" in listed.stdout + listed.stderr
+
+
+@pytest.mark.slow
+def test_gemini_hooks_are_what_gemini_makes_of_baton_claude_code_hooks(tmp_path: Path) -> None:
+    """The hooks `baton setup gemini` writes are those Gemini CLI's own `gemini hooks migrate
+    --from-claude` makes of the hooks `baton setup claude-code` writes (same events, tool
+    names and commands), but for PostToolUseFailure, which Gemini CLI does not have."""
+    home, claude_side, gemini_side = (tmp_path / name for name in ("home", "a", "b"))
+    for folder in (home, claude_side, gemini_side):
+        folder.mkdir()
+    env = {"HOME": str(home), "BATON_URL": "http://127.0.0.1:8799"}
+    assert run_baton("setup", "claude-code", "--project", str(claude_side), env=env).returncode == 0
+    assert run_baton("setup", "gemini", "--project", str(gemini_side), env=env).returncode == 0
+    migrated = host_cli(
+        "gemini",
+        "hooks",
+        "migrate",
+        "--from-claude",
+        home=home,
+        cwd=claude_side,
+        GEMINI_CLI_TRUST_WORKSPACE="true",
+    )
+    assert migrated.returncode == 0, migrated.stderr
+    theirs = json.loads((claude_side / ".gemini" / "settings.json").read_text())["hooks"]
+    ours = json.loads((gemini_side / ".gemini" / "settings.json").read_text())["hooks"]
+    del theirs["PostToolUseFailure"]
+    for groups in ours.values():  # ours name the agent: `baton hook` would say claude-code
+        for group in groups:
+            command = group["hooks"][0]["command"]
+            assert command.startswith("AGENT_ID=gemini ")
+            group["hooks"][0]["command"] = command.removeprefix("AGENT_ID=gemini ")
+    assert ours == {event: groups for event, groups in theirs.items() if groups}  # not its []
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.conftest import REPO, run_baton
+from tests.conftest import REPO, set_up_in
 
 DRIVER = REPO / "tests" / "hosts" / "opencode_plugin_driver.mjs"
 
@@ -24,14 +24,7 @@ def test_an_opencode_session_is_recorded_and_resumed_in_the_next(
     system prompt carries the first's "where were we" (the session and the file it edited)."""
     folder = tmp_path / "shop"
     folder.mkdir()
-    setup = run_baton(
-        "setup",
-        "opencode",
-        "--project",
-        str(folder),
-        env={"HOME": str(tmp_path), "BATON_URL": api_url},
-    )
-    assert setup.returncode == 0, setup.stderr
+    set_up_in("opencode", folder, tmp_path, api_url)
     plugin = folder / ".opencode" / "plugins" / "baton.js"
     ran = subprocess.run(
         ["node", str(DRIVER), str(plugin), str(folder)],
