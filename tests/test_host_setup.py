@@ -134,7 +134,7 @@ async def test_what_claude_codes_files_name_runs(
 
 @pytest.mark.slow
 def test_hooks_reach_the_server_setup_was_told_of_from_any_shell(
-    tmp_path: Path, api_url: str
+    tmp_path: Path, api_url: str, redis_url: str
 ) -> None:
     """`BATON_URL=… baton setup claude-code` (a server off the default port) writes the URL
     into every hook command: Claude Code started from a shell without BATON_URL records
@@ -145,7 +145,8 @@ def test_hooks_reach_the_server_setup_was_told_of_from_any_shell(
     cwd.mkdir()
     elsewhere = "http://127.0.0.1:9"
     assert run_baton("setup", "claude-code", env={"HOME": str(home), "BATON_URL": elsewhere})
-    done = run_baton("setup", "claude-code", env={"HOME": str(home), "BATON_URL": api_url})
+    told = {"HOME": str(home), "BATON_URL": api_url, "BATON_REDIS_URL": redis_url}
+    done = run_baton("setup", "claude-code", env=told)  # (the doctor below starts its MCP server)
     assert done.returncode == 0, done.stderr
     hooks = json.loads((home / ".claude" / "settings.json").read_text())["hooks"]
     assert all(len(groups) == 1 for groups in hooks.values())
