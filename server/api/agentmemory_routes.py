@@ -29,7 +29,6 @@ from baton.server.api.deps import (
 )
 from baton.server.backend import Namespace
 from baton.server.clock import utc_now
-from baton.server.context_builder import ContextBuilder
 from baton.server.errors import NotFound
 from baton.server.identity import Caller, check_session
 from baton.server.mcp_server import TOOLS, call_tool, tool_list
@@ -136,7 +135,7 @@ class AgentMemoryController(Controller):
         # every project's memories starts without it rather than being refused.
         text = ""
         if rights is None or rights.may(grants.memories(None)):
-            text = (await ContextBuilder(sessions).start(session.id, session.cwd, project)).context
+            text = (await ns.context.start(session.id, session.cwd, project)).context
         await sessions.ns.durable()
         return Response({"session": shapes.session(session), "context": text})
 
@@ -168,7 +167,7 @@ class AgentMemoryController(Controller):
         try:
             project = (await sessions.get(session_id)).project
             await ns.grants.check(caller, [grants.memories(project)])
-            summary = await ContextBuilder(sessions).summarize(session_id)
+            summary = await ns.context.summarize(session_id)
         except NotFound as missing:
             reason = (
                 "no_observations" if missing.detail == "no_observations" else "session_not_found"
