@@ -27,6 +27,7 @@ import redis
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from baton.agents import codex_trust
 from baton.agents.host_setup import (
     HOSTS,
     MCP_FILES,
@@ -240,13 +241,16 @@ def _host(host: Host, home: Path, project: Path) -> Iterator[Finding]:
 HOOK_FILES: dict[Host, tuple[str, str]] = {
     "claude-code": ("Claude Code", ".claude/settings.json"),
     "gemini": ("Gemini CLI", ".gemini/settings.json"),
+    "codex": ("Codex", ".codex/hooks.json"),
 }
 
 
 def _hooks(host: Host, home: Path, project: Path) -> Iterator[Finding]:
     name, file = HOOK_FILES[host]
-    places = (project / file, home / file)
-    for path in dict.fromkeys(place.resolve() for place in places):  # the same file once
+    places: dict[Path, Path] = {}  # the same file once, by the name setup gave it
+    for place in (project / file, home / file):
+        places.setdefault(place.resolve(), place)
+    for path in places.values():
         data = _json(path)
         hooks = data.get("hooks") if isinstance(data, dict) else None
         commands = [
@@ -260,7 +264,44 @@ def _hooks(host: Host, home: Path, project: Path) -> Iterator[Finding]:
         if missing:
             yield Finding("FAIL", f"{name} hooks in {path} run a missing program: {missing[0]}")
         elif commands:
-            yield Finding("ok", f"{name} records its sessions: {len(commands)} hooks in {path}")
+            trust = list(_codex_trust(path, hooks or {}, home, project)) if host == "codex" else []
+            if all(finding.level != "FAIL" for finding in trust):
+                yield Finding("ok", f"{name} records its sessions: {len(commands)} hooks in {path}")
+            yield from trust
+
+
+def _codex_trust(path: Path, hooks: dict[str, Any], home: Path, project: Path) -> Iterator[Finding]:
+    """Codex runs a hook only while the user's config.toml trusts it as it is, and reads a
+    project's hooks only in a trusted project."""
+    config = read_config(MCP_FILES["codex"].user(home))
+    state = _table(config, "hooks", "state")
+    untrusted = 0
+    for event, groups in hooks.items():
+        for index, group in enumerate(groups if isinstance(groups, list) else []):
+            try:
+                if " hook " not in group["hooks"][0]["command"]:
+                    continue
+                wanted = codex_trust.digest(event, group)
+            except (KeyError, IndexError, TypeError, ValueError):
+                continue  # not a command hook (Codex says so itself)
+            trust = state.get(codex_trust.key(path, event, index))
+            untrusted += not isinstance(trust, dict) or trust.get("trusted_hash") != wanted
+    if untrusted:
+        yield Finding(
+            "FAIL",
+            f"Codex skips {untrusted} of Baton's hooks in {path}: not trusted as they are; "
+            f"run `baton setup codex{' --project' if path.is_relative_to(project) else ''}` "
+            "again, or trust them in Codex's /hooks",
+        )
+    if path.is_relative_to(project) and not codex_trust.project_trusted(config, project):
+        yield Finding("warn", codex_trust.untrusted_project(project, MCP_FILES["codex"].user(home)))
+
+
+def _table(data: Any, *keys: str) -> dict[str, Any]:
+    """The table under ``keys`` in ``data`` ({} when there is none)."""
+    for key in keys:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data if isinstance(data, dict) else {}
 
 
 def _launch(entry: dict[str, Any]) -> StdioServerParameters | None:

@@ -1,10 +1,12 @@
-"""``baton hook EVENT``: Baton in Claude Code's hooks without other software.
+"""``baton hook EVENT``: Baton in Claude Code's hooks without other software (and in
+Gemini CLI's and Codex's, which send Claude Code's payloads and take its answers).
 
 Each call turns one hook payload (JSON on stdin) into an observation, and gives context
 back where Claude Code takes it:
 
 - ``SessionStart``: the previous session's "where were we" for this directory, printed as
   ``hookSpecificOutput.additionalContext`` JSON (Claude Code adds it to the conversation);
+  after a compaction (``source: compact``) this session's own state instead;
 - ``PreCompact``: this session's state and open question, printed as plain text;
 - ``PreToolUse``: what earlier sessions did to the files the tool is about to touch;
 - ``Stop`` ends the session after every turn (as agentmemory does), so its end time,
@@ -32,6 +34,7 @@ import time
 from baton.agents.spool import RETRY_STATUSES, Busy, Rejected, Spool, Unreachable
 from baton.server.clock import utc_now
 from baton.server.endpoint import base_url_of, data_dir_of, token_of
+from baton.server.patches import patched_files
 
 TYPE_CHECKING = False  # typing itself costs a few milliseconds of every call
 if TYPE_CHECKING:
@@ -196,10 +199,14 @@ def trimmed(value: Any) -> Any:
 
 
 def files_of(payload: dict[str, Any]) -> list[str]:
+    """The files a tool use names: its input's path fields, or those of a patch (Codex's
+    ``apply_patch``), relative ones from the payload's ``cwd``."""
     tool_input = payload.get("tool_input")
     if not isinstance(tool_input, dict):
         return []
-    return [value for key in FILE_KEYS if isinstance(value := tool_input.get(key), str) and value]
+    return patched_files(tool_input.get("command"), payload.get("cwd")) or [
+        value for key in FILE_KEYS if isinstance(value := tool_input.get(key), str) and value
+    ]
 
 
 def flush(baton: Baton, spool: Spool, wait_seconds: float = 0.0) -> int:
@@ -437,29 +444,22 @@ def writes_of(event: Event, agent: str | None) -> list[Call]:
 
 def context_of(event: Event, baton: Baton, notes: str = "") -> str:
     """The text to print for Claude Code after the event is recorded (may be empty):
-    SessionStart's "where were we" (after ``notes`` about the spool), PreCompact's state,
-    PreToolUse's file history."""
+    SessionStart's "where were we" (after ``notes`` about the spool; after a compaction, the
+    session's own state), PreCompact's state, PreToolUse's file history."""
     session_id, project = event.session_id, event.project
     if event.kind == "session_start":
-        found = baton.call(
-            "POST",
-            "/v1/context",
-            {"session_id": session_id, "kind": "start", "cwd": event.cwd, "project": project},
-        )
+        if event.payload.get("source") == "compact":  # the same session goes on, compacted
+            found = {"context": compact_context(event, baton)}
+        else:
+            found = baton.call(
+                "POST",
+                "/v1/context",
+                {"session_id": session_id, "kind": "start", "cwd": event.cwd, "project": project},
+            )
         context = "\n\n".join(part for part in (notes, found["context"]) if part)
         return session_start_output(context) if context else ""
     if event.kind == "pre_compact":
-        found = baton.call(
-            "POST",
-            "/v1/context",
-            {
-                "session_id": session_id,
-                "kind": "compact",
-                "project": project,
-                "budget": COMPACT_BUDGET,
-            },
-        )
-        return str(found["context"])
+        return compact_context(event, baton)
     if event.kind == "pre_tool_use" and files_of(event.payload):
         found = baton.call(
             "POST",
@@ -468,6 +468,17 @@ def context_of(event: Event, baton: Baton, notes: str = "") -> str:
         )
         return str(found["context"])
     return ""
+
+
+def compact_context(event: Event, baton: Baton) -> str:
+    """This session's state and open question, for a context about to be (or just) compacted."""
+    body = {
+        "session_id": event.session_id,
+        "kind": "compact",
+        "project": event.project,
+        "budget": COMPACT_BUDGET,
+    }
+    return str(baton.call("POST", "/v1/context", body)["context"])
 
 
 USAGE = """usage: baton hook [--check | --flush] EVENT

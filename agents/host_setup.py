@@ -5,8 +5,10 @@ Codex's is TOML, edited with tomlkit so the user's comments and order stay). Cla
 also gets the hooks (``baton hook EVENT``), the skills (``handoff``, ``recap``,
 ``session-history``, ``recall``, each user-invocable as ``/name``) and the ``/remember``
 command; OpenCode the same skills and the ``/remember`` and ``/recall`` commands (its skills
-are not slash commands). With ``project`` the files go into that project where the host
-reads project files, else into the user's own configuration. Running it again changes
+are not slash commands) and a plugin recording its sessions; Gemini CLI and Codex the hooks
+(Codex's with the user's trust in them, which it needs to run any). With ``project`` the
+files go into that project where the host reads project files, else into the user's own
+configuration. Running it again changes
 nothing; ``--dry-run`` shows the diff. Files are merged: only Baton's entries are added or
 replaced; a file that is not valid JSON or TOML, not UTF-8, or not shaped as the host reads
 it is refused, never overwritten.
@@ -37,7 +39,9 @@ from typing import Any, Literal, get_args
 
 import tomlkit
 import tomlkit.exceptions
+import tomlkit.items
 
+from baton.agents import codex_trust
 from baton.agents.hook import CLAUDE_EVENTS
 from baton.server.endpoint import base_url_of
 from baton.server.errors import BatonError, InvalidInput
@@ -79,6 +83,27 @@ HOOKED: dict[Host, dict[str, tuple[str, str | None]]] = {
         "PreCompress": ("PreCompact", None),
         "AfterAgent": ("Stop", None),
         "SessionEnd": ("SessionEnd", None),
+    },
+    # Codex (0.171) sends Claude Code's payloads with a few more fields; its PreToolUse and
+    # PreCompact ignore plain-text answers, and SessionStart (source "compact") carries the
+    # context after a compaction instead.
+    "codex": {
+        "SessionStart": ("SessionStart", None),
+        "UserPromptSubmit": ("UserPromptSubmit", None),
+        "PostToolUse": ("PostToolUse", "*"),
+        "Stop": ("Stop", None),
+        "SessionEnd": ("SessionEnd", None),
+    },
+}
+# Seconds a host gives each of Baton's hooks, where its default does not suit them: Codex
+# waits 600 s by default, but gives SessionEnd 1 s unless told (3 s at most).
+HOOK_SECONDS: dict[Host, dict[str, int]] = {
+    "codex": {
+        "SessionStart": 30,
+        "UserPromptSubmit": 30,
+        "PostToolUse": 30,
+        "Stop": 30,
+        "SessionEnd": 3,
     },
 }
 assert all(told in CLAUDE_EVENTS for events in HOOKED.values() for told, _ in events.values())
@@ -225,7 +250,7 @@ def gets(host: Host) -> str:
         return "MCP server, hooks (sessions recorded), skills, /remember"
     if host == "opencode":
         return "MCP server, plugin (sessions recorded), skills, /remember and /recall"
-    if host == "gemini":
+    if host in ("gemini", "codex"):
         return "MCP server, hooks (sessions recorded)"
     return "MCP server"
 
@@ -279,8 +304,9 @@ def plan(
     base = project if project is not None else home
     config, keys = mcp_config(host, home, project)
     entry = MCP_FILES[host].entry(baton, {"AGENT_ID": agent, **store})
-    write = _toml if config.suffix == ".toml" else _json
-    changes = [write(config, base, keys, entry)]
+    if host == "codex":
+        return _codex(config, keys, entry, home, base, baton, {"AGENT_ID": agent, **reach})
+    changes = [_json(config, base, keys, entry)]
     if host == "claude-code":
         changes.append(_hooks(base / ".claude" / "settings.json", base, baton, reach, host))
         folder = base / ".claude"
@@ -302,6 +328,35 @@ def plan(
         for name in COMMANDS[host]
     ]
     return changes
+
+
+def _codex(
+    config: Path,
+    keys: list[str],
+    entry: dict[str, Any],
+    home: Path,
+    base: Path,
+    baton: str,
+    reach: dict[str, str],
+) -> list[Change]:
+    """Codex's MCP server in ``config``, its hooks in the ``hooks.json`` beside it, and the
+    user's trust in those hooks (Codex runs no hook the user's ``config.toml`` does not
+    trust, by hash) in the user's own ``config.toml``, where Codex reads trust from."""
+    hooks = _hooks(config.with_name("hooks.json"), base, baton, reach, "codex")
+    written = json.loads(hooks.after)["hooks"]
+    trust: list[Setting] = [
+        (
+            ["hooks", "state", codex_trust.key(hooks.path, event, index)],
+            {"trusted_hash": codex_trust.digest(event, group)},
+        )
+        for event in HOOKED["codex"]
+        for index, group in enumerate(written[event])
+        if _ours(group, event)
+    ]
+    user_config = MCP_FILES["codex"].user(home)
+    if user_config == config:
+        return [_toml(config, base, [(keys, entry), *trust]), hooks]
+    return [_toml(config, base, [(keys, entry)]), hooks, _toml(user_config, home, trust)]
 
 
 def apply(changes: list[Change]) -> None:
@@ -415,47 +470,61 @@ def _json(path: Path, root: Path, keys: list[str], value: Any) -> Change:
     return Change(path, target, before, _dump(data))
 
 
-def _toml(path: Path, root: Path, keys: list[str], value: dict[str, Any]) -> Change:
-    """A TOML file (Codex's) with ``value`` as the table under ``keys``, the rest of the
-    file kept as it was written, comments and order included (tomlkit). The result is read
-    back: a file whose other settings would move or change (tables written inline or as
-    dotted keys, where tomlkit cannot add a table without taking what follows into it) is
-    refused, left as it was."""
+Setting = tuple[list[str], dict[str, Any]]  # a table's value, and the keys leading to it
+
+
+def _toml(path: Path, root: Path, settings: list[Setting]) -> Change:
+    """A TOML file (Codex's) with each setting's value as the table under its keys, the
+    rest of the file kept as it was written, comments and order included (tomlkit). The
+    result is read back: a file whose other settings would move or change (tables written
+    inline or as dotted keys, where tomlkit cannot add a table without taking what follows
+    into it) is refused, left as it was."""
     target = _inside(path, root)
     before = _read(path, target)
-    unusable = InvalidInput(
-        "config",
-        f"{path}: {'.'.join(keys[:-1])} is written inline or as dotted keys, where Baton's "
-        f"table cannot be added without moving your settings; write it as "
-        f"[{'.'.join(keys[:-1])}.NAME] tables (as `codex mcp add` does), then run setup again",
-    )
     try:
         document = tomlkit.parse(before or "")
-        node: Any = document
-        for key in keys[:-1]:
-            if key not in node:
-                node[key] = tomlkit.table(is_super_table=True)
-            node = node[key]
-            if not isinstance(node, dict):
-                raise InvalidInput("config", f"{path}: {key} is not a table; fix it first")
-        table = tomlkit.table()
-        table.update({name: item for name, item in value.items() if name != "env"})
-        table["env"] = tomlkit.table()
-        table["env"].update(value.get("env", {}))
-        node[keys[-1]] = table
-        after = tomlkit.dumps(document)
     except tomlkit.exceptions.ParseError as error:
         raise InvalidInput("config", f"{path} is not valid TOML ({error}); fix it first") from None
-    except ValueError:  # tomlkit: an inline table cannot hold a table
-        raise unusable from None
     expected = tomllib.loads(before or "")
-    node = expected
-    for key in keys[:-1]:
-        node = node.setdefault(key, {})
-    node[keys[-1]] = value
-    if tomllib.loads(after) != expected:
-        raise unusable
-    return Change(path, target, before, after)
+    for keys, value in settings:
+        parent = ".".join(keys[:-1])
+        unusable = InvalidInput(
+            "config",
+            f"{path}: {parent} is written inline or as dotted keys, where Baton's table "
+            f"cannot be added without moving your settings; write it as [{parent}.NAME] "
+            f"tables (as Codex itself does), then run setup again",
+        )
+        try:
+            node: Any = document
+            for key in keys[:-1]:
+                if key not in node:
+                    node[key] = tomlkit.table(is_super_table=True)
+                node = node[key]
+                if not isinstance(node, dict):
+                    raise InvalidInput("config", f"{path}: {key} is not a table; fix it first")
+            current = node.get(keys[-1])
+            if not (
+                isinstance(current, tomlkit.items.Item) and current.unwrap() == value
+            ):  # as it is: kept
+                node[keys[-1]] = _table(value)
+            after = tomlkit.dumps(document)
+        except ValueError:  # tomlkit: an inline table cannot hold a table
+            raise unusable from None
+        node = expected
+        for key in keys[:-1]:
+            node = node.setdefault(key, {})
+        node[keys[-1]] = value
+        if tomllib.loads(after) != expected:
+            raise unusable
+    return Change(path, target, before, tomlkit.dumps(document))
+
+
+def _table(value: dict[str, Any]) -> Any:
+    """``value`` as a TOML table, its dictionaries as tables of their own."""
+    table = tomlkit.table()
+    for name, item in value.items():
+        table[name] = _table(item) if isinstance(item, dict) else item
+    return table
 
 
 def read_config(path: Path) -> Any:
@@ -495,7 +564,10 @@ def _hooks(
         assignments = [f"{name}={shlex.quote(value)}" for name, value in reach.items()]
         command = " ".join([*assignments, shlex.quote(baton), "hook", told])
         kept = [group for group in groups if not _ours(group, told)]
-        group: dict[str, Any] = {"hooks": [{"type": "command", "command": command}]}
+        handler: dict[str, Any] = {"type": "command", "command": command}
+        if event in HOOK_SECONDS.get(host, {}):
+            handler["timeout"] = HOOK_SECONDS[host][event]
+        group: dict[str, Any] = {"hooks": [handler]}
         if matcher is not None:
             group = {"matcher": matcher, **group}
         hooks[event] = [*kept, group]

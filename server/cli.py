@@ -534,6 +534,13 @@ def cmd_setup(args: argparse.Namespace) -> int:
             print(change.diff() if change.changed else f"unchanged {change.path}\n", end="")
         else:
             print(f"{'wrote' if change.changed else 'unchanged'} {change.path}")
+    if args.host == "codex" and project is not None:
+        from baton.agents import codex_trust
+        from baton.agents.host_setup import MCP_FILES, read_config
+
+        user_config = MCP_FILES["codex"].user(Path.home())
+        if not codex_trust.project_trusted(read_config(user_config), project):
+            print(f"note: {codex_trust.untrusted_project(project, user_config)}")
     return 0
 
 

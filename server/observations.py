@@ -11,6 +11,7 @@ from typing import Any
 import msgpack
 
 from baton.server.models import Observation, Session
+from baton.server.patches import patched_files
 
 HOOK_TYPES = (
     "session_start",
@@ -247,12 +248,20 @@ def compress(hook_type: str, data: Mapping[str, Any]) -> tuple[str, str, str, li
     narrative = " ".join(part for part in parts if part)[:NARRATIVE_LIMIT] or title
     files: list[str] = []
     if isinstance(tool_input, dict):
-        for key in FILE_KEYS:
-            found = tool_input.get(key)
-            for item in found if isinstance(found, list) else [found]:
-                if isinstance(item, str) and item and item not in files:
-                    files.append(item)
+        patched = patched_files(tool_input.get("command"), data.get("cwd"))
+        files = patched or _named_files(tool_input)
     return kind, title, narrative, files
+
+
+def _named_files(tool_input: Mapping[str, Any]) -> list[str]:
+    """The files a tool's input names in its path fields (:data:`FILE_KEYS`), each once."""
+    files: list[str] = []
+    for key in FILE_KEYS:
+        found = tool_input.get(key)
+        for item in found if isinstance(found, list) else [found]:
+            if isinstance(item, str) and item and item not in files:
+                files.append(item)
+    return files
 
 
 def observation_from(fields: dict[bytes, bytes]) -> Observation:

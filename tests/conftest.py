@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import random
 import secrets
@@ -374,6 +375,59 @@ def set_up_in(host: str, project: Path, home: Path, api_url: str) -> None:
         "setup", host, "--project", str(project), env={"HOME": str(home), "BATON_URL": api_url}
     )
     assert done.returncode == 0, done.stderr
+
+
+def shop_with_hooks(host: str, home: Path, api_url: str, hooks_file: str) -> tuple[Path, Any]:
+    """A project ``shop`` (with ``src/``) in ``home`` that ``host`` is set up for, pointed at
+    the Baton serving ``api_url``, and the hooks setup wrote into its ``hooks_file``."""
+    project = home / "shop"
+    (project / "src").mkdir(parents=True)
+    set_up_in(host, project, home, api_url)
+    return project, json.loads((project / hooks_file).read_text())["hooks"]
+
+
+def fire_hook(
+    command: list[str], payload: dict[str, Any], project: Path, home: Path, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """A host's hook ``command`` run as the host runs it, in ``project`` for a user whose home
+    is ``home``, with ``payload`` on stdin and none of this process's Baton settings (only
+    what setup wrote into the command reaches it); it must exit 0 and print no error."""
+    quiet = {k: v for k, v in os.environ.items() if not k.startswith(("BATON_", "AGENT_ID"))}
+    done = subprocess.run(
+        command,
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        cwd=project,
+        env={**quiet, "HOME": str(home)},
+    )
+    assert (done.returncode, done.stderr) == (0, ""), (payload.get("hook_event_name"), done)
+    return done
+
+
+def additional_context(started: subprocess.CompletedProcess[str]) -> str:
+    """The context a SessionStart hook gave the host (Claude Code's answer shape)."""
+    return str(json.loads(started.stdout)["hookSpecificOutput"]["additionalContext"])
+
+
+def assert_resumed(
+    started: subprocess.CompletedProcess[str],
+    api_url: str,
+    previous: str,
+    agent: str,
+    files: list[Path],
+) -> None:
+    """A SessionStart hook's answer names the ``previous`` session of project ``shop`` and
+    the first file it changed, and Baton holds that session as completed by ``agent``, with
+    ``files``."""
+    context = additional_context(started)
+    assert previous in context and f"src/{files[0].name}" in context
+    with httpx.Client(base_url=api_url, timeout=10) as http:
+        session = http.get(f"/v1/sessions/{previous}").json()
+    assert (session["agent"], session["project"], session["status"]) == (agent, "shop", "completed")
+    assert session["files"] == [str(file) for file in files]
 
 
 def issue(url: str, agent: str, **options: Any) -> str:

@@ -6,15 +6,11 @@ Baton: a session is recorded under the agent setup named, and the next one start
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from tests.conftest import set_up_in
+from tests.conftest import assert_resumed, fire_hook, shop_with_hooks
 
 
 def test_a_gemini_session_is_recorded_and_the_next_starts_where_it_left_off(
@@ -23,11 +19,7 @@ def test_a_gemini_session_is_recorded_and_the_next_starts_where_it_left_off(
     """Start, prompt, an edit (Gemini's `replace` tool), the agent's answer and the end of
     session g-1 land in Baton as agent gemini; session g-2's SessionStart hook answers
     g-1 and the file it edited as additionalContext."""
-    project = tmp_path / "shop"
-    (project / "src").mkdir(parents=True)
-    set_up_in("gemini", project, tmp_path, api_url)
-    hooks = json.loads((project / ".gemini" / "settings.json").read_text())["hooks"]
-    quiet = {k: v for k, v in os.environ.items() if not k.startswith(("BATON_", "AGENT_ID"))}
+    project, hooks = shop_with_hooks("gemini", tmp_path, api_url, ".gemini/settings.json")
 
     def fire(event: str, session: str, **fields: Any) -> subprocess.CompletedProcess[str]:
         [group] = hooks[event]
@@ -39,19 +31,8 @@ def test_a_gemini_session_is_recorded_and_the_next_starts_where_it_left_off(
             "timestamp": "2026-12-07T10:00:00.000Z",
             **fields,
         }
-        done = subprocess.run(
-            group["hooks"][0]["command"],
-            shell=True,  # as Gemini CLI runs a command hook
-            input=json.dumps(payload),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-            cwd=project,
-            env={**quiet, "HOME": str(tmp_path)},
-        )
-        assert (done.returncode, done.stderr) == (0, ""), (event, done)
-        return done
+        command = ["/bin/sh", "-c", group["hooks"][0]["command"]]  # as Gemini CLI runs it
+        return fire_hook(command, payload, project, tmp_path)
 
     fire("SessionStart", "g-1", source="startup")
     fire("BeforeAgent", "g-1", prompt="let the checkout page accept coupons")
@@ -63,9 +44,4 @@ def test_a_gemini_session_is_recorded_and_the_next_starts_where_it_left_off(
     fire("SessionEnd", "g-1", reason="exit")
 
     started = fire("SessionStart", "g-2", source="startup")
-    context = json.loads(started.stdout)["hookSpecificOutput"]["additionalContext"]
-    assert "g-1" in context and "src/checkout.ts" in context
-    with httpx.Client(base_url=api_url, timeout=10) as http:
-        first = http.get("/v1/sessions/g-1").json()
-    assert (first["agent"], first["project"], first["status"]) == ("gemini", "shop", "completed")
-    assert first["files"] == [str(project / "src" / "checkout.ts")]
+    assert_resumed(started, api_url, "g-1", "gemini", [project / "src" / "checkout.ts"])
