@@ -39,6 +39,7 @@ from baton.server.identity import token_of_acting
 from baton.server.keys import NAMESPACES, Keys, token_namespaces_key
 from baton.server.lexical import LEXICAL_VERSION
 from baton.server.memories import MemoryStore
+from baton.server.outcomes import OutcomeStore
 from baton.server.records import HeadHints, RecordStore
 from baton.server.recount import COUNTED
 from baton.server.scripts import Scripts
@@ -219,6 +220,10 @@ class Namespace:
     @cached_property
     def handoffs(self) -> HandoffStore:
         return HandoffStore(self)
+
+    @cached_property
+    def outcomes(self) -> OutcomeStore:
+        return OutcomeStore(self)
 
     @cached_property
     def sessions(self) -> SessionStore:

@@ -39,8 +39,6 @@ from baton.server.models import (
     PACKET_STATES,
     AgentSummary,
     Delivery,
-    OutcomeKind,
-    OutcomeReport,
     Packet,
     PacketPage,
     Pin,
@@ -557,56 +555,6 @@ class HandoffStore(NamespaceStore):
                 state=packet.state,
             )
         return await self._settle(packet_id, agent, packet.state, "queued", f"requeued by {agent}")
-
-    async def record_outcome(
-        self,
-        outcome: OutcomeKind,
-        outcome_ref: str,
-        *,
-        agent: str,
-        refs: Sequence[str] | None = None,
-        session: str | None = None,
-        note: str | None = None,
-        handoff_id: str | None = None,
-    ) -> OutcomeReport:
-        """``RecordStore.record_outcome``, and with ``handoff_id`` the claimed packet is
-        completed in the same call. The outcome is checked first (nothing written), then the
-        packet completed (atomically: only its claimant, only once), then the confidences
-        moved: a wrong packet id or state, or a second outcome for the same packet racing
-        this one, changes no confidence."""
-        completed: list[Packet] = []
-
-        async def complete() -> None:
-            assert handoff_id is not None
-            reason = f"{outcome} reported as {outcome_ref}"
-            completed.append(await self._settle(handoff_id, agent, "claimed", "done", reason))
-
-        try:
-            report = await self.ns.records.record_outcome(
-                outcome,
-                outcome_ref,
-                agent=agent,
-                refs=refs,
-                session=session,
-                note=note,
-                packet_id=handoff_id,
-                before_moves=None if handoff_id is None else complete,
-            )
-        except Exception as error:
-            if not completed:
-                raise  # refused or failed before the packet was completed: nothing changed
-            if isinstance(error, StoreUnavailable) and "moved" in error.extra:
-                detail, extra = error.detail, error.extra  # some refs moved: it says which
-            else:
-                detail = f"its outcome was not recorded ({describe(error)}); report it again"
-                extra = {}
-            raise StoreUnavailable(
-                f"packet {handoff_id} is done; {detail}, without handoff_id",
-                packet=handoff_id,
-                **extra,
-            ) from error
-        report.handoff = completed[0] if completed else None
-        return report
 
     # -- reading ------------------------------------------------------------------------------
 

@@ -172,7 +172,7 @@ class OutcomeInput(Input, kw_only=True):
 
 
 async def record_outcome(call: Call, i: OutcomeInput) -> OutcomeReport:
-    return await call.ns.handoffs.record_outcome(
+    return await call.ns.outcomes.record(
         i.outcome,
         i.outcome_ref,
         agent=call.caller.agent,

@@ -8,7 +8,7 @@ caller built on; a writer that lost the race rebuilds and retries, so none loses
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, NamedTuple, Protocol
 
@@ -16,7 +16,6 @@ import structlog
 from redis.typing import EncodableT
 
 from baton.server import codec
-from baton.server import confidence as confidence_rules
 from baton.server.batch import Batch
 from baton.server.changes import Command, Plan, Planned, Seen, VersionWrite
 from baton.server.clock import utc_now
@@ -45,12 +44,9 @@ from baton.server.models import (
     History,
     HistoryEntry,
     OutcomeEntry,
-    OutcomeKind,
-    OutcomeReport,
     RecordPage,
     RecordVersion,
     Remembered,
-    StaleOutcome,
     VersionNote,
 )
 from baton.server.search import IndexCall, text_of
@@ -72,7 +68,6 @@ from baton.server.validation import (
 MAX_WRITE_ATTEMPTS = 1000
 # Refs, versions and packets are read this many at a time: memory stays flat.
 BATCH = 500
-MAX_OUTCOME_REF = 200
 log = structlog.get_logger("baton.records")
 
 MAX_NOTE = 4000
@@ -419,161 +414,6 @@ class RecordStore(NamespaceStore):
                 limit=self.limits.max_value_bytes,
             )
         return packed, floatless
-
-    async def record_outcome(
-        self,
-        outcome: OutcomeKind,
-        outcome_ref: str,
-        *,
-        agent: str,
-        refs: Sequence[str] | None = None,
-        session: str | None = None,
-        note: str | None = None,
-        packet_id: str | None = None,
-        before_moves: Callable[[], Awaitable[object]] | None = None,
-    ) -> OutcomeReport:
-        """Move the confidence of ``refs`` (default: what ``session`` touched) and log each move.
-
-        Every ref is checked and read before anything is written, so bad input never
-        half-applies; ``before_moves`` runs then, and if it raises nothing moves
-        (:meth:`HandoffStore.record_outcome` completes the packet there). The move applies to
-        the current version; when the caller's session last read an older one, the report
-        lists it under ``stale`` (the outcome is still recorded, not refused). ``packet_id``
-        is only written into the log entries.
-        """
-        if not outcome_ref.strip():
-            raise InvalidInput("outcome_ref", "is required: an external reference like 'RUN-42'")
-        if len(outcome_ref) > MAX_OUTCOME_REF:
-            raise InvalidInput("outcome_ref", f"is longer than {MAX_OUTCOME_REF} characters")
-        if note is not None:
-            check_text(note, "note", MAX_NOTE)
-        agent = check_agent(agent)
-        session = None if session is None else check_session_id(session)
-        if refs is None:
-            if session is None:
-                raise InvalidInput(
-                    "refs", "give the refs the outcome is about, or a session that touched them"
-                )
-            refs = sorted(seen := await self.activity.touched(session))
-            if not refs:
-                raise InvalidInput("refs", f"session {session} has touched no records; give refs")
-        else:
-            if not refs:
-                raise InvalidInput("refs", "must be a non-empty list of refs")
-            if len(refs) > self.limits.max_pins:  # as many as a packet pins
-                raise InvalidInput(
-                    "refs", f"has {len(refs)} refs; the limit is {self.limits.max_pins}"
-                )
-            seen = {} if session is None else await self.activity.touched(session)
-        refs = list(dict.fromkeys(check_ref(ref, self.limits.max_ref_length) for ref in refs))
-
-        batch = self.ns.batch()
-        for ref in refs:
-            batch.pipe.hmget(self.keys.head(ref), "version", "confidence", "outcome_hash")
-            batch.pipe.llen(self.keys.outcomes(ref))
-        replies = await batch.execute()
-        heads = {ref: (replies[2 * i], replies[2 * i + 1]) for i, ref in enumerate(refs)}
-        missing = [ref for ref, (head, _) in heads.items() if head[0] is None]
-        if missing:
-            raise NotFound(f"unknown refs: {', '.join(missing)}; nothing was changed", refs=missing)
-        entry = {
-            "agent": agent,
-            "handoff_id": packet_id,
-            "note": note,
-            "outcome": outcome,
-            "outcome_ref": outcome_ref,
-            "session": session,
-        }
-        if before_moves is not None:
-            await before_moves()
-        return await self._write_outcome(entry, heads, seen)
-
-    async def _write_outcome(
-        self,
-        entry: dict[str, Any],
-        heads: dict[str, tuple[list[bytes | None], int]],
-        seen: dict[str, int],
-    ) -> OutcomeReport:
-        """Write a checked outcome: each ref's move (on top of whatever was appended since
-        its head was read), then their events (a failure there is logged: the moves stand).
-        Interrupted after some moves, it says which refs moved and which did not, so that
-        reporting again moves none twice. ``seen``: the versions the session last read."""
-        moves: list[OutcomeEntry] = []
-        for ref, (head, length) in heads.items():
-            try:
-                moves.append(await self._apply_outcome(ref, head, length, {**entry, "ref": ref}))
-            except Exception as error:
-                if not moves:
-                    raise
-                moved = [move.ref for move in moves]
-                left = [other for other in heads if other not in moved]
-                raise StoreUnavailable(
-                    f"the outcome moved {', '.join(moved)} but not {', '.join(left)} "
-                    f"({describe(error)}); report it again for those refs only",
-                    moved=moved,
-                    not_moved=left,
-                ) from error
-        batch = self.ns.batch()
-        for move in moves:
-            text = (
-                f"{move.outcome} on {move.ref} ({move.outcome_ref}): "
-                f"{move.before:.0%} -> {move.after:.0%}"
-            )
-            self.activity.event(batch, "outcome", move.agent, text, ref=move.ref)
-        try:
-            await batch.execute()
-        except Exception as error:
-            log.warning("an outcome's events failed", error=describe(error))
-        stale = [
-            StaleOutcome(ref=move.ref, seen_version=seen[move.ref], moved_version=move.version)
-            for move in moves
-            if seen.get(move.ref, move.version) < move.version
-        ]
-        return OutcomeReport(
-            outcome=entry["outcome"], outcome_ref=entry["outcome_ref"], moves=moves, stale=stale
-        )
-
-    async def _apply_outcome(
-        self, ref: str, head: list[bytes | None], length: int, entry: dict[str, Any]
-    ) -> OutcomeEntry:
-        """Append one outcome to ``ref``'s log and move its confidence, retrying on top of
-        whatever another writer appended first."""
-        head_key, log_key = self.keys.head(ref), self.keys.outcomes(ref)
-        created_at = utc_now()
-        counter = "successes" if entry["outcome"] == "success" else "failures"
-        for _ in range(MAX_WRITE_ATTEMPTS):
-            version_raw, confidence_raw, prev_raw = head
-            before = float(confidence_raw or 0.5)
-            body = {
-                **entry,
-                "after": confidence_rules.moved(before, entry["outcome"]),
-                "before": before,
-                "created_at": created_at,
-                "prev_hash": codec.text(prev_raw) or GENESIS_HASH,
-                "seq": length + 1,
-                "version": int(version_raw or 0),
-            }
-            entry_hash = digest(body)
-            applied, *_ = await self.scripts.record_outcome(
-                keys=[head_key, log_key],
-                args=[
-                    body["version"],
-                    length,
-                    repr(body["after"]),
-                    counter,
-                    entry_hash,
-                    codec.pack({**body, "hash": entry_hash}),
-                ],
-            )
-            if applied:
-                return OutcomeEntry(**body, hash=entry_hash)
-            batch = self.ns.batch()
-            batch.pipe.hmget(head_key, "version", "confidence", "outcome_hash")
-            batch.pipe.llen(log_key)
-            head, length = await batch.execute()
-            if codec.text(head[2]) == entry_hash:  # applied, but the reply was lost
-                return OutcomeEntry(**body, hash=entry_hash)
-        raise StoreUnavailable(f"{ref}: too many concurrent writers, try again", ref=ref)
 
     async def forget(
         self, ref: str, *, agent: str, reason: str, then: Sequence[Command] = ()

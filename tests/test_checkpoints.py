@@ -186,7 +186,7 @@ async def test_an_edited_outcome_is_named(
 ) -> None:
     """Rewriting the last outcome (hash recomputed, so its own chain link holds) is caught."""
     await write(store, "t/fact", "x")
-    await store.record_outcome("success", "RUN-1", agent="executor", refs=["t/fact"])
+    await store.ns.outcomes.record("success", "RUN-1", agent="executor", refs=["t/fact"])
     await checkpoints.take()
     key = store.keys.outcomes("t/fact")
     entry = msgpack.unpackb(data_redis.lindex(key, 0))

@@ -92,13 +92,13 @@ async def test_a_stale_pin_explains_what_moved_who_moved_it_and_what_came_of_it(
     (not the one before it), and the confidence then and now."""
     ref = "listing/553/assessment"
     await store.remember(ref, {"verdict": "apply", "budget": 600}, agent="scout", confidence=0.7)
-    await store.record_outcome("success", "BEFORE-1", agent="executor", refs=[ref])
+    await store.ns.outcomes.record("success", "BEFORE-1", agent="executor", refs=[ref])
     await hand(handoffs, pins=[{"ref": ref}])
     for n in range(2, 9):
         writer, session = ("scout", "s-scout") if n % 2 else ("editor", None)
         value = {"verdict": "maybe", "budget": 600 - 25 * n, "notes": [f"edit {n}"]}
         await store.remember(ref, value, agent=writer, session=session)
-    await store.record_outcome("failure", "AFTER-1", agent="auditor", refs=[ref])
+    await store.ns.outcomes.record("failure", "AFTER-1", agent="auditor", refs=[ref])
 
     resumed = await handoffs.resume("executor")
     [stale] = resumed.stale
@@ -148,7 +148,9 @@ async def test_a_resolved_pin_shows_what_recall_shows_of_its_version(
     kept once the record moved on."""
     for ref in ("a/moving", "a/steady"):
         await store.remember(ref, f"{ref} v1", agent="scout", confidence=0.6)
-    await store.record_outcome("success", "RUN-1", agent="executor", refs=["a/moving", "a/steady"])
+    await store.ns.outcomes.record(
+        "success", "RUN-1", agent="executor", refs=["a/moving", "a/steady"]
+    )
     await hand(handoffs, pins=[{"ref": "a/moving"}, {"ref": "a/steady"}])
     await store.remember("a/moving", "a/moving v2", agent="other", confidence=0.9)
 
@@ -640,7 +642,7 @@ async def test_outcome_with_handoff_id_completes_the_packet(
     await store.remember("listing/482/assessment", "apply", agent="scout", confidence=0.8)
     packet_id = await hand(handoffs, pins=[{"ref": "listing/482/assessment"}])
     with pytest.raises(StateConflict):
-        await handoffs.record_outcome(
+        await handoffs.ns.outcomes.record(
             "success",
             "RUN-1",
             agent="executor",
@@ -650,7 +652,7 @@ async def test_outcome_with_handoff_id_completes_the_packet(
     assert (await store.recall("listing/482/assessment")).confidence == 0.8
 
     await handoffs.resume("executor")
-    report = await handoffs.record_outcome(
+    report = await handoffs.ns.outcomes.record(
         "success",
         "RUN-1",
         agent="executor",
@@ -673,7 +675,7 @@ async def test_racing_outcomes_for_one_packet_move_confidence_once(
 
     results = await asyncio.gather(
         *(
-            handoffs.record_outcome(
+            handoffs.ns.outcomes.record(
                 "failure",
                 f"RUN-{n}",
                 agent="executor",
@@ -700,7 +702,7 @@ async def test_an_outcome_moves_at_most_as_many_refs_as_a_packet_pins(
     """An outcome naming more refs than the limit is refused with the field at fault, before
     any ref is looked up."""
     with pytest.raises(InvalidInput) as caught:
-        await store.record_outcome(
+        await store.ns.outcomes.record(
             "success", "RUN-1", agent="scout", refs=[f"no/such/{n}" for n in range(201)]
         )
     assert caught.value.field == "refs"

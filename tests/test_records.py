@@ -137,7 +137,7 @@ async def test_superseded_version_keeps_the_confidence_it_had(store: RecordStore
     """An outcome moves the current version's confidence; a later version starts afresh and
     the superseded one keeps the confidence it had when replaced."""
     await store.remember("a/b", "v1", agent="scout", confidence=0.8)
-    await store.record_outcome("success", "RUN-1", agent="exec", refs=["a/b"])
+    await store.ns.outcomes.record("success", "RUN-1", agent="exec", refs=["a/b"])
     await store.remember("a/b", "v2", agent="scout", confidence=0.3)
 
     history = await store.history("a/b")
@@ -149,10 +149,10 @@ async def test_outcomes_move_confidence_and_keep_before_after(store: RecordStore
     await store.remember("listing/482/assessment", "apply", agent="scout", confidence=0.8)
     await store.remember("source/boards-example/rate-limit", "60s", agent="scout", confidence=0.6)
 
-    won = await store.record_outcome(
+    won = await store.ns.outcomes.record(
         "success", "RUN-42", agent="executor", refs=["listing/482/assessment"], note="sent"
     )
-    lost = await store.record_outcome(
+    lost = await store.ns.outcomes.record(
         "failure", "RUN-42", agent="executor", refs=["source/boards-example/rate-limit"]
     )
 
@@ -172,7 +172,7 @@ async def test_outcome_with_an_unknown_ref_changes_nothing(store: RecordStore) -
     """If any ref is unknown the whole outcome is refused and no confidence moves."""
     await store.remember("a/b", 1, agent="scout", confidence=0.5)
     with pytest.raises(NotFound, match="x/y"):
-        await store.record_outcome("success", "RUN-1", agent="e", refs=["a/b", "x/y"])
+        await store.ns.outcomes.record("success", "RUN-1", agent="e", refs=["a/b", "x/y"])
     assert (await store.recall("a/b")).confidence == 0.5
     assert await store.outcomes("a/b") == []
 
@@ -180,9 +180,9 @@ async def test_outcome_with_an_unknown_ref_changes_nothing(store: RecordStore) -
 async def test_outcome_needs_refs_or_a_session(store: RecordStore) -> None:
     """Without refs and without a session there is nothing to apply the outcome to."""
     with pytest.raises(InvalidInput, match="refs"):
-        await store.record_outcome("success", "RUN-1", agent="e")
+        await store.ns.outcomes.record("success", "RUN-1", agent="e")
     with pytest.raises(InvalidInput, match="outcome_ref"):
-        await store.record_outcome("success", " ", agent="e", refs=["a/b"])
+        await store.ns.outcomes.record("success", " ", agent="e", refs=["a/b"])
 
 
 async def test_session_touched_set_defaults_outcome_refs(store: RecordStore) -> None:
@@ -195,7 +195,9 @@ async def test_session_touched_set_defaults_outcome_refs(store: RecordStore) -> 
     await store.remember("c/d", 2, agent="executor", session=session.id)
 
     assert await store.activity.touched(session.id) == {"a/b": 1, "c/d": 2}
-    report = await store.record_outcome("success", "RUN-7", agent="executor", session=session.id)
+    report = await store.ns.outcomes.record(
+        "success", "RUN-7", agent="executor", session=session.id
+    )
     assert sorted(move.ref for move in report.moves) == ["a/b", "c/d"]
     assert (await store.recall("e/f")).confidence == 0.5
 
@@ -279,7 +281,7 @@ async def test_stats_counts_records_versions_agents_and_outcomes(store: RecordSt
     await store.remember("a/b", 1, agent="scout", confidence=0.2)
     await store.remember("a/b", 2, agent="executor", confidence=0.4)
     await store.remember("c/d", 1, agent="scout", confidence=0.8)
-    await store.record_outcome("failure", "RUN-1", agent="executor", refs=["c/d"])
+    await store.ns.outcomes.record("failure", "RUN-1", agent="executor", refs=["c/d"])
 
     stats = await store.ns.verifier.stats()
     assert (stats.refs, stats.versions, stats.agents, stats.outcomes) == (2, 3, 2, 1)
@@ -407,8 +409,8 @@ async def test_verify_checks_the_outcomes_chain(
 ) -> None:
     """An outcome entry edited in place is reported in the outcomes chain."""
     await store.remember("a/b", 1, agent="scout", confidence=0.6)
-    await store.record_outcome("failure", "RUN-1", agent="e", refs=["a/b"])
-    await store.record_outcome("success", "RUN-2", agent="e", refs=["a/b"])
+    await store.ns.outcomes.record("failure", "RUN-1", agent="e", refs=["a/b"])
+    await store.ns.outcomes.record("success", "RUN-2", agent="e", refs=["a/b"])
     log_key = Keys().outcomes("a/b")
     entry = msgpack.unpackb(data_redis.lindex(log_key, 0))
     entry["after"] = 0.9
@@ -439,9 +441,9 @@ async def test_verify_holds_a_records_head_to_its_chains(
     swapped) is reported as a ``head`` problem naming the field first; an untouched record with
     outcomes on an older and on the current version verifies clean."""
     await store.remember("a/b", 1, agent="scout", confidence=0.6)
-    await store.record_outcome("success", "RUN-1", agent="e", refs=["a/b"])
+    await store.ns.outcomes.record("success", "RUN-1", agent="e", refs=["a/b"])
     await store.remember("a/b", 2, agent="scout", confidence=0.7)
-    await store.record_outcome("failure", "RUN-2", agent="e", refs=["a/b"])
+    await store.ns.outcomes.record("failure", "RUN-2", agent="e", refs=["a/b"])
     assert (await store.ns.verifier.stats(verify=True)).broken == []
 
     data_redis.hset(Keys().head("a/b"), mapping=edit)
@@ -682,7 +684,7 @@ async def test_verify_during_live_writes_reports_nothing(store: RecordStore) -> 
             i += 1
             ref = ("live/long", *(f"live/r{n}" for n in range(4)))[i % 5]
             await store.remember(ref, {"i": i}, agent="ops")
-            await store.record_outcome("success", f"RUN-{i}", agent="ops", refs=[ref])
+            await store.ns.outcomes.record("success", f"RUN-{i}", agent="ops", refs=[ref])
 
     writer = asyncio.create_task(write())
     try:
