@@ -64,14 +64,24 @@ def digest(event: str, group: dict[str, Any], handler: int = 0) -> str:
     return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 
 
+def state(config: Any) -> dict[str, Any]:
+    """The ``[hooks.state]`` table of a Codex ``config.toml`` read as data ({} when none)."""
+    hooks = config.get("hooks") if isinstance(config, dict) else None
+    found = hooks.get("state") if isinstance(hooks, dict) else None
+    return found if isinstance(found, dict) else {}
+
+
 def project_trusted(config: Any, project: Path) -> bool:
-    """Whether the user's Codex configuration trusts ``project`` (or a folder holding it):
-    Codex reads a project's ``.codex`` folder only then."""
+    """Whether the user's Codex configuration trusts ``project``, itself or through the git
+    repository holding it: Codex reads a project's ``.codex`` folder only then."""
     projects = config.get("projects") if isinstance(config, dict) else None
+    root = next(
+        (folder for folder in (project, *project.parents) if (folder / ".git").exists()), None
+    )
     return isinstance(projects, dict) and any(
         isinstance(entry := projects.get(str(folder)), dict)
         and entry.get("trust_level") == "trusted"
-        for folder in (project, *project.parents)
+        for folder in {project, root or project}
     )
 
 

@@ -29,9 +29,11 @@ from mcp.client.stdio import stdio_client
 
 from baton.agents import codex_trust
 from baton.agents.host_setup import (
+    HOOKED,
     HOSTS,
     MCP_FILES,
     Host,
+    baton_group,
     command_words,
     mcp_config,
     read_config,
@@ -247,9 +249,11 @@ HOOK_FILES: dict[Host, tuple[str, str]] = {
 
 def _hooks(host: Host, home: Path, project: Path) -> Iterator[Finding]:
     name, file = HOOK_FILES[host]
+    user = MCP_FILES[host].user(home).with_name("hooks.json") if host == "codex" else home / file
     places: dict[Path, Path] = {}  # the same file once, by the name setup gave it
-    for place in (project / file, home / file):
+    for place in (project / file, user):
         places.setdefault(place.resolve(), place)
+    recording = []
     for path in places.values():
         data = _json(path)
         hooks = data.get("hooks") if isinstance(data, dict) else None
@@ -264,44 +268,57 @@ def _hooks(host: Host, home: Path, project: Path) -> Iterator[Finding]:
         if missing:
             yield Finding("FAIL", f"{name} hooks in {path} run a missing program: {missing[0]}")
         elif commands:
-            trust = list(_codex_trust(path, hooks or {}, home, project)) if host == "codex" else []
+            recording.append(path)
+            scope = "user" if path.resolve() == user.resolve() else "project"
+            trust = (
+                list(_codex_trust(path, hooks or {}, home, project, scope))
+                if host == "codex"
+                else []
+            )
             if all(finding.level != "FAIL" for finding in trust):
                 yield Finding("ok", f"{name} records its sessions: {len(commands)} hooks in {path}")
             yield from trust
+    if host == "codex" and len(recording) == 2:  # (Claude Code runs the same command once)
+        yield Finding(
+            "warn",
+            f"Codex runs Baton's hooks in both {recording[1]} and {recording[0]}: every event "
+            'reaches Baton twice and the agent is told "where were we" twice; keep one',
+        )
 
 
-def _codex_trust(path: Path, hooks: dict[str, Any], home: Path, project: Path) -> Iterator[Finding]:
-    """Codex runs a hook only while the user's config.toml trusts it as it is, and reads a
-    project's hooks only in a trusted project."""
-    config = read_config(MCP_FILES["codex"].user(home))
-    state = _table(config, "hooks", "state")
-    untrusted = 0
-    for event, groups in hooks.items():
+def _codex_trust(
+    path: Path, hooks: dict[str, Any], home: Path, project: Path, scope: str
+) -> Iterator[Finding]:
+    """Codex runs a hook only while the user's config.toml trusts it as it is (and does not
+    disable it), and reads a project's hooks only in a trusted project."""
+    user_config = MCP_FILES["codex"].user(home)
+    config = read_config(user_config)
+    state = codex_trust.state(config)
+    untrusted = disabled = 0
+    for event, (told, _) in HOOKED["codex"].items():
+        groups = hooks.get(event)
         for index, group in enumerate(groups if isinstance(groups, list) else []):
-            try:
-                if " hook " not in group["hooks"][0]["command"]:
-                    continue
-                wanted = codex_trust.digest(event, group)
-            except (KeyError, IndexError, TypeError, ValueError):
-                continue  # not a command hook (Codex says so itself)
+            if not baton_group(group, told):
+                continue
             trust = state.get(codex_trust.key(path, event, index))
-            untrusted += not isinstance(trust, dict) or trust.get("trusted_hash") != wanted
+            trust = trust if isinstance(trust, dict) else {}
+            untrusted += trust.get("trusted_hash") != codex_trust.digest(event, group)
+            disabled += trust.get("enabled") is False
     if untrusted:
         yield Finding(
             "FAIL",
             f"Codex skips {untrusted} of Baton's hooks in {path}: not trusted as they are; "
-            f"run `baton setup codex{' --project' if path.is_relative_to(project) else ''}` "
-            "again, or trust them in Codex's /hooks",
+            f"run `baton setup codex{' --project' if scope == 'project' else ''}` again, or "
+            "trust them in Codex's /hooks",
         )
-    if path.is_relative_to(project) and not codex_trust.project_trusted(config, project):
-        yield Finding("warn", codex_trust.untrusted_project(project, MCP_FILES["codex"].user(home)))
-
-
-def _table(data: Any, *keys: str) -> dict[str, Any]:
-    """The table under ``keys`` in ``data`` ({} when there is none)."""
-    for key in keys:
-        data = data.get(key) if isinstance(data, dict) else None
-    return data if isinstance(data, dict) else {}
+    if disabled:
+        yield Finding(
+            "warn",
+            f"{disabled} of Baton's hooks in {path} are turned off (enabled = false in "
+            f"{user_config})",
+        )
+    if scope == "project" and not codex_trust.project_trusted(config, project):
+        yield Finding("warn", codex_trust.untrusted_project(project, user_config))
 
 
 def _launch(entry: dict[str, Any]) -> StdioServerParameters | None:

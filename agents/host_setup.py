@@ -162,6 +162,11 @@ def _app_data(home: Path) -> Path:
     return home / ".config"
 
 
+def _codex_home(home: Path) -> Path:
+    """Where Codex keeps this user's settings: ``CODEX_HOME``, else ``~/.codex``."""
+    return Path(os.environ["CODEX_HOME"]) if os.environ.get("CODEX_HOME") else home / ".codex"
+
+
 def _in_home_and_project(
     *parts: str,
 ) -> tuple[Callable[[Path], Path], Callable[[Path], Path]]:
@@ -201,7 +206,8 @@ MCP_FILES: dict[Host, McpFile] = {
         _stdio,
     ),
     "codex": McpFile(
-        *_in_home_and_project(".codex", "config.toml"),
+        lambda home: _codex_home(home) / "config.toml",
+        lambda project: project / ".codex" / "config.toml",
         ("mcp_servers", SERVER),
         _stdio,
     ),
@@ -344,16 +350,17 @@ def _codex(
     trust, by hash) in the user's own ``config.toml``, where Codex reads trust from."""
     hooks = _hooks(config.with_name("hooks.json"), base, baton, reach, "codex")
     written = json.loads(hooks.after)["hooks"]
-    trust: list[Setting] = [
-        (
-            ["hooks", "state", codex_trust.key(hooks.path, event, index)],
-            {"trusted_hash": codex_trust.digest(event, group)},
-        )
-        for event in HOOKED["codex"]
-        for index, group in enumerate(written[event])
-        if _ours(group, event)
-    ]
     user_config = MCP_FILES["codex"].user(home)
+    state = codex_trust.state(read_config(user_config))
+    trust: list[Setting] = []
+    for event in HOOKED["codex"]:
+        for index, group in enumerate(written[event]):
+            if baton_group(group, event):
+                key = codex_trust.key(hooks.path, event, index)
+                kept = state.get(key)  # the user's other settings of it (enabled) stay
+                value = {**(kept if isinstance(kept, dict) else {})}
+                value["trusted_hash"] = codex_trust.digest(event, group)
+                trust.append((["hooks", "state", key], value))
     if user_config == config:
         return [_toml(config, base, [(keys, entry), *trust]), hooks]
     return [_toml(config, base, [(keys, entry)]), hooks, _toml(user_config, home, trust)]
@@ -563,18 +570,27 @@ def _hooks(
             )
         assignments = [f"{name}={shlex.quote(value)}" for name, value in reach.items()]
         command = " ".join([*assignments, shlex.quote(baton), "hook", told])
-        kept = [group for group in groups if not _ours(group, told)]
         handler: dict[str, Any] = {"type": "command", "command": command}
         if event in HOOK_SECONDS.get(host, {}):
             handler["timeout"] = HOOK_SECONDS[host][event]
         group: dict[str, Any] = {"hooks": [handler]}
         if matcher is not None:
             group = {"matcher": matcher, **group}
-        hooks[event] = [*kept, group]
+        hooks[event] = _in_place(groups, group, told)
     return Change(path, target, before, _dump(data))
 
 
-def _ours(group: Any, event: str) -> bool:
+def _in_place(groups: list[Any], group: Any, told: str) -> list[Any]:
+    """``groups`` with Baton's ``group`` where Baton's first was (any other of Baton's for
+    ``told`` dropped), or after them all: everyone else's groups keep their places (Codex
+    trusts a hook by its place)."""
+    ours = [baton_group(each, told) for each in groups]
+    at = ours.index(True) if True in ours else len(groups)
+    kept = [each for each, mine in zip(groups, ours, strict=True) if not mine]
+    return [*kept[:at], group, *kept[at:]]
+
+
+def baton_group(group: Any, event: str) -> bool:
     """Whether a hook group is one Baton's setup wrote (its one command is ``… hook
     <event>`` run by an executable named ``baton``)."""
     if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):

@@ -11,11 +11,14 @@ FILE_LINE = re.compile(r"^\*\*\* (?:Add File|Update File|Delete File|Move to): (
 
 
 def patched_files(text: object, cwd: object = "") -> list[str]:
-    """The files ``text`` adds, updates, deletes or moves to, each once, relative ones from
-    ``cwd`` (when it is a path); [] for anything but such a patch."""
+    """The files ``text`` adds, updates, deletes or moves to, each once (normalised:
+    ``./a`` is ``a``), relative ones from ``cwd`` (when it is a path); [] for anything but
+    such a patch."""
     if not isinstance(text, str) or not text.lstrip().startswith(BEGIN):
         return []
     folder = cwd if isinstance(cwd, str) else ""
     return list(
-        dict.fromkeys(os.path.join(folder, name.strip()) for name in FILE_LINE.findall(text))
+        dict.fromkeys(
+            os.path.normpath(os.path.join(folder, name.strip())) for name in FILE_LINE.findall(text)
+        )
     )
