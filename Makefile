@@ -66,13 +66,15 @@ lint: $(STAMP)
 	for folder in server queue agents demo; do ln -s "$(CURDIR)/$$folder" $(TYPECHECK)/baton/$$folder; done
 	cd $(TYPECHECK) && "$(CURDIR)/$(BIN)/mypy" --config-file "$(CURDIR)/pyproject.toml" -p baton
 
-## make test: lint and types, then the whole suite against a real embedded Valkey server
+## make test: lint and types, then the whole suite against a real embedded Valkey server,
+## its tests shared among one pytest-xdist worker per core (up to 4; ARGS=-n0 for one process)
+WORKERS := -n auto --maxprocesses 4
 test: lint browser $(NPM_CLIENTS)
-	$(BIN)/python -m pytest $(ARGS)
+	$(BIN)/python -m pytest $(WORKERS) $(ARGS)
 
 ## make test-fast: everything but the slow multi-process end-to-end tests
 test-fast: $(STAMP) $(NPM_CLIENTS)
-	$(BIN)/python -m pytest -m 'not slow' $(ARGS)
+	$(BIN)/python -m pytest $(WORKERS) -m 'not slow' $(ARGS)
 
 ## make compose-check: compose.yaml, then compose.cluster.yaml, on a real Docker engine:
 ## built, brought up, the demo's story and a killed API replica checked, torn down

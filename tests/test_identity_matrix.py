@@ -167,7 +167,9 @@ def app_endpoints(*, include_open: bool = False) -> list[Endpoint]:
                     for method in sorted(handler.http_methods)
                     if method not in ("OPTIONS", "HEAD")
                 ]
-    return found
+    # By path and method: Litestar's order of one path's handlers differs between processes,
+    # and pytest-xdist's workers must collect the same tests in the same order.
+    return sorted(found, key=lambda endpoint: (endpoint.path, endpoint.method))
 
 
 def tool_names() -> list[str]:
