@@ -103,9 +103,9 @@ async def export(ns: Namespace, scope: str | None = None) -> AsyncIterator[dict[
     inboxes = codec.hash_fields(await redis.hgetall(keys.handoff_inbox))
     for packet_id, agent in sorted(inboxes.items()):
         fields = codec.hash_fields(
-            await redis.hgetall(keys.packet(agent.decode(), packet_id.decode()))
+            await redis.hgetall(keys.inbox(agent.decode()).packet(packet_id.decode()))
         )
-        log = await redis.lrange(keys.packet_log(agent.decode(), packet_id.decode()), 0, -1)
+        log = await redis.lrange(keys.inbox(agent.decode()).log(packet_id.decode()), 0, -1)
         yield {
             "type": "packet",
             "fields": _decode(fields, BINARY_PACKET_FIELDS),
@@ -562,18 +562,10 @@ def _queue_clear_record(ns: Namespace, pipe: Pipeline, line: dict[str, Any], hel
 def _queue_clear_packet(ns: Namespace, pipe: Pipeline, packet_id: str, agent: str) -> None:
     """Clear the namespace's copy of the dump's packet, in the inbox it is in (perhaps not
     the dump's): its hash, its log, and its place in that inbox's sets."""
-    keys = ns.keys
-    pipe.delete(keys.packet(agent, packet_id), keys.packet_log(agent, packet_id))
-    for inbox_set in (
-        keys.held,
-        keys.queued,
-        keys.claimed,
-        keys.failed,
-        keys.expired,
-        keys.expiring,
-        keys.inbox_all,
-    ):
-        pipe.zrem(inbox_set(agent), packet_id)
+    inbox = ns.keys.inbox(agent)
+    pipe.delete(inbox.packet(packet_id), inbox.log(packet_id))
+    for inbox_set in inbox.sets:
+        pipe.zrem(inbox_set, packet_id)
 
 
 def _queue_clear_session(
@@ -625,23 +617,20 @@ def _queue_packet(ns: Namespace, pipe: Pipeline, line: dict[str, Any]) -> None:
     keys, fields = ns.keys, line["fields"]
     packet_id, agent, state = fields["id"], fields["to"], fields["state"]
     created = int(fields["created_us"])
-    pipe.hset(keys.packet(agent, packet_id), mapping=_encode(fields, BINARY_PACKET_FIELDS))
+    inbox = keys.inbox(agent)
+    pipe.hset(inbox.packet(packet_id), mapping=_encode(fields, BINARY_PACKET_FIELDS))
     for entry in line["log"]:
-        pipe.rpush(keys.packet_log(agent, packet_id), msgpack.packb(entry))
+        pipe.rpush(inbox.log(packet_id), msgpack.packb(entry))
     pipe.hset(keys.handoff_inbox, packet_id, agent)
     pipe.zadd(keys.handoffs, {packet_id: created})
-    pipe.zadd(keys.inbox_all(agent), {packet_id: created})
+    pipe.zadd(inbox.all, {packet_id: created})
     pipe.sadd(keys.inboxes, agent)
-    if state in ("queued", "held"):  # a held packet waits for its sender's session again
-        pipe.zadd((keys.queued if state == "queued" else keys.held)(agent), {packet_id: created})
-    elif state == "claimed":
-        pipe.zadd(keys.claimed(agent), {packet_id: created})  # an old lease: swept soon
-    elif state in ("failed", "expired"):
-        pipe.zadd(
-            keys.failed(agent) if state == "failed" else keys.expired(agent), {packet_id: created}
-        )
+    # A held packet waits for its sender's session again; a claimed one's old lease is swept
+    # soon; a done one is in no state's set.
+    if state in inbox.STATES:
+        pipe.zadd(inbox.of(state), {packet_id: created})
     if fields.get("expires_us") and state in ("held", "queued", "claimed"):
-        pipe.zadd(keys.expiring(agent), {packet_id: int(fields["expires_us"])})
+        pipe.zadd(inbox.expiring, {packet_id: int(fields["expires_us"])})
 
 
 def _queue_session(ns: Namespace, pipe: Pipeline, line: dict[str, Any]) -> None:

@@ -178,13 +178,13 @@ class NewPacket:
         }
         if pins is not None:
             fields["pins"] = msgpack.packb([[pin.ref, pin.version] for pin in pins])
-        to = self.to_agent
+        inbox = keys.inbox(self.to_agent)
         keys_ = [
-            keys.packet(to, packet_id),
-            keys.packet_log(to, packet_id),
-            keys.held(to) if self.held else keys.queued(to),
-            keys.expiring(to),
-            keys.inbox_all(to),
+            inbox.packet(packet_id),
+            inbox.log(packet_id),
+            inbox.held if self.held else inbox.queued,
+            inbox.expiring,
+            inbox.all,
         ]
         args: list[EncodableT] = [
             packet_id,

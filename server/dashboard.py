@@ -188,9 +188,9 @@ class Dashboard:
         busy = [s for s in summaries if s.queued or s.claimed or s.held]
         pipe = self.redis.pipeline(transaction=False)
         for summary in busy:
-            pipe.zrange(self.keys.held(summary.agent), 0, PAGE - 1)
-            pipe.zrange(self.keys.queued(summary.agent), 0, PAGE - 1)
-            pipe.zrange(self.keys.claimed(summary.agent), 0, PAGE - 1)
+            inbox = self.keys.inbox(summary.agent)
+            for waiting in (inbox.held, inbox.queued, inbox.claimed):
+                pipe.zrange(waiting, 0, PAGE - 1)
         replies = await pipe.execute()
         by_agent: dict[str, list[Packet]] = {}
         for index, summary in enumerate(busy):
@@ -343,8 +343,9 @@ class Dashboard:
         letters: list[DeadLetter] = []
         for summary in summaries:
             pipe = self.redis.pipeline(transaction=False)
-            pipe.zrevrange(self.keys.failed(summary.agent), 0, PAGE - 1)
-            pipe.zrevrange(self.keys.expired(summary.agent), 0, PAGE - 1)
+            inbox = self.keys.inbox(summary.agent)
+            pipe.zrevrange(inbox.failed, 0, PAGE - 1)
+            pipe.zrevrange(inbox.expired, 0, PAGE - 1)
             failed_ids, expired_ids = await pipe.execute()
             ids = [raw.decode() for raw in failed_ids + expired_ids]
             for packet in await self._packets(ids):

@@ -34,7 +34,7 @@ from baton.server.errors import (
     StoreUnavailable,
     describe,
 )
-from baton.server.keys import job_id
+from baton.server.keys import Inbox, job_id
 from baton.server.models import (
     PACKET_STATES,
     AgentSummary,
@@ -199,7 +199,7 @@ class HandoffStore(NamespaceStore):
         receivers = sorted(codec.text(raw) for raw in await self.redis.smembers(self.keys.inboxes))
         pipe = self.redis.pipeline(transaction=False)
         for name in receivers:
-            pipe.zrange(self.keys.held(name), 0, -1)
+            pipe.zrange(self.keys.inbox(name).held, 0, -1)
         held = [
             (name, codec.text(raw))
             for name, ids in zip(receivers, await pipe.execute(), strict=True)
@@ -209,7 +209,7 @@ class HandoffStore(NamespaceStore):
             return []
         pipe = self.redis.pipeline(transaction=False)
         for name, packet_id in held:
-            pipe.hmget(self.keys.packet(name, packet_id), "session", "from")
+            pipe.hmget(self.keys.inbox(name).packet(packet_id), "session", "from")
         owners = await pipe.execute()
         sessions = {codec.text(raw[0]) for raw in owners if raw[0]}
         if session is not None:
@@ -227,12 +227,8 @@ class HandoffStore(NamespaceStore):
             owner_session = codec.text(owner) if owner else ""
             if owner_session not in sessions or owner_session in active:
                 continue
-            keys = [
-                self.keys.packet(name, packet_id),
-                self.keys.packet_log(name, packet_id),
-                self.keys.held(name),
-                self.keys.queued(name),
-            ]
+            inbox = self.keys.inbox(name)
+            keys = [inbox.packet(packet_id), inbox.log(packet_id), inbox.held, inbox.queued]
             sender_name = codec.text(sender) if sender else ""
             if await self.scripts.send_held(keys=keys, args=[packet_id, now()[1], sender_name]):
                 await self.activity.emit(
@@ -302,7 +298,7 @@ class HandoffStore(NamespaceStore):
         now_us, _ = now()
         lease_us = now_us + int(lease_seconds * 1_000_000)
         renewed = await self.scripts.renew_lease(
-            keys=[self.keys.packet(agent, packet_id), self.keys.claimed(agent)],
+            keys=[self.keys.inbox(agent).packet(packet_id), self.keys.inbox(agent).claimed],
             args=[packet_id, agent, job, lease_us, iso(lease_us)],
         )
         return bool(renewed)
@@ -339,7 +335,7 @@ class HandoffStore(NamespaceStore):
             # The oldest queued packet; one another claimant takes first (or that expires on
             # the way) gives way to the next.
             for _ in range(MAX_CLAIM_ATTEMPTS):
-                oldest = codec.members(await self.redis.zrange(self.keys.queued(agent), 0, 0))
+                oldest = codec.members(await self.redis.zrange(self.keys.inbox(agent).queued, 0, 0))
                 if not oldest:
                     break
                 claimed = await self._claim_one(
@@ -442,14 +438,15 @@ class HandoffStore(NamespaceStore):
     ) -> dict[bytes, bytes] | str:
         """Claim packet ``packet_id`` of ``agent``'s inbox: its fields, or the state it is in
         instead of queued ("" for an unknown packet)."""
+        inbox = self.keys.inbox(agent)
         reply = await self.scripts.claim_packet(
             keys=[
-                self.keys.queued(agent),
-                self.keys.claimed(agent),
-                self.keys.expiring(agent),
-                self.keys.expired(agent),
-                self.keys.packet(agent, packet_id),
-                self.keys.packet_log(agent, packet_id),
+                inbox.queued,
+                inbox.claimed,
+                inbox.expiring,
+                inbox.expired,
+                inbox.packet(packet_id),
+                inbox.log(packet_id),
             ],
             args=[packet_id, now_us, now_iso, lease_us, iso(lease_us), claimant, reason, job],
         )
@@ -483,16 +480,17 @@ class HandoffStore(NamespaceStore):
         dispatch: bool = True,
     ) -> Packet:
         to_agent = await self._inbox_of(packet_id)
+        inbox = self.keys.inbox(to_agent)
         now_us, now_iso = now()
         reply = await self.scripts.settle_packet(
             keys=[
-                self.keys.packet(to_agent, packet_id),
-                self.keys.queued(to_agent),
-                self.keys.claimed(to_agent),
-                self.keys.failed(to_agent),
-                self.keys.expiring(to_agent),
-                self.keys.expired(to_agent),
-                self.keys.packet_log(to_agent, packet_id),
+                inbox.packet(packet_id),
+                inbox.queued,
+                inbox.claimed,
+                inbox.failed,
+                inbox.expiring,
+                inbox.expired,
+                inbox.log(packet_id),
             ],
             args=[
                 packet_id,
@@ -535,7 +533,9 @@ class HandoffStore(NamespaceStore):
         retrying a dead letter the RQ way), put the packet back in its queue for that very
         job. False for any other job: a stale duplicate must not revive a packet."""
         to_agent = await self._inbox_of(packet_id)
-        fields = await self.redis.hmget(self.keys.packet(to_agent, packet_id), "state", "job_seq")
+        fields = await self.redis.hmget(
+            self.keys.inbox(to_agent).packet(packet_id), "state", "job_seq"
+        )
         if fields[0] != b"failed" or job != job_id(self.namespace, packet_id, int(fields[1] or 0)):
             return False
         await self._settle(
@@ -569,8 +569,8 @@ class HandoffStore(NamespaceStore):
     async def get(self, packet_id: str, *, with_log: bool = True) -> Packet:
         to_agent = await self._inbox_of(packet_id)
         pipe = self.redis.pipeline(transaction=False)
-        pipe.hgetall(self.keys.packet(to_agent, packet_id))
-        pipe.lrange(self.keys.packet_log(to_agent, packet_id), 0, -1)
+        pipe.hgetall(self.keys.inbox(to_agent).packet(packet_id))
+        pipe.lrange(self.keys.inbox(to_agent).log(packet_id), 0, -1)
         fields, log = await pipe.execute()
         if not fields:
             raise NotFound(f"no packet {packet_id}", packet=packet_id)
@@ -590,7 +590,7 @@ class HandoffStore(NamespaceStore):
         ]
         pipe = self.redis.pipeline(transaction=False)
         for packet_id, agent in known:
-            pipe.hgetall(self.keys.packet(agent, packet_id))
+            pipe.hgetall(self.keys.inbox(agent).packet(packet_id))
         return {
             packet_id: codec.packet(fields)
             for (packet_id, _), fields in zip(known, await pipe.execute(), strict=True)
@@ -614,7 +614,7 @@ class HandoffStore(NamespaceStore):
         if from_agent is not None:
             from_agent = check_agent(from_agent, field="from")
         self.limits.check_page(limit)
-        index = self.keys.inbox_all(to_agent) if to_agent else self.keys.handoffs
+        index = self.keys.inbox(to_agent).all if to_agent else self.keys.handoffs
         top: str | int = "+inf"
         skip_until: str | None = None
         if cursor is not None:
@@ -654,25 +654,17 @@ class HandoffStore(NamespaceStore):
         receivers = sorted(codec.text(raw) for raw in await self.redis.smembers(self.keys.inboxes))
         pipe = self.redis.pipeline(transaction=False)
         for name in receivers:
-            for key in (
-                self.keys.held(name),
-                self.keys.queued(name),
-                self.keys.claimed(name),
-                self.keys.failed(name),
-                self.keys.expired(name),
-                self.keys.inbox_all(name),
-            ):
+            inbox = self.keys.inbox(name)
+            for key in (*(inbox.of(state) for state in Inbox.STATES), inbox.all):
                 pipe.zcard(key)
         replies = await pipe.execute()
         counts = dict.fromkeys(("held", "queued", "claimed", "done", "failed", "expired"), 0)
-        for offset in range(0, len(replies), 6):
-            held, queued, claimed, failed, expired, every = replies[offset : offset + 6]
-            counts["held"] += held
-            counts["queued"] += queued
-            counts["claimed"] += claimed
-            counts["failed"] += failed
-            counts["expired"] += expired
-            counts["done"] += every - held - queued - claimed - failed - expired
+        width = len(Inbox.STATES) + 1
+        for offset in range(0, len(replies), width):
+            *by_state, every = replies[offset : offset + width]
+            for state, count in zip(Inbox.STATES, by_state, strict=True):
+                counts[state] += count
+            counts["done"] += every - sum(by_state)
         return counts
 
     async def agents(self) -> builtins.list[AgentSummary]:
@@ -684,11 +676,12 @@ class HandoffStore(NamespaceStore):
         names = sorted({raw.decode() for raw in writers | receivers})
         pipe = self.redis.pipeline(transaction=False)
         for name in names:
-            pipe.zcard(self.keys.queued(name))
-            pipe.zcard(self.keys.claimed(name))
-            pipe.zcard(self.keys.failed(name))
-            pipe.zrange(self.keys.queued(name), 0, 0, withscores=True)
-            pipe.zcard(self.keys.held(name))
+            inbox = self.keys.inbox(name)
+            pipe.zcard(inbox.queued)
+            pipe.zcard(inbox.claimed)
+            pipe.zcard(inbox.failed)
+            pipe.zrange(inbox.queued, 0, 0, withscores=True)
+            pipe.zcard(inbox.held)
         replies = await pipe.execute()
         moment = now_us()
         summaries = []
@@ -733,18 +726,17 @@ class HandoffStore(NamespaceStore):
                         kind, "baton", f"{raw_id.decode()}: {text}", packet=raw_id.decode()
                     )
             for packet_id in requeued:
-                seq = await self.redis.hget(self.keys.packet(agent, packet_id.decode()), "job_seq")
+                seq = await self.redis.hget(
+                    self.keys.inbox(agent).packet(packet_id.decode()), "job_seq"
+                )
                 await self._dispatch(agent, packet_id.decode(), int(seq or 0))
             report.repaired += await self._repair_jobs(agent, now_us)
         return report
 
     def _packets_keys(self, agent: str, ids: builtins.list[str]) -> builtins.list[str]:
         """Each packet's hash and log, in pairs (what the expiry scripts take)."""
-        return [
-            key
-            for packet_id in ids
-            for key in (self.keys.packet(agent, packet_id), self.keys.packet_log(agent, packet_id))
-        ]
+        inbox = self.keys.inbox(agent)
+        return [key for packet_id in ids for key in (inbox.packet(packet_id), inbox.log(packet_id))]
 
     async def _due(self, key: str, now_us: int) -> builtins.list[str]:
         """Up to ``BATCH`` ids of ``key`` (a sorted set by time) due by ``now_us``."""
@@ -755,15 +747,16 @@ class HandoffStore(NamespaceStore):
         self, agent: str, now_us: int, now_iso: str
     ) -> tuple[builtins.list[bytes], builtins.list[bytes]]:
         """Claims whose lease ran out: (queued again, failed for good)."""
-        ids = await self._due(self.keys.claimed(agent), now_us)
+        inbox = self.keys.inbox(agent)
+        ids = await self._due(inbox.claimed, now_us)
         if not ids:
             return [], []
         requeued, failed = await self.scripts.expire_leases(
             keys=[
-                self.keys.claimed(agent),
-                self.keys.queued(agent),
-                self.keys.failed(agent),
-                self.keys.expiring(agent),
+                inbox.claimed,
+                inbox.queued,
+                inbox.failed,
+                inbox.expiring,
                 *self._packets_keys(agent, ids),
             ],
             args=[now_us, now_iso, self.policy.max_deliveries, *ids],
@@ -772,16 +765,12 @@ class HandoffStore(NamespaceStore):
 
     async def _expire_packets(self, agent: str, now_us: int, now_iso: str) -> builtins.list[bytes]:
         """Queued packets past their expiry, expired."""
-        ids = await self._due(self.keys.expiring(agent), now_us)
+        inbox = self.keys.inbox(agent)
+        ids = await self._due(inbox.expiring, now_us)
         if not ids:
             return []
         expired: builtins.list[bytes] = await self.scripts.expire_packets(
-            keys=[
-                self.keys.expiring(agent),
-                self.keys.queued(agent),
-                self.keys.expired(agent),
-                *self._packets_keys(agent, ids),
-            ],
+            keys=[inbox.expiring, inbox.queued, inbox.expired, *self._packets_keys(agent, ids)],
             args=[now_us, now_iso, *ids],
         )
         return expired
@@ -794,13 +783,15 @@ class HandoffStore(NamespaceStore):
         settled_before = now_us - REPAIR_AFTER_SECONDS * 1_000_000
         ids = [
             raw.decode()
-            for raw in codec.members(await self.redis.zrange(self.keys.queued(agent), 0, BATCH))
+            for raw in codec.members(
+                await self.redis.zrange(self.keys.inbox(agent).queued, 0, BATCH)
+            )
         ]
         if not ids:
             return []
         pipe = self.redis.pipeline(transaction=False)
         for packet_id in ids:
-            pipe.hmget(self.keys.packet(agent, packet_id), "job_seq", "updated_at")
+            pipe.hmget(self.keys.inbox(agent).packet(packet_id), "job_seq", "updated_at")
         candidates = [
             (packet_id, int(seq or 0))
             for packet_id, (seq, updated) in zip(ids, await pipe.execute(), strict=True)

@@ -14,6 +14,65 @@ PREFIX = "baton"
 DEFAULT_NAMESPACE = "default"
 
 
+class Inbox:
+    """The keys of one agent's inbox, all in that agent's hash slot: each packet's hash and
+    log, a sorted set of packet ids per state (``done`` has none: it is ``all`` less the
+    others), and the packets by expiry time (``expiring``)."""
+
+    __slots__ = ("stem",)
+    # The states whose packets have a set of their own, in the order the dashboard shows.
+    STATES = ("held", "queued", "claimed", "failed", "expired")
+
+    def __init__(self, stem: str) -> None:
+        self.stem = stem
+
+    def of(self, state: str) -> str:
+        """The set of the packets in ``state`` (one of :data:`STATES`)."""
+        if state not in self.STATES:
+            raise ValueError(f"packets {state} have no set of their own")
+        return f"{self.stem}:{state}"
+
+    @property
+    def sets(self) -> tuple[str, ...]:
+        """Every sorted set of the inbox: one per state, ``expiring`` and ``all``."""
+        return (*(self.of(state) for state in self.STATES), self.expiring, self.all)
+
+    def packet(self, packet_id: str) -> str:
+        return f"{self.stem}:packet:{packet_id}"
+
+    def log(self, packet_id: str) -> str:
+        return f"{self.packet(packet_id)}:log"
+
+    @property
+    def held(self) -> str:
+        """Packets held until their sender's session ends (``deliver: session_end``)."""
+        return self.of("held")
+
+    @property
+    def queued(self) -> str:
+        return self.of("queued")
+
+    @property
+    def claimed(self) -> str:
+        return self.of("claimed")
+
+    @property
+    def failed(self) -> str:
+        return self.of("failed")
+
+    @property
+    def expired(self) -> str:
+        return self.of("expired")
+
+    @property
+    def expiring(self) -> str:
+        return f"{self.stem}:expiring"
+
+    @property
+    def all(self) -> str:
+        return f"{self.stem}:all"
+
+
 class Keys:
     """Key builder for one namespace."""
 
@@ -81,41 +140,13 @@ class Keys:
     def inboxes(self) -> str:
         return f"{self.base}:inboxes"
 
-    def inbox(self, agent: str) -> str:
-        """The common stem of every key of one agent's inbox."""
-        return f"{self.base}:inbox:{{{agent}}}"
-
-    def packet(self, agent: str, packet_id: str) -> str:
-        return f"{self.inbox(agent)}:packet:{packet_id}"
-
-    def packet_log(self, agent: str, packet_id: str) -> str:
-        return f"{self.packet(agent, packet_id)}:log"
-
-    def queued(self, agent: str) -> str:
-        return f"{self.inbox(agent)}:queued"
-
-    def held(self, agent: str) -> str:
-        """Packets held until their sender's session ends (``deliver: session_end``)."""
-        return f"{self.inbox(agent)}:held"
-
-    def claimed(self, agent: str) -> str:
-        return f"{self.inbox(agent)}:claimed"
-
-    def expiring(self, agent: str) -> str:
-        return f"{self.inbox(agent)}:expiring"
-
-    def failed(self, agent: str) -> str:
-        return f"{self.inbox(agent)}:failed"
-
-    def expired(self, agent: str) -> str:
-        return f"{self.inbox(agent)}:expired"
+    def inbox(self, agent: str) -> Inbox:
+        """One agent's inbox: its packets and the sets that order them."""
+        return Inbox(f"{self.base}:inbox:{{{agent}}}")
 
     @property
     def events(self) -> str:
         return f"{self.base}:events"
-
-    def inbox_all(self, agent: str) -> str:
-        return f"{self.inbox(agent)}:all"
 
     # -- sessions, observations, memories -----------------------------------------------------
 

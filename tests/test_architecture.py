@@ -12,7 +12,7 @@ from pathlib import Path
 
 import baton.server
 from baton.server import keys as key_module
-from baton.server.keys import Keys
+from baton.server.keys import Inbox, Keys
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = {
@@ -136,7 +136,8 @@ def key_shapes() -> set[str]:
             shapes.add(getattr(keys, name))
         elif callable(member):
             params = member.__code__.co_varnames[1 : member.__code__.co_argcount]
-            shapes.add(member(keys, *(PLACEHOLDERS[param] for param in params)))
+            built = member(keys, *(PLACEHOLDERS[param] for param in params))
+            shapes |= inbox_shapes(built) if isinstance(built, Inbox) else {built}
     for name, value in vars(key_module).items():
         if name.isupper() and isinstance(value, str) and value.startswith(key_module.PREFIX + ":"):
             shapes.add(value)
@@ -148,6 +149,12 @@ def key_shapes() -> set[str]:
             params = value.__code__.co_varnames[: value.__code__.co_argcount]
             shapes.add(value(*(PLACEHOLDERS[param] for param in params)))
     return shapes
+
+
+def inbox_shapes(inbox: Inbox) -> set[str]:
+    """Every key shape of one agent's inbox."""
+    packet_id = PLACEHOLDERS["packet_id"]
+    return {inbox.stem, inbox.packet(packet_id), inbox.log(packet_id), *inbox.sets}
 
 
 def documented_shapes() -> set[str]:

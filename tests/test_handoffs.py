@@ -454,7 +454,7 @@ async def test_a_handoff_is_one_script_then_rqs_own_enqueue(
         events = await ns.activity.recent(1)
         assert packet is not None
         stored = await ns.handoffs.get(packet.id)
-        pins_field = await backend.redis.hget(ns.keys.packet("executor", packet.id), "pins")
+        pins_field = await backend.redis.hget(ns.keys.inbox("executor").packet(packet.id), "pins")
     assert sent[0] == "EVALSHA"
     assert "MULTI" not in sent and sent.index("HSET") < sent.index("RPUSH")
     assert stored == packet and packet.pins == [Pin(ref="one/pin", version=1)]
@@ -744,7 +744,7 @@ async def test_after_a_script_flush_a_handoff_still_writes_its_packet_before_its
             log = [entry["command"] for entry in reversed(sync_redis.slowlog_get(128))]
         finally:
             sync_redis.config_set("slowlog-log-slower-than", 10_000)
-    packet_key = Keys("default").packet("executor", packet.id).encode()
+    packet_key = Keys("default").inbox("executor").packet(packet.id).encode()
     queue = Queue(queue_name("default", "executor"), connection=sync_redis)
     written = next(i for i, command in enumerate(log) if command.startswith(b"HSET " + packet_key))
     pushed = next(i for i, command in enumerate(log) if command.startswith(b"RPUSH rq:queue:"))
@@ -854,3 +854,28 @@ async def test_a_held_packet_expires_once_sent_if_its_time_ran_out(
     await ns.sessions.end(session, caller=as_agent("scout"))
     report = await ns.handoffs.sweep()
     assert (report.sent, report.expired) == ([packet], [packet])
+
+
+async def test_counts_say_how_many_packets_are_in_each_state(handoffs: HandoffStore) -> None:
+    """GET /v1/stats' packet counts: one each queued, claimed, done and failed, over two
+    inboxes; done is what the other states leave of every packet."""
+
+    async def hand(to: str) -> str:
+        return (await handoffs.handoff(from_agent="scout", to_agent=to, summary="s")).id
+
+    for to in ("executor", "executor", "executor", "auditor"):
+        await hand(to)
+    done = (await handoffs.resume("executor")).packet
+    failing = (await handoffs.resume("executor")).packet
+    claimed = (await handoffs.resume("auditor")).packet
+    assert done is not None and failing is not None and claimed is not None
+    await handoffs.complete(done.id, "executor")
+    await handoffs.fail(failing.id, "executor", "no network")
+    assert await handoffs.counts() == {
+        "held": 0,
+        "queued": 1,
+        "claimed": 1,
+        "done": 1,
+        "failed": 1,
+        "expired": 0,
+    }
