@@ -1,5 +1,5 @@
 """Redis replies to Baton's result types and back: the one place that knows how a version,
-an outcome or a packet is laid out in its hash."""
+an outcome, a packet, a session or an observation is laid out in its hash."""
 
 from __future__ import annotations
 
@@ -12,7 +12,15 @@ from redis.typing import StreamRangeResponse, XReadResponse, ZSetRangeResponse
 
 from baton.server.clock import iso
 from baton.server.integrity import plain_json, version_body
-from baton.server.models import Packet, Pin, RecordVersion, Tombstone, Transition
+from baton.server.models import (
+    Observation,
+    Packet,
+    Pin,
+    RecordVersion,
+    Session,
+    Tombstone,
+    Transition,
+)
 
 # Typed views of redis-py's replies. redis-py types a reply for either client mode
 # (``bytes | str``) and for every shape a command can answer in; Baton's clients are binary
@@ -139,12 +147,7 @@ def struct_fields(struct: msgspec.Struct) -> dict[str, Any]:
 
 def packet(fields: dict[bytes, bytes]) -> Packet:
     """A packet from its hash (its log is read separately: :func:`transitions`)."""
-
-    def field(name: str) -> str | None:
-        raw = fields.get(name.encode())
-        return raw.decode() if raw else None
-
-    expires_us = field("expires_us")
+    expires_us = _optional(fields, "expires_us")
     return Packet(
         id=fields[b"id"].decode(),
         from_agent=fields[b"from"].decode(),
@@ -153,20 +156,66 @@ def packet(fields: dict[bytes, bytes]) -> Packet:
         next=unpack(fields[b"next"]),
         open=unpack(fields[b"open"]),
         pins=[Pin(ref=ref, version=version) for ref, version in unpack(fields[b"pins"])],
-        note=field("note"),
-        session=field("session"),
+        note=_optional(fields, "note"),
+        session=_optional(fields, "session"),
         state=fields[b"state"].decode(),  # type: ignore[arg-type]
         created_at=fields[b"created_at"].decode(),
         updated_at=fields[b"updated_at"].decode(),
         expires_at=iso(int(expires_us)) if expires_us else None,
-        lease_until=field("lease_until"),
-        claimed_by=field("claimed_by"),
+        lease_until=_optional(fields, "lease_until"),
+        claimed_by=_optional(fields, "claimed_by"),
         deliveries=int(fields.get(b"deliveries", 0)),
         redeliveries=int(fields.get(b"redeliveries", 0)),
-        error=field("error"),
+        error=_optional(fields, "error"),
     )
 
 
 def transitions(raws: Sequence[bytes]) -> list[Transition]:
     """A packet's log, oldest first."""
     return [msgspec.convert(unpack(raw), Transition) for raw in raws]
+
+
+def _optional(fields: dict[bytes, bytes], name: str) -> str | None:
+    """A text field that may be missing or empty (None then)."""
+    raw = fields.get(name.encode())
+    return raw.decode() if raw else None
+
+
+def session(
+    session_id: str, meta: dict[bytes, bytes], touched: dict[bytes, bytes], files: set[bytes]
+) -> Session:
+    """A session from its hash, its touched hash (ref -> version seen) and its files set."""
+    return Session(
+        id=session_id,
+        agent=meta[b"agent"].decode(),
+        project=_optional(meta, "project"),
+        cwd=_optional(meta, "cwd"),
+        status=(_optional(meta, "status") or "active"),  # type: ignore[arg-type]
+        started_at=meta[b"started_at"].decode(),
+        ended_at=_optional(meta, "ended_at"),
+        last_activity_at=_optional(meta, "last_activity_at"),
+        title=_optional(meta, "title"),
+        summary=_optional(meta, "summary"),
+        concepts=unpack(meta[b"concepts"]) if b"concepts" in meta else [],
+        files=sorted(raw.decode() for raw in files),
+        observation_count=int(meta.get(b"observation_count", 0)),
+        touched={ref.decode(): int(version) for ref, version in touched.items()},
+    )
+
+
+def observation(fields: dict[bytes, bytes]) -> Observation:
+    """An observation from its hash."""
+    return Observation(
+        id=fields[b"id"].decode(),
+        session=fields[b"session"].decode(),
+        agent=fields[b"agent"].decode(),
+        project=fields[b"project"].decode(),
+        cwd=fields[b"cwd"].decode(),
+        hook_type=fields[b"hook_type"].decode(),
+        type=fields[b"type"].decode(),
+        title=fields[b"title"].decode(),
+        narrative=fields[b"narrative"].decode(),
+        files=unpack(fields[b"files"]),
+        timestamp=fields[b"timestamp"].decode(),
+        created_at=fields[b"created_at"].decode(),
+    )

@@ -40,7 +40,7 @@ from baton.server.memory_models import (
     split_list,
 )
 from baton.server.models import Observation, RecallHit, RecordVersion
-from baton.server.observations import concepts_of, observation_from
+from baton.server.observations import concepts_of
 from baton.server.records import MAX_NOTE, NamespaceWithRecords
 from baton.server.search import path_text, text_of
 from baton.server.store_base import NamespaceStore
@@ -539,18 +539,19 @@ class MemoryStore(NamespaceStore):
                     )
                 )
             elif (fields := observations.get(doc)) is not None:
+                seen = codec.observation(fields)
                 hits.append(
                     RecallHit(
-                        id=fields[b"id"].decode(),
+                        id=seen.id,
                         kind="observation",
                         score=scores.get(doc, 0.0),
-                        title=fields[b"title"].decode(),
-                        text=fields[b"narrative"].decode(),
-                        project=fields[b"project"].decode(),
-                        session=fields[b"session"].decode(),
-                        type=fields[b"type"].decode(),
-                        created_at=fields[b"created_at"].decode(),
-                        files=msgpack.unpackb(fields[b"files"]),
+                        title=seen.title,
+                        text=seen.narrative,
+                        project=seen.project,
+                        session=seen.session,
+                        type=seen.type,
+                        created_at=seen.created_at,
+                        files=seen.files,
                     )
                 )
         return hits
@@ -738,7 +739,7 @@ class MemoryStore(NamespaceStore):
         pipe = self.redis.pipeline(transaction=False)
         for observation_id in ids:
             pipe.hgetall(self.keys.observation(session_id, observation_id))
-        return [observation_from(fields) for fields in await pipe.execute() if fields]
+        return [codec.observation(fields) for fields in await pipe.execute() if fields]
 
     async def _scrub(self, session_id: str, forgotten: list[Observation]) -> None:
         """Remove what a session derived from forgotten observations: its title and summary

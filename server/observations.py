@@ -8,8 +8,6 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import msgpack
-
 from baton.server.models import Observation, Session
 from baton.server.patches import patched_files
 
@@ -262,20 +260,3 @@ def _named_files(tool_input: Mapping[str, Any]) -> list[str]:
             if isinstance(item, str) and item and item not in files:
                 files.append(item)
     return files
-
-
-def observation_from(fields: dict[bytes, bytes]) -> Observation:
-    return Observation(
-        id=fields[b"id"].decode(),
-        session=fields[b"session"].decode(),
-        agent=fields[b"agent"].decode(),
-        project=fields[b"project"].decode(),
-        cwd=fields[b"cwd"].decode(),
-        hook_type=fields[b"hook_type"].decode(),
-        type=fields[b"type"].decode(),
-        title=fields[b"title"].decode(),
-        narrative=fields[b"narrative"].decode(),
-        files=msgpack.unpackb(fields[b"files"]),
-        timestamp=fields[b"timestamp"].decode(),
-        created_at=fields[b"created_at"].decode(),
-    )

@@ -23,7 +23,6 @@ from baton.server.observations import (
     LIFECYCLE_HOOKS,
     compress,
     concepts_of,
-    observation_from,
     open_question,
 )
 from baton.server.search import path_text
@@ -201,32 +200,7 @@ class SessionStore(NamespaceStore):
         meta, touched, files = await pipe.execute()
         if not _started(meta):
             raise NotFound(f"no session {session_id}", session=session_id)
-        return self._session(session_id, meta, touched, files)
-
-    @staticmethod
-    def _session(
-        session_id: str, meta: dict[bytes, bytes], touched: dict[bytes, bytes], files: set[bytes]
-    ) -> Session:
-        def text(name: str) -> str | None:
-            raw = meta.get(name.encode())
-            return raw.decode() if raw else None
-
-        return Session(
-            id=session_id,
-            agent=meta[b"agent"].decode(),
-            project=text("project"),
-            cwd=text("cwd"),
-            status=(text("status") or "active"),  # type: ignore[arg-type]
-            started_at=meta[b"started_at"].decode(),
-            ended_at=text("ended_at"),
-            last_activity_at=text("last_activity_at"),
-            title=text("title"),
-            summary=text("summary"),
-            concepts=msgpack.unpackb(meta[b"concepts"]) if b"concepts" in meta else [],
-            files=sorted(raw.decode() for raw in files),
-            observation_count=int(meta.get(b"observation_count", 0)),
-            touched={ref.decode(): int(version) for ref, version in touched.items()},
-        )
+        return codec.session(session_id, meta, touched, files)
 
     async def recent(self, limit: int = 20) -> list[Session]:
         """The most recently started sessions, newest first."""
@@ -242,7 +216,7 @@ class SessionStore(NamespaceStore):
             pipe.smembers(self.keys.session_files(session_id))
         replies = await pipe.execute()
         return [
-            self._session(session_id, *replies[3 * i : 3 * i + 3])
+            codec.session(session_id, *replies[3 * i : 3 * i + 3])
             for i, session_id in enumerate(ids)
             if _started(replies[3 * i])
         ]
@@ -393,7 +367,7 @@ class SessionStore(NamespaceStore):
         fields = await self.redis.hgetall(self.keys.observation(session_id, observation_id))
         if not fields:
             raise NotFound(f"no observation {observation_id} in session {session_id}")
-        return observation_from(codec.hash_fields(fields))
+        return codec.observation(codec.hash_fields(fields))
 
     async def that_worked(self, sessions: list[Session]) -> list[Session]:
         """``sessions`` (in order) less those that did no work: nothing read or written, no
@@ -428,7 +402,7 @@ class SessionStore(NamespaceStore):
         pipe = self.redis.pipeline(transaction=False)
         for raw in ids:
             pipe.hgetall(self.keys.observation(session_id, codec.text(raw)))
-        return [observation_from(fields) for fields in await pipe.execute() if fields]
+        return [codec.observation(fields) for fields in await pipe.execute() if fields]
 
     # -- where were we ------------------------------------------------------------------------
 
