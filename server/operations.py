@@ -736,7 +736,18 @@ async def searches(call: Call, i: SmartSearchInput) -> list[Need]:
 
 
 def sessions_shown(rights: Rights, sessions: list[Session]) -> list[Session]:
-    return [session for session in sessions if rights.may(memory_of(session.project))]
+    return [
+        _touched_shown(rights, session)
+        for session in sessions
+        if rights.may(memory_of(session.project))
+    ]
+
+
+def _touched_shown(rights: Rights, session: Session) -> Session:
+    """``session`` with only the records ``rights`` may read among those it touched (their
+    names are the records' too)."""
+    touched = {ref: seen for ref, seen in session.touched.items() if rights.may(record(ref))}
+    return msgspec.structs.replace(session, touched=touched)
 
 
 def session_shapes_shown(rights: Rights, found: shapes.Sessions) -> shapes.Sessions:
@@ -746,7 +757,7 @@ def session_shapes_shown(rights: Rights, found: shapes.Sessions) -> shapes.Sessi
 
 def session_shown(rights: Rights, session: Session) -> Session:
     rights.require([memory_of(session.project)])
-    return session
+    return _touched_shown(rights, session)
 
 
 READS_REF = Guard(reads_ref)

@@ -349,3 +349,23 @@ async def test_agents_without_grants_answer_as_before_in_a_namespace_with_grants
     assert forgotten.memories == [saved.memory.id]
     compact = await do(ns, MALLORY, "context", session_id="s-unknown", kind="compact")
     assert compact.blocks == 0
+
+
+async def test_a_session_shows_a_confined_agent_only_the_records_it_may_read(
+    ns: Namespace, bobs: dict[str, str]
+) -> None:
+    """A session bob worked in touched plans/launch and pub/readme; the intern, who may read
+    the session's project but only records under pub/, sees pub/readme among what it touched
+    (in the session and in the list), never the name of the record it may not read."""
+    in_session = as_agent("bob", session="s-bob")
+    await do(ns, in_session, "start_session", id="s-bob", project="p")
+    await do(ns, in_session, "recall", ref="plans/launch")
+    await do(ns, in_session, "recall", ref="pub/readme")
+    await grant(ns, "intern", "records:pub/", "memories:p")
+    assert set((await do(ns, INTERN, "get_session", session_id="s-bob")).touched) == {"pub/readme"}
+    [listed] = [s for s in await do(ns, INTERN, "list_sessions") if s.id == "s-bob"]
+    assert set(listed.touched) == {"pub/readme"}
+    assert set((await do(ns, BOB, "get_session", session_id="s-bob")).touched) == {
+        "plans/launch",
+        "pub/readme",
+    }
