@@ -45,7 +45,7 @@ class Route:
 
     method: Literal["GET", "POST", "DELETE"]
     path: str
-    summary: str
+    summary: str | None = None  # the OpenAPI summary, where the description's words do not do
     status: int = 200
     problems: tuple[int, ...] = ()
 

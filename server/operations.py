@@ -858,12 +858,7 @@ OUTCOMES = Operation(
     list[OutcomeEntry],
     outcomes,
     tag=RECORDS,
-    rest=Route(
-        "GET",
-        "/v1/outcomes/{ref:path}",
-        "A record's outcomes log, before and after each move",
-        problems=(404,),
-    ),
+    rest=Route("GET", "/v1/outcomes/{ref:path}", problems=(404,)),
     effect="reads",
     guard=READS_REF,
 )
@@ -928,7 +923,7 @@ LIST_HANDOFFS = Operation(
     PacketPage,
     list_handoffs,
     tag=HANDOFFS,
-    rest=Route("GET", "/v1/handoffs", "Packets, newest first, by state, receiver and sender"),
+    rest=Route("GET", "/v1/handoffs"),
     effect="reads",
     guard=Guard(shows=packets_shown),
 )
@@ -940,12 +935,7 @@ GET_HANDOFF = Operation(
     Packet,
     get_handoff,
     tag=HANDOFFS,
-    rest=Route(
-        "GET",
-        "/v1/handoffs/{packet_id:str}",
-        "One packet with its transition log",
-        problems=(404,),
-    ),
+    rest=Route("GET", "/v1/handoffs/{packet_id:str}", problems=(404,)),
     effect="reads",
     guard=Guard(shows=packet_shown),
 )
@@ -977,12 +967,7 @@ COMPLETE = Operation(
     Packet,
     complete,
     tag=HANDOFFS,
-    rest=Route(
-        "POST",
-        "/v1/handoffs/{packet_id:str}/complete",
-        "Finish a claimed packet",
-        problems=(403, 404, 409),
-    ),
+    rest=Route("POST", "/v1/handoffs/{packet_id:str}/complete", problems=(403, 404, 409)),
     effect="writes",
     guard=OPEN,
 )
@@ -994,12 +979,7 @@ RELEASE = Operation(
     Packet,
     release,
     tag=HANDOFFS,
-    rest=Route(
-        "POST",
-        "/v1/handoffs/{packet_id:str}/release",
-        "Give a claimed packet back to the queue",
-        problems=(403, 404, 409, 413),
-    ),
+    rest=Route("POST", "/v1/handoffs/{packet_id:str}/release", problems=(403, 404, 409, 413)),
     effect="writes",
     guard=OPEN,
 )
@@ -1011,12 +991,7 @@ FAIL = Operation(
     Packet,
     fail,
     tag=HANDOFFS,
-    rest=Route(
-        "POST",
-        "/v1/handoffs/{packet_id:str}/fail",
-        "Give up on a claimed packet, saying why",
-        problems=(403, 404, 409, 413),
-    ),
+    rest=Route("POST", "/v1/handoffs/{packet_id:str}/fail", problems=(403, 404, 409, 413)),
     effect="writes",
     guard=OPEN,
 )
@@ -1044,7 +1019,7 @@ AGENTS = Operation(
     list[AgentSummary],
     agents,
     tag=HANDOFFS,
-    rest=Route("GET", "/v1/agents", "Every known agent with its queued, claimed and failed counts"),
+    rest=Route("GET", "/v1/agents"),
     effect="reads",
     guard=OPEN,
 )
@@ -1056,7 +1031,7 @@ START_SESSION = Operation(
     Session,
     start_session,
     tag=MEMORY,
-    rest=Route("POST", "/v1/sessions", "Start a session (any id, or a fresh one)", 201, (413,)),
+    rest=Route("POST", "/v1/sessions", status=201, problems=(413,)),
     effect="writes",
     guard=Guard(starts_in_project),
 )
@@ -1068,12 +1043,7 @@ END_SESSION = Operation(
     SessionEnded,
     end_session,
     tag=MEMORY,
-    rest=Route(
-        "POST",
-        "/v1/sessions/{session_id:str}/end",
-        "End a session (completed)",
-        problems=(404, 413),
-    ),
+    rest=Route("POST", "/v1/sessions/{session_id:str}/end", problems=(404, 413)),
     effect="writes",
     guard=OPEN,
 )
@@ -1085,7 +1055,7 @@ LIST_SESSIONS = Operation(
     list[Session],
     list_sessions,
     tag=MEMORY,
-    rest=Route("GET", "/v1/sessions", "Recent sessions, newest first"),
+    rest=Route("GET", "/v1/sessions"),
     effect="reads",
     guard=Guard(shows=sessions_shown),
 )
@@ -1126,12 +1096,7 @@ GET_SESSION = Operation(
     Session,
     get_session,
     tag=MEMORY,
-    rest=Route(
-        "GET",
-        "/v1/sessions/{session_id:str}",
-        "A session and the record versions it touched",
-        problems=(404,),
-    ),
+    rest=Route("GET", "/v1/sessions/{session_id:str}", problems=(404,)),
     effect="reads",
     guard=Guard(shows=session_shown),
 )
@@ -1143,12 +1108,7 @@ CONTEXT = Operation(
     Context,
     context,
     tag=MEMORY,
-    rest=Route(
-        "POST",
-        "/v1/context",
-        "Context for a coding agent's hook: session start or compaction",
-        problems=(413,),
-    ),
+    rest=Route("POST", "/v1/context", problems=(413,)),
     effect="reads",
     guard=READS_EVERY_PROJECT,
 )
@@ -1160,12 +1120,7 @@ ENRICH = Operation(
     Enriched,
     enrich,
     tag=MEMORY,
-    rest=Route(
-        "POST",
-        "/v1/enrich",
-        "What earlier sessions did to the files a tool is about to touch",
-        problems=(413,),
-    ),
+    rest=Route("POST", "/v1/enrich", problems=(413,)),
     effect="reads",
     guard=READS_PROJECT,
 )
@@ -1177,7 +1132,7 @@ OBSERVE = Operation(
     Observed,
     observe,
     tag=MEMORY,
-    rest=Route("POST", "/v1/observations", "Record a hook event of a coding agent", 201, (413,)),
+    rest=Route("POST", "/v1/observations", status=201, problems=(413,)),
     effect="writes",
     guard=WRITES_PROJECT,
 )
@@ -1220,13 +1175,7 @@ SAVE_MEMORY = Operation(
     MemorySaved,
     save_memory,
     tag=MEMORY,
-    rest=Route(
-        "POST",
-        "/v1/memories",
-        "Save a memory (near-duplicates supersede, similar ones are hinted)",
-        201,
-        (403, 413),
-    ),
+    rest=Route("POST", "/v1/memories", status=201, problems=(403, 413)),
     effect="writes",
     guard=Guard(writes_project_from),
 )
@@ -1289,12 +1238,7 @@ RECALL_MEMORIES = Operation(
     Recall,
     recall_memories,
     tag=MEMORY,
-    rest=Route(
-        "POST",
-        "/v1/memories/recall",
-        "BM25 search over memories and observations",
-        problems=(403, 413),
-    ),
+    rest=Route("POST", "/v1/memories/recall", problems=(403, 413)),
     effect="reads",
     guard=READS_PROJECT,
 )
@@ -1320,12 +1264,7 @@ SMART_SEARCH = Operation(
     Recall,
     smart_search,
     tag=MEMORY,
-    rest=Route(
-        "POST",
-        "/v1/memories/smart-search",
-        "Compact hits, or full records for chosen ids",
-        problems=(413,),
-    ),
+    rest=Route("POST", "/v1/memories/smart-search", problems=(413,)),
     effect="reads",
     guard=Guard(searches),
 )
@@ -1371,7 +1310,7 @@ AUDIT = Operation(
     list[AuditEntry],
     audit,
     tag=MEMORY,
-    rest=Route("GET", "/v1/audit", "The audit log, newest first"),
+    rest=Route("GET", "/v1/audit"),
     effect="reads",
 )
 

@@ -116,7 +116,7 @@ def rest_handler(operation: Operation[Any, Any]) -> HTTPRouteHandler:
         spec.path,
         http_method=spec.method,
         name=f"operation:{operation.name}",
-        summary=spec.summary,
+        summary=spec.summary or operation.description.rstrip("."),
         description=operation.description,
         status_code=spec.status,
         responses=problems(*spec.problems),
