@@ -46,7 +46,7 @@ RUN_MARK = f"BATON_TEST_RUN={secrets.token_hex(8)}"
 os.environ["BATON_TEST_RUN"] = RUN_MARK.partition("=")[2]
 # Nothing the suite starts keeps files in the user's own data dir (~/.local/share/baton): a
 # process given no BATON_DATA_DIR (a hook's spool, say) uses this run's own.
-os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="baton-tests-")
+os.environ["XDG_DATA_HOME"] = RUN_DATA_HOME = tempfile.mkdtemp(prefix="baton-tests-")
 # Apps built in this process keep this logging set-up (``configure_logging`` leaves a
 # configured structlog alone): loggers are never cached, so ``capture_logs`` sees every
 # record, whichever test first used a logger.
@@ -184,6 +184,40 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     if left := stop_left_behind(before):
         raise AssertionError(f"processes left running (now killed): {left}")
     return result
+
+
+def valkeys_working_in(roots: list[Path]) -> dict[int, str]:
+    """The running valkey-servers whose working folder (their data dir) is inside one of
+    ``roots``, by pid, with their command line."""
+    found = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if (entry / "comm").read_text().strip() != "valkey-server":
+                continue
+            folder = Path(os.readlink(entry / "cwd"))
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, UnicodeDecodeError):  # gone meanwhile
+            continue
+        if any(folder.is_relative_to(root) for root in roots):
+            found[int(entry.name)] = command.strip()
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_valkey_left(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The run leaves no Valkey running. A valkey-server rewrites its title over its
+    environment, so the run mark (``pytest_runtest_call``) cannot see one; once every
+    fixture is done, one still working in a folder of this run's was left by a test or a
+    fixture: it is killed, and the run fails."""
+    yield
+    roots = [tmp_path_factory.getbasetemp().resolve(), Path(RUN_DATA_HOME).resolve()]
+    deadline = time.monotonic() + 10  # a server shutting down as its fixture asked
+    while (left := valkeys_working_in(roots)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    assert not left, f"Valkey servers left running by this run (now killed): {left}"
 
 
 @pytest.fixture(autouse=True)
