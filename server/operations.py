@@ -760,6 +760,14 @@ def session_shown(rights: Rights, session: Session) -> Session:
     return _touched_shown(rights, session)
 
 
+def resume_shown(rights: Rights, found: ResumeHere) -> ResumeHere:
+    """ "Where were we" with only the records ``rights`` may read among those its session
+    touched."""
+    if found.session is None:
+        return found
+    return msgspec.structs.replace(found, session=_touched_shown(rights, found.session))
+
+
 READS_REF = Guard(reads_ref)
 READS_PROJECT = Guard(reads_project)
 WRITES_PROJECT = Guard(writes_project)
@@ -1086,7 +1094,7 @@ MEMORY_RESUME_HERE = Operation(
     ),
     tool=True,
     effect="reads",
-    guard=READS_EVERY_PROJECT,
+    guard=Guard(reads_every_project, resume_shown),
 )
 
 GET_SESSION = Operation(

@@ -355,16 +355,19 @@ async def test_a_session_shows_a_confined_agent_only_the_records_it_may_read(
     ns: Namespace, bobs: dict[str, str]
 ) -> None:
     """A session bob worked in touched plans/launch and pub/readme; the intern, who may read
-    the session's project but only records under pub/, sees pub/readme among what it touched
-    (in the session and in the list), never the name of the record it may not read."""
+    every project's memories but only records under pub/, sees pub/readme among what it
+    touched (in the session, the list and "where were we"), never the name of the record it
+    may not read."""
     in_session = as_agent("bob", session="s-bob")
-    await do(ns, in_session, "start_session", id="s-bob", project="p")
+    await do(ns, in_session, "start_session", id="s-bob", project="p", cwd="/work/shop")
     await do(ns, in_session, "recall", ref="plans/launch")
     await do(ns, in_session, "recall", ref="pub/readme")
-    await grant(ns, "intern", "records:pub/", "memories:p")
+    await grant(ns, "intern", "records:pub/", "memories:*")
     assert set((await do(ns, INTERN, "get_session", session_id="s-bob")).touched) == {"pub/readme"}
     [listed] = [s for s in await do(ns, INTERN, "list_sessions") if s.id == "s-bob"]
     assert set(listed.touched) == {"pub/readme"}
+    found = await do(ns, INTERN, "memory_resume_here", cwd="/work/shop")
+    assert found.session.id == "s-bob" and set(found.session.touched) == {"pub/readme"}
     assert set((await do(ns, BOB, "get_session", session_id="s-bob")).touched) == {
         "plans/launch",
         "pub/readme",
