@@ -239,10 +239,13 @@ def test_verify_integrity_finds_a_value_edited_behind_batons_back(
 
 def test_watch_sees_a_baton_agents_writes(adapter: BatonAdapter, scout: BatonClient) -> None:
     """A watch started through AMFS delivers versions a Baton agent writes over REST, each
-    once and in order, and only those in its entity path."""
+    once and in order, and only those in its entity path. (Each write waits for the one
+    before to be delivered: a record first seen in a burst is delivered from its newest
+    version on, as the watch documents, and a loaded machine makes any two writes a burst.)"""
     watched: list[MemoryEntry] = []
     handle = adapter.watch("listing", watched.append)
     scout.remember("listing/482/assessment", "apply")
+    wait_for(lambda: len(watched) >= 1)
     scout.remember("other/482/assessment", "ignored")
     scout.remember("listing/482/assessment", "skip")
     wait_for(lambda: len(watched) >= 2)
