@@ -204,8 +204,8 @@ class BatonAdapter(AdapterABC):
 
     def watch(self, entity_path: str, callback: Callable[[MemoryEntry], None]) -> WatchHandle:
         """Call ``callback`` with each version written in ``entity_path`` and below from now
-        on, on a thread of its own, from Baton's event stream. A record first seen in a
-        burst of writes is delivered from its newest version on."""
+        on, once and in order, on a thread of its own, from Baton's event stream (each
+        ``remember`` event names the version it announces)."""
         with _as_amfs_errors():
             stream = self.client.events().__enter__()
         self._watches.append(stream)
@@ -217,7 +217,9 @@ class BatonAdapter(AdapterABC):
                     continue
                 if not _in_or_below(event.ref, entity_path):
                     continue
-                for entry in self._since(event.ref, seen.get(event.ref)):
+                # From the version the event announces: none of a burst is left out.
+                announced = None if event.version is None else event.version - 1
+                for entry in self._since(event.ref, seen.get(event.ref, announced)):
                     seen[event.ref] = entry.version
                     callback(entry)
 
@@ -325,7 +327,8 @@ class BatonAdapter(AdapterABC):
         current = self._read(ref, None)
         if current is None or (delivered is not None and current.version <= delivered):
             return
-        for version in range(delivered + 1 if delivered else current.version, current.version):
+        first = current.version if delivered is None else delivered + 1
+        for version in range(first, current.version):
             older = self._read(ref, version)
             if older is not None:
                 yield older

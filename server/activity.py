@@ -54,10 +54,11 @@ class Activity:
         *,
         ref: str | None = None,
         packet: str | None = None,
+        version: int | None = None,
     ) -> None:
         """Queue an event on ``batch``. Events are a capped stream written after the change
         they describe (a crash in between loses the event, never data)."""
-        args = event_args(kind, agent, text, ref=ref, packet=packet)
+        args = event_args(kind, agent, text, ref=ref, packet=packet, version=version)
         batch.pipe.execute_command("XADD", self.keys.events, *args)
 
     async def emit(
@@ -111,14 +112,22 @@ class Activity:
 
 
 def event_args(
-    kind: str, agent: str, text: str, *, ref: str | None = None, packet: str | None = None
+    kind: str,
+    agent: str,
+    text: str,
+    *,
+    ref: str | None = None,
+    packet: str | None = None,
+    version: int | None = None,
 ) -> list[str]:
     """The arguments of an event's XADD after the stream's key: capped at about
-    ``EVENTS_KEPT`` entries, then the event's fields."""
+    ``EVENTS_KEPT`` entries, then the event's fields (``version``: the version of ``ref``
+    a ``remember`` announces; remember.lua adds it to the fields it is given)."""
     return [
         *("MAXLEN", "~", str(EVENTS_KEPT), "*"),
         *("kind", kind, "agent", agent, "text", text),
         *("ref", ref or "", "packet", packet or "", "at", utc_now()),
+        *(() if version is None else ("version", str(version))),
     ]
 
 
@@ -157,4 +166,5 @@ def _event(event_id: bytes, fields: dict[bytes, bytes]) -> Event:
         text=decoded["text"],
         ref=decoded["ref"] or None,
         packet=decoded["packet"] or None,
+        version=int(decoded["version"]) if decoded.get("version") else None,
     )

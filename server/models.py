@@ -363,6 +363,7 @@ class Event(msgspec.Struct, kw_only=True):
     text: str
     ref: str | None
     packet: str | None
+    version: int | None = None  # the version of ref a remember event announces
 
 
 class AuditEntry(msgspec.Struct, kw_only=True):

@@ -241,7 +241,7 @@ class Cluster:
         if write.session is not None:
             ns.activity.queue_touch(batch, write.session, write.agent, {write.ref: version})
         text = f"{write.agent} wrote {write.ref}"
-        ns.activity.event(batch, "remember", write.agent, text, ref=write.ref)
+        ns.activity.event(batch, "remember", write.agent, text, ref=write.ref, version=version)
         replies = await batch.execute(raise_on_error=False)
         failed = [reply for reply in replies if isinstance(reply, Exception)]
         if write.index is not None:

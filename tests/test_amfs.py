@@ -3,6 +3,7 @@ adapter and through Baton's, compared field by field, and what only Baton's can 
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -239,20 +240,30 @@ def test_verify_integrity_finds_a_value_edited_behind_batons_back(
 
 def test_watch_sees_a_baton_agents_writes(adapter: BatonAdapter, scout: BatonClient) -> None:
     """A watch started through AMFS delivers versions a Baton agent writes over REST, each
-    once and in order, and only those in its entity path. (Each write waits for the one
-    before to be delivered: a record first seen in a burst is delivered from its newest
-    version on, as the watch documents, and a loaded machine makes any two writes a burst.)"""
+    once and in order, and only those in its entity path: all of them, even those written
+    while it was busy delivering an earlier one (each event names its version)."""
     watched: list[MemoryEntry] = []
-    handle = adapter.watch("listing", watched.append)
+    busy, go_on = threading.Event(), threading.Event()
+
+    def deliver(entry: MemoryEntry) -> None:
+        if entry.key == "first":  # the watch is held here while the next writes land
+            busy.set()
+            go_on.wait(10)
+        watched.append(entry)
+
+    handle = adapter.watch("listing", deliver)
+    scout.remember("listing/0/first", "hold")
+    assert busy.wait(10)
     scout.remember("listing/482/assessment", "apply")
-    wait_for(lambda: len(watched) >= 1)
     scout.remember("other/482/assessment", "ignored")
     scout.remember("listing/482/assessment", "skip")
-    wait_for(lambda: len(watched) >= 2)
+    go_on.set()
+    wait_for(lambda: len(watched) >= 3)
     handle.cancel()
     scout.remember("listing/482/assessment", "after the cancel")
     time.sleep(0.3)
     assert [(e.key, e.version, e.value) for e in watched] == [
+        ("first", 1, "hold"),
         ("assessment", 1, "apply"),
         ("assessment", 2, "skip"),
     ]

@@ -10,6 +10,7 @@ import pytest
 import redis
 from structlog.testing import capture_logs
 
+from baton.server.activity import follow
 from baton.server.analysis import MAX_DOCUMENT_TERMS
 from baton.server.backend import Backend
 from baton.server.changes import Plan, Planned
@@ -17,7 +18,7 @@ from baton.server.connection import async_redis
 from baton.server.errors import InvalidInput, NotFound, QuotaReached, TooLarge, VersionConflict
 from baton.server.integrity import GENESIS_HASH
 from baton.server.keys import Keys
-from baton.server.models import RecordVersion
+from baton.server.models import Event, RecordVersion
 from baton.server.records import BATCH, HeadHints, RecordStore
 from baton.server.recount import recount_once
 from baton.server.settings import Limits
@@ -68,6 +69,25 @@ async def test_values_round_trip_with_their_types(store: RecordStore) -> None:
     assert record.tags == ["t1", "t2"]
     assert record.confidence == 0.7
     assert record.author == "scout"
+
+
+async def test_each_write_announces_its_version_on_the_event_stream(store: RecordStore) -> None:
+    """Every remember event names the ref and the version it wrote (a watcher reading the
+    stream late still knows which versions are new), on one Redis and on a cluster."""
+    for value in ("a", "b", "c"):
+        await store.remember("a/b", value, agent="scout")
+    events = [
+        (event.kind, event.ref, event.version) async for event in first_events(store, count=3)
+    ]
+    assert events == [("remember", "a/b", 1), ("remember", "a/b", 2), ("remember", "a/b", 3)]
+
+
+async def first_events(store: RecordStore, count: int) -> AsyncIterator[Event]:
+    """The namespace's first ``count`` events."""
+    stream = follow(store.redis, store.keys, wait_ms=1000, after="0-0")
+    for _ in range(count):
+        yield await anext(stream)
+    await stream.aclose()
 
 
 async def test_expected_version_mismatch_writes_nothing(store: RecordStore) -> None:

@@ -86,8 +86,11 @@ local function write(k, a)
     redis.call('ZADD', k[s + 3], a[14], session)
     redis.call('SADD', k[s + 4], a[13])
   end
-  local function event()
-    redis.call('XADD', k[6], unpack(a, 16, document - 1))
+  local function event()  -- its fields, then the version it announces
+    local fields = slice(a, 16, document - 1)
+    fields[#fields + 1] = 'version'
+    fields[#fields + 1] = new
+    redis.call('XADD', k[6], unpack(fields))
   end
   local function search_document()
     index_document(index_keys, index_args)
