@@ -204,13 +204,19 @@ SHAPES: dict[str, Shape] = {
     "session": {"id": str, "meta": dict, "touched": dict, "files": list, "observations": list},
 }
 PACKET_FIELDS: Shape = {"id": str, "to": str, "state": str, "created_us": (str, int)}
-OBSERVATION_FIELDS: Shape = {
+OBSERVATION_FIELDS: Shape = {  # every field Baton writes and reads back
     "id": str,
+    "session": str,
+    "agent": str,
+    "project": str,
+    "cwd": str,
+    "hook_type": str,
+    "type": str,
     "title": str,
     "narrative": str,
     "files": list,
-    "project": str,
-    "agent": str,
+    "timestamp": str,
+    "created_at": str,
 }
 # The fields of a stored hash that hold structured data (msgpack); every other one is text.
 STRUCTURED = {
@@ -308,6 +314,8 @@ def _check_packet(line: dict[str, Any]) -> None:
 def _check_session(line: dict[str, Any]) -> None:
     meta = line["meta"]
     _check_hash(meta, "meta", "meta.")
+    if not isinstance(meta.get("agent"), str) or not meta["agent"]:
+        raise Refusal("meta.agent is missing")
     started = meta.get("started_at")
     if not isinstance(started, str):
         raise Refusal("meta.started_at is missing")

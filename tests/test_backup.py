@@ -193,8 +193,9 @@ def test_a_corrupt_dump_changes_nothing_and_names_its_line(
     http: httpx.Client, redis_url: str, sync_redis: redis.Redis, tmp_path: Path
 ) -> None:
     """A malformed record, packet or session line anywhere (line 501 of 600 here), a packet
-    id Baton does not make or an agent name it refuses among them, is refused before
-    anything is written, as `line N: …` without a traceback."""
+    id Baton does not make or an agent name it refuses among them, a session or observation
+    without a field Baton reads back, is refused before anything is written, as `line N: …`
+    naming the field, without a traceback."""
     for n in range(600):
         assert http.post("/v1/records", json={"ref": f"bulk/{n:03d}", "value": n}).is_success
     dump = tmp_path / "dump.jsonl"
@@ -226,6 +227,29 @@ def test_a_corrupt_dump_changes_nothing_and_names_its_line(
         refused = baton(redis_url, "import", str(dump))
         assert refused.returncode == 2, refused.stderr
         assert f"line {number}: " in refused.stderr and "Traceback" not in refused.stderr
+        assert written_keys(sync_redis) == []
+    observation = {
+        "id": "o_1",
+        "session": "s",
+        "agent": "scout",
+        "project": "p",
+        "hook_type": "stop",
+        "type": "conversation",
+        "title": "stop",
+        "narrative": "done",
+        "files": [],
+        "timestamp": "2026-12-07T10:00:00Z",
+        "created_at": "2026-12-07T10:00:00Z",
+    }  # no cwd: a session read back would fail on it
+    session = {"agent": "scout", "started_at": "2026-12-07T10:00:00+00:00"}
+    for meta, observations, named in (
+        (session, [observation], "observations[0].cwd is missing"),
+        ({"started_at": session["started_at"]}, [], "meta.agent is missing"),
+    ):
+        line = {"type": "session", "id": "s", "meta": meta, "touched": {}, "files": []}
+        dump.write_text(json.dumps({**line, "observations": observations}) + "\n")
+        refused = baton(redis_url, "import", str(dump))
+        assert refused.returncode == 2 and named in refused.stderr, refused.stderr
         assert written_keys(sync_redis) == []
     dump.write_bytes(b"\xff\xfe" + bytes(range(256)))
     binary = baton(redis_url, "import", str(dump))
