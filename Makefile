@@ -11,7 +11,7 @@ NPM_CLIENTS := tests/agentmemory/node_modules/.installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -U pip
-	$(BIN)/python -m pip install -q -e '.[test,lint,amfs,bench,vectors]'
+	$(BIN)/python -m pip install -q -e '.[test,lint,amfs,langgraph,bench,vectors]'
 	touch $(STAMP)
 
 install: $(STAMP)

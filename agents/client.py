@@ -304,6 +304,11 @@ class BatonClient:
     ) -> None:
         self.close()
 
+    def perform(self, operation: Operation[Any, T], **fields: Any) -> T:
+        """Any operation of the table (``baton.server.operations``) by its entry, for those
+        without a method here (LangGraph's, which ``baton.agents.langgraph`` calls)."""
+        return self._send(request(operation, **fields))
+
     def start_session(self) -> Session:
         """Start a session and send its id with every later request."""
         session = self._send(request(ops.START_SESSION))
@@ -442,6 +447,9 @@ class AsyncBatonClient:
         trace: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+    async def perform(self, operation: Operation[Any, T], **fields: Any) -> T:
+        return await self._send(request(operation, **fields))
 
     async def start_session(self) -> Session:
         session = await self._send(request(ops.START_SESSION))

@@ -48,6 +48,7 @@ from baton.server.sessions import SessionStore
 from baton.server.settings import HandoffPolicy, Limits, Settings
 from baton.server.signing import InstallationKey
 from baton.server.store_base import Topology
+from baton.server.threads import ThreadStore
 from baton.server.token_bytes import TokenQuota
 from baton.server.topology import topology_of
 from baton.server.validation import check_namespace
@@ -232,6 +233,10 @@ class Namespace:
     @cached_property
     def memories(self) -> MemoryStore:
         return MemoryStore(self)
+
+    @cached_property
+    def threads(self) -> ThreadStore:
+        return ThreadStore(self)
 
     @cached_property
     def dashboard(self) -> Dashboard:

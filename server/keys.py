@@ -73,6 +73,43 @@ class Inbox:
         return f"{self.stem}:all"
 
 
+class Thread:
+    """The keys of one LangGraph thread (``baton.server.threads``), all in the thread's hash
+    slot: its checkpoints in order, each checkpoint's entry, the pending writes and their
+    index, and the runs that wrote checkpoints. Members and fields join a checkpoint's
+    namespace, id, task and index with NUL, which none of them may hold."""
+
+    __slots__ = ("stem",)
+
+    def __init__(self, stem: str) -> None:
+        self.stem = stem
+
+    @property
+    def checkpoints(self) -> str:
+        return f"{self.stem}:checkpoints"
+
+    @property
+    def entries(self) -> str:
+        return f"{self.stem}:entries"
+
+    @property
+    def writes(self) -> str:
+        return f"{self.stem}:writes"
+
+    @property
+    def write_index(self) -> str:
+        return f"{self.stem}:write-index"
+
+    @property
+    def runs(self) -> str:
+        return f"{self.stem}:runs"
+
+    @property
+    def all(self) -> tuple[str, ...]:
+        """Every key of the thread, in the order its scripts take them."""
+        return (self.checkpoints, self.entries, self.writes, self.write_index, self.runs)
+
+
 class Keys:
     """Key builder for one namespace."""
 
@@ -190,6 +227,22 @@ class Keys:
     def denial(self, digest: str) -> str:
         """A refusal recently audited (agent and target digested), so a loop adds one entry."""
         return f"{self.base}:denied:{digest}"
+
+    # -- LangGraph threads (one hash tag per thread) ----------------------------------------
+
+    def thread(self, digest: str) -> Thread:
+        """One LangGraph thread's keys (``digest``: its id's, ``baton.server.threads``)."""
+        return Thread(f"{self.base}:lg:{{{digest}}}")
+
+    @property
+    def threads(self) -> str:
+        """A SCAN pattern matching every key of the namespace's LangGraph threads."""
+        return f"{self.base}:lg:*"
+
+    @property
+    def thread_runs(self) -> str:
+        """Which threads each LangGraph run wrote checkpoints in (``delete_for_runs``)."""
+        return f"{self.base}:lg:runs"
 
     # -- search index (one hash tag per namespace) -------------------------------------------
 

@@ -1,14 +1,21 @@
-"""Typed results returned by the store and serialised as-is by the REST API."""
+"""Typed results returned by the store and serialised as-is by the REST API, and the base
+of every operation's input."""
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 import msgspec
 
 OutcomeKind = Literal["success", "failure"]
 MAX_SECONDS = 10 * 365 * 86_400  # expiries and leases: ten years at most
 MAX_AUDIT = 1000  # audit entries in one read
+PageSize = Annotated[int, msgspec.Meta(ge=1)]  # at most BATON_MAX_PAGE_SIZE (the stores check)
+
+
+class Input(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """An operation's input (``baton.server.operations``): unknown fields are refused on
+    every surface."""
 
 
 class Remembered(msgspec.Struct, kw_only=True):

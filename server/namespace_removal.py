@@ -1,7 +1,8 @@
-"""Deleting a namespace's data: every key under its prefix (``baton import --replace``), and
-with :func:`forget_namespace` the namespace itself (``baton forget-namespace``): its grants, its
-agents' queues and jobs, its place among the server's namespaces and among those its creator token
-may create. What its versions counted against their agent tokens is given back either way.
+"""Deleting a namespace's data: every key under its prefix that a dump carries (``baton
+import --replace``), and with :func:`forget_namespace` the namespace itself (``baton
+forget-namespace``): every key, its grants and LangGraph threads too, its agents' queues and
+jobs, its place among the server's namespaces and among those its creator token may create.
+What its versions counted against their agent tokens is given back either way.
 
 Meant for a namespace nobody writes to any more: a write landing during the deletion may
 leave keys behind (running it again removes them).
@@ -33,14 +34,17 @@ class Removed:
     jobs: int
 
 
-async def namespace_keys(ns: Namespace) -> list[bytes]:
-    """Every key under the namespace's prefix (all nodes of a cluster) but its grants:
-    settings, not data, so a namespace replaced by an import stays as confined as it was."""
+async def namespace_keys(ns: Namespace, *, threads: bool = False) -> list[bytes]:
+    """Every key under the namespace's prefix (all nodes of a cluster) but its grants
+    (settings, not data, so a namespace replaced by an import stays as confined as it was)
+    and, unless ``threads``, its LangGraph threads (a dump does not carry them: an import
+    that replaces the namespace keeps them)."""
     grants = ns.keys.grants.encode()
+    thread_stem = ns.keys.threads.removesuffix("*").encode()
     return [
         key
         async for key in ns.redis.scan_iter(match=ns.keys.everything, count=SCAN_COUNT)
-        if key != grants
+        if key != grants and (threads or not key.startswith(thread_stem))
     ]
 
 
@@ -61,10 +65,10 @@ async def token_refunds(ns: Namespace, keys: Sequence[bytes]) -> list[Command]:
     return refunds(held)
 
 
-async def clear_namespace(ns: Namespace) -> int:
+async def clear_namespace(ns: Namespace, *, threads: bool = False) -> int:
     """Delete every key of the namespace (:func:`namespace_keys`), giving its versions'
     bytes back to their tokens; how many keys."""
-    keys = await namespace_keys(ns)
+    keys = await namespace_keys(ns, threads=threads)
     given_back = await token_refunds(ns, keys)
     deleted = 0
     for start in range(0, len(keys), SCAN_COUNT):
@@ -86,7 +90,7 @@ async def forget_namespace(ns: Namespace) -> Removed:
     ``BATON_MAX_NAMESPACES_PER_TOKEN`` is free again. Other processes register it anew on
     their next write to it (``Namespace.admit``)."""
     agents = sorted(codec.text(agent) for agent in await ns.redis.smembers(ns.keys.inboxes))
-    keys = await clear_namespace(ns) + await ns.redis.delete(ns.keys.grants)
+    keys = await clear_namespace(ns, threads=True) + await ns.redis.delete(ns.keys.grants)
     if not keys and not await ns.redis.sismember(NAMESPACES, ns.name):
         raise NotFound(f"no namespace {ns.name}: nothing was deleted")
     jobs = 0 if ns.dispatcher is None else await ns.dispatcher.forget_queues(ns.name, agents)

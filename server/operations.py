@@ -48,6 +48,7 @@ from baton.server.models import (
     AuditEntry,
     Delivery,
     History,
+    Input,
     Observed,
     OutcomeEntry,
     OutcomeKind,
@@ -55,6 +56,7 @@ from baton.server.models import (
     Packet,
     PacketPage,
     PacketState,
+    PageSize,
     RecordPage,
     RecordVersion,
     Remembered,
@@ -66,16 +68,27 @@ from baton.server.models import (
 )
 from baton.server.operation import OPEN, Call, Guard, Operation, Route
 from baton.server.patterns import SESSIONS_READ, Patterns, detect
+from baton.server.thread_models import (
+    CheckpointPage,
+    CheckpointsCopied,
+    CheckpointsRemoved,
+    CheckpointStored,
+    CopyThreadInput,
+    DeleteRunsInput,
+    ListCheckpointsInput,
+    PruneThreadsInput,
+    PutCheckpointInput,
+    PutWritesInput,
+    ThreadVerified,
+    VerifyThreadInput,
+    WritesStored,
+)
 from baton.server.validation import ANONYMOUS
 
 RECORDS, HANDOFFS, MEMORY, ACCESS = "records", "handoffs", "sessions and memories", "access"
+LANGGRAPH = "langgraph"
 
 
-class Input(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """An operation's input: unknown fields are refused on every surface."""
-
-
-PageSize = Annotated[int, msgspec.Meta(ge=1)]  # at most BATON_MAX_PAGE_SIZE (the stores check)
 Confidence = Annotated[float, msgspec.Meta(ge=0, le=1)]
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=MAX_SECONDS)]  # ten years at most
 Csv = str | list[str] | None  # a list, or a comma-separated string (agentmemory's clients)
@@ -1348,6 +1361,118 @@ GRANTS = Operation(
     guard=OPEN,
 )
 
+# LangGraph's checkpointer (REST only: baton.agents.langgraph calls them) -------------------
+
+
+async def put_checkpoint(call: Call, i: PutCheckpointInput) -> CheckpointStored:
+    return await call.ns.threads.put(i)
+
+
+async def put_writes(call: Call, i: PutWritesInput) -> WritesStored:
+    return await call.ns.threads.put_writes(i)
+
+
+async def list_checkpoints(call: Call, i: ListCheckpointsInput) -> CheckpointPage:
+    return await call.ns.threads.page(i)
+
+
+async def prune_threads(call: Call, i: PruneThreadsInput) -> CheckpointsRemoved:
+    return await call.ns.threads.prune(i.thread_ids, keep_latest=i.strategy == "keep_latest")
+
+
+async def delete_runs(call: Call, i: DeleteRunsInput) -> CheckpointsRemoved:
+    return await call.ns.threads.delete_runs(i.run_ids)
+
+
+async def copy_thread(call: Call, i: CopyThreadInput) -> CheckpointsCopied:
+    return await call.ns.threads.copy(i.source_thread_id, i.target_thread_id)
+
+
+async def verify_thread(call: Call, i: VerifyThreadInput) -> ThreadVerified:
+    return await call.ns.threads.verify(i.thread_id)
+
+
+PUT_CHECKPOINT = Operation(
+    "put_checkpoint",
+    "Store a LangGraph checkpoint, hash-chained to its parent's (LangGraph's `put`).",
+    PutCheckpointInput,
+    CheckpointStored,
+    put_checkpoint,
+    tag=LANGGRAPH,
+    rest=Route("POST", "/v1/langgraph/checkpoints", status=201, problems=(413,)),
+    effect="writes",
+)
+
+PUT_WRITES = Operation(
+    "put_writes",
+    "Store a task's pending writes for a checkpoint (LangGraph's `put_writes`).",
+    PutWritesInput,
+    WritesStored,
+    put_writes,
+    tag=LANGGRAPH,
+    rest=Route("POST", "/v1/langgraph/writes", problems=(413,)),
+    effect="writes",
+)
+
+LIST_CHECKPOINTS = Operation(
+    "list_checkpoints",
+    "A thread's checkpoints newest first, with their pending writes, filtered by namespace, "
+    "id, metadata and `before` (LangGraph's `get_tuple` and `list`).",
+    ListCheckpointsInput,
+    CheckpointPage,
+    list_checkpoints,
+    tag=LANGGRAPH,
+    rest=Route("POST", "/v1/langgraph/checkpoints/search"),
+    effect="reads",
+)
+
+PRUNE_THREADS = Operation(
+    "prune_threads",
+    "Keep only each namespace's newest checkpoint of the threads (`keep_latest`), or delete "
+    "the threads (LangGraph's `prune` and `delete_thread`).",
+    PruneThreadsInput,
+    CheckpointsRemoved,
+    prune_threads,
+    tag=LANGGRAPH,
+    rest=Route("POST", "/v1/langgraph/threads/prune"),
+    effect="forgets",
+)
+
+DELETE_RUNS = Operation(
+    "delete_runs",
+    "Delete the checkpoints the runs wrote, with their writes (LangGraph's `delete_for_runs`).",
+    DeleteRunsInput,
+    CheckpointsRemoved,
+    delete_runs,
+    tag=LANGGRAPH,
+    rest=Route("POST", "/v1/langgraph/runs/delete"),
+    effect="forgets",
+)
+
+COPY_THREAD = Operation(
+    "copy_thread",
+    "Copy every checkpoint of a thread, with its writes and ids, into another thread "
+    "(LangGraph's `copy_thread`).",
+    CopyThreadInput,
+    CheckpointsCopied,
+    copy_thread,
+    tag=LANGGRAPH,
+    rest=Route("POST", "/v1/langgraph/threads/copy", problems=(413,)),
+    effect="writes",
+)
+
+VERIFY_THREAD = Operation(
+    "verify_thread",
+    "Check every checkpoint of a thread against its hash and its parent's.",
+    VerifyThreadInput,
+    ThreadVerified,
+    verify_thread,
+    tag=LANGGRAPH,
+    rest=Route("POST", "/v1/langgraph/threads/verify"),
+    effect="reads",
+)
+
+
 OPERATIONS: tuple[Operation[Any, Any], ...] = (
     REMEMBER,
     READ_RECORD,
@@ -1389,5 +1514,12 @@ OPERATIONS: tuple[Operation[Any, Any], ...] = (
     AUDIT,
     SET_GRANTS,
     GRANTS,
+    PUT_CHECKPOINT,
+    PUT_WRITES,
+    LIST_CHECKPOINTS,
+    PRUNE_THREADS,
+    DELETE_RUNS,
+    COPY_THREAD,
+    VERIFY_THREAD,
 )
 BY_NAME = {operation.name: operation for operation in OPERATIONS}

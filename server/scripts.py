@@ -86,6 +86,10 @@ class Scripts:
         self.record_snapshot = register("record_snapshot")
         self.open_mcp_session = register("open_mcp_session")
         self.touch_mcp_session = register("touch_mcp_session")
+        self.put_checkpoints = register("put_checkpoints")
+        self.put_writes = register("put_writes")
+        self.read_checkpoints = register("read_checkpoints")
+        self.drop_checkpoints = register("drop_checkpoints")
 
     async def load(self, redis: Redis) -> int:
         """Load every script not yet in Redis' cache (after a restart or SCRIPT FLUSH);

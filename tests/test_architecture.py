@@ -12,7 +12,7 @@ from pathlib import Path
 
 import baton.server
 from baton.server import keys as key_module
-from baton.server.keys import Inbox, Keys
+from baton.server.keys import Inbox, Keys, Thread
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = {
@@ -137,7 +137,12 @@ def key_shapes() -> set[str]:
         elif callable(member):
             params = member.__code__.co_varnames[1 : member.__code__.co_argcount]
             built = member(keys, *(PLACEHOLDERS[param] for param in params))
-            shapes |= inbox_shapes(built) if isinstance(built, Inbox) else {built}
+            if isinstance(built, Inbox):
+                shapes |= inbox_shapes(built)
+            elif isinstance(built, Thread):
+                shapes |= {built.stem, *built.all}
+            else:
+                shapes.add(built)
     for name, value in vars(key_module).items():
         if name.isupper() and isinstance(value, str) and value.startswith(key_module.PREFIX + ":"):
             shapes.add(value)

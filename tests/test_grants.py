@@ -21,6 +21,7 @@ from baton.server.operation import Call
 from baton.server.operations import BY_NAME, OPERATIONS
 from baton.server.validation import ANONYMOUS
 from tests.conftest import as_agent, run_baton
+from tests.test_identity_matrix import EXAMPLES
 
 pytestmark = pytest.mark.anyio
 
@@ -176,7 +177,9 @@ async def test_every_operation_without_a_guard_is_closed_to_confined_agents(
         "set_grants": {"agent": "x", "grants": []},
     }
     for operation in unguarded:
-        given = operation.decode(examples.get(operation.name, {}), "baton")
+        route = operation.rest
+        example = EXAMPLES.get((route.method, route.path), {}) if route else {}
+        given = operation.decode(examples.get(operation.name, example), "baton")
         with pytest.raises(Denied, match=f"the operation {operation.name}"):
             await operation.perform(Call(INTERN, ns), given)
     assert (await do(ns, MALLORY, "memory_stats")).refs >= 2

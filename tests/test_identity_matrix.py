@@ -53,6 +53,7 @@ OBSERVATION = {
     "timestamp": "2026-01-01T00:00:00Z",
     "data": {"tool_name": "Read"},
 }
+BLOB = {"type": "json", "data": "e30="}  # LangGraph's serializer's {} (base64)
 # (method, route path) -> an example body bob could send (None: no body). Path parameters
 # are filled from the victim's fixtures by name.
 EXAMPLES: dict[tuple[str, str], Any] = {
@@ -107,6 +108,26 @@ EXAMPLES: dict[tuple[str, str], Any] = {
     ("POST", "/logout"): None,
     ("POST", "/handoffs/{packet_id:str}/requeue"): None,
     ("POST", "/mcp"): MCP_INITIALIZE,
+    ("POST", "/v1/langgraph/checkpoints"): {
+        "thread_id": "t-bob",
+        "checkpoint_id": "1",
+        "checkpoint": BLOB,
+        "metadata": BLOB,
+    },
+    ("POST", "/v1/langgraph/writes"): {
+        "thread_id": "t-bob",
+        "checkpoint_id": "1",
+        "task_id": "task",
+        "writes": [{"idx": 0, "channel": "out", "value": BLOB}],
+    },
+    ("POST", "/v1/langgraph/checkpoints/search"): {"thread_id": "t-bob"},
+    ("POST", "/v1/langgraph/threads/prune"): {"thread_ids": ["t-bob"]},
+    ("POST", "/v1/langgraph/threads/copy"): {
+        "source_thread_id": "t-bob",
+        "target_thread_id": "t-copy",
+    },
+    ("POST", "/v1/langgraph/threads/verify"): {"thread_id": "t-bob"},
+    ("POST", "/v1/langgraph/runs/delete"): {"run_ids": ["run-bob"]},
 }
 QUERIES: dict[tuple[str, str], dict[str, str]] = {("GET", "/v1/sessions/resume"): {"cwd": "/r"}}
 TOOL_EXAMPLES: dict[str, dict[str, Any]] = {

@@ -1,0 +1,348 @@
+"""LangGraph threads: the checkpoints and pending writes of ``BatonSaver`` (docs/langgraph.md).
+
+Every key of one thread is in the thread's hash slot (``Keys.thread``), so each change to a
+thread is one script: a put (a checkpoint, or a whole thread copied), a task's writes, a
+read of checkpoints with their writes, a drop (runs, all but the latest, the thread). The
+one index across threads, which threads a run wrote in, is written before the thread's own
+keys and cleaned after them, so it may name a thread that no longer holds the run, never
+miss one that does.
+
+Each checkpoint's entry carries a sha256 over its namespace, id, parent, parent's hash,
+time and the bytes of its checkpoint and metadata: a thread's history is a hash tree, and
+:meth:`ThreadStore.verify` finds an entry changed, or a parent replaced, behind Baton's back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, cast
+
+import msgspec
+
+from baton.server import codec
+from baton.server.clock import utc_now
+from baton.server.errors import InvalidInput
+from baton.server.integrity import digest
+from baton.server.thread_models import (
+    Blob,
+    CheckpointPage,
+    CheckpointsCopied,
+    CheckpointsRemoved,
+    CheckpointStored,
+    ListCheckpointsInput,
+    PendingWrite,
+    PutCheckpointInput,
+    PutWritesInput,
+    StoredCheckpoint,
+    ThreadProblem,
+    ThreadVerified,
+    WritesStored,
+)
+
+if TYPE_CHECKING:
+    from baton.server.keys import Thread
+    from baton.server.store_base import NamespaceParts
+
+SEP = "\0"
+LAST = b"\xff"  # after every byte a member or field holds (UTF-8 never has this one)
+BATCH = 100  # checkpoints read in one script call while a listing filters
+
+
+class Entry(msgspec.Struct, array_like=True):
+    """A checkpoint as a thread's ``entries`` hash keeps it (msgpack)."""
+
+    checkpoint: Blob
+    metadata: Blob
+    filters: dict[str, Any]
+    parent_id: str | None
+    run_id: str | None
+    created_at: str
+    hash: str
+    parent_hash: str | None
+
+
+class StoredWrite(msgspec.Struct, array_like=True):
+    task_id: str
+    task_path: str
+    idx: int
+    channel: str
+    value: Blob
+
+
+ENTRY = msgspec.msgpack.Decoder(Entry)
+WRITE = msgspec.msgpack.Decoder(StoredWrite)
+PACK = msgspec.msgpack.Encoder()
+
+
+def thread_digest(thread_id: str) -> str:
+    """The part of a thread's keys that names it (any text, in a fixed length)."""
+    return hashlib.sha256(thread_id.encode()).hexdigest()[:32]
+
+
+def member(checkpoint_ns: str, checkpoint_id: str) -> str:
+    return f"{checkpoint_ns}{SEP}{checkpoint_id}"
+
+
+def entry_hash(checkpoint_ns: str, checkpoint_id: str, entry: Entry) -> str:
+    """The sha256 an entry carries: over everything it says but the metadata's JSON values
+    (a view of the metadata it hashes) and the run (part of the metadata)."""
+    return digest(
+        {
+            "checkpoint_ns": checkpoint_ns,
+            "checkpoint_id": checkpoint_id,
+            "parent_id": entry.parent_id,
+            "parent_hash": entry.parent_hash,
+            "created_at": entry.created_at,
+            "checkpoint": [
+                entry.checkpoint.type,
+                hashlib.sha256(entry.checkpoint.data).hexdigest(),
+            ],
+            "metadata": [entry.metadata.type, hashlib.sha256(entry.metadata.data).hexdigest()],
+        }
+    )
+
+
+def _filters_match(entry: Entry, wanted: dict[str, Any]) -> bool:
+    return all(
+        key in entry.filters and entry.filters[key] == value for key, value in wanted.items()
+    )
+
+
+class ThreadStore:
+    """The LangGraph threads of one namespace."""
+
+    def __init__(self, ns: NamespaceParts) -> None:
+        self.ns = ns
+        self.redis = ns.redis
+        self.scripts = ns.scripts
+        self.keys = ns.keys
+
+    def _thread(self, thread_id: str) -> Thread:
+        return self.keys.thread(thread_digest(thread_id))
+
+    async def put(self, given: PutCheckpointInput) -> CheckpointStored:
+        """Store one checkpoint (one of the same id is replaced), chained to its parent's
+        hash as stored now."""
+        await self.ns.admit()
+        thread = self._thread(given.thread_id)
+        parent_hash = None
+        if given.parent_id is not None:
+            raw = await self.redis.hget(
+                thread.entries, member(given.checkpoint_ns, given.parent_id)
+            )
+            parent_hash = ENTRY.decode(cast(bytes, raw)).hash if raw else None
+        entry = Entry(
+            checkpoint=given.checkpoint,
+            metadata=given.metadata,
+            filters=given.filters,
+            parent_id=given.parent_id,
+            run_id=given.run_id,
+            created_at=utc_now(),
+            hash="",
+            parent_hash=parent_hash,
+        )
+        entry.hash = entry_hash(given.checkpoint_ns, given.checkpoint_id, entry)
+        at = member(given.checkpoint_ns, given.checkpoint_id)
+        await self._store(given.thread_id, thread, [(at, entry)], [])
+        return CheckpointStored(
+            thread_id=given.thread_id,
+            checkpoint_ns=given.checkpoint_ns,
+            checkpoint_id=given.checkpoint_id,
+            hash=entry.hash,
+        )
+
+    async def _store(
+        self,
+        thread_id: str,
+        thread: Thread,
+        entries: list[tuple[str, Entry]],
+        writes: list[tuple[str, StoredWrite]],
+    ) -> None:
+        runs = {entry.run_id for _, entry in entries if entry.run_id is not None}
+        if runs:  # the index across threads first: it may name a thread too many, never too few
+            await self.redis.zadd(
+                self.keys.thread_runs, {f"{run}{SEP}{thread_id}": 0 for run in runs}
+            )
+        args: list[Any] = [len(entries)]
+        for at, entry in entries:
+            run = "" if entry.run_id is None else f"{entry.run_id}{SEP}{at}"
+            args += [at, PACK.encode(entry), run]
+        for field, write in writes:
+            args += [field, PACK.encode(write)]
+        await self.scripts.put_checkpoints(keys=thread.all, args=args)
+
+    async def put_writes(self, given: PutWritesInput) -> WritesStored:
+        """Store a task's writes: one of a regular index already stored is kept, a special
+        one (a negative index) replaced."""
+        if not given.writes:
+            return WritesStored(stored=0)
+        await self.ns.admit()
+        thread = self._thread(given.thread_id)
+        at = member(given.checkpoint_ns, given.checkpoint_id)
+        args: list[Any] = []
+        for write in given.writes:
+            stored = StoredWrite(
+                given.task_id, given.task_path, write.idx, write.channel, write.value
+            )
+            field = f"{at}{SEP}{given.task_id}{SEP}{write.idx}"
+            args += [field, PACK.encode(stored), "1" if write.idx < 0 else "0"]
+        stored_count = await self.scripts.put_writes(
+            keys=[thread.writes, thread.write_index], args=args
+        )
+        return WritesStored(stored=int(stored_count))
+
+    async def _read(
+        self, thread: Thread, high: bytes, low: bytes, count: int
+    ) -> list[tuple[str, Entry, list[StoredWrite]]]:
+        reply = await self.scripts.read_checkpoints(keys=thread.all[:4], args=[high, low, count])
+        return [
+            (raw_member.decode(), ENTRY.decode(raw_entry), [WRITE.decode(w) for w in raw_writes])
+            for raw_member, raw_entry, raw_writes in reply
+        ]
+
+    async def page(self, given: ListCheckpointsInput) -> CheckpointPage:
+        """A page of a thread's checkpoints, newest first, that pass the input's filters."""
+        limit = self.ns.limits.check_page(given.limit)
+        thread = self._thread(given.thread_id)
+        ns = given.checkpoint_ns
+        if ns is None:
+            high, low = b"+", b"-"
+        elif given.checkpoint_id is not None:
+            high = low = b"[" + member(ns, given.checkpoint_id).encode()
+        else:
+            low = b"[" + member(ns, "").encode()
+            high = b"(" + member(ns, given.before).encode() if given.before else low + LAST
+        if given.cursor is not None:
+            if SEP not in given.cursor:
+                raise InvalidInput("cursor", "is not a cursor this listing gave")
+            high = b"(" + given.cursor.encode()
+        found: list[StoredCheckpoint] = []
+        while True:
+            batch = await self._read(thread, high, low, BATCH)
+            for at, entry, writes in batch:
+                checkpoint_ns, _, checkpoint_id = at.partition(SEP)
+                if given.checkpoint_id is not None and checkpoint_id != given.checkpoint_id:
+                    continue
+                if given.before is not None and checkpoint_id >= given.before:
+                    continue
+                if not _filters_match(entry, given.filter):
+                    continue
+                found.append(_stored(given.thread_id, checkpoint_ns, checkpoint_id, entry, writes))
+                if len(found) == limit:
+                    return CheckpointPage(checkpoints=found, cursor=at)
+            if len(batch) < BATCH:
+                return CheckpointPage(checkpoints=found)
+            high = b"(" + batch[-1][0].encode()
+
+    async def prune(self, thread_ids: Iterable[str], *, keep_latest: bool) -> CheckpointsRemoved:
+        """Each thread's checkpoints but the newest of each namespace (``keep_latest``), or
+        all of them."""
+        removed = 0
+        for thread_id in dict.fromkeys(thread_ids):
+            removed += await self._drop(thread_id, ["all_but_latest" if keep_latest else "all"])
+        return CheckpointsRemoved(removed=removed)
+
+    async def delete_runs(self, run_ids: Iterable[str]) -> CheckpointsRemoved:
+        """The checkpoints the runs wrote, in every thread, with their writes."""
+        runs = list(dict.fromkeys(run_ids))
+        threads: dict[str, list[str]] = {}
+        for run in runs:
+            low = f"[{run}{SEP}".encode()
+            pairs = await self.redis.zrangebylex(self.keys.thread_runs, low, low + LAST)
+            for pair in codec.values(pairs):
+                threads.setdefault(pair.decode().partition(SEP)[2], []).append(run)
+        removed = 0
+        for thread_id, thread_runs in threads.items():
+            removed += await self._drop(thread_id, ["runs", *thread_runs])
+            await self.redis.zrem(
+                self.keys.thread_runs, *(f"{run}{SEP}{thread_id}" for run in thread_runs)
+            )
+        return CheckpointsRemoved(removed=removed)
+
+    async def _drop(self, thread_id: str, args: list[str]) -> int:
+        dropped, *gone = await self.scripts.drop_checkpoints(
+            keys=self._thread(thread_id).all, args=args
+        )
+        if gone:
+            await self.redis.zrem(
+                self.keys.thread_runs, *(f"{run.decode()}{SEP}{thread_id}" for run in gone)
+            )
+        return int(dropped)
+
+    async def copy(self, source_id: str, target_id: str) -> CheckpointsCopied:
+        """Every checkpoint of ``source_id`` with its writes, under the same ids and hashes,
+        into ``target_id`` (read in one step, written in one)."""
+        batch = await self._read(self._thread(source_id), b"+", b"-", -1)
+        if not batch:
+            return CheckpointsCopied(copied=0)
+        await self.ns.admit()
+        writes = [
+            (f"{at}{SEP}{write.task_id}{SEP}{write.idx}", write)
+            for at, _, at_writes in batch
+            for write in at_writes
+        ]
+        entries = [(at, entry) for at, entry, _ in batch]
+        await self._store(target_id, self._thread(target_id), entries, writes)
+        return CheckpointsCopied(copied=len(entries))
+
+    async def verify(self, thread_id: str) -> ThreadVerified:
+        """Every checkpoint of the thread against its own hash and its parent's."""
+        thread = self._thread(thread_id)
+        stored: dict[str, Entry] = {}
+        async for raw_member, raw_entry in self.redis.hscan_iter(thread.entries, count=BATCH):
+            stored[raw_member.decode()] = ENTRY.decode(raw_entry)
+        problems, detached = [], 0
+        for at, entry in sorted(stored.items()):
+            checkpoint_ns, _, checkpoint_id = at.partition(SEP)
+            problem = None
+            parent = (
+                None
+                if entry.parent_id is None
+                else stored.get(member(checkpoint_ns, entry.parent_id))
+            )
+            if entry_hash(checkpoint_ns, checkpoint_id, entry) != entry.hash:
+                problem = "its entry does not match its hash"
+            elif parent is not None and parent.hash != entry.parent_hash:
+                problem = "its parent is not the one it was written on"
+            elif entry.parent_id is not None and parent is None:
+                detached += 1
+            if problem:
+                problems.append(
+                    ThreadProblem(
+                        checkpoint_ns=checkpoint_ns, checkpoint_id=checkpoint_id, problem=problem
+                    )
+                )
+        return ThreadVerified(
+            thread_id=thread_id,
+            checkpoints=len(stored),
+            ok=not problems,
+            problems=problems,
+            detached=detached,
+        )
+
+
+def _stored(
+    thread_id: str, checkpoint_ns: str, checkpoint_id: str, entry: Entry, writes: list[StoredWrite]
+) -> StoredCheckpoint:
+    return StoredCheckpoint(
+        thread_id=thread_id,
+        checkpoint_ns=checkpoint_ns,
+        checkpoint_id=checkpoint_id,
+        parent_id=entry.parent_id,
+        checkpoint=entry.checkpoint,
+        metadata=entry.metadata,
+        writes=[
+            PendingWrite(
+                task_id=write.task_id,
+                task_path=write.task_path,
+                idx=write.idx,
+                channel=write.channel,
+                value=write.value,
+            )
+            for write in writes
+        ],
+        created_at=entry.created_at,
+        hash=entry.hash,
+        parent_hash=entry.parent_hash,
+    )

@@ -1,0 +1,269 @@
+"""LangGraph's checkpointer on Baton: LangGraph's own conformance suite, real graphs that
+stop in one saver and go on in another, and what only Baton's can do (a verifiable history).
+Each runs against a real ``baton serve``, on one Valkey and on a Redis Cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+from uuid import uuid4
+
+import httpx
+import pytest
+import redis
+from langgraph.checkpoint.conformance import checkpointer_test, validate
+from langgraph.checkpoint.conformance.report import CapabilityReport
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+
+from baton.agents.langgraph import BatonSaver
+from baton.server.keys import Keys
+from baton.server.threads import ENTRY, PACK, entry_hash, member, thread_digest
+from tests.conftest import run_baton, running_server
+
+
+@pytest.fixture
+def api(data_url: str, redis_url: str, tmp_path: Path) -> Iterator[str]:
+    """A Baton on one Valkey, then on a cluster (the store is flushed before each)."""
+    with running_server(data_url, tmp_path / "serve.log", BATON_QUEUE_URL=redis_url) as url:
+        yield url
+
+
+@pytest.fixture
+def saver(api: str) -> Iterator[BatonSaver]:
+    saver = BatonSaver(api, agent="planner")
+    yield saver
+    saver.close()
+
+
+def conformance(api: str) -> CapabilityReport:
+    @checkpointer_test(name="BatonSaver")
+    async def baton_saver() -> AsyncIterator[BatonSaver]:
+        saver = BatonSaver(api, agent="conformance")
+        yield saver
+        await saver.aclose()
+        saver.close()
+
+    return asyncio.run(validate(baton_saver))
+
+
+def test_langgraphs_conformance_suite_passes_in_full(api: str) -> None:
+    """Every capability of langgraph-checkpoint-conformance, base and extended, is detected
+    and passes: put, put_writes, get_tuple, list, delete_thread, delete_for_runs,
+    copy_thread, prune."""
+    report = conformance(api)
+    failures = {name: r.failures for name, r in report.results.items() if not r.passed}
+    assert failures == {}
+    assert {name for name, r in report.results.items() if not r.detected} == set()
+    assert report.passed_all() and len(report.results) == 8
+
+
+class Tally(TypedDict):
+    steps: Annotated[list[str], operator.add]
+    total: int
+
+
+def counting_graph(saver: BatonSaver) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """Two deterministic nodes; the graph stops before ``double`` for a person to look."""
+
+    def add(state: Tally) -> dict[str, Any]:
+        return {"steps": ["add"], "total": state["total"] + 5}
+
+    def double(state: Tally) -> dict[str, Any]:
+        return {"steps": ["double"], "total": state["total"] * 2}
+
+    builder = StateGraph(Tally)
+    builder.add_node("add", add)
+    builder.add_node("double", double)
+    builder.add_edge(START, "add")
+    builder.add_edge("add", "double")
+    builder.add_edge("double", END)
+    return builder.compile(checkpointer=saver, interrupt_before=["double"])
+
+
+def test_a_graph_stopped_in_one_saver_goes_on_in_another(api: str) -> None:
+    """A graph interrupted before its second node, then resumed through a new saver (a new
+    process would see the same), ends as if it had never stopped; its history lists every
+    step newest first."""
+    thread = {"configurable": {"thread_id": f"t-{uuid4()}"}}
+    first = BatonSaver(api, agent="planner")
+    stopped = counting_graph(first).invoke({"steps": [], "total": 1}, thread)
+    assert stopped == {"steps": ["add"], "total": 6}
+    assert counting_graph(first).get_state(thread).next == ("double",)
+    first.close()
+
+    second = BatonSaver(api, agent="planner")
+    graph = counting_graph(second)
+    assert graph.invoke(None, thread) == {"steps": ["add", "double"], "total": 12}
+    history = list(graph.get_state_history(thread))
+    assert [state.values.get("total") for state in history] == [12, 6, 1, None]
+    assert history[0].next == ()
+    second.close()
+
+
+def test_an_async_graph_runs_on_the_async_methods(api: str) -> None:
+    """``ainvoke`` goes through the asyncio client, with the same results."""
+
+    async def run() -> tuple[dict[str, Any], dict[str, Any]]:
+        saver = BatonSaver(api, agent="planner")
+        graph = counting_graph(saver)
+        thread = {"configurable": {"thread_id": f"t-{uuid4()}"}}
+        stopped = await graph.ainvoke({"steps": [], "total": 2}, thread)
+        done = await graph.ainvoke(None, thread)
+        await saver.aclose()
+        return stopped, done
+
+    stopped, done = asyncio.run(run())
+    assert stopped == {"steps": ["add"], "total": 7}
+    assert done == {"steps": ["add", "double"], "total": 14}
+
+
+def test_listing_pages_through_a_long_thread(saver: BatonSaver) -> None:
+    """A thread of 250 checkpoints lists whole, newest first, across the pages the client
+    asks for; a filter with a limit reaches past the first page to fill it."""
+    thread_id = f"long-{uuid4()}"
+    config: dict[str, Any] = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    ids = []
+    for step in range(250):
+        checkpoint_id = f"{step:06d}"
+        checkpoint = {
+            "v": 4,
+            "id": checkpoint_id,
+            "ts": "2026-12-07T00:00:00+00:00",
+            "channel_values": {"step": step},
+            "channel_versions": {"step": step + 1},
+            "versions_seen": {},
+            "updated_channels": ["step"],
+        }
+        config = saver.put(config, checkpoint, {"step": step, "even": step % 2 == 0}, {})  # type: ignore[arg-type]
+        ids.append(checkpoint_id)
+    listed = [t.config["configurable"]["checkpoint_id"] for t in saver.list(config_of(thread_id))]
+    assert listed == ids[::-1]
+    odd = list(saver.list(config_of(thread_id), filter={"even": False}, limit=120))
+    assert [t.metadata["step"] for t in odd] == list(range(249, 10, -2))
+    assert odd[0].parent_config == config_of(thread_id, "", ids[-2])
+    even = list(saver.list(config_of(thread_id), filter={"even": True}, limit=120))
+    assert [t.metadata["step"] for t in even] == list(range(248, 9, -2))
+
+
+def test_a_tasks_writes_keep_the_first_and_special_ones_the_last(saver: BatonSaver) -> None:
+    """A task's regular write stored again (a retried task) keeps the value stored first; a
+    special one (an error) is replaced; each write stays with its own checkpoint."""
+    config = config_of(f"t-{uuid4()}", "")
+    checkpoint = {
+        "v": 4,
+        "id": "1",
+        "ts": "2026-12-07T00:00:00+00:00",
+        "channel_values": {},
+        "channel_versions": {},
+        "versions_seen": {},
+        "updated_channels": None,
+    }
+    stored = saver.put(config, checkpoint, {}, {})  # type: ignore[arg-type]
+    saver.put_writes(stored, [("out", "first"), ("__error__", "boom")], "task-1")
+    saver.put_writes(stored, [("out", "again"), ("__error__", "boom twice")], "task-1")
+    later = saver.put(stored, {**checkpoint, "id": "2"}, {}, {})  # type: ignore[arg-type]
+    first = saver.get_tuple(stored)
+    assert first is not None
+    assert sorted(first.pending_writes) == [
+        ("task-1", "__error__", "boom twice"),
+        ("task-1", "out", "first"),
+    ]
+    newest = saver.get_tuple(later)
+    assert newest is not None and newest.pending_writes == []
+
+
+def config_of(thread_id: str, ns: str | None = None, checkpoint_id: str | None = None) -> Any:
+    configurable: dict[str, Any] = {"thread_id": thread_id}
+    if ns is not None:
+        configurable["checkpoint_ns"] = ns
+    if checkpoint_id is not None:
+        configurable["checkpoint_id"] = checkpoint_id
+    return {"configurable": configurable}
+
+
+def test_verify_finds_a_checkpoint_changed_behind_batons_back(
+    saver: BatonSaver, data_redis: redis.Redis
+) -> None:
+    """A thread's history verifies; a checkpoint edited in Redis is named, and so is its
+    child once the edited one is written back under a new hash (the chain moved). A pruned
+    thread verifies again, its kept checkpoint detached from the parents it dropped."""
+    thread_id = f"t-{uuid4()}"
+    graph = counting_graph(saver)
+    thread = config_of(thread_id)
+    graph.invoke({"steps": [], "total": 1}, thread)
+    graph.invoke(None, thread)
+    verified = saver.verify(thread_id)
+    assert (verified.ok, verified.checkpoints, verified.detached) == (True, 4, 0)
+
+    entries = Keys("default").thread(thread_digest(thread_id)).entries
+    history = list(graph.get_state_history(thread))
+    middle = member("", history[2].config["configurable"]["checkpoint_id"])
+    entry = ENTRY.decode(data_redis.hget(entries, middle))
+    entry.checkpoint.data += b"\xc0"
+    data_redis.hset(entries, middle, PACK.encode(entry))
+    verified = saver.verify(thread_id)
+    assert [(p.checkpoint_id, p.problem) for p in verified.problems] == [
+        (history[2].config["configurable"]["checkpoint_id"], "its entry does not match its hash")
+    ]
+
+    entry.hash = entry_hash("", middle.partition("\0")[2], entry)
+    data_redis.hset(entries, middle, PACK.encode(entry))
+    verified = saver.verify(thread_id)
+    assert [(p.checkpoint_id, p.problem) for p in verified.problems] == [
+        (
+            history[1].config["configurable"]["checkpoint_id"],
+            "its parent is not the one it was written on",
+        )
+    ]
+
+    saver.prune([thread_id])
+    verified = saver.verify(thread_id)
+    assert (verified.ok, verified.checkpoints, verified.detached) == (True, 1, 1)
+
+
+def test_bad_input_is_refused_naming_the_field(api: str) -> None:
+    """A NUL in an id, an unknown prune strategy, a page size of 0: each is a 422 naming
+    the field, and nothing is written."""
+    with httpx.Client(base_url=api, headers={"X-Baton-Agent": "planner"}) as http:
+        blob = {"type": "json", "data": "e30="}
+        bad_put = http.post(
+            "/v1/langgraph/checkpoints",
+            json={"thread_id": "a\0b", "checkpoint_id": "1", "checkpoint": blob, "metadata": blob},
+        )
+        bad_prune = http.post(
+            "/v1/langgraph/threads/prune", json={"thread_ids": ["t"], "strategy": "all"}
+        )
+        bad_page = http.post(
+            "/v1/langgraph/checkpoints/search", json={"thread_id": "t", "limit": 0}
+        )
+    for response, field in ((bad_put, "thread_id"), (bad_prune, "strategy"), (bad_page, "limit")):
+        assert response.status_code == 422, response.text
+        assert field in response.text
+
+
+def test_an_import_that_replaces_the_namespace_keeps_its_threads(
+    saver: BatonSaver, data_url: str, redis_url: str, tmp_path: Path
+) -> None:
+    """A dump does not carry LangGraph threads, so ``baton import --replace`` keeps them
+    while it replaces the records; ``baton forget-namespace`` deletes them with the rest."""
+    thread = config_of(f"t-{uuid4()}")
+    counting_graph(saver).invoke({"steps": [], "total": 1}, thread)
+    saver.client.remember("notes/a", "before the dump")
+    env = {"BATON_REDIS_URL": data_url, "BATON_QUEUE_URL": redis_url}
+    dump = tmp_path / "dump.jsonl"
+    exported = run_baton("export", env=env)
+    assert exported.returncode == 0, exported.stderr
+    dump.write_text(exported.stdout)
+    saver.client.remember("notes/b", "after the dump")
+    replaced = run_baton("import", "--replace", str(dump), env=env)
+    assert replaced.returncode == 0, replaced.stderr
+    assert [r.ref for r in saver.client.list_records().records] == ["notes/a"]
+    assert len(list(saver.list(thread))) == 3
+
+    forgotten = run_baton("forget-namespace", "default", "--yes", env=env)
+    assert forgotten.returncode == 0, forgotten.stderr
+    assert list(saver.list(thread)) == []
