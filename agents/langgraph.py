@@ -12,8 +12,10 @@ serializer made of each value and never decodes it; only this client does.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
+from weakref import WeakKeyDictionary
 
 import msgspec
 from langchain_core.runnables import RunnableConfig
@@ -41,10 +43,11 @@ def _json_values(metadata: Mapping[str, Any]) -> dict[str, Any]:
     """The metadata's values that JSON carries unchanged: the ones Baton filters listings on."""
     found = {}
     for key, value in metadata.items():
-        try:
+        try:  # and Baton stores (msgpack: integers of 64 bits)
             if msgspec.json.decode(msgspec.json.encode(value)) == value:
+                msgspec.msgpack.encode(value)
                 found[key] = value
-        except (TypeError, msgspec.EncodeError):
+        except (TypeError, OverflowError, msgspec.EncodeError):
             continue
     return found
 
@@ -97,13 +100,28 @@ class BatonSaver(BaseCheckpointSaver[int]):
             "timeout": timeout,
         }
         self.client = BatonClient(base_url, **options)
-        self.aclient = AsyncBatonClient(base_url, **options)
+        self._base_url, self._options = base_url, options
+        # an asyncio client per event loop: its connections belong to the loop they opened in
+        self._aclients: WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncBatonClient] = (
+            WeakKeyDictionary()
+        )
+
+    @property
+    def aclient(self) -> AsyncBatonClient:
+        """The asyncio client of the running event loop."""
+        loop = asyncio.get_running_loop()
+        if (found := self._aclients.get(loop)) is None:
+            found = self._aclients[loop] = AsyncBatonClient(self._base_url, **self._options)
+        return found
 
     def close(self) -> None:
         self.client.close()
 
     async def aclose(self) -> None:
-        await self.aclient.aclose()
+        """Close the running event loop's asyncio client."""
+        found = self._aclients.pop(asyncio.get_running_loop(), None)
+        if found is not None:
+            await found.aclose()
 
     # -- requests, built once for both clients ------------------------------------------------
 

@@ -18,8 +18,9 @@ from baton.server.models import Input, PageSize
 MAX_BLOB_TYPE = 32
 # A thread, checkpoint, task or run id, or a checkpoint namespace: text without NUL (Baton
 # joins them with NUL in its keys).
-Label = Annotated[str, msgspec.Meta(max_length=512, pattern="^[^\x00]*$")]
-Id = Annotated[str, msgspec.Meta(min_length=1, max_length=512, pattern="^[^\x00]*$")]
+Label = Annotated[str, msgspec.Meta(pattern="^[^\x00]*$")]
+Id = Annotated[str, msgspec.Meta(min_length=1, pattern="^[^\x00]*$")]  # a checkpoint's id
+Index = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 
 
 class Blob(msgspec.Struct, forbid_unknown_fields=True):
@@ -33,7 +34,7 @@ class Write(msgspec.Struct, forbid_unknown_fields=True):
     """One pending write of a task: its index among the task's writes (LangGraph's negative
     indexes name the special channels: error, interrupt, resume) and channel."""
 
-    idx: int
+    idx: Index
     channel: Label
     value: Blob
 
@@ -107,22 +108,22 @@ class ThreadVerified(msgspec.Struct, kw_only=True):
 
 
 class PutCheckpointInput(Input, kw_only=True):
-    thread_id: Id
+    thread_id: Label
     checkpoint_ns: Label = ""
     checkpoint_id: Id
     parent_id: Id | None = None
     checkpoint: Blob
     metadata: Blob
     filters: dict[str, Any] = {}
-    run_id: Id | None = None
+    run_id: Label | None = None
 
 
 class PutWritesInput(Input, kw_only=True):
-    thread_id: Id
+    thread_id: Label
     checkpoint_ns: Label = ""
     checkpoint_id: Id
-    task_id: Id
-    task_path: Annotated[str, msgspec.Meta(max_length=512)] = ""
+    task_id: Label
+    task_path: str = ""
     writes: list[Write]
 
 
@@ -130,7 +131,7 @@ class ListCheckpointsInput(Input, kw_only=True):
     """``checkpoint_ns`` None: every namespace of the thread; ``before``: only checkpoints
     older than that id; ``filter``: metadata values that must be equal."""
 
-    thread_id: Id
+    thread_id: Label
     checkpoint_ns: Label | None = None
     checkpoint_id: Id | None = None
     before: Id | None = None
@@ -140,18 +141,18 @@ class ListCheckpointsInput(Input, kw_only=True):
 
 
 class PruneThreadsInput(Input, kw_only=True):
-    thread_ids: list[Id]
+    thread_ids: list[Label]
     strategy: Literal["keep_latest", "delete"] = "keep_latest"
 
 
 class DeleteRunsInput(Input, kw_only=True):
-    run_ids: list[Id]
+    run_ids: list[Label]
 
 
 class CopyThreadInput(Input, kw_only=True):
-    source_thread_id: Id
-    target_thread_id: Id
+    source_thread_id: Label
+    target_thread_id: Label
 
 
 class VerifyThreadInput(Input, kw_only=True):
-    thread_id: Id
+    thread_id: Label

@@ -15,7 +15,7 @@ time and the bytes of its checkpoint and metadata: a thread's history is a hash 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
@@ -104,9 +104,9 @@ def entry_hash(checkpoint_ns: str, checkpoint_id: str, entry: Entry) -> str:
 
 
 def _filters_match(entry: Entry, wanted: dict[str, Any]) -> bool:
-    return all(
-        key in entry.filters and entry.filters[key] == value for key, value in wanted.items()
-    )
+    """Whether the entry's metadata has each wanted value (None: also when it lacks the key,
+    as LangGraph's own saver matches)."""
+    return all(entry.filters.get(key) == value for key, value in wanted.items())
 
 
 class ThreadStore:
@@ -143,6 +143,10 @@ class ThreadStore:
             parent_hash=parent_hash,
         )
         entry.hash = entry_hash(given.checkpoint_ns, given.checkpoint_id, entry)
+        try:
+            PACK.encode(entry.filters)
+        except OverflowError:
+            raise InvalidInput("filters", "numbers must fit in 64 bits") from None
         at = member(given.checkpoint_ns, given.checkpoint_id)
         await self._store(given.thread_id, thread, [(at, entry)], [])
         return CheckpointStored(
@@ -193,47 +197,73 @@ class ThreadStore:
         return WritesStored(stored=int(stored_count))
 
     async def _read(
-        self, thread: Thread, high: bytes, low: bytes, count: int
+        self, thread: Thread, args: list[bytes | str | int]
     ) -> list[tuple[str, Entry, list[StoredWrite]]]:
-        reply = await self.scripts.read_checkpoints(keys=thread.all[:4], args=[high, low, count])
+        """``read_checkpoints.lua``'s answer (``args``: its ARGV), decoded."""
+        reply = await self.scripts.read_checkpoints(keys=thread.all[:4], args=args)
         return [
             (raw_member.decode(), ENTRY.decode(raw_entry), [WRITE.decode(w) for w in raw_writes])
             for raw_member, raw_entry, raw_writes in reply
         ]
 
     async def page(self, given: ListCheckpointsInput) -> CheckpointPage:
-        """A page of a thread's checkpoints, newest first, that pass the input's filters."""
-        limit = self.ns.limits.check_page(given.limit)
+        """A page of a thread's checkpoints, newest first, that pass the input's filters: at
+        most ``limit`` (and the server's page size), with the cursor of the next page."""
+        limit = min(given.limit, self.ns.limits.max_page_size)
+        if given.cursor is not None and SEP not in given.cursor:
+            raise InvalidInput("cursor", "is not a cursor this listing gave")
         thread = self._thread(given.thread_id)
+        found: list[StoredCheckpoint] = []
+        batch = BATCH if given.filter else limit  # unfiltered, a page reads what it shows
+        async for at, entry, writes in self._candidates(thread, given, batch):
+            if _filters_match(entry, given.filter):
+                checkpoint_ns, _, checkpoint_id = at.partition(SEP)
+                found.append(_stored(given.thread_id, checkpoint_ns, checkpoint_id, entry, writes))
+                if len(found) == limit:
+                    return CheckpointPage(checkpoints=found, cursor=at)
+        return CheckpointPage(checkpoints=found)
+
+    async def _candidates(
+        self, thread: Thread, given: ListCheckpointsInput, batch: int
+    ) -> AsyncIterator[tuple[str, Entry, list[StoredWrite]]]:
+        """The checkpoints the listing's namespace, id, ``before`` and cursor let through,
+        newest first (across namespaces: by id, as LangGraph's SQL savers order them), read
+        ``batch`` at a time."""
         ns = given.checkpoint_ns
         if ns is None:
-            high, low = b"+", b"-"
-        elif given.checkpoint_id is not None:
+            names = codec.members(await self.redis.zrange(thread.checkpoints, 0, -1))
+            parts = (name.decode().partition(SEP) for name in names)
+            ordered = sorted(
+                (
+                    (checkpoint_id, checkpoint_ns)
+                    for checkpoint_ns, _, checkpoint_id in parts
+                    if given.checkpoint_id in (None, checkpoint_id)
+                    and (given.before is None or checkpoint_id < given.before)
+                ),
+                reverse=True,
+            )
+            if given.cursor is not None:
+                cursor_ns, _, cursor_id = given.cursor.partition(SEP)
+                ordered = [key for key in ordered if key < (cursor_id, cursor_ns)]
+            for start in range(0, len(ordered), batch):
+                wanted = [member(at_ns, at_id) for at_id, at_ns in ordered[start : start + batch]]
+                for checkpoint in await self._read(thread, ["members", *wanted]):
+                    yield checkpoint
+            return
+        if given.checkpoint_id is not None:
             high = low = b"[" + member(ns, given.checkpoint_id).encode()
         else:
             low = b"[" + member(ns, "").encode()
             high = b"(" + member(ns, given.before).encode() if given.before else low + LAST
         if given.cursor is not None:
-            if SEP not in given.cursor:
-                raise InvalidInput("cursor", "is not a cursor this listing gave")
             high = b"(" + given.cursor.encode()
-        found: list[StoredCheckpoint] = []
         while True:
-            batch = await self._read(thread, high, low, BATCH)
-            for at, entry, writes in batch:
-                checkpoint_ns, _, checkpoint_id = at.partition(SEP)
-                if given.checkpoint_id is not None and checkpoint_id != given.checkpoint_id:
-                    continue
-                if given.before is not None and checkpoint_id >= given.before:
-                    continue
-                if not _filters_match(entry, given.filter):
-                    continue
-                found.append(_stored(given.thread_id, checkpoint_ns, checkpoint_id, entry, writes))
-                if len(found) == limit:
-                    return CheckpointPage(checkpoints=found, cursor=at)
-            if len(batch) < BATCH:
-                return CheckpointPage(checkpoints=found)
-            high = b"(" + batch[-1][0].encode()
+            batch_read = await self._read(thread, ["range", high, low, batch])
+            for checkpoint in batch_read:
+                yield checkpoint
+            if len(batch_read) < batch:
+                return
+            high = b"(" + batch_read[-1][0].encode()
 
     async def prune(self, thread_ids: Iterable[str], *, keep_latest: bool) -> CheckpointsRemoved:
         """Each thread's checkpoints but the newest of each namespace (``keep_latest``), or
@@ -273,7 +303,7 @@ class ThreadStore:
     async def copy(self, source_id: str, target_id: str) -> CheckpointsCopied:
         """Every checkpoint of ``source_id`` with its writes, under the same ids and hashes,
         into ``target_id`` (read in one step, written in one)."""
-        batch = await self._read(self._thread(source_id), b"+", b"-", -1)
+        batch = await self._read(self._thread(source_id), ["range", b"+", b"-", -1])
         if not batch:
             return CheckpointsCopied(copied=0)
         await self.ns.admit()

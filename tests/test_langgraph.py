@@ -16,6 +16,7 @@ import pytest
 import redis
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.report import CapabilityReport
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
@@ -267,3 +268,95 @@ def test_an_import_that_replaces_the_namespace_keeps_its_threads(
     forgotten = run_baton("forget-namespace", "default", "--yes", env=env)
     assert forgotten.returncode == 0, forgotten.stderr
     assert list(saver.list(thread)) == []
+
+
+def bare_checkpoint(checkpoint_id: str) -> Any:
+    return {
+        "v": 4,
+        "id": checkpoint_id,
+        "ts": "2026-12-07T00:00:00+00:00",
+        "channel_values": {},
+        "channel_versions": {},
+        "versions_seen": {},
+        "updated_channels": None,
+    }
+
+
+def test_listing_every_namespace_goes_by_id_and_takes_what_langgraph_takes(
+    saver: BatonSaver,
+) -> None:
+    """Without a namespace, a thread lists newest first by id across namespaces (a subgraph's
+    checkpoints between the root's); an empty thread id, a namespace of 600 characters and a
+    filter on a key the metadata lacks (None) work as with LangGraph's own saver."""
+    long_ns = "child:" + "x" * 600
+    for checkpoint_id, ns in (("1", ""), ("2", long_ns), ("3", ""), ("4", long_ns), ("5", "")):
+        saver.put(config_of("", ns), bare_checkpoint(checkpoint_id), {"step": 1}, {})
+    listed = [
+        (t.config["configurable"]["checkpoint_id"], t.config["configurable"]["checkpoint_ns"])
+        for t in saver.list(config_of(""), limit=4)
+    ]
+    assert listed == [("5", ""), ("4", long_ns), ("3", ""), ("2", long_ns)]
+    assert len(list(saver.list(config_of(""), filter={"absent": None}))) == 5
+    assert list(saver.list(config_of(""), filter={"step": 2})) == []
+
+
+def test_the_async_methods_work_from_one_event_loop_after_another(api: str) -> None:
+    """One saver serves ``asyncio.run`` after ``asyncio.run`` (a notebook, a test per loop):
+    each event loop gets its own connections."""
+    saver = BatonSaver(api, agent="planner")
+    graph = counting_graph(saver)
+    thread = config_of(f"t-{uuid4()}")
+    assert asyncio.run(graph.ainvoke({"steps": [], "total": 1}, thread))["total"] == 6
+    assert asyncio.run(graph.ainvoke(None, thread))["total"] == 12
+    saver.close()
+
+
+def test_numbers_msgpack_cannot_hold_are_refused_or_left_unfiltered(api: str) -> None:
+    """Metadata holding an integer past 64 bits is stored (and not filtered on); the REST
+    surface refuses such a filter value or write index with a 422 naming the field."""
+    saver = BatonSaver(api, agent="planner", serde=JsonPlusSerializer(pickle_fallback=True))
+    thread = config_of(f"t-{uuid4()}", "")
+    saver.put(thread, bare_checkpoint("1"), {"account": 2**70, "step": 3}, {})
+    stored = saver.get_tuple(thread)
+    assert stored is not None and stored.metadata["account"] == 2**70
+    assert len(list(saver.list(thread, filter={"step": 3}))) == 1
+    saver.close()
+    blob = {"type": "json", "data": "e30="}
+    with httpx.Client(base_url=api, headers={"X-Baton-Agent": "planner"}) as http:
+        huge_filter = http.post(
+            "/v1/langgraph/checkpoints",
+            json={
+                "thread_id": "t",
+                "checkpoint_id": "1",
+                "checkpoint": blob,
+                "metadata": blob,
+                "filters": {"n": 2**70},
+            },
+        )
+        huge_index = http.post(
+            "/v1/langgraph/writes",
+            json={
+                "thread_id": "t",
+                "checkpoint_id": "1",
+                "task_id": "x",
+                "writes": [{"idx": 2**64, "channel": "c", "value": blob}],
+            },
+        )
+    assert (huge_filter.status_code, huge_filter.json()["field"]) == (422, "filters")
+    assert huge_index.status_code == 422 and "idx" in huge_index.text
+
+
+def test_a_server_with_small_pages_serves_a_long_history(redis_url: str, tmp_path: Path) -> None:
+    """With BATON_MAX_PAGE_SIZE below the client's page, a listing comes in the server's
+    pages: the whole history, in order."""
+    with running_server(redis_url, tmp_path / "serve.log", BATON_MAX_PAGE_SIZE="7") as url:
+        saver = BatonSaver(url, agent="planner")
+        config = config_of(f"t-{uuid4()}", "")
+        for step in range(20):
+            config = saver.put(config, bare_checkpoint(f"{step:03d}"), {}, {})
+        listed = [
+            t.config["configurable"]["checkpoint_id"]
+            for t in saver.list(config_of(config["configurable"]["thread_id"]))
+        ]
+        assert listed == [f"{step:03d}" for step in reversed(range(20))]
+        saver.close()
