@@ -13,8 +13,10 @@ serializer made of each value and never decodes it; only this client does.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import Any
+import string
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
+from typing import Any, cast
 from weakref import WeakKeyDictionary
 
 import msgspec
@@ -30,10 +32,23 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+)
+from langgraph.store.memory import InMemoryStore
 
-from baton.agents.client import AsyncBatonClient, BatonClient
+from baton.agents.client import AsyncBatonClient, BatonClient, NotFoundError
 from baton.server import operations as ops
 from baton.server import thread_models as lg
+from baton.server.models import RecordVersion
 from baton.server.thread_models import Blob, CheckpointPage, StoredCheckpoint, ThreadVerified
 
 PAGE = 100  # checkpoints asked for in one request while listing
@@ -348,3 +363,195 @@ def _config_of(stored: lg.CheckpointStored) -> RunnableConfig:
             "checkpoint_id": stored.checkpoint_id,
         }
     }
+
+
+# -- the store ------------------------------------------------------------------------------
+
+STORE_SCOPE = "langgraph"  # every item's ref starts so: langgraph/<label>/…/<key>
+STORE_TAG = "langgraph"
+CREATED = "created:"  # a tag: when the item was first put (its versions after the first)
+SAFE = frozenset(string.ascii_letters + string.digits + "_-:@")
+RECORD_PAGE = 500  # records asked for in one request (the server may answer in fewer)
+
+
+def _segment(text: str) -> str:
+    """``text`` as one segment of a ref: letters, digits and ``_ - : @`` as they are, every
+    other character as ``+HH`` per UTF-8 byte, and the empty text as a lone ``+``."""
+    if not text:
+        return "+"
+    return "".join(
+        char if char in SAFE else "".join(f"+{byte:02X}" for byte in char.encode()) for char in text
+    )
+
+
+def _text(segment: str) -> str:
+    """:func:`_segment`'s inverse."""
+    if segment == "+":
+        return ""
+    raw, at = bytearray(), 0
+    while at < len(segment):
+        if segment[at] == "+":
+            raw.append(int(segment[at + 1 : at + 3], 16))
+            at += 3
+        else:
+            raw += segment[at].encode()
+            at += 1
+    return raw.decode()
+
+
+def item_ref(namespace: tuple[str, ...], key: str) -> str:
+    """The ref of the record that holds one item of a :class:`BatonStore`."""
+    return "/".join((STORE_SCOPE, *map(_segment, namespace), _segment(key)))
+
+
+def _scope(namespace_prefix: tuple[str, ...]) -> str:
+    return "/".join((STORE_SCOPE, *map(_segment, namespace_prefix)))
+
+
+def _item(record: RecordVersion) -> Item | None:
+    """The item a record holds (None: deleted, or not an item's record)."""
+    if not isinstance(record.value, dict):
+        return None
+    *labels, key = (_text(segment) for segment in record.ref.split("/")[1:])
+    created = next((tag[len(CREATED) :] for tag in record.tags if tag.startswith(CREATED)), None)
+    return Item(
+        value=record.value,
+        key=key,
+        namespace=tuple(labels),
+        created_at=datetime.fromisoformat(created or record.created_at),
+        updated_at=datetime.fromisoformat(record.created_at),
+    )
+
+
+class BatonStore(BaseStore):
+    """LangGraph's long-term memory store on Baton: each item is a Baton record
+    (:func:`item_ref`), every put a new hash-chained version another agent can read, pin
+    in a handoff or verify; a delete is a version with no value (a forgotten record could
+    not be written again). The ``a…`` methods run the blocking ones in a thread.
+
+    Search reads the items under the namespace prefix and filters them as LangGraph's
+    ``InMemoryStore`` does (its own code does the filtering); without a query the most
+    recently updated come first, with one Baton's search (BM25) ranks the items that match
+    it first. ``list_namespaces`` names namespaces that hold an item."""
+
+    __slots__ = ("client",)
+
+    def __init__(
+        self,
+        base_url: str = "http://127.0.0.1:8765",
+        *,
+        agent: str = "langgraph",
+        namespace: str | None = None,
+        token: str | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        self.client = BatonClient(
+            base_url, agent=agent, namespace=namespace, token=token, timeout=timeout
+        )
+
+    def close(self) -> None:
+        self.client.close()
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        return [self._one(op) for op in ops]
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        return await asyncio.to_thread(self.batch, list(ops))
+
+    def _one(self, op: Op) -> Result:
+        if isinstance(op, GetOp):
+            return self._get(op.namespace, op.key)
+        if isinstance(op, PutOp):
+            self._put(op)
+            return None
+        if isinstance(op, SearchOp):
+            return self._search(op)
+        if isinstance(op, ListNamespacesOp):
+            return self._list_namespaces(op)
+        raise TypeError(f"BatonStore does not know the operation {type(op).__name__}")
+
+    def _current(self, namespace: tuple[str, ...], key: str) -> RecordVersion | None:
+        try:
+            return self.client.recall(item_ref(namespace, key))
+        except NotFoundError:
+            return None
+
+    def _get(self, namespace: tuple[str, ...], key: str) -> Item | None:
+        record = self._current(namespace, key)
+        return None if record is None else _item(record)
+
+    def _put(self, op: PutOp) -> None:
+        current = self._current(op.namespace, op.key)
+        item = None if current is None else _item(current)
+        if op.value is None:
+            if item is not None:
+                self.client.remember(item_ref(op.namespace, op.key), None, tags=[STORE_TAG])
+            return
+        tags = [STORE_TAG]
+        if item is not None:
+            tags.append(CREATED + item.created_at.isoformat())
+        self.client.remember(item_ref(op.namespace, op.key), op.value, tags=tags)
+
+    def _items(self, namespace_prefix: tuple[str, ...], query: str | None = None) -> list[Item]:
+        """Every item under the prefix, most recently updated first (with ``query``: in the
+        order Baton's search ranks them, the ones it does not match last)."""
+        found: dict[tuple[tuple[str, ...], str], Item] = {}
+        cursor = None
+        while True:
+            page = self.client.list_records(
+                scope=_scope(namespace_prefix), limit=RECORD_PAGE, cursor=cursor
+            )
+            for record in page.records:
+                if (item := _item(record)) is not None:
+                    found[(item.namespace, item.key)] = item
+            if (cursor := page.next_cursor) is None:
+                break
+        ordered = sorted(found.values(), key=lambda item: item.updated_at, reverse=True)
+        if not query:
+            return ordered
+        ranked: list[Item] = []
+        cursor = None
+        while True:
+            page = self.client.list_records(
+                scope=_scope(namespace_prefix), query=query, limit=RECORD_PAGE, cursor=cursor
+            )
+            for record in page.records:
+                if (item := _item(record)) is not None:
+                    ranked.append(found.pop((item.namespace, item.key), item))
+            if (cursor := page.next_cursor) is None:
+                break
+        return ranked + [item for item in ordered if (item.namespace, item.key) in found]
+
+    def _search(self, op: SearchOp) -> list[SearchItem]:
+        items = self._items(op.namespace_prefix, op.query)
+        if op.filter:
+            matching = _matching(items, op.namespace_prefix, op.filter)
+            items = [item for item in items if (item.namespace, item.key) in matching]
+        return [
+            SearchItem(
+                namespace=item.namespace,
+                key=item.key,
+                value=item.value,
+                created_at=item.created_at,
+                updated_at=item.updated_at,
+            )
+            for item in items[op.offset : op.offset + op.limit]
+        ]
+
+    def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        return cast(list[tuple[str, ...]], _in_memory(self._items(())).batch([op])[0])
+
+
+def _in_memory(items: list[Item]) -> InMemoryStore:
+    """LangGraph's own store holding ``items``: its code decides what a filter or a
+    namespace condition matches, so Baton's answers are LangGraph's."""
+    store = InMemoryStore()
+    store.batch([PutOp(item.namespace, item.key, item.value) for item in items])
+    return store
+
+
+def _matching(
+    items: list[Item], prefix: tuple[str, ...], wanted: dict[str, Any]
+) -> set[tuple[tuple[str, ...], str]]:
+    found = _in_memory(items).search(prefix, filter=wanted, limit=len(items) or 1)
+    return {(item.namespace, item.key) for item in found}

@@ -257,6 +257,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(needs the amfs extra: pip install 'baton-server[amfs]')",
     )
     parser.add_argument(
+        "--langgraph",
+        action="store_true",
+        help="tell the story as two LangGraph graphs in two processes on Baton "
+        "(needs the langgraph extra: pip install 'baton-server[langgraph]')",
+    )
+    parser.add_argument(
         "--write-transcript",
         nargs="?",
         const="docs/demo-transcript.md",
@@ -287,6 +293,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"--amfs needs the amfs extra ({missing}): pip install 'baton-server[amfs]'"
             )
         return run_through_amfs()
+    if args.langgraph:
+        try:
+            from baton.demo.langgraph_story import run as run_through_langgraph
+        except ImportError as missing:
+            parser.error(
+                f"--langgraph needs the langgraph extra ({missing}): "
+                "pip install 'baton-server[langgraph]'"
+            )
+        return run_through_langgraph()
     return run(args.keep, path)
 
 

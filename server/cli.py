@@ -631,7 +631,10 @@ GUIDE: dict[str, tuple[list[str], str]] = {
         ["baton mcp --agent scout", "AGENT_ID=executor baton mcp"],
         f"AGENT_ID, {STORE_ENV}, MEMORY_DB",
     ),
-    "demo": (["baton demo", "baton demo --keep", "baton demo --amfs"], STORE_ENV),
+    "demo": (
+        ["baton demo", "baton demo --keep", "baton demo --amfs", "baton demo --langgraph"],
+        STORE_ENV,
+    ),
     "token": (
         [
             "baton token add --agent scout",
@@ -750,7 +753,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     # Listed for --help only: main() hands "baton demo ..." to the demo's own parser.
     commands.add_parser(
-        "demo", help="run the scout/executor demo (--keep, --write-transcript, --amfs)"
+        "demo", help="run the scout/executor demo (--keep, --write-transcript, --amfs, --langgraph)"
     )
 
     token = commands.add_parser(

@@ -119,6 +119,27 @@ def test_the_story_told_through_amfs_sees_the_stale_pin_and_cleans_up(tmp_path: 
     assert not EmbeddedServer(tmp_path / "data").ping()
 
 
+@pytest.mark.slow
+def test_the_story_told_by_two_langgraph_graphs_acts_on_the_current_fact(
+    tmp_path: Path,
+) -> None:
+    """``baton demo --langgraph``: two graphs in two processes share one Baton; the
+    executor's graph is warned about the assessment that moved after the handoff, re-reads
+    it through BatonStore, drops listing 553, and both threads' histories verify."""
+    result = run_demo(tmp_path / "data", "--langgraph")
+    assert result.returncode == 0, result.stdout + result.stderr
+    for line in (
+        "  . stale: langgraph/listing/553/assessment was pinned at v1, now at v2",
+        "  . store.get(('listing', '553'), 'assessment'): maybe",
+        "  . dropping listing/553",
+        "  . store.put(('listing', '482'), 'application'): drafted",
+        "  . ok: thread executor: 5 checkpoints verify",
+        "all checks passed",
+    ):
+        assert line in result.stdout
+    assert not EmbeddedServer(tmp_path / "data").ping()
+
+
 def test_the_amfs_story_without_the_extra_says_what_to_install() -> None:
     """Without the amfs package, ``baton demo --amfs`` exits 2 with the install line."""
     without_amfs = (

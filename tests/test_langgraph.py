@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import operator
+import random
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
@@ -19,8 +20,19 @@ from langgraph.checkpoint.conformance.report import CapabilityReport
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.store.base import (
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    SearchOp,
+)
+from langgraph.store.memory import InMemoryStore
 
-from baton.agents.langgraph import BatonSaver
+from baton.agents import BatonClient
+from baton.agents.langgraph import BatonSaver, BatonStore, item_ref
 from baton.server.keys import Keys
 from baton.server.threads import ENTRY, PACK, entry_hash, member, thread_digest
 from tests.conftest import run_baton, running_server
@@ -360,3 +372,158 @@ def test_a_server_with_small_pages_serves_a_long_history(redis_url: str, tmp_pat
         ]
         assert listed == [f"{step:03d}" for step in reversed(range(20))]
         saver.close()
+
+
+# -- BatonStore against LangGraph's InMemoryStore ---------------------------------------------
+
+# What differs from InMemoryStore on purpose, and why (docs/langgraph.md says the same).
+STORE_BY_DESIGN = {
+    "search order": "InMemoryStore answers in the order its dicts were filled (no order is "
+    "part of BaseStore's contract); Baton puts the most recently updated first, as "
+    "LangGraph's Postgres store does: results are compared as sets, pages by their size",
+    "empty namespaces": "InMemoryStore keeps listing a namespace whose items were all "
+    "deleted; Baton lists namespaces that hold an item, as the Postgres store does",
+    "created_at, updated_at": "each store's own clock",
+}
+NAMESPACES = [
+    ("users",),
+    ("users", "alice"),
+    ("users", "bob"),
+    ("docs", "a b"),
+    ("docs", "ü:x|y", "deep"),
+]
+KEYS = ["k1", "k2", "", "a/b", "x y", "ü", "+2B"]
+
+
+def random_op(rng: random.Random) -> Op:
+    """One operation of a random session, from small pools so that they meet."""
+    kind = rng.choices(["put", "delete", "get", "search", "namespaces"], [50, 12, 12, 18, 8])[0]
+    namespace, key = rng.choice(NAMESPACES), rng.choice(KEYS)
+    if kind == "put":
+        value = {
+            "n": rng.randint(0, 5),
+            "tag": rng.choice("abc"),
+            "nested": {"v": rng.randint(0, 2)},
+        }
+        return PutOp(namespace, key, value)
+    if kind == "delete":
+        return PutOp(namespace, key, None)
+    if kind == "get":
+        return GetOp(namespace, key)
+    if kind == "search":
+        filters = [
+            None,
+            {"n": rng.randint(0, 5)},
+            {"n": {"$gt": rng.randint(0, 5)}},
+            {"tag": {"$ne": rng.choice("abc")}},
+            {"nested": {"v": rng.randint(0, 2)}},
+            {"n": {"$lte": 3}, "tag": rng.choice("abc")},
+        ]
+        prefix = namespace[: rng.randint(0, len(namespace))]
+        return SearchOp(prefix, rng.choice(filters), rng.choice([2, 100]), rng.choice([0, 0, 1]))
+    conditions = rng.choice(
+        [
+            (),
+            (MatchCondition("prefix", ("users",)),),
+            (MatchCondition("suffix", ("deep",)),),
+            (MatchCondition("prefix", ("*", "alice")),),
+        ]
+    )
+    return ListNamespacesOp(
+        conditions, rng.choice([None, 1, 2]), rng.choice([1, 100]), rng.choice([0, 1])
+    )
+
+
+def live_copy(reference: InMemoryStore) -> InMemoryStore:
+    """The reference's items in a fresh InMemoryStore: no namespace emptied by deletes."""
+    copy = InMemoryStore()
+    for item in reference.search((), limit=10_000):
+        copy.put(item.namespace, item.key, item.value)
+    return copy
+
+
+def shown(items: Any) -> Any:
+    """What both stores must agree on in an answer (STORE_BY_DESIGN lists the rest)."""
+    if items is None:
+        return None
+    if isinstance(items, Item):
+        return (items.namespace, items.key, items.value)
+    return sorted((item.namespace, item.key, repr(item.value)) for item in items)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_baton_store_answers_as_langgraphs_in_memory_store(api: str, seed: int) -> None:
+    """A seeded random session of puts, deletes, gets, searches (filters with $gt, $ne,
+    $lte and nested values; prefixes; limits and offsets) and namespace listings (prefix,
+    suffix, wildcard, depth) gets the same answers from BatonStore as from InMemoryStore,
+    but for what STORE_BY_DESIGN names."""
+    rng = random.Random(seed)
+    store = BatonStore(api, agent="graph", namespace=f"store{seed}")
+    reference = InMemoryStore()
+    for step in range(70):
+        op = random_op(rng)
+        if isinstance(op, ListNamespacesOp):
+            expected = live_copy(reference).batch([op])[0]
+        else:
+            expected = reference.batch([op])[0]
+        got = store.batch([op])[0]
+        context = f"seed {seed}, step {step}: {op}"
+        if isinstance(op, SearchOp) and op.offset == 0 and op.limit == 100:
+            assert shown(got) == shown(expected), context
+        elif isinstance(op, SearchOp):
+            assert len(got) == len(expected), context
+        elif isinstance(op, ListNamespacesOp):
+            assert got == expected, context
+        else:
+            assert shown(got) == shown(expected), context
+    store.close()
+
+
+def test_a_store_item_is_a_baton_record_other_agents_read(api: str) -> None:
+    """Each put is a version of a hash-chained record another agent reads; an update keeps
+    the item's creation time; a delete is a version with no value, and a put after it
+    creates the item anew."""
+    store = BatonStore(api, agent="graph")
+    store.put(("users", "alice"), "profile", {"likes": "tea"})
+    first = store.get(("users", "alice"), "profile")
+    store.put(("users", "alice"), "profile", {"likes": "coffee"})
+    second = store.get(("users", "alice"), "profile")
+    assert first is not None and second is not None
+    assert second.created_at == first.created_at < second.updated_at
+    with BatonClient(api, agent="reader") as reader:
+        history = reader.history(item_ref(("users", "alice"), "profile"))
+        assert [v.value for v in history.versions] == [{"likes": "tea"}, {"likes": "coffee"}]
+        assert all(v.chain_ok for v in history.versions)
+    store.delete(("users", "alice"), "profile")
+    assert store.get(("users", "alice"), "profile") is None
+    assert store.search(("users",)) == []
+    store.put(("users", "alice"), "profile", {"likes": "water"})
+    again = store.get(("users", "alice"), "profile")
+    assert again is not None and again.created_at > second.updated_at
+    store.close()
+
+
+def test_search_without_a_query_puts_the_latest_update_first(api: str) -> None:
+    """Without a query the most recently updated item comes first (as LangGraph's Postgres
+    store orders them), and pages are slices of that order."""
+    store = BatonStore(api, agent="graph")
+    for key in ("a", "b", "c", "d"):
+        store.put(("notes",), key, {"key": key})
+    store.put(("notes",), "b", {"key": "b", "again": True})
+    assert [item.key for item in store.search(("notes",))] == ["b", "d", "c", "a"]
+    pages = [store.search(("notes",), limit=2, offset=offset) for offset in (0, 2, 4)]
+    assert [[item.key for item in page] for page in pages] == [["b", "d"], ["c", "a"], []]
+    store.close()
+
+
+def test_a_query_ranks_the_items_that_match_it_first(api: str) -> None:
+    """With a query, Baton's search puts the items that match it first; the others follow,
+    as InMemoryStore fills a page with items it cannot score. ``asearch`` answers the same."""
+    store = BatonStore(api, agent="graph")
+    store.put(("docs",), "fruit", {"text": "apples and pears in the orchard"})
+    store.put(("docs",), "cars", {"text": "engines and wheels"})
+    store.put(("docs",), "pie", {"text": "an apple pie recipe"})
+    found = [item.key for item in store.search(("docs",), query="apple")]
+    assert set(found[:2]) == {"fruit", "pie"} and found[2:] == ["cars"]
+    assert [item.key for item in asyncio.run(store.asearch(("docs",), query="apple"))] == found
+    store.close()
