@@ -13,6 +13,7 @@ serializer made of each value and never decodes it; only this client does.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import string
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
@@ -45,7 +46,7 @@ from langgraph.store.base import (
 )
 from langgraph.store.memory import InMemoryStore
 
-from baton.agents.client import AsyncBatonClient, BatonClient, NotFoundError
+from baton.agents.client import AsyncBatonClient, BatonClient, ConflictError, NotFoundError
 from baton.server import operations as ops
 from baton.server import thread_models as lg
 from baton.server.models import RecordVersion
@@ -55,16 +56,26 @@ PAGE = 100  # checkpoints asked for in one request while listing
 
 
 def _json_values(metadata: Mapping[str, Any]) -> dict[str, Any]:
-    """The metadata's values that JSON carries unchanged: the ones Baton filters listings on."""
+    """The metadata's values that JSON carries unchanged (a tuple as a list, as LangGraph's
+    serializer gives it back): the ones Baton filters listings on."""
     found = {}
     for key, value in metadata.items():
         try:  # and Baton stores (msgpack: integers of 64 bits)
-            if msgspec.json.decode(msgspec.json.encode(value)) == value:
-                msgspec.msgpack.encode(value)
-                found[key] = value
+            carried = msgspec.json.decode(msgspec.json.encode(value))
+            if carried == _as_lists(value):
+                msgspec.msgpack.encode(carried)
+                found[key] = carried
         except (TypeError, OverflowError, msgspec.EncodeError):
             continue
     return found
+
+
+def _as_lists(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        return [_as_lists(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _as_lists(item) for key, item in value.items()}
+    return value
 
 
 class Pages:
@@ -197,8 +208,8 @@ class BatonSaver(BaseCheckpointSaver[int]):
                 "BatonSaver lists one thread at a time: pass a config with a thread_id"
             )
         configurable = config["configurable"]
-        wanted = dict(filter or {})
-        if _json_values(wanted) != wanted:
+        wanted = _json_values(filter or {})
+        if wanted.keys() != (filter or {}).keys():
             raise ValueError("BatonSaver filters on metadata values JSON can carry")
         return {
             "thread_id": str(configurable["thread_id"]),
@@ -288,7 +299,10 @@ class BatonSaver(BaseCheckpointSaver[int]):
         )
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        self.client.perform(ops.PRUNE_THREADS, **self._prune(thread_ids, strategy))
+        """Raises NotImplementedError, as LangGraph's Postgres saver does, for ``keep_latest``
+        on a thread that uses a DeltaChannel (nothing is pruned then)."""
+        with _delta_refusal():
+            self.client.perform(ops.PRUNE_THREADS, **self._prune(thread_ids, strategy))
 
     def verify(self, thread_id: str) -> ThreadVerified:
         """Check every checkpoint of the thread against its hash and its parent's."""
@@ -349,10 +363,21 @@ class BatonSaver(BaseCheckpointSaver[int]):
         )
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        await self.aclient.perform(ops.PRUNE_THREADS, **self._prune(thread_ids, strategy))
+        with _delta_refusal():
+            await self.aclient.perform(ops.PRUNE_THREADS, **self._prune(thread_ids, strategy))
 
     async def averify(self, thread_id: str) -> ThreadVerified:
         return await self.aclient.perform(ops.VERIFY_THREAD, thread_id=str(thread_id))
+
+
+@contextlib.contextmanager
+def _delta_refusal() -> Iterator[None]:
+    """Baton's 409 for a DeltaChannel thread as the NotImplementedError LangGraph's savers
+    raise for it."""
+    try:
+        yield
+    except ConflictError as refused:
+        raise NotImplementedError(refused.detail) from refused
 
 
 def _config_of(stored: lg.CheckpointStored) -> RunnableConfig:

@@ -76,8 +76,9 @@ class Inbox:
 class Thread:
     """The keys of one LangGraph thread (``baton.server.threads``), all in the thread's hash
     slot: its checkpoints in order, each checkpoint's entry, the pending writes and their
-    index, and the runs that wrote checkpoints. Members and fields join a checkpoint's
-    namespace, id, task and index with NUL, which none of them may hold."""
+    index, the runs that wrote checkpoints and the checkpoints of a ``DeltaChannel``.
+    Members and fields join a checkpoint's namespace, id, task and index with NUL, which
+    none of them may hold."""
 
     __slots__ = ("stem",)
 
@@ -105,9 +106,20 @@ class Thread:
         return f"{self.stem}:runs"
 
     @property
+    def deltas(self) -> str:
+        return f"{self.stem}:deltas"
+
+    @property
     def all(self) -> tuple[str, ...]:
         """Every key of the thread, in the order its scripts take them."""
-        return (self.checkpoints, self.entries, self.writes, self.write_index, self.runs)
+        return (
+            self.checkpoints,
+            self.entries,
+            self.writes,
+            self.write_index,
+            self.runs,
+            self.deltas,
+        )
 
 
 class Keys:

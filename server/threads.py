@@ -22,7 +22,7 @@ import msgspec
 
 from baton.server import codec
 from baton.server.clock import utc_now
-from baton.server.errors import InvalidInput
+from baton.server.errors import InvalidInput, StateConflict
 from baton.server.integrity import digest
 from baton.server.thread_models import (
     Blob,
@@ -47,6 +47,10 @@ if TYPE_CHECKING:
 SEP = "\0"
 LAST = b"\xff"  # after every byte a member or field holds (UTF-8 never has this one)
 BATCH = 100  # checkpoints read in one script call while a listing filters
+# Metadata a DeltaChannel leaves on its checkpoints (LangGraph's Python and JS runtimes): its
+# value lives in the writes of earlier checkpoints, which keep_latest would drop.
+DELTA_MARKS = frozenset({"counters_since_delta_snapshot", "delta_writes_versioned"})
+DELTA_REFUSED = -1  # drop_checkpoints.lua's answer to keep_latest on such a thread
 
 
 class Entry(msgspec.Struct, array_like=True):
@@ -171,7 +175,12 @@ class ThreadStore:
         args: list[Any] = [len(entries)]
         for at, entry in entries:
             run = "" if entry.run_id is None else f"{entry.run_id}{SEP}{at}"
-            args += [at, PACK.encode(entry), run]
+            args += [
+                at,
+                PACK.encode(entry),
+                run,
+                "1" if DELTA_MARKS & entry.filters.keys() else "0",
+            ]
         for field, write in writes:
             args += [field, PACK.encode(write)]
         await self.scripts.put_checkpoints(keys=thread.all, args=args)
@@ -267,9 +276,18 @@ class ThreadStore:
 
     async def prune(self, thread_ids: Iterable[str], *, keep_latest: bool) -> CheckpointsRemoved:
         """Each thread's checkpoints but the newest of each namespace (``keep_latest``), or
-        all of them."""
+        all of them. ``keep_latest`` refuses the whole request, before pruning any, when a
+        thread uses a DeltaChannel (as LangGraph's Postgres saver does): that channel's value
+        lives in the writes of the checkpoints it would drop."""
+        threads = list(dict.fromkeys(thread_ids))
+        if keep_latest:
+            counts = self.ns.batch()
+            for thread_id in threads:
+                counts.pipe.zcard(self._thread(thread_id).deltas)
+            if delta := [t for t, n in zip(threads, await counts.execute(), strict=True) if n]:
+                raise _delta_refused(delta)
         removed = 0
-        for thread_id in dict.fromkeys(thread_ids):
+        for thread_id in threads:
             removed += await self._drop(thread_id, ["all_but_latest" if keep_latest else "all"])
         return CheckpointsRemoved(removed=removed)
 
@@ -294,6 +312,8 @@ class ThreadStore:
         dropped, *gone = await self.scripts.drop_checkpoints(
             keys=self._thread(thread_id).all, args=args
         )
+        if dropped == DELTA_REFUSED:  # it began to use one since the check
+            raise _delta_refused([thread_id])
         if gone:
             await self.redis.zrem(
                 self.keys.thread_runs, *(f"{run.decode()}{SEP}{thread_id}" for run in gone)
@@ -350,6 +370,14 @@ class ThreadStore:
             problems=problems,
             detached=detached,
         )
+
+
+def _delta_refused(thread_ids: list[str]) -> StateConflict:
+    return StateConflict(
+        "keep_latest cannot prune threads that use a DeltaChannel (its value lives in the "
+        f"writes of the checkpoints it would drop): {', '.join(thread_ids)}; prune them with "
+        "strategy delete, or not at all"
+    )
 
 
 def _stored(

@@ -15,6 +15,7 @@ from uuid import uuid4
 import httpx
 import pytest
 import redis
+from langgraph.channels import DeltaChannel
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.report import CapabilityReport
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -527,3 +528,37 @@ def test_a_query_ranks_the_items_that_match_it_first(api: str) -> None:
     assert set(found[:2]) == {"fruit", "pie"} and found[2:] == ["cars"]
     assert [item.key for item in asyncio.run(store.asearch(("docs",), query="apple"))] == found
     store.close()
+
+
+def append(state: list[str], writes: list[list[str]]) -> list[str]:
+    return [*state, *(item for write in writes for item in write)]
+
+
+class Items(TypedDict):
+    items: Annotated[list[str], DeltaChannel(append)]
+
+
+def test_keep_latest_refuses_a_thread_whose_graph_uses_a_delta_channel(saver: BatonSaver) -> None:
+    """A DeltaChannel's value lives in the writes of earlier checkpoints, so ``keep_latest``
+    refuses a request naming such a thread, before pruning any thread of it, with the
+    NotImplementedError LangGraph's Postgres saver raises; the state is intact, and
+    ``delete`` still deletes."""
+    builder = StateGraph(Items)
+    builder.add_node("step", lambda state: {"items": ["step"]})
+    builder.add_edge(START, "step")
+    graph = builder.compile(checkpointer=saver)
+    delta, plain = config_of(f"d-{uuid4()}"), config_of(f"p-{uuid4()}")
+    for round_ in range(3):
+        graph.invoke({"items": [f"in{round_}"]}, delta)
+    counting_graph(saver).invoke({"steps": [], "total": 1}, plain)
+    before = graph.get_state(delta).values
+    assert before["items"] == ["in0", "step", "in1", "step", "in2", "step"]
+
+    threads = [plain["configurable"]["thread_id"], delta["configurable"]["thread_id"]]
+    with pytest.raises(NotImplementedError, match="DeltaChannel"):
+        saver.prune(threads)
+    assert graph.get_state(delta).values == before
+    assert len(list(saver.list(plain))) == 3  # not pruned either
+
+    saver.prune(threads, strategy="delete")
+    assert list(saver.list(delta)) == [] and list(saver.list(plain)) == []

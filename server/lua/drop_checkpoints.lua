@@ -1,9 +1,11 @@
 -- KEYS[1] thread checkpoints   KEYS[2] thread entries   KEYS[3] thread writes
--- KEYS[4] thread write index   KEYS[5] thread runs
+-- KEYS[4] thread write index   KEYS[5] thread runs      KEYS[6] thread deltas
 -- ARGV[1] what to drop: 'all' (the thread), 'runs' (the checkpoints of the runs ARGV[2..])
 --         or 'all_but_latest' (each checkpoint namespace keeps its newest)
 -- Drops checkpoints with their pending writes. Returns {how many were dropped, then each run
--- id that no longer has a checkpoint in the thread}.
+-- id that no longer has a checkpoint in the thread}; {-1} (nothing dropped) for
+-- 'all_but_latest' on a thread with a DeltaChannel, whose value lives in the writes of the
+-- checkpoints it would drop.
 
 local function runs_left()
   local runs = {}
@@ -15,6 +17,7 @@ end
 
 local function drop(member)
   redis.call('ZREM', KEYS[1], member)
+  redis.call('ZREM', KEYS[6], member)
   redis.call('HDEL', KEYS[2], member)
   local low, high = '[' .. member .. '\0', '[' .. member .. '\0\255'
   for _, field in ipairs(redis.call('ZRANGEBYLEX', KEYS[4], low, high)) do
@@ -23,11 +26,14 @@ local function drop(member)
   redis.call('ZREMRANGEBYLEX', KEYS[4], low, high)
 end
 
+if ARGV[1] == 'all_but_latest' and redis.call('ZCARD', KEYS[6]) > 0 then
+  return {-1}
+end
 local before = runs_left()
 local dropped = 0
 if ARGV[1] == 'all' then
   dropped = redis.call('ZCARD', KEYS[1])
-  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
 elseif ARGV[1] == 'runs' then
   for i = 2, #ARGV do
     local low, high = '[' .. ARGV[i] .. '\0', '[' .. ARGV[i] .. '\0\255'
