@@ -46,7 +46,13 @@ from langgraph.store.base import (
 )
 from langgraph.store.memory import InMemoryStore
 
-from baton.agents.client import AsyncBatonClient, BatonClient, ConflictError, NotFoundError
+from baton.agents.client import (
+    AsyncBatonClient,
+    BatonClient,
+    ConflictError,
+    InvalidInputError,
+    NotFoundError,
+)
 from baton.server import operations as ops
 from baton.server import thread_models as lg
 from baton.server.models import RecordVersion
@@ -396,21 +402,32 @@ STORE_SCOPE = "langgraph"  # every item's ref starts so: langgraph/<label>/…/<
 STORE_TAG = "langgraph"
 CREATED = "created:"  # a tag: when the item was first put (its versions after the first)
 SAFE = frozenset(string.ascii_letters + string.digits + "_-:@")
-RECORD_PAGE = 500  # records asked for in one request (the server may answer in fewer)
+MAX_REF = 512  # Baton's limit on a ref (BATON_MAX_REF_LENGTH)
+RECORD_PAGE = 500  # records asked for in one request (less where the server says so)
+QUERY_CHARACTERS = 2000  # of a query, the part Baton's search ranks by
+MAX_PUT_ATTEMPTS = 100  # a put read-and-written again when another writer got in between
+
+
+class TooLongForBaton(ValueError):
+    """A namespace and key whose ref, once escaped, is past Baton's limit on refs."""
 
 
 def _segment(text: str) -> str:
     """``text`` as one segment of a ref: letters, digits and ``_ - : @`` as they are, every
-    other character as ``+HH`` per UTF-8 byte, and the empty text as a lone ``+``."""
+    other character as ``+HH`` per UTF-8 byte (a lone surrogate too), and the empty text as
+    a lone ``+``."""
     if not text:
         return "+"
     return "".join(
-        char if char in SAFE else "".join(f"+{byte:02X}" for byte in char.encode()) for char in text
+        char
+        if char in SAFE
+        else "".join(f"+{b:02X}" for b in char.encode("utf-8", "surrogatepass"))
+        for char in text
     )
 
 
 def _text(segment: str) -> str:
-    """:func:`_segment`'s inverse."""
+    """:func:`_segment`'s inverse; ValueError for a segment it did not write."""
     if segment == "+":
         return ""
     raw, at = bytearray(), 0
@@ -421,12 +438,20 @@ def _text(segment: str) -> str:
         else:
             raw += segment[at].encode()
             at += 1
-    return raw.decode()
+    return raw.decode("utf-8", "surrogatepass")
 
 
 def item_ref(namespace: tuple[str, ...], key: str) -> str:
-    """The ref of the record that holds one item of a :class:`BatonStore`."""
-    return "/".join((STORE_SCOPE, *map(_segment, namespace), _segment(key)))
+    """The ref of the record that holds one item of a :class:`BatonStore`;
+    :class:`TooLongForBaton` past Baton's 512 characters."""
+    ref = "/".join((STORE_SCOPE, *map(_segment, namespace), _segment(key)))
+    if len(ref) > MAX_REF:
+        raise TooLongForBaton(
+            f"namespace {namespace!r} and key {key[:40]!r}… make a Baton ref of {len(ref)} "
+            f"characters, past its {MAX_REF} (every character but letters, digits and "
+            "_ - : @ takes 3 per UTF-8 byte)"
+        )
+    return ref
 
 
 def _scope(namespace_prefix: tuple[str, ...]) -> str:
@@ -434,10 +459,13 @@ def _scope(namespace_prefix: tuple[str, ...]) -> str:
 
 
 def _item(record: RecordVersion) -> Item | None:
-    """The item a record holds (None: deleted, or not an item's record)."""
+    """The item a record holds (None: deleted, or a record the store did not write)."""
     if not isinstance(record.value, dict):
         return None
-    *labels, key = (_text(segment) for segment in record.ref.split("/")[1:])
+    try:
+        *labels, key = (_text(segment) for segment in record.ref.split("/")[1:])
+    except ValueError:  # UnicodeDecodeError too
+        return None
     created = next((tag[len(CREATED) :] for tag in record.tags if tag.startswith(CREATED)), None)
     return Item(
         value=record.value,
@@ -454,12 +482,14 @@ class BatonStore(BaseStore):
     in a handoff or verify; a delete is a version with no value (a forgotten record could
     not be written again). The ``a…`` methods run the blocking ones in a thread.
 
-    Search reads the items under the namespace prefix and filters them as LangGraph's
-    ``InMemoryStore`` does (its own code does the filtering); without a query the most
-    recently updated come first, with one Baton's search (BM25) ranks the items that match
-    it first. ``list_namespaces`` names namespaces that hold an item."""
+    As LangGraph's own stores, a batch answers its reads from the store as it was before
+    the batch, and then writes its puts (the last for an item wins). Search reads the items
+    under the namespace prefix and filters them as LangGraph's ``InMemoryStore`` does (its
+    own code does the filtering); without a query the most recently updated come first,
+    with one Baton's search (BM25) ranks the items that match it first.
+    ``list_namespaces`` names namespaces that hold an item."""
 
-    __slots__ = ("client",)
+    __slots__ = ("client", "page")
 
     def __init__(
         self,
@@ -473,22 +503,25 @@ class BatonStore(BaseStore):
         self.client = BatonClient(
             base_url, agent=agent, namespace=namespace, token=token, timeout=timeout
         )
+        self.page = RECORD_PAGE
 
     def close(self) -> None:
         self.client.close()
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        return [self._one(op) for op in ops]
+        ops = list(ops)
+        results = [None if isinstance(op, PutOp) else self._read(op) for op in ops]
+        puts = {(op.namespace, op.key): op for op in ops if isinstance(op, PutOp)}
+        for put in puts.values():
+            self._put(put)
+        return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         return await asyncio.to_thread(self.batch, list(ops))
 
-    def _one(self, op: Op) -> Result:
+    def _read(self, op: Op) -> Result:
         if isinstance(op, GetOp):
             return self._get(op.namespace, op.key)
-        if isinstance(op, PutOp):
-            self._put(op)
-            return None
         if isinstance(op, SearchOp):
             return self._search(op)
         if isinstance(op, ListNamespacesOp):
@@ -498,7 +531,7 @@ class BatonStore(BaseStore):
     def _current(self, namespace: tuple[str, ...], key: str) -> RecordVersion | None:
         try:
             return self.client.recall(item_ref(namespace, key))
-        except NotFoundError:
+        except (NotFoundError, TooLongForBaton):  # too long: no such item can be stored
             return None
 
     def _get(self, namespace: tuple[str, ...], key: str) -> Item | None:
@@ -506,45 +539,68 @@ class BatonStore(BaseStore):
         return None if record is None else _item(record)
 
     def _put(self, op: PutOp) -> None:
-        current = self._current(op.namespace, op.key)
-        item = None if current is None else _item(current)
-        if op.value is None:
-            if item is not None:
-                self.client.remember(item_ref(op.namespace, op.key), None, tags=[STORE_TAG])
-            return
-        tags = [STORE_TAG]
-        if item is not None:
-            tags.append(CREATED + item.created_at.isoformat())
-        self.client.remember(item_ref(op.namespace, op.key), op.value, tags=tags)
+        """One version, written on the version read (another writer in between: read again),
+        so that the item's creation time is the one its first version had."""
+        if op.value is not None and not isinstance(op.value, dict):
+            raise TypeError(f"BatonStore stores dict values, not {type(op.value).__name__}")
+        for _ in range(MAX_PUT_ATTEMPTS):
+            current = self._current(op.namespace, op.key)
+            item = None if current is None else _item(current)
+            if op.value is None and item is None:
+                return
+            tags = [STORE_TAG]
+            if op.value is not None and item is not None:
+                tags.append(CREATED + item.created_at.isoformat())
+            try:
+                self.client.remember(
+                    item_ref(op.namespace, op.key),
+                    op.value,
+                    tags=tags,
+                    expected_version=0 if current is None else current.version,
+                )
+                return
+            except ConflictError as moved:
+                if "current_version" not in moved.problem:  # not a race: forgotten
+                    raise
+        raise ConflictError(409, {"detail": f"{op.namespace}/{op.key} kept moving"})
+
+    def _records(self, scope: str, query: str | None) -> Iterator[RecordVersion]:
+        """Every current record in ``scope`` (with ``query``: those Baton's search ranks),
+        in pages of the size the server takes."""
+        cursor = None
+        while True:
+            try:
+                page = self.client.list_records(
+                    scope=scope, query=query, limit=self.page, cursor=cursor
+                )
+            except InvalidInputError as refused:
+                if refused.problem.get("field") != "limit" or "maximum" not in refused.problem:
+                    raise
+                self.page = int(refused.problem["maximum"])
+                continue
+            yield from page.records
+            if (cursor := page.next_cursor) is None:
+                return
 
     def _items(self, namespace_prefix: tuple[str, ...], query: str | None = None) -> list[Item]:
         """Every item under the prefix, most recently updated first (with ``query``: in the
         order Baton's search ranks them, the ones it does not match last)."""
-        found: dict[tuple[tuple[str, ...], str], Item] = {}
-        cursor = None
-        while True:
-            page = self.client.list_records(
-                scope=_scope(namespace_prefix), limit=RECORD_PAGE, cursor=cursor
-            )
-            for record in page.records:
-                if (item := _item(record)) is not None:
-                    found[(item.namespace, item.key)] = item
-            if (cursor := page.next_cursor) is None:
-                break
+        scope = _scope(namespace_prefix)
+        if len(scope) > MAX_REF:
+            return []
+        found = {
+            (item.namespace, item.key): item
+            for item in map(_item, self._records(scope, None))
+            if item is not None
+        }
         ordered = sorted(found.values(), key=lambda item: item.updated_at, reverse=True)
-        if not query:
+        if not query or not query.strip():
             return ordered
-        ranked: list[Item] = []
-        cursor = None
-        while True:
-            page = self.client.list_records(
-                scope=_scope(namespace_prefix), query=query, limit=RECORD_PAGE, cursor=cursor
-            )
-            for record in page.records:
-                if (item := _item(record)) is not None:
-                    ranked.append(found.pop((item.namespace, item.key), item))
-            if (cursor := page.next_cursor) is None:
-                break
+        ranked = [
+            found.pop((item.namespace, item.key))
+            for item in map(_item, self._records(scope, query[:QUERY_CHARACTERS]))
+            if item is not None and (item.namespace, item.key) in found
+        ]
         return ranked + [item for item in ordered if (item.namespace, item.key) in found]
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
@@ -564,7 +620,16 @@ class BatonStore(BaseStore):
         ]
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
-        return cast(list[tuple[str, ...]], _in_memory(self._items(())).batch([op])[0])
+        """Read where the prefix condition (without wildcards) says, else everywhere."""
+        prefix = next(
+            (
+                c.path
+                for c in op.match_conditions or ()
+                if c.match_type == "prefix" and "*" not in c.path
+            ),
+            (),
+        )
+        return cast(list[tuple[str, ...]], _in_memory(self._items(tuple(prefix))).batch([op])[0])
 
 
 def _in_memory(items: list[Item]) -> InMemoryStore:

@@ -76,6 +76,8 @@ HINTS_KEPT = 10_000
 # Memories (``memory/<id>``) have their own search documents; their records are not indexed
 # again as facts.
 UNINDEXED_SCOPE = "memory/"
+# A search in a scope that the ranking's first page leaves short looks this much deeper.
+SCOPE_DEEPER = 4
 
 
 def fact_document(ref: str, value: Any, tags: list[str]) -> tuple[str, str] | None:
@@ -579,12 +581,17 @@ class RecordStore(NamespaceStore):
     ) -> RecordPage:
         if not query.strip():
             raise InvalidInput("query", "must be non-empty text")
-        # Scope, tags and confidence are checked on the records: look further down the ranking.
+        # Scope, tags and confidence are checked on the records: look further down the ranking,
+        # and further still while the scope leaves fewer than a page of a longer ranking.
         depth = self.limits.max_page_size if filtered else limit
-        hits = await self.search.search(query, limit=depth, kinds=["fact"])
-        refs = [hit.doc[2:] for hit in hits]
-        if scope is not None:
-            refs = [ref for ref in refs if ref.startswith(f"{scope}/")]
+        while True:
+            hits = await self.search.search(query, limit=depth, kinds=["fact"])
+            refs = [hit.doc[2:] for hit in hits]
+            if scope is not None:
+                refs = [ref for ref in refs if ref.startswith(f"{scope}/")]
+            if scope is None or len(refs) >= limit or len(hits) < depth:
+                break
+            depth *= SCOPE_DEEPER
         found = await self.read_versions([(ref, None) for ref in refs])
         records = [
             record

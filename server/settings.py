@@ -72,7 +72,9 @@ class Limits:
     def check_page(self, limit: int) -> int:
         """A page size within ``max_page_size`` (``BATON_MAX_PAGE_SIZE``), or a 422."""
         if not 1 <= limit <= self.max_page_size:
-            raise InvalidInput("limit", f"must be from 1 to {self.max_page_size}")
+            raise InvalidInput(
+                "limit", f"must be from 1 to {self.max_page_size}", maximum=self.max_page_size
+            )
         return limit
 
 

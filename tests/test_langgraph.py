@@ -8,6 +8,8 @@ import asyncio
 import operator
 import random
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 from uuid import uuid4
@@ -33,7 +35,7 @@ from langgraph.store.base import (
 from langgraph.store.memory import InMemoryStore
 
 from baton.agents import BatonClient
-from baton.agents.langgraph import BatonSaver, BatonStore, item_ref
+from baton.agents.langgraph import BatonSaver, BatonStore, TooLongForBaton, item_ref
 from baton.server.keys import Keys
 from baton.server.threads import ENTRY, PACK, entry_hash, member, thread_digest
 from tests.conftest import run_baton, running_server
@@ -360,19 +362,29 @@ def test_numbers_msgpack_cannot_hold_are_refused_or_left_unfiltered(api: str) ->
 
 
 def test_a_server_with_small_pages_serves_a_long_history(redis_url: str, tmp_path: Path) -> None:
-    """With BATON_MAX_PAGE_SIZE below the client's page, a listing comes in the server's
-    pages: the whole history, in order."""
+    """With BATON_MAX_PAGE_SIZE below the clients' pages, a thread lists whole and in order
+    in the server's pages, and the store searches: its items that match a query come first
+    though more than a page of the namespace's other records match it better."""
     with running_server(redis_url, tmp_path / "serve.log", BATON_MAX_PAGE_SIZE="7") as url:
         saver = BatonSaver(url, agent="planner")
         config = config_of(f"t-{uuid4()}", "")
         for step in range(20):
             config = saver.put(config, bare_checkpoint(f"{step:03d}"), {}, {})
-        listed = [
-            t.config["configurable"]["checkpoint_id"]
-            for t in saver.list(config_of(config["configurable"]["thread_id"]))
-        ]
+        thread = config_of(config["configurable"]["thread_id"])
+        listed = [t.config["configurable"]["checkpoint_id"] for t in saver.list(thread)]
         assert listed == [f"{step:03d}" for step in reversed(range(20))]
         saver.close()
+
+        store = BatonStore(url, agent="graph")
+        for n in range(12):
+            store.client.remember(f"other/doc-{n}", {"text": "apple apple apple"})
+        for n in range(5):
+            store.put(("mine",), f"apple-{n}", {"text": "an apple"})
+            store.put(("mine",), f"pear-{n}", {"text": "a pear"})
+        first = store.search(("mine",), query="apple", limit=5)
+        assert sorted(item.key for item in first) == [f"apple-{n}" for n in range(5)]
+        assert len(store.search(("mine",), limit=100)) == 10
+        store.close()
 
 
 # -- BatonStore against LangGraph's InMemoryStore ---------------------------------------------
@@ -514,6 +526,50 @@ def test_search_without_a_query_puts_the_latest_update_first(api: str) -> None:
     assert [item.key for item in store.search(("notes",))] == ["b", "d", "c", "a"]
     pages = [store.search(("notes",), limit=2, offset=offset) for offset in (0, 2, 4)]
     assert [[item.key for item in page] for page in pages] == [["b", "d"], ["c", "a"], []]
+    store.close()
+
+
+def test_what_the_store_cannot_hold_is_refused_and_what_others_wrote_is_skipped(
+    api: str,
+) -> None:
+    """A key too long for a Baton ref is refused on put with the reason, and is simply
+    absent for get and delete; a value that is not a dict is a TypeError, as in LangGraph's
+    stores; a record another agent wrote under ``langgraph/`` that the store cannot read
+    back as an item is skipped, not fatal to search and list_namespaces."""
+    store = BatonStore(api, agent="graph")
+    long_key = "é" * 200
+    with pytest.raises(TooLongForBaton, match="past its 512"):
+        store.put(("notes",), long_key, {"a": 1})
+    assert store.get(("notes",), long_key) is None
+    store.delete(("notes",), long_key)
+    with pytest.raises(TypeError, match="dict values"):
+        store.put(("notes",), "list", [1, 2])  # type: ignore[arg-type]
+    store.put(("users", "bob"), "profile", {"likes": "tea"})
+    store.client.remember("langgraph/users/bob+x", {"written": "by hand"})
+    assert [item.key for item in store.search(("users",))] == ["profile"]
+    assert store.list_namespaces() == [("users", "bob")]
+    store.close()
+
+
+def test_a_batch_reads_before_it_writes_and_racing_puts_keep_the_creation_time(
+    api: str,
+) -> None:
+    """As in LangGraph's own stores, a batch answers its reads from the store before its
+    puts; puts racing on a new item all land, and the item keeps its first version's time."""
+    store = BatonStore(api, agent="graph")
+    read_first = store.batch([PutOp(("n",), "k", {"v": 1}), GetOp(("n",), "k"), SearchOp(("n",))])
+    assert read_first == [None, None, []]
+    assert store.get(("n",), "k") is not None
+
+    def put(n: int) -> None:
+        store.put(("race",), "item", {"n": n})
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(put, range(16)))
+    item = store.get(("race",), "item")
+    history = store.client.history(item_ref(("race",), "item"))
+    assert item is not None and len(history.versions) == 16
+    assert item.created_at == datetime.fromisoformat(history.versions[0].created_at)
     store.close()
 
 
