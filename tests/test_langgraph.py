@@ -24,6 +24,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import (
+    BaseStore,
     GetOp,
     Item,
     ListNamespacesOp,
@@ -38,7 +39,7 @@ from baton.agents import BatonClient
 from baton.agents.langgraph import BatonSaver, BatonStore, TooLongForBaton, item_ref
 from baton.server.keys import Keys
 from baton.server.threads import ENTRY, PACK, entry_hash, member, thread_digest
-from tests.conftest import run_baton, running_server
+from tests.conftest import REPO, run_baton, running_server
 
 
 @pytest.fixture
@@ -618,3 +619,26 @@ def test_keep_latest_refuses_a_thread_whose_graph_uses_a_delta_channel(saver: Ba
 
     saver.prune(threads, strategy="delete")
     assert list(saver.list(delta)) == [] and list(saver.list(plain)) == []
+
+
+def test_the_readme_lines_give_a_graph_whose_thread_and_memory_live_in_baton(api: str) -> None:
+    """The lines README gives under "Use from LangGraph" compile a graph whose thread is
+    checkpointed in Baton and whose store writes Baton records."""
+    section = (REPO / "README.md").read_text().split("### Use from LangGraph", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    assert len([line for line in code.splitlines() if line.strip()]) == 3
+
+    def remember_total(state: Tally, *, store: BaseStore) -> dict[str, Any]:
+        store.put(("tallies",), "last", {"total": state["total"]})
+        return {"steps": ["noted"]}
+
+    builder = StateGraph(Tally)
+    builder.add_node("note", remember_total)
+    builder.add_edge(START, "note")
+    namespace: dict[str, Any] = {"builder": builder}
+    exec(code.replace("http://127.0.0.1:8765", api), namespace)
+    thread = config_of(f"t-{uuid4()}")
+    namespace["graph"].invoke({"steps": [], "total": 3}, thread)
+    with BatonClient(api, agent="reader") as baton:
+        assert baton.recall(item_ref(("tallies",), "last")).value == {"total": 3}
+    assert namespace["graph"].get_state(thread).values["steps"] == ["noted"]
