@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import string
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, cast
 from weakref import WeakKeyDictionary
 
@@ -43,6 +43,7 @@ from langgraph.store.base import (
     Result,
     SearchItem,
     SearchOp,
+    TTLConfig,
 )
 from langgraph.store.memory import InMemoryStore
 
@@ -406,6 +407,7 @@ MAX_REF = 512  # Baton's limit on a ref (BATON_MAX_REF_LENGTH)
 RECORD_PAGE = 500  # records asked for in one request (less where the server says so)
 QUERY_CHARACTERS = 2000  # of a query, the part Baton's search ranks by
 MAX_PUT_ATTEMPTS = 100  # a put read-and-written again when another writer got in between
+EXPIRY_BATCH = 1000  # refs in one expiry request (the server's bound)
 
 
 class TooLongForBaton(ValueError):
@@ -487,9 +489,14 @@ class BatonStore(BaseStore):
     under the namespace prefix and filters them as LangGraph's ``InMemoryStore`` does (its
     own code does the filtering); without a query the most recently updated come first,
     with one Baton's search (BM25) ranks the items that match it first.
-    ``list_namespaces`` names namespaces that hold an item."""
+    ``list_namespaces`` names namespaces that hold an item.
 
-    __slots__ = ("client", "page")
+    A ``ttl`` puts an expiry beside the item's record (``baton.server.item_expiry``); with
+    a ``ttl`` config (LangGraph's ``TTLConfig``) reads refresh it and, with
+    ``omit_expired``, leave out items past it; Baton's sweep deletes them."""
+
+    __slots__ = ("client", "page", "ttl_config")
+    supports_ttl = True
 
     def __init__(
         self,
@@ -499,11 +506,13 @@ class BatonStore(BaseStore):
         namespace: str | None = None,
         token: str | None = None,
         timeout: float = 30.0,
+        ttl: TTLConfig | None = None,
     ) -> None:
         self.client = BatonClient(
             base_url, agent=agent, namespace=namespace, token=token, timeout=timeout
         )
         self.page = RECORD_PAGE
+        self.ttl_config = ttl
 
     def close(self) -> None:
         self.client.close()
@@ -521,12 +530,49 @@ class BatonStore(BaseStore):
 
     def _read(self, op: Op) -> Result:
         if isinstance(op, GetOp):
-            return self._get(op.namespace, op.key)
+            item = self._get(op.namespace, op.key)
+            kept = [] if item is None else self._unexpired([item])
+            self._refresh(kept, op.refresh_ttl)
+            return kept[0] if kept else None
         if isinstance(op, SearchOp):
             return self._search(op)
         if isinstance(op, ListNamespacesOp):
             return self._list_namespaces(op)
         raise TypeError(f"BatonStore does not know the operation {type(op).__name__}")
+
+    def _expiry(
+        self, refs: list[str], action: str, seconds: float | None = None
+    ) -> dict[str, str | None]:
+        """Each ref's deadline after ``action`` (``baton.server.item_expiry``)."""
+        deadlines: dict[str, str | None] = {}
+        for start in range(0, len(refs), EXPIRY_BATCH):
+            answer = self.client.perform(
+                ops.ITEM_EXPIRY,
+                refs=refs[start : start + EXPIRY_BATCH],
+                action=action,
+                ttl_seconds=seconds,
+            )
+            deadlines |= answer.deadlines
+        return deadlines
+
+    def _unexpired(self, items: list[Item]) -> list[Item]:
+        """``items`` but those whose ttl ran out, with a ttl config that omits them before
+        Baton's sweep deletes them (``omit_expired``)."""
+        if not items or not (self.ttl_config or {}).get("omit_expired"):
+            return items
+        now = datetime.now(UTC)
+        deadlines = self._expiry([item_ref(i.namespace, i.key) for i in items], "read")
+        return [
+            item
+            for item in items
+            if (deadline := deadlines[item_ref(item.namespace, item.key)]) is None
+            or datetime.fromisoformat(deadline) > now
+        ]
+
+    def _refresh(self, items: list[Item], refresh: bool) -> None:
+        """Start the ttl of the items read again, for a store with a ttl config."""
+        if refresh and items and self.ttl_config is not None:
+            self._expiry([item_ref(item.namespace, item.key) for item in items], "refresh")
 
     def _current(self, namespace: tuple[str, ...], key: str) -> RecordVersion | None:
         try:
@@ -558,10 +604,15 @@ class BatonStore(BaseStore):
                     tags=tags,
                     expected_version=0 if current is None else current.version,
                 )
-                return
             except ConflictError as moved:
                 if "current_version" not in moved.problem:  # not a race: forgotten
                     raise
+                continue
+            if op.value is not None and op.ttl is not None:
+                self._expiry([item_ref(op.namespace, op.key)], "set", op.ttl * 60)
+            elif op.value is not None and self.ttl_config is not None:
+                self._expiry([item_ref(op.namespace, op.key)], "clear")
+            return
         raise ConflictError(409, {"detail": f"{op.namespace}/{op.key} kept moving"})
 
     def _records(self, scope: str, query: str | None) -> Iterator[RecordVersion]:
@@ -608,6 +659,8 @@ class BatonStore(BaseStore):
         if op.filter:
             matching = _matching(items, op.namespace_prefix, op.filter)
             items = [item for item in items if (item.namespace, item.key) in matching]
+        shown = self._unexpired(items)[op.offset : op.offset + op.limit]
+        self._refresh(shown, op.refresh_ttl)
         return [
             SearchItem(
                 namespace=item.namespace,
@@ -616,7 +669,7 @@ class BatonStore(BaseStore):
                 created_at=item.created_at,
                 updated_at=item.updated_at,
             )
-            for item in items[op.offset : op.offset + op.limit]
+            for item in shown
         ]
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:

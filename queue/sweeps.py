@@ -35,6 +35,7 @@ async def sweep_namespace(
     ns = backend.namespace(namespace)
     abandoned = await ns.sessions.abandon_idle(settings.session_idle_seconds)
     forgotten = await ns.memories.expire()
+    expired_items = await ns.item_expiry.expire()
     report = await ns.handoffs.sweep()
     checkpoint = await take_checkpoint_if_due(
         CheckpointStore(ns, signing_key, SeenCheckpoints.of(settings.data_dir)),
@@ -43,6 +44,7 @@ async def sweep_namespace(
     if (
         abandoned
         or forgotten
+        or expired_items
         or report.requeued
         or report.failed
         or report.expired
@@ -54,6 +56,7 @@ async def sweep_namespace(
             namespace=namespace,
             abandoned=abandoned,
             forgotten=forgotten,
+            expired_items=expired_items,
             requeued=report.requeued,
             failed=report.failed,
             expired=report.expired,
@@ -67,6 +70,7 @@ async def sweep_namespace(
         "repaired": len(report.repaired),
         "abandoned": len(abandoned),
         "forgotten": len(forgotten),
+        "expired_items": len(expired_items),
         "checkpoint": None if checkpoint is None else checkpoint.seq,
     }
 

@@ -36,6 +36,7 @@ from baton.server.errors import QuotaReached
 from baton.server.grant_store import GrantStore
 from baton.server.handoffs import HandoffStore
 from baton.server.identity import token_of_acting
+from baton.server.item_expiry import ItemExpiry
 from baton.server.keys import NAMESPACES, Keys, token_namespaces_key
 from baton.server.lexical import LEXICAL_VERSION
 from baton.server.memories import MemoryStore
@@ -233,6 +234,10 @@ class Namespace:
     @cached_property
     def memories(self) -> MemoryStore:
         return MemoryStore(self)
+
+    @cached_property
+    def item_expiry(self) -> ItemExpiry:
+        return ItemExpiry(self)
 
     @cached_property
     def threads(self) -> ThreadStore:

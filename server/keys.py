@@ -125,12 +125,13 @@ class Thread:
 class Keys:
     """Key builder for one namespace."""
 
-    __slots__ = ("base", "checkpoint_base", "index")
+    __slots__ = ("base", "checkpoint_base", "index", "item_expiry_base")
 
     def __init__(self, namespace: str = DEFAULT_NAMESPACE) -> None:
         self.base = f"{PREFIX}:{namespace}"
         self.index = f"{self.base}:{{idx:{namespace}}}"
         self.checkpoint_base = f"{self.base}:{{ckpt:{namespace}}}"
+        self.item_expiry_base = f"{self.base}:lg:{{expiry:{namespace}}}"
 
     @property
     def everything(self) -> str:
@@ -250,6 +251,15 @@ class Keys:
     def threads(self) -> str:
         """A SCAN pattern matching every key of the namespace's LangGraph threads."""
         return f"{self.base}:lg:*"
+
+    @property
+    def item_deadlines(self) -> str:
+        """When each LangGraph store item with a ttl expires (``baton.server.item_expiry``)."""
+        return f"{self.item_expiry_base}:deadlines"
+
+    @property
+    def item_ttls(self) -> str:
+        return f"{self.item_expiry_base}:ttls"
 
     @property
     def thread_runs(self) -> str:

@@ -75,6 +75,8 @@ from baton.server.thread_models import (
     CheckpointStored,
     CopyThreadInput,
     DeleteRunsInput,
+    ItemDeadlines,
+    ItemExpiryInput,
     ListCheckpointsInput,
     PruneThreadsInput,
     PutCheckpointInput,
@@ -83,7 +85,7 @@ from baton.server.thread_models import (
     VerifyThreadInput,
     WritesStored,
 )
-from baton.server.validation import ANONYMOUS
+from baton.server.validation import ANONYMOUS, check_ref
 
 RECORDS, HANDOFFS, MEMORY, ACCESS = "records", "handoffs", "sessions and memories", "access"
 LANGGRAPH = "langgraph"
@@ -1392,6 +1394,21 @@ async def verify_thread(call: Call, i: VerifyThreadInput) -> ThreadVerified:
     return await call.ns.threads.verify(i.thread_id)
 
 
+async def item_expiry(call: Call, i: ItemExpiryInput) -> ItemDeadlines:
+    if (i.action == "set") != (i.ttl_seconds is not None):
+        raise InvalidInput("ttl_seconds", "is given with action set, and only then")
+    for ref in i.refs:
+        check_ref(ref, call.ns.limits.max_ref_length, "refs")
+    return ItemDeadlines(
+        deadlines=await call.ns.item_expiry.change(i.refs, i.action, i.ttl_seconds)
+    )
+
+
+async def reaches_items(call: Call, i: ItemExpiryInput) -> list[Need]:
+    access: Literal["read", "write"] = "read" if i.action in ("refresh", "read") else "write"
+    return [record(ref, access) for ref in i.refs]
+
+
 PUT_CHECKPOINT = Operation(
     "put_checkpoint",
     "Store a LangGraph checkpoint, hash-chained to its parent's (LangGraph's `put`).",
@@ -1473,6 +1490,18 @@ VERIFY_THREAD = Operation(
 )
 
 
+ITEM_EXPIRY = Operation(
+    "item_expiry",
+    "Set, clear, refresh or read the expiry of LangGraph store items (BatonStore's ttl).",
+    ItemExpiryInput,
+    ItemDeadlines,
+    item_expiry,
+    tag=LANGGRAPH,
+    rest=Route("POST", "/v1/langgraph/store/expiry"),
+    effect="writes",
+    guard=Guard(reaches_items),
+)
+
 OPERATIONS: tuple[Operation[Any, Any], ...] = (
     REMEMBER,
     READ_RECORD,
@@ -1521,5 +1550,6 @@ OPERATIONS: tuple[Operation[Any, Any], ...] = (
     DELETE_RUNS,
     COPY_THREAD,
     VERIFY_THREAD,
+    ITEM_EXPIRY,
 )
 BY_NAME = {operation.name: operation for operation in OPERATIONS}

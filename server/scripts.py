@@ -90,6 +90,7 @@ class Scripts:
         self.put_writes = register("put_writes")
         self.read_checkpoints = register("read_checkpoints")
         self.drop_checkpoints = register("drop_checkpoints")
+        self.item_expiry = register("item_expiry")
 
     async def load(self, redis: Redis) -> int:
         """Load every script not yet in Redis' cache (after a restart or SCRIPT FLUSH);

@@ -16,6 +16,7 @@ import msgspec
 from baton.server.models import Input, PageSize
 
 MAX_BLOB_TYPE = 32
+MAX_TTL_SECONDS = 10 * 365 * 86_400  # ten years
 # A thread, checkpoint, task or run id, or a checkpoint namespace: text without NUL (Baton
 # joins them with NUL in its keys).
 Label = Annotated[str, msgspec.Meta(pattern="^[^\x00]*$")]
@@ -156,3 +157,18 @@ class CopyThreadInput(Input, kw_only=True):
 
 class VerifyThreadInput(Input, kw_only=True):
     thread_id: Label
+
+
+class ItemExpiryInput(Input, kw_only=True):
+    """``set`` (with ``ttl_seconds``), ``clear``, ``refresh`` or ``read`` the expiry of
+    LangGraph store items, named by their records' refs."""
+
+    refs: Annotated[list[str], msgspec.Meta(min_length=1, max_length=1000)]
+    action: Literal["set", "clear", "refresh", "read"]
+    ttl_seconds: Annotated[float, msgspec.Meta(gt=0, le=MAX_TTL_SECONDS)] | None = None
+
+
+class ItemDeadlines(msgspec.Struct, kw_only=True):
+    """Each ref's deadline after the change (ISO time; None: it does not expire)."""
+
+    deadlines: dict[str, str | None]

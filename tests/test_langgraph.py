@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import operator
 import random
+import time
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -37,6 +38,7 @@ from langgraph.store.memory import InMemoryStore
 
 from baton.agents import BatonClient
 from baton.agents.langgraph import BatonSaver, BatonStore, TooLongForBaton, item_ref
+from baton.server import operations as ops
 from baton.server.keys import Keys
 from baton.server.threads import ENTRY, PACK, entry_hash, member, thread_digest
 from tests.conftest import REPO, run_baton, running_server
@@ -642,3 +644,60 @@ def test_the_readme_lines_give_a_graph_whose_thread_and_memory_live_in_baton(api
     with BatonClient(api, agent="reader") as baton:
         assert baton.recall(item_ref(("tallies",), "last")).value == {"total": 3}
     assert namespace["graph"].get_state(thread).values["steps"] == ["noted"]
+
+
+def deadline_of(store: BatonStore, namespace: tuple[str, ...], key: str) -> str | None:
+    answer = store.client.perform(ops.ITEM_EXPIRY, refs=[item_ref(namespace, key)], action="read")
+    return answer.deadlines[item_ref(namespace, key)]
+
+
+def test_a_ttl_is_refreshed_by_reads_and_ends_in_a_null_version_the_sweep_writes(
+    api: str,
+) -> None:
+    """An item put with a ttl gets a deadline; a read refreshes it (not with
+    ``refresh_ttl=False``), a put without one clears it; once the deadline passes, Baton's
+    sweep deletes the item as the store does, with a null version by ``baton``, and an item
+    without a ttl stays."""
+    store = BatonStore(api, agent="graph", ttl={"refresh_on_read": True})
+    store.put(("t",), "kept", {"b": 2})
+    assert deadline_of(store, ("t",), "kept") is None
+    store.put(("t",), "read", {"a": 1}, ttl=10)
+    first = deadline_of(store, ("t",), "read")
+    assert first is not None
+    time.sleep(0.01)
+    store.get(("t",), "read", refresh_ttl=False)
+    assert deadline_of(store, ("t",), "read") == first
+    store.search(("t",))
+    refreshed = deadline_of(store, ("t",), "read")
+    assert refreshed is not None and refreshed > first
+    store.put(("t",), "read", {"a": 2})
+    assert deadline_of(store, ("t",), "read") is None
+
+    store.put(("t",), "short", {"c": 3}, ttl=0.001)
+    ref = item_ref(("t",), "short")
+    deadline = time.monotonic() + 60
+    while store.client.recall(ref).value is not None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    last = store.client.recall(ref)
+    assert (last.value, last.author, last.version) == (None, "baton", 2)
+    assert store.get(("t",), "short") is None and deadline_of(store, ("t",), "short") is None
+    assert store.get(("t",), "kept") is not None
+    store.close()
+
+
+def test_an_expired_item_is_omitted_before_the_sweep_when_asked(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """With ``omit_expired``, an item past its deadline is left out of get and search before
+    any sweep deletes it; without it, it is still read until the sweep."""
+    with running_server(redis_url, tmp_path / "serve.log", BATON_SWEEP_SECONDS="86400") as url:
+        omitting = BatonStore(url, agent="graph", ttl={"omit_expired": True})
+        plain = BatonStore(url, agent="graph", ttl={"refresh_on_read": False})
+        omitting.put(("t",), "gone", {"a": 1}, ttl=0.001)
+        omitting.put(("t",), "here", {"b": 2})
+        time.sleep(0.2)
+        assert omitting.get(("t",), "gone") is None
+        assert [item.key for item in omitting.search(("t",))] == ["here"]
+        assert plain.get(("t",), "gone") is not None
+        omitting.close()
+        plain.close()
