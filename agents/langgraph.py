@@ -57,7 +57,14 @@ from baton.agents.client import (
 from baton.server import operations as ops
 from baton.server import thread_models as lg
 from baton.server.models import RecordVersion
-from baton.server.thread_models import Blob, CheckpointPage, StoredCheckpoint, ThreadVerified
+from baton.server.thread_models import (
+    STORE_SCOPE,
+    STORE_TAG,
+    Blob,
+    CheckpointPage,
+    StoredCheckpoint,
+    ThreadVerified,
+)
 
 PAGE = 100  # checkpoints asked for in one request while listing
 
@@ -399,8 +406,6 @@ def _config_of(stored: lg.CheckpointStored) -> RunnableConfig:
 
 # -- the store ------------------------------------------------------------------------------
 
-STORE_SCOPE = "langgraph"  # every item's ref starts so: langgraph/<label>/…/<key>
-STORE_TAG = "langgraph"
 CREATED = "created:"  # a tag: when the item was first put (its versions after the first)
 SAFE = frozenset(string.ascii_letters + string.digits + "_-:@")
 MAX_REF = 512  # Baton's limit on a ref (BATON_MAX_REF_LENGTH)

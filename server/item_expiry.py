@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Literal
 from baton.server import codec
 from baton.server.clock import iso, now_us
 from baton.server.identity import sweeper
+from baton.server.thread_models import STORE_TAG
 
 if TYPE_CHECKING:
     from baton.server.records import NamespaceWithRecords
 
 Action = Literal["set", "clear", "refresh", "read"]
-STORE_TAG = "langgraph"  # the tag BatonStore gives every version it writes
 
 
 class ItemExpiry:

@@ -69,6 +69,7 @@ from baton.server.models import (
 from baton.server.operation import OPEN, Call, Guard, Operation, Route
 from baton.server.patterns import SESSIONS_READ, Patterns, detect
 from baton.server.thread_models import (
+    STORE_SCOPE,
     CheckpointPage,
     CheckpointsCopied,
     CheckpointsRemoved,
@@ -1399,6 +1400,10 @@ async def item_expiry(call: Call, i: ItemExpiryInput) -> ItemDeadlines:
         raise InvalidInput("ttl_seconds", "is given with action set, and only then")
     for ref in i.refs:
         check_ref(ref, call.ns.limits.max_ref_length, "refs")
+        if not ref.startswith(f"{STORE_SCOPE}/"):
+            raise InvalidInput(
+                "refs", f"{ref} is not an item of LangGraph's store ({STORE_SCOPE}/…)"
+            )
     return ItemDeadlines(
         deadlines=await call.ns.item_expiry.change(i.refs, i.action, i.ttl_seconds)
     )

@@ -16,6 +16,10 @@ import msgspec
 from baton.server.models import Input, PageSize
 
 MAX_BLOB_TYPE = 32
+# BatonStore's items are the records under this scope, each version tagged so
+# (baton.agents.langgraph; the expiry sweep writes their null versions the same way).
+STORE_SCOPE = "langgraph"
+STORE_TAG = "langgraph"
 MAX_TTL_SECONDS = 10 * 365 * 86_400  # ten years
 # A thread, checkpoint, task or run id, or a checkpoint namespace: text without NUL (Baton
 # joins them with NUL in its keys).

@@ -128,7 +128,7 @@ EXAMPLES: dict[tuple[str, str], Any] = {
     },
     ("POST", "/v1/langgraph/threads/verify"): {"thread_id": "t-bob"},
     ("POST", "/v1/langgraph/runs/delete"): {"run_ids": ["run-bob"]},
-    ("POST", "/v1/langgraph/store/expiry"): {"refs": ["m/x"], "action": "read"},
+    ("POST", "/v1/langgraph/store/expiry"): {"refs": ["langgraph/m/x"], "action": "read"},
 }
 QUERIES: dict[tuple[str, str], dict[str, str]] = {("GET", "/v1/sessions/resume"): {"cwd": "/r"}}
 TOOL_EXAMPLES: dict[str, dict[str, Any]] = {

@@ -685,6 +685,21 @@ def test_a_ttl_is_refreshed_by_reads_and_ends_in_a_null_version_the_sweep_writes
     store.close()
 
 
+def test_only_the_stores_items_take_an_expiry(api: str) -> None:
+    """The expiry operation names records of LangGraph's store only: the sweep writes a null
+    version at expiry, which no other record of the namespace is to get that way."""
+    with httpx.Client(base_url=api, headers={"X-Baton-Agent": "graph"}) as http:
+        refused = http.post(
+            "/v1/langgraph/store/expiry",
+            json={"refs": ["listing/553/assessment"], "action": "set", "ttl_seconds": 1},
+        )
+        unpaired = http.post(
+            "/v1/langgraph/store/expiry", json={"refs": ["langgraph/a/b"], "action": "set"}
+        )
+    assert (refused.status_code, refused.json()["field"]) == (422, "refs")
+    assert (unpaired.status_code, unpaired.json()["field"]) == (422, "ttl_seconds")
+
+
 def test_an_expired_item_is_omitted_before_the_sweep_when_asked(
     redis_url: str, tmp_path: Path
 ) -> None:
