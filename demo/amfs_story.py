@@ -10,8 +10,6 @@ its own, and checks the end state like ``baton demo``.
 
 from __future__ import annotations
 
-import dataclasses
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -19,13 +17,11 @@ from amfs import AgentMemory
 from amfs_core.models import OutcomeType
 
 from baton.agents import BatonClient
-from baton.agents.amfs import BatonAdapter, in_process
+from baton.agents.amfs import BatonAdapter
 from baton.demo import board
-from baton.demo import namespace as demo_namespace
 from baton.demo.executor import described, moved_by
+from baton.demo.in_process import run_story
 from baton.demo.transcript import bullet, section
-from baton.server.connection import embedded_server
-from baton.server.settings import Settings
 
 SCOUT, EXECUTOR = "scout", "executor"
 STALE_LINE = "stale: listing/553/assessment was pinned at v1, now at v2"
@@ -175,29 +171,11 @@ def check(url: str, namespace: str, warned: list[str]) -> list[tuple[bool, str]]
 
 def run() -> int:
     """Run the story in this process; 0 when every check passes."""
-    namespace = demo_namespace.fresh("demo-amfs")
-    started = time.monotonic()
-    settings = Settings.from_env()
-    embedded = None if settings.redis_url else embedded_server(settings)
-    started_redis = embedded is not None and not embedded.ping()
-    redis_url = embedded.ensure_running() if embedded else str(settings.redis_url)
-    # A 404 is how AMFS learns a key is new: the access log would print one per first write.
-    quiet = dataclasses.replace(settings, redis_url=redis_url, access_log="off")
-    try:
-        with in_process(quiet) as url:
-            print(f"Baton demo through AMFS: two AgentMemory agents, one Baton ({namespace})")
-            scout_crawls(url, namespace)
-            results = check(url, namespace, executor_acts(url, namespace))
-        demo_namespace.leave(redis_url, namespace, passed=all(ok for ok, _ in results))
-    finally:
-        if started_redis and embedded is not None:
-            embedded.stop()
-    section("checks")
-    for ok, text in results:
-        bullet(("ok: " if ok else "FAILED: ") + text, tone="good" if ok else "bad")
-    passed = all(ok for ok, _ in results)
-    print(
-        f"\n{'all checks passed' if passed else 'some checks FAILED'} in "
-        f"{time.monotonic() - started:.1f}s"
+
+    def story(url: str, namespace: str) -> list[tuple[bool, str]]:
+        scout_crawls(url, namespace)
+        return check(url, namespace, executor_acts(url, namespace))
+
+    return run_story(
+        "demo-amfs", "Baton demo through AMFS: two AgentMemory agents, one Baton", story
     )
-    return 0 if passed else 1

@@ -13,22 +13,16 @@ the current fact and acts on it. No LLM: every node is deterministic.
 
 from __future__ import annotations
 
-import dataclasses
 import subprocess
 import sys
-import time
 from typing import Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 
 from baton.agents.langgraph import BatonSaver, BatonStore, item_ref
 from baton.demo import board
-from baton.demo import namespace as demo_namespace
+from baton.demo.in_process import run_story
 from baton.demo.transcript import bullet, section
-from baton.server.api.app import create_app
-from baton.server.connection import embedded_server
-from baton.server.serving import served_in_thread
-from baton.server.settings import Settings
 
 SCOUT, EXECUTOR = "scout", "executor"
 STALE_LINE = "stale: langgraph/listing/553/assessment was pinned at v1, now at v2"
@@ -212,35 +206,18 @@ def check(url: str, namespace: str) -> list[tuple[bool, str]]:
 def run() -> int:
     """Run the story with Baton in this process and each graph in a process of its own;
     0 when every check passes."""
-    namespace = demo_namespace.fresh("demo-langgraph")
-    started = time.monotonic()
-    settings = Settings.from_env()
-    embedded = None if settings.redis_url else embedded_server(settings)
-    started_redis = embedded is not None and not embedded.ping()
-    redis_url = embedded.ensure_running() if embedded else str(settings.redis_url)
-    quiet = dataclasses.replace(settings, redis_url=redis_url, access_log="off")
-    try:
-        with served_in_thread(create_app(quiet)) as url:
-            print(f"Baton demo through LangGraph: two graphs, two processes ({namespace})")
-            for role in (SCOUT, EXECUTOR):
-                subprocess.run(
-                    [sys.executable, "-m", "baton.demo.langgraph_story", role, url, namespace],
-                    check=True,
-                )
-            results = check(url, namespace)
-        demo_namespace.leave(redis_url, namespace, passed=all(ok for ok, _ in results))
-    finally:
-        if started_redis and embedded is not None:
-            embedded.stop()
-    section("checks")
-    for ok, text in results:
-        bullet(("ok: " if ok else "FAILED: ") + text, tone="good" if ok else "bad")
-    passed = all(ok for ok, _ in results)
-    print(
-        f"\n{'all checks passed' if passed else 'some checks FAILED'} in "
-        f"{time.monotonic() - started:.1f}s"
+
+    def story(url: str, namespace: str) -> list[tuple[bool, str]]:
+        for role in (SCOUT, EXECUTOR):
+            subprocess.run(
+                [sys.executable, "-m", "baton.demo.langgraph_story", role, url, namespace],
+                check=True,
+            )
+        return check(url, namespace)
+
+    return run_story(
+        "demo-langgraph", "Baton demo through LangGraph: two graphs, two processes", story
     )
-    return 0 if passed else 1
 
 
 if __name__ == "__main__":
