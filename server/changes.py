@@ -15,7 +15,7 @@ from redis.typing import EncodableT
 from baton.server.clock import iso, now_us
 from baton.server.errors import InvalidInput
 from baton.server.keys import Keys
-from baton.server.models import Packet, PacketState, Pin, RecordVersion, Transition
+from baton.server.models import Contest, Packet, PacketState, Pin, RecordVersion, Transition
 from baton.server.search import IndexCall
 
 # How many fresh packet ids a handoff tries (2^32 ids: one taken is practically never seen).
@@ -51,6 +51,11 @@ class VersionWrite:
         return str(self.args[6])
 
     @property
+    def saw(self) -> str:
+        """The versions its writer saw (``write_version.lua``'s ARGV[11])."""
+        return str(self.args[10])
+
+    @property
     def value_bytes(self) -> int:
         """The size of the value the version holds (``write_version.lua``'s ARGV[8]), which
         the namespace's stored bytes count."""
@@ -71,6 +76,9 @@ class Planned:
     index: IndexCall | None = None
     session: str | None = None
     confidence: float = 0.5
+    # the versions its writer saw ("4,5"), "session" for the one its session last saw, ""
+    # for the one it lands on (write_version.lua's ARGV[11])
+    saw: str = ""
 
 
 # How a version is made from its record's current one (None: the record is new); None when
@@ -95,12 +103,14 @@ class Written:
     before the refused one), and the refusal of write ``refused_at`` as ``remember.lua``
     words it without the write's number: ``[0, version, hash]`` (its head moved), ``[-1]``
     (its record was forgotten), ``[2, term, ...]`` (its document's postings not given).
-    ``failure``: a follow-up that failed (the writes stand)."""
+    ``failure``: a follow-up that failed (the writes stand). ``contests``: each applied
+    write's record's contest after it (None: uncontested, or not known)."""
 
     versions: list[int]
     refused_at: int | None = None
     refusal: list[Any] = field(default_factory=list)
     failure: str | None = None
+    contests: list[Contest | None] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

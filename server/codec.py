@@ -13,6 +13,7 @@ from redis.typing import StreamRangeResponse, XReadResponse, ZSetRangeResponse
 from baton.server.clock import iso
 from baton.server.integrity import plain_json, version_body
 from baton.server.models import (
+    Contest,
     Observation,
     Packet,
     Pin,
@@ -114,7 +115,16 @@ def record_version(
         superseded_by=None if superseded is None else int(superseded),
         current_version=current,
         forgotten=forgotten,
+        contested=contest(head.get(b"contested"), head.get(b"contested_base")),
     )
+
+
+def contest(versions: bytes | None, base: bytes | None) -> Contest | None:
+    """The contest a record's head names in ``contested`` and ``contested_base``
+    (``write_version.lua``), if any."""
+    if versions is None or base is None:
+        return None
+    return Contest(base=int(base), versions=[int(v) for v in versions.split(b",")])
 
 
 def hashed_view(record: RecordVersion) -> dict[str, Any]:

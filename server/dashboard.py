@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import msgspec
 
@@ -14,6 +14,7 @@ from baton.server.keys import NAMESPACES
 from baton.server.memory_models import Memory
 from baton.server.models import (
     AgentSummary,
+    Contest,
     Event,
     History,
     Observation,
@@ -73,6 +74,14 @@ class PinView(msgspec.Struct, kw_only=True):
     pinned_version: int
     current_version: int | None
     stale: bool
+    contested: Contest | None = None
+
+
+class Current(NamedTuple):
+    """A pinned record as it is now: its version (None once gone) and its contest."""
+
+    version: int | None
+    contested: Contest | None
 
 
 class PacketView(msgspec.Struct, kw_only=True):
@@ -171,14 +180,15 @@ class Dashboard:
         found = await self.handoffs.get_many(ids)
         return [found[packet_id] for packet_id in ids if packet_id in found]
 
-    async def _current_versions(self, refs: list[str]) -> dict[str, int | None]:
+    async def _current_versions(self, refs: list[str]) -> dict[str, Current]:
+        """Each record's current version (None for a record that is gone) and contest."""
         unique = sorted(set(refs))
         pipe = self.redis.pipeline(transaction=False)
         for ref in unique:
-            pipe.hget(self.keys.head(ref), "version")
+            pipe.hmget(self.keys.head(ref), "version", "contested", "contested_base")
         return {
-            ref: None if version is None else int(version)
-            for ref, version in zip(unique, await pipe.execute(), strict=True)
+            ref: Current(None if head[0] is None else int(head[0]), codec.contest(*head[1:]))
+            for ref, head in zip(unique, await pipe.execute(), strict=True)
         }
 
     async def pending(self) -> PendingView:
@@ -206,7 +216,7 @@ class Dashboard:
                     for packets in by_agent.values()
                     for p in packets
                     for pin in p.pins
-                    if (version := current[pin.ref]) is not None and version != pin.version
+                    if (version := current[pin.ref].version) is not None and version != pin.version
                 }
             )
         )
@@ -219,12 +229,12 @@ class Dashboard:
                     StaleView(
                         ref=pin.ref,
                         pinned_version=pin.version,
-                        current_version=current[pin.ref] or 0,
+                        current_version=current[pin.ref].version or 0,
                         changed_by=moved.get(pin.ref, (None, None))[0],
                         changed_at=moved.get(pin.ref, (None, None))[1],
                     )
                     for pin in packet.pins
-                    if current[pin.ref] != pin.version
+                    if current[pin.ref].version != pin.version
                 ]
                 pending.append(
                     PendingPacket(
@@ -300,8 +310,9 @@ class Dashboard:
             PinView(
                 ref=pin.ref,
                 pinned_version=pin.version,
-                current_version=current[pin.ref],
-                stale=current[pin.ref] != pin.version,
+                current_version=current[pin.ref].version,
+                stale=current[pin.ref].version != pin.version,
+                contested=current[pin.ref].contested,
             )
             for pin in packet.pins
         ]

@@ -38,6 +38,7 @@ from baton.server.keys import Inbox, job_id
 from baton.server.models import (
     PACKET_STATES,
     AgentSummary,
+    Contest,
     Delivery,
     Packet,
     PacketPage,
@@ -68,6 +69,7 @@ class Pinned(NamedTuple):
     author: str
     confidence: float
     created_at: str
+    contested: Contest | None
 
     @classmethod
     def of(cls, record: RecordVersion | None) -> Pinned | None:
@@ -79,6 +81,7 @@ class Pinned(NamedTuple):
             record.author,
             record.confidence,
             record.created_at,
+            record.contested,
         )
 
 
@@ -99,6 +102,7 @@ def _resolved(pins: list[Pin], found: list[Pinned | None]) -> list[ResolvedPin]:
                 author=record.author,
                 confidence=record.confidence,
                 created_at=record.created_at,
+                contested=record.contested,
             )
         )
     return resolved

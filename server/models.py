@@ -18,8 +18,18 @@ class Input(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     every surface."""
 
 
+class Contest(msgspec.Struct, kw_only=True):
+    """Versions of a record written without seeing each other (both read v3, both wrote):
+    ``versions`` stand side by side, each built on ``base`` or a later version the others
+    did not see. A write that names all of them in ``based_on`` settles it, as does an
+    outcome recorded on the record."""
+
+    base: int
+    versions: list[int]
+
+
 class Remembered(msgspec.Struct, kw_only=True):
-    """The version a ``remember`` call appended."""
+    """The version a ``remember`` call appended, and the record's contest after it."""
 
     ref: str
     version: int
@@ -27,6 +37,7 @@ class Remembered(msgspec.Struct, kw_only=True):
     prev_hash: str
     superseded: int | None
     created_at: str
+    contested: Contest | None = None
 
 
 class Tombstone(msgspec.Struct, kw_only=True):
@@ -55,6 +66,7 @@ class RecordVersion(msgspec.Struct, kw_only=True):
     superseded_by: int | None = None
     current_version: int
     forgotten: Tombstone | None = None
+    contested: Contest | None = None  # the record's, whichever version this is
 
 
 class RecordPage(msgspec.Struct, kw_only=True):
@@ -77,6 +89,7 @@ class History(msgspec.Struct, kw_only=True):
     successes: int
     failures: int
     versions: list[HistoryEntry]
+    contested: Contest | None = None
 
 
 class OutcomeEntry(msgspec.Struct, kw_only=True):
@@ -115,6 +128,7 @@ class OutcomeReport(msgspec.Struct, kw_only=True):
     moves: list[OutcomeEntry]
     handoff: Packet | None = None
     stale: list[StaleOutcome] = []
+    settled: list[str] = []  # the refs whose contest the outcome settled
 
 
 class BrokenLink(msgspec.Struct, kw_only=True):
@@ -288,6 +302,7 @@ class ResolvedPin(msgspec.Struct, kw_only=True):
     author: str
     confidence: float
     created_at: str
+    contested: Contest | None = None  # the record's now
 
 
 class VersionNote(msgspec.Struct, kw_only=True):
@@ -302,11 +317,11 @@ class VersionNote(msgspec.Struct, kw_only=True):
 
 class StalePin(msgspec.Struct, kw_only=True):
     """A pin whose record moved on since the packet was made, explained: both values, the
-        change between them as an RFC 6902 JSON Patch (``patch``, pinned -> current; null when
-        the two are over 16 KiB of JSON together), how many
-        versions were written since (``moves``) and who wrote the last few (``versions``,
-        oldest first), the outcomes recorded on the record since the packet was made (the last
-        few), and the confidence then and now. A receiver whose grants do not cover the record
+    change between them as an RFC 6902 JSON Patch (``patch``, pinned -> current; null when
+    the two are over 16 KiB of JSON together), how many versions were written since
+    (``moves``) and who wrote the last few (``versions``, oldest first), the outcomes
+    recorded on the record since the packet was made (the last few), and the confidence
+    then and now. A receiver whose grants do not cover the record
     gets the pinned value only: ``current_value``, ``patch`` and ``current_confidence`` null,
     ``versions`` and ``outcomes`` empty."""
 

@@ -86,7 +86,7 @@ from baton.server.thread_models import (
     VerifyThreadInput,
     WritesStored,
 )
-from baton.server.validation import ANONYMOUS, check_ref
+from baton.server.validation import ANONYMOUS, MAX_LIST, check_ref
 
 RECORDS, HANDOFFS, MEMORY, ACCESS = "records", "handoffs", "sessions and memories", "access"
 LANGGRAPH = "langgraph"
@@ -96,6 +96,7 @@ Confidence = Annotated[float, msgspec.Meta(ge=0, le=1)]
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=MAX_SECONDS)]  # ten years at most
 Csv = str | list[str] | None  # a list, or a comma-separated string (agentmemory's clients)
 RecallLimit = Annotated[int, msgspec.Meta(ge=1, le=MAX_RECALL)]
+Version = Annotated[int, msgspec.Meta(ge=0)]  # 0: before the first (a record not yet written)
 
 
 # Records ------------------------------------------------------------------------------------
@@ -106,7 +107,8 @@ class RememberInput(Input, kw_only=True):
     value: Any
     tags: list[str] = []
     confidence: Confidence = 0.5
-    expected_version: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    expected_version: Version | None = None
+    based_on: Annotated[list[Version], msgspec.Meta(max_length=MAX_LIST)] | None = None
 
 
 async def remember(call: Call, i: RememberInput) -> Remembered:
@@ -118,6 +120,7 @@ async def remember(call: Call, i: RememberInput) -> Remembered:
         tags=i.tags,
         confidence=i.confidence,
         expected_version=i.expected_version,
+        based_on=i.based_on,
     )
 
 
@@ -796,7 +799,8 @@ REMEMBER = Operation(
     "remember",
     "Use to record a fact you learned, under a ref `scope/key`. A write never overwrites: it "
     "adds a version. expected_version writes only if the record is still at the version you "
-    "read (0: only if new).",
+    "read (0: only if new). based_on names the versions you read: a write on top of one you "
+    "did not see marks the record contested; naming every contested version settles it.",
     RememberInput,
     Remembered,
     remember,

@@ -134,9 +134,13 @@ class OutcomeStore(NamespaceStore):
         Interrupted after some moves, it says which refs moved and which did not, so that
         reporting again moves none twice. ``seen``: the versions the session last read."""
         moves: list[OutcomeEntry] = []
+        settled: list[str] = []
         for ref, (head, length) in heads.items():
             try:
-                moves.append(await self._apply(ref, head, length, {**entry, "ref": ref}))
+                move, settles = await self._apply(ref, head, length, {**entry, "ref": ref})
+                moves.append(move)
+                if settles:
+                    settled.append(ref)
             except Exception as error:
                 if not moves:
                     raise
@@ -165,14 +169,19 @@ class OutcomeStore(NamespaceStore):
             if seen.get(move.ref, move.version) < move.version
         ]
         return OutcomeReport(
-            outcome=entry["outcome"], outcome_ref=entry["outcome_ref"], moves=moves, stale=stale
+            outcome=entry["outcome"],
+            outcome_ref=entry["outcome_ref"],
+            moves=moves,
+            stale=stale,
+            settled=settled,
         )
 
     async def _apply(
         self, ref: str, head: list[bytes | None], length: int, entry: dict[str, Any]
-    ) -> OutcomeEntry:
+    ) -> tuple[OutcomeEntry, bool]:
         """Append one outcome to ``ref``'s log and move its confidence, retrying on top of
-        whatever another writer appended first."""
+        whatever another writer appended first; and whether it settled the record's contest
+        (not known when the reply was lost: False)."""
         head_key, log_key = self.keys.head(ref), self.keys.outcomes(ref)
         created_at = utc_now()
         counter = "successes" if entry["outcome"] == "success" else "failures"
@@ -189,7 +198,7 @@ class OutcomeStore(NamespaceStore):
                 "version": int(version_raw or 0),
             }
             entry_hash = digest(body)
-            applied, *_ = await self.scripts.record_outcome(
+            applied, *settles = await self.scripts.record_outcome(
                 keys=[head_key, log_key],
                 args=[
                     body["version"],
@@ -201,11 +210,11 @@ class OutcomeStore(NamespaceStore):
                 ],
             )
             if applied:
-                return OutcomeEntry(**body, hash=entry_hash)
+                return OutcomeEntry(**body, hash=entry_hash), settles[1] == 1
             batch = self.ns.batch()
             batch.pipe.hmget(head_key, "version", "confidence", "outcome_hash")
             batch.pipe.llen(log_key)
             head, length = await batch.execute()
             if codec.text(head[2]) == entry_hash:  # applied, but the reply was lost
-                return OutcomeEntry(**body, hash=entry_hash)
+                return OutcomeEntry(**body, hash=entry_hash), False
         raise StoreUnavailable(f"{ref}: too many concurrent writers, try again", ref=ref)

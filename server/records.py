@@ -176,10 +176,14 @@ class RecordStore(NamespaceStore):
         tags: Iterable[str] = (),
         confidence: float = 0.5,
         expected_version: int | None = None,
+        based_on: Sequence[int] | None = None,
     ) -> Remembered:
         """Append version N+1 of ``ref``; with ``expected_version`` set, only on top of it.
-        Records under ``memory/`` are saved memories, whose owner is in their value: only
-        the memory store writes them (:meth:`write_all`), after its ownership checks."""
+        ``based_on``: the versions the writer saw (by default ``expected_version``, else
+        the one ``session`` last saw); a write that did not see the version it lands on
+        contests the record (``write_version.lua``). Records under ``memory/`` are saved
+        memories, whose owner is in their value: only the memory store writes them
+        (:meth:`write_all`), after its ownership checks."""
         ref = check_ref(ref, self.limits.max_ref_length)
         if ref.startswith(UNINDEXED_SCOPE):
             raise Forbidden(
@@ -199,16 +203,29 @@ class RecordStore(NamespaceStore):
         # the common write is one round trip; the script refuses a stale guess and answers
         # the real head, and the write is rebuilt on that.
         guess = self.heads.get(ref)
-        if expected_version is not None and expected_version != guess[0]:
+        newest_seen = max(based_on or (), default=0)
+        if (expected_version is not None and expected_version != guess[0]) or (
+            newest_seen > guess[0]  # a guess can only lag behind the head
+        ):
             head = await self.redis.hmget(head_key, "version", "hash")
             guess = (int(head[0] or 0), codec.text(head[1]) or GENESIS_HASH)
-            if expected_version != guess[0]:
+            if expected_version is not None and expected_version != guess[0]:
                 raise VersionConflict(
                     f"{ref} is at version {guess[0]}, not {expected_version}; nothing was written",
                     ref=ref,
                     current_version=guess[0],
                 )
+            if newest_seen > guess[0]:
+                raise InvalidInput(
+                    "based_on", f"names version {newest_seen}; {ref} is at version {guess[0]}"
+                )
         current, prev_hash = guess
+        if based_on:
+            saw = ",".join(str(number) for number in sorted(set(based_on)))
+        elif expected_version is not None:
+            saw = str(expected_version)
+        else:
+            saw = "" if session is None else "session"
         await self.ns.admit()
         await self.ns.check_room()
         document = fact_document(ref, value, tag_list)
@@ -219,12 +236,12 @@ class RecordStore(NamespaceStore):
             if document is None
             else await self.search.call(*document, kind="fact", agent=agent, added=created_at)
         )
-        new_hash = ""
+        new_hash, contested = "", None
         for _ in range(MAX_WRITE_ATTEMPTS):
             if current >= self.limits.max_versions:  # (checked already, but for a race)
                 raise self._history_full(ref)
             write = self._version_write(
-                Planned(ref, value, agent, tag_list, index, session, confidence),
+                Planned(ref, value, agent, tag_list, index, session, confidence, saw),
                 (packed, floatless),
                 created_at,
                 (current, prev_hash),
@@ -232,7 +249,7 @@ class RecordStore(NamespaceStore):
             new_hash = write.hash
             written = await self.ns.topology.write_versions(self.ns, [write], [])
             if written.versions:
-                current = written.versions[0]
+                current, contested = written.versions[0], written.contests[0]
                 self.ns.count_written(write.index, write.value_bytes, write.token)
                 if written.failure is not None:
                     log.warning("a write's follow-ups failed", ref=ref, error=written.failure)
@@ -266,6 +283,7 @@ class RecordStore(NamespaceStore):
             prev_hash=prev_hash,
             superseded=current - 1 or None,
             created_at=created_at,
+            contested=contested,
         )
 
     def _version_write(
@@ -306,6 +324,7 @@ class RecordStore(NamespaceStore):
             packed[0],
             planned.session or "",
             codec.pack(planned.tags),
+            planned.saw,
         ]
         return VersionWrite(
             ref,
@@ -360,7 +379,9 @@ class RecordStore(NamespaceStore):
                 for made, record in planned
             ]
             written = await self.ns.topology.write_versions(self.ns, writes, then)
-            for write, version in zip(writes, written.versions, strict=False):
+            for write, version, contest in zip(
+                writes, written.versions, written.contests, strict=False
+            ):
                 self.heads.note(write.ref, version, write.hash)
                 self.ns.count_written(write.index, write.value_bytes, write.token)
                 done.append(
@@ -371,6 +392,7 @@ class RecordStore(NamespaceStore):
                         prev_hash=write.prev_hash,
                         superseded=version - 1 or None,
                         created_at=created_at,
+                        contested=contest,
                     )
                 )
             if written.failure is not None:
@@ -730,6 +752,7 @@ class RecordStore(NamespaceStore):
             successes=int(head.get(b"successes", 0)),
             failures=int(head.get(b"failures", 0)),
             versions=versions,
+            contested=codec.contest(head.get(b"contested"), head.get(b"contested_base")),
         )
 
     async def versions(

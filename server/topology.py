@@ -39,7 +39,7 @@ from baton.server.changes import (
 from baton.server.clock import utc_now
 from baton.server.errors import InvalidInput, describe
 from baton.server.keys import NAMESPACES
-from baton.server.models import Pin
+from baton.server.models import Contest, Pin
 from baton.server.search import IndexCall
 from baton.server.store_base import NamespaceParts, Topology
 
@@ -70,8 +70,9 @@ class OneRedis:
         counts = [len(part) for part, _ in laid_out] + [len(part) for _, part in laid_out]
         reply = await ns.scripts.remember(keys=keys, args=[len(writes), *counts, *args])
         if reply[0] == 1:
-            failure = codec.text(reply[2]) if len(reply) > 2 else None
-            return Written([int(version) for version in reply[1]], failure=failure)
+            failure = codec.text(reply[3]) if len(reply) > 3 else None
+            contests = [codec.contest(*contest) for contest in reply[2]]
+            return Written([int(v) for v in reply[1]], failure=failure, contests=contests)
         return Written([], int(reply[1]) - 1, [reply[0], *reply[2:]])
 
     def _write_layout(
@@ -193,33 +194,40 @@ class Cluster:
         one pipeline: each record is in a slot of its own, so a refusal leaves the writes
         before it written, and a crash in between leaves the writes made so far."""
         versions: builtins.list[int] = []
+        contests: builtins.list[Contest | None] = []
         failure = None
         for at, write in enumerate(writes):
             reply = await self._write(ns, write)
             if reply[0] == 0 and codec.text(reply[2]) == write.hash:
-                reply = [1, reply[1]]  # our script ran, its reply lost (the client re-sent it)
+                # our script ran, its reply lost (the client re-sent it): its contest unknown
+                reply = [1, reply[1], [None, None]]
             if reply[0] != 1:
-                return Written(versions, at, reply)
+                return Written(versions, at, reply, contests=contests)
             versions.append(int(reply[1]))
+            contests.append(codec.contest(*reply[2]))
             failure = await self._after_write(ns, write, versions[-1]) or failure
         if then:
             batch = self.batch(ns.redis)
             for command in then:
                 batch.pipe.execute_command(command.name, command.key, *command.args)
             await batch.execute()
-        return Written(versions, failure=failure)
+        return Written(versions, failure=failure, contests=contests)
 
     async def _write(self, ns: NamespaceParts, write: VersionWrite) -> builtins.list[Any]:
         """The listing entries (in other slots) first, then ``append_version.lua``. Listing
         first: a crash in between leaves an entry that readers skip, never a record that
-        listing cannot find."""
-        keys = ns.keys
+        listing cannot find. The version the session last saw is read first: the session's
+        touched hash is in another slot."""
+        keys, args = ns.keys, write.args
+        if write.saw == "session" and write.session is not None:
+            seen = await ns.redis.hget(keys.session_touched(write.session), write.ref)
+            args = [*args[:10], codec.text(seen) or "", *args[11:]]
         batch = self.batch(ns.redis)
         batch.pipe.zadd(keys.refs, {write.ref: 0})
         batch.pipe.sadd(keys.agents, write.agent)
         for tag in write.tags:
             batch.pipe.sadd(keys.tag(tag), write.ref)
-        batch.script(ns.scripts.append_version, write.keys, write.args)
+        batch.script(ns.scripts.append_version, write.keys, args)
         reply: list[Any] = (await batch.execute())[-1]
         return reply
 

@@ -171,6 +171,9 @@ def test_request_body_over_the_limit_is_413(http: httpx.Client) -> None:
         ({"ref": "a/b", "value": 1, "tags": "x"}, "tags"),
         ({"ref": "a/b", "value": 1, "tags": ["bad tag"]}, "tags"),
         ({"ref": "a/b", "value": 1, "expected_version": -1}, "expected_version"),
+        ({"ref": "a/b", "value": 1, "based_on": [-1]}, "based_on[0]"),
+        ({"ref": "a/b", "value": 1, "based_on": 3}, "based_on"),
+        ({"ref": "fresh/never", "value": 1, "based_on": [1]}, "based_on"),  # no version 1 yet
         ({"ref": "a/b", "value": 1, "colour": "red"}, "colour"),
     ],
 )

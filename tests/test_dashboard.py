@@ -106,6 +106,30 @@ def test_packet_record_failed_and_activity_views(
     assert {"remember", "handoff", "claim", "failed"} <= set(kinds)
 
 
+def test_packet_and_record_pages_mark_a_contested_record(
+    scout: BatonClient, http: httpx.Client, api_url: str
+) -> None:
+    """A record two writers wrote from the same version: the packet pinning it and the
+    record's page show a contested badge naming both versions, in the JSON and the HTML;
+    an outcome settles it and the badge goes."""
+    ref = "listing/553/assessment"
+    scout.remember(ref, {"verdict": "apply"})
+    packet = scout.handoff("executor", "apply?", pins=[{"ref": ref}])
+    with BatonClient(api_url, agent="pricer") as pricer, BatonClient(api_url, agent="rev") as rev:
+        pricer.remember(ref, {"verdict": "apply", "price": 410}, based_on=[1])
+        rev.remember(ref, {"verdict": "skip"}, based_on=[1])
+    contest = {"base": 1, "versions": [2, 3]}
+    [pin] = http.get(f"/v1/dashboard/handoffs/{packet.id}").json()["pins"]
+    assert pin["contested"] == contest
+    assert http.get(f"/v1/dashboard/records/{ref}").json()["history"]["contested"] == contest
+    badge = re.compile(r'title="v2 and v3 were written without seeing each other[^"]*">contested<')
+    for page in (f"/handoffs/{packet.id}", f"/records/{ref}"):
+        assert badge.search(http.get(page).text), page
+
+    scout.record_outcome("success", "RUN-3", refs=[ref])
+    assert ">contested<" not in http.get(f"/records/{ref}").text
+
+
 def test_requeue_brings_a_failed_packet_back(
     scout: BatonClient, executor: BatonClient, http: httpx.Client, api_url: str
 ) -> None:

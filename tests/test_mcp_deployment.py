@@ -142,3 +142,32 @@ def test_no_stream_is_offered_for_server_messages(served: tuple[str, str]) -> No
     for extra in ({}, session):
         answer = httpx.get(f"{url}/mcp", headers={**headers, **extra})
         assert (answer.status_code, answer.headers["allow"]) == (405, "POST, DELETE")
+
+
+async def test_two_sessions_that_wrote_from_the_same_read_are_told_they_contest(
+    served: tuple[str, str],
+) -> None:
+    """Two MCP sessions read v1 of a record, then both write it, every request on a new
+    connection to any of three processes: the second write's answer, and any read since,
+    name v2 and v3 as contested; a write naming both settles it."""
+    url, _ = served
+    ref = "contest/listing/553"
+    async with fresh_connections(**{"X-Baton-Agent": "scout"}) as http:
+        async with sdk_client(url, http) as scout:
+            await call(scout, "remember", ref=ref, value={"verdict": "apply"})
+    async with (
+        fresh_connections(**{"X-Baton-Agent": "pricer"}) as pricer_http,
+        fresh_connections(**{"X-Baton-Agent": "reviewer"}) as reviewer_http,
+        sdk_client(url, pricer_http) as pricer,
+        sdk_client(url, reviewer_http) as reviewer,
+    ):
+        assert (await call(pricer, "recall", ref=ref))["version"] == 1
+        assert (await call(reviewer, "recall", ref=ref))["version"] == 1
+        first = await call(pricer, "remember", ref=ref, value={"verdict": "apply", "price": 410})
+        second = await call(reviewer, "remember", ref=ref, value={"verdict": "skip"})
+        read = await call(pricer, "recall", ref=ref)
+        settled = await call(pricer, "remember", ref=ref, value={"verdict": "ask"}, based_on=[2, 3])
+
+    assert first.get("contested") is None
+    assert second["contested"] == read["contested"] == {"base": 1, "versions": [2, 3]}
+    assert settled["version"] == 4 and settled.get("contested") is None

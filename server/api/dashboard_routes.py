@@ -42,6 +42,7 @@ from baton.server.dashboard import (
 )
 from baton.server.errors import BatonError
 from baton.server.identity import Caller
+from baton.server.models import Contest
 from baton.server.tokens import LOGIN_SECONDS, TokenStore
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
@@ -108,6 +109,15 @@ def when(stamp: str | None) -> Markup:
     return Markup('<time datetime="{}" title="{}">{}</time>').format(stamp, exact, human)
 
 
+def contest(contested: Contest) -> Markup:
+    """A contested record's badge: the versions written side by side, and their base."""
+    versions = " and ".join(f"v{number}" for number in contested.versions)
+    return Markup('<span class="badge stale" title="{}">contested</span>').format(
+        f"{versions} were written without seeing each other, each on v{contested.base} or "
+        "later; a write that names all of them in based_on, or an outcome, settles it"
+    )
+
+
 async def _page(
     name: str,
     view: Any,
@@ -129,6 +139,7 @@ async def _page(
             "path": request.url.path,
             "when": when,
             "duration": duration,
+            "contest": contest,
             **extra,
         },
     )

@@ -8,23 +8,25 @@
 --   is the next of KEYS after the writes' (the commands' keys, in order)
 --
 -- One write's keys and args (k, a):
--- k[1..3] and a[1..10]: see write_version.lua (the head, the new and current versions;
---   what the version holds and the head it was built on)
+-- k[1..3] and a[1..11]: see write_version.lua (the head, the new and current versions;
+--   what the version holds, the head it was built on and the versions its writer saw; for
+--   a[11] "session": the version the session last saw, if any)
 -- k[4] the namespace's refs   k[5] its agents   k[6] its events stream
 -- k[7..11] the search index: docs hash, meta hash, stats hash (which also counts the
 --   namespace's stored value bytes, 'bytes'), vectors hash, changes stream
 -- k[12..11+T] each tag's set (T tags), then with a session (a[9]): its hash, its touched
 --   hash, the sessions, the active sessions and the set of namespaces
 -- k[after those] the postings the search document's index call names (index.lua)
--- a[11] the ref   a[12] how many tags (T)   a[13] the namespace   a[14] now (µs)
--- a[15] how many XADD arguments the event has (E), a[16..15+E] those arguments, from MAXLEN
+-- a[12] the ref   a[13] how many tags (T)   a[14] the namespace   a[15] now (µs)
+-- a[16] how many XADD arguments the event has (E), a[17..16+E] those arguments, from MAXLEN
 --   on (activity.event_args)
--- a[16+E] the search document ("" when the ref is not indexed), then what index_document
+-- a[17+E] the search document ("" when the ref is not indexed), then what index_document
 --   takes after it: entry, meta, length, vector, term count, term / count pairs, the
 --   further postings' terms
 --
--- Returns {1, {new_version, ...}} when everything was written, its follow-ups run
--- ({1, versions, error} if one failed); or, writing nothing, the first refusal, with the
+-- Returns {1, {new_version, ...}, {contest, ...}} when everything was written, its
+-- follow-ups run ({1, versions, contests, error} if one failed), each contest the record's
+-- after its write as write_version returns it; or, writing nothing, the first refusal, with the
 -- number of the write refused (I): {0, I, current_version, current_hash} when its head is
 -- not the one the caller built on, by number or by hash (it rebuilds on that head and
 -- retries); {-1, I} when its record was forgotten (it takes no new versions); {2, I, term,
@@ -35,13 +37,13 @@
 
 -- Where one write's parts are in its args and keys.
 local function layout(k, a)
-  local tags, session = tonumber(a[12]), a[9]
+  local tags, session = tonumber(a[13]), a[9]
   local s = 12 + tags  -- the session's keys
   local postings = s
   if session ~= '' then
     postings = s + 5
   end
-  local document = 16 + tonumber(a[15])
+  local document = 17 + tonumber(a[16])
   local index_keys = {k[7], k[8], k[9], k[10], k[11]}
   for i = postings, #k do
     index_keys[#index_keys + 1] = k[i]
@@ -62,32 +64,35 @@ local function refused(k, a)
   return nil
 end
 
--- Writes one version (checked already); its number, and a follow-up's failure if one
--- failed. The version is written whatever happens next: a failing follow-up costs its
+-- Writes one version (checked already); its number, a follow-up's failure if one failed,
+-- and the record's contest. The version is written whatever happens next: a failing follow-up costs its
 -- event, session touch or search document (as a crash between two round trips would),
 -- never the write.
 local function write(k, a)
   local tags, session, s, document, index_keys, index_args = layout(k, a)
-  local ref = a[11]
+  local ref = a[12]
   -- Index first: listing finds every record written.
   redis.call('ZADD', k[4], 0, ref)
   redis.call('SADD', k[5], a[5])
   for i = 12, 11 + tags do
     redis.call('SADD', k[i], ref)
   end
-  local new = write_version(k, a)
+  if a[11] == 'session' then
+    a[11] = (session ~= '' and redis.call('HGET', k[s + 1], ref)) or ''
+  end
+  local new, contest = write_version(k, a)
   redis.call('HINCRBY', k[9], 'bytes', #a[8])
 
   local function session_touch()
     touch_session({k[s], k[s + 1]}, {a[5], a[4], ref, new})
   end
   local function session_listing()  -- in the lists, and its namespace swept
-    redis.call('ZADD', k[s + 2], 'NX', a[14], session)
-    redis.call('ZADD', k[s + 3], a[14], session)
-    redis.call('SADD', k[s + 4], a[13])
+    redis.call('ZADD', k[s + 2], 'NX', a[15], session)
+    redis.call('ZADD', k[s + 3], a[15], session)
+    redis.call('SADD', k[s + 4], a[14])
   end
   local function event()  -- its fields, then the version it announces
-    local fields = slice(a, 16, document - 1)
+    local fields = slice(a, 17, document - 1)
     fields[#fields + 1] = 'version'
     fields[#fields + 1] = new
     redis.call('XADD', k[6], unpack(fields))
@@ -102,7 +107,7 @@ local function write(k, a)
   if a[document] ~= '' then
     follow_ups[#follow_ups + 1] = search_document
   end
-  return new, run_follow_ups(follow_ups)
+  return new, run_follow_ups(follow_ups), contest
 end
 
 local count = tonumber(ARGV[1])
@@ -121,14 +126,14 @@ for i, each in ipairs(writes) do
     return refusal
   end
 end
-local versions, failure = {}, nil
+local versions, contests, failure = {}, {}, nil
 for i, each in ipairs(writes) do
-  local new, failed = write(each[1], each[2])
-  versions[i] = new
+  local new, failed, contest = write(each[1], each[2])
+  versions[i], contests[i] = new, contest
   failure = failure or failed
 end
 run_commands(key, arg)
 if failure then
-  return {1, versions, failure}
+  return {1, versions, contests, failure}
 end
-return {1, versions}
+return {1, versions, contests}
