@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -218,6 +219,8 @@ OBSERVATION_FIELDS: Shape = {  # every field Baton writes and reads back
     "timestamp": str,
     "created_at": str,
 }
+# A contested record's versions in contest, as its head holds them (write_version.lua).
+CONTESTED = re.compile(r"[0-9]+(,[0-9]+)+")
 # The fields of a stored hash that hold structured data (msgpack); every other one is text.
 STRUCTURED = {
     "head": (),
@@ -279,6 +282,11 @@ def _check_record(line: dict[str, Any]) -> None:
             raise Refusal(f"{where}tags is not a list of strings")
         if not isinstance(version.get("author"), str):
             raise Refusal(f"{where}author is missing or not a string")
+    head = line["head"]
+    if "contested" in head or "contested_base" in head:
+        if not (isinstance(head.get("contested"), str) and CONTESTED.fullmatch(head["contested"])):
+            raise Refusal("head.contested is not the contested versions, like '4,5'")
+        _whole(head.get("contested_base"), "head.contested_base")
     if _whole(line["head"].get("version"), "head.version") != len(line["versions"]):
         raise Refusal(
             f"head.version is {line['head'].get('version')} but the dump has versions "

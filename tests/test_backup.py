@@ -96,9 +96,12 @@ def hashes(http: httpx.Client, ref: str) -> list[str]:
 def test_export_flush_import_round_trip(
     http: httpx.Client, redis_url: str, sync_redis: redis.Redis, tmp_path: Path
 ) -> None:
-    """Everything comes back: chains verify with byte-identical hashes, outcomes, the packet,
-    the session and its observation, search, and the forgotten memory stays forgotten."""
+    """Everything comes back: chains verify with byte-identical hashes, outcomes, a record's
+    contest, the packet, the session and its observation, search, and the forgotten memory
+    stays forgotten."""
     populate(http)
+    for value in ("apply", "skip"):  # two writes from the same read: a contested record
+        http.post("/v1/records", json={"ref": "source/rate", "value": value, "based_on": [1]})
     before = {ref: hashes(http, ref) for ref in ("listing/553/assessment", "source/rate")}
     dump = tmp_path / "dump.jsonl"
     exported = baton(redis_url, "export")
@@ -113,7 +116,9 @@ def test_export_flush_import_round_trip(
     assert {ref: hashes(http, ref) for ref in before} == before
     stats = http.get("/v1/stats", params={"verify": "true"}).json()
     assert (stats["broken"], stats["outcomes"]) == ([], 1)
-    assert http.get("/v1/records/source/rate").json()["confidence"] == 0.39
+    restored = http.get("/v1/records/source/rate").json()
+    assert restored["contested"] == {"base": 1, "versions": [2, 3]}
+    assert http.get("/v1/records/source/rate", params={"version": 1}).json()["confidence"] == 0.39
     [packet] = http.get("/v1/handoffs").json()["packets"]
     assert packet["state"] == "queued" and packet["pins"] == [{"ref": "source/rate", "version": 1}]
     assert http.get("/v1/sessions/sess-1").json()["observation_count"] == 1
@@ -202,8 +207,11 @@ def test_a_corrupt_dump_changes_nothing_and_names_its_line(
     dump.write_text(baton(redis_url, "export").stdout)
     lines = dump.read_text().splitlines()
     sync_redis.flushdb()
+    bad_contest = json.loads(lines[501])
+    bad_contest["head"] |= {"contested": "2;3", "contested_base": "1"}
     for number, broken in (
         (501, {"type": "record", "ref": "bulk/x", "head": {}, "versions": 5, "outcomes": []}),
+        (502, bad_contest),
         (2, {"type": "packet", "fields": {"id": "h_1"}, "log": []}),
         (3, {"type": "packet", "fields": {**PACKET, "id": "h_ü1234567"}, "log": []}),
         (4, {"type": "packet", "fields": {**PACKET, "to": "../x"}, "log": []}),
