@@ -325,8 +325,12 @@ class BatonClient:
     def remember(self, ref: str, value: Any, **options: Any) -> Remembered:
         return self._send(request(ops.REMEMBER, ref=ref, value=value, **options))
 
-    def recall(self, ref: str, version: int | None = None) -> RecordVersion:
-        return self._send(request(ops.READ_RECORD, ref=ref, version=version))
+    def recall(
+        self, ref: str, version: int | None = None, as_of: str | None = None
+    ) -> RecordVersion:
+        """The current version of ``ref``, version ``version``, or the one current at
+        ``as_of`` (an ISO 8601 time)."""
+        return self._send(request(ops.READ_RECORD, ref=ref, version=version, as_of=as_of))
 
     def list_records(self, **filters: Any) -> RecordPage:
         return self._send(request(ops.LIST_RECORDS, **filters))
@@ -464,8 +468,11 @@ class AsyncBatonClient:
     async def remember(self, ref: str, value: Any, **options: Any) -> Remembered:
         return await self._send(request(ops.REMEMBER, ref=ref, value=value, **options))
 
-    async def recall(self, ref: str, version: int | None = None) -> RecordVersion:
-        return await self._send(request(ops.READ_RECORD, ref=ref, version=version))
+    async def recall(
+        self, ref: str, version: int | None = None, as_of: str | None = None
+    ) -> RecordVersion:
+        """As :meth:`BatonClient.recall`."""
+        return await self._send(request(ops.READ_RECORD, ref=ref, version=version, as_of=as_of))
 
     async def list_records(self, **filters: Any) -> RecordPage:
         return await self._send(request(ops.LIST_RECORDS, **filters))

@@ -19,6 +19,7 @@ from redis.typing import EncodableT
 from baton.queue.dispatch import RQDispatcher
 from baton.server.activity import Activity
 from baton.server.analysis import Analyzer
+from baton.server.as_of import AsOf
 from baton.server.audit import AuditLog
 from baton.server.batch import Batch
 from baton.server.connection import (
@@ -234,6 +235,10 @@ class Namespace:
     @cached_property
     def memories(self) -> MemoryStore:
         return MemoryStore(self)
+
+    @cached_property
+    def as_of(self) -> AsOf:
+        return AsOf(self)
 
     @cached_property
     def item_expiry(self) -> ItemExpiry:

@@ -16,6 +16,7 @@ import msgspec
 
 from baton.server import agentmemory_shapes as shapes
 from baton.server.agentmemory_shapes import EXPAND_LIMIT
+from baton.server.as_of import moment
 from baton.server.errors import Forbidden, InvalidInput
 from baton.server.grants import (
     MAX_GRANTS,
@@ -127,9 +128,14 @@ async def remember(call: Call, i: RememberInput) -> Remembered:
 class ReadInput(Input, kw_only=True):
     ref: str
     version: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    as_of: str | None = None  # a time: the version current then
 
 
 async def read_record(call: Call, i: ReadInput) -> RecordVersion:
+    if i.as_of is not None:
+        if i.version is not None:
+            raise InvalidInput("as_of", "give a version or as_of, not both")
+        return await call.ns.as_of.recall(i.ref, moment(i.as_of))
     return await call.ns.records.recall(
         i.ref, version=i.version, agent=call.caller.agent, session=call.caller.session
     )
@@ -143,18 +149,15 @@ class ListInput(Input, kw_only=True):
     limit: PageSize = 50
     cursor: str | None = None
     query: str | None = None
+    as_of: str | None = None  # a time: the versions current then
 
 
 async def list_records(call: Call, i: ListInput) -> RecordPage:
-    return await call.ns.records.list_records(
-        scope=i.scope,
-        tags=i.tags,
-        tags_mode=i.tags_mode,
-        min_confidence=i.min_confidence,
-        limit=i.limit,
-        cursor=i.cursor,
-        query=i.query,
-    )
+    filters = msgspec.structs.asdict(i)
+    as_of = filters.pop("as_of")
+    if as_of is not None:
+        return await call.ns.as_of.list_records(moment(as_of), **filters)
+    return await call.ns.records.list_records(**filters)
 
 
 class RecallInput(ListInput, kw_only=True):
@@ -815,7 +818,7 @@ REMEMBER = Operation(
 
 READ_RECORD = Operation(
     "read_record",
-    "Recall one record: its current version, or the given one.",
+    "Recall one record: its current version, the given one, or the one current at as_of.",
     ReadInput,
     RecordVersion,
     read_record,
@@ -833,7 +836,7 @@ READ_RECORD = Operation(
 LIST_RECORDS = Operation(
     "list_records",
     "Current versions filtered by scope, tags and confidence, in ref order (or best match "
-    "first with query).",
+    "first with query); with as_of (a time), the versions current then.",
     ListInput,
     RecordPage,
     list_records,
@@ -851,7 +854,7 @@ RECALL = Operation(
     "recall",
     "Use before acting on a fact. With ref: that record, current or at a version. Without: "
     "current records filtered by scope, tags, confidence or a search query, a page at a time "
-    "(next_cursor).",
+    "(next_cursor). as_of (a time) answers with the versions current then.",
     RecallInput,
     RecordVersion | RecordPage,
     recall,

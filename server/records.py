@@ -8,7 +8,7 @@ caller built on; a writer that lost the race rebuilds and retries, so none loses
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, NamedTuple, Protocol
 
@@ -126,6 +126,14 @@ class NamespaceWithRecords(NamespaceParts, Protocol):
 
     @property
     def records(self) -> RecordStore: ...
+
+
+# Reads of records (each ref's version, None where there is none), and a search of them (a
+# query, a scope, a page size, the filters), other than the current ones' (as_of).
+Reader = Callable[[Sequence[str]], Awaitable[list[RecordVersion | None]]]
+Searcher = Callable[
+    [str, str | None, int, Callable[[RecordVersion | None], bool]], Awaitable[RecordPage]
+]
 
 
 class Moves(NamedTuple):
@@ -557,10 +565,13 @@ class RecordStore(NamespaceStore):
         limit: int = 50,
         cursor: str | None = None,
         query: str | None = None,
+        read: Reader | None = None,
+        search: Searcher | None = None,
     ) -> RecordPage:
         """Current versions in ref order, filtered by scope (and below), tags and confidence.
         With ``query``, only records whose value matches it (BM25), best match first, in one
-        page of at most ``limit``."""
+        page of at most ``limit``. ``read`` and ``search`` read other versions than the
+        current ones (``baton.server.as_of``)."""
         scope = self.check_scope(scope)
         tag_list = check_tags(list(tags), self.limits.max_tags, self.limits.max_tag_length)
         if min_confidence is not None:
@@ -577,12 +588,16 @@ class RecordStore(NamespaceStore):
             )
 
         if query is not None:
+            if not query.strip():
+                raise InvalidInput("query", "must be non-empty text")
+            if search is not None:
+                return await search(query, scope, limit, wanted)
             filtered = scope is not None or bool(tag_list) or min_confidence is not None
             return await self._search_records(query, scope, limit, filtered, wanted)
         records: list[RecordVersion] = []
         last = cursor
         async for batch in self.candidate_refs(scope, tag_list, tags_mode, cursor):
-            found = await self.read_versions([(ref, None) for ref in batch])
+            found = await (read or self._currents)(batch)
             for ref, record in zip(batch, found, strict=True):
                 last = ref
                 if record is None or not wanted(record):
@@ -601,8 +616,6 @@ class RecordStore(NamespaceStore):
         filtered: bool,
         wanted: Callable[[RecordVersion | None], bool],
     ) -> RecordPage:
-        if not query.strip():
-            raise InvalidInput("query", "must be non-empty text")
         # Scope, tags and confidence are checked on the records: look further down the ranking,
         # and further still while the scope leaves fewer than a page of a longer ranking.
         depth = self.limits.max_page_size if filtered else limit

@@ -1,0 +1,123 @@
+"""The store as of a moment: reads, listings and searches answer with the versions that
+were current then, and the confidence they had then. Against the real embedded server and
+a cluster."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import httpx
+import pytest
+
+from baton.agents import BatonClient
+from baton.server.as_of import PROBES, moment
+from baton.server.errors import InvalidInput, NotFound
+from baton.server.records import RecordStore
+
+pytestmark = pytest.mark.anyio
+
+REF = "listing/553/assessment"
+
+
+def just_before(stamp: str) -> str:
+    """The moment one microsecond before ``stamp``."""
+    return moment((datetime.fromisoformat(stamp) - timedelta(microseconds=1)).isoformat())
+
+
+async def test_a_read_as_of_a_moment_answers_the_version_current_then(
+    store: RecordStore,
+) -> None:
+    """Between v1 and v2 a read answers v1, with the confidence it had then (before the
+    outcome recorded on it later); before v1 there is nothing yet; after v2, v2."""
+    first = await store.remember(REF, {"verdict": "apply"}, agent="scout", confidence=0.8)
+    await store.ns.outcomes.record("failure", "RUN-1", agent="executor", refs=[REF])
+    second = await store.remember(REF, {"verdict": "skip"}, agent="scout")
+    as_of = store.ns.as_of
+
+    then = await as_of.recall(REF, first.created_at)
+    assert (then.version, then.value, then.confidence) == (1, {"verdict": "apply"}, 0.8)
+    assert then.current_version == 2
+    assert (await as_of.recall(REF, just_before(second.created_at))).confidence == 0.52
+    assert (await as_of.recall(REF, second.created_at)).value == {"verdict": "skip"}
+    with pytest.raises(NotFound, match="had no version yet"):
+        await as_of.recall(REF, just_before(first.created_at))
+    with pytest.raises(NotFound, match="no record"):
+        await as_of.recall("listing/1/none", second.created_at)
+
+
+async def test_the_version_current_then_is_found_among_many(store: RecordStore) -> None:
+    """A record of more versions than one round of probes reads: at each version's own
+    time the answer is that version, one microsecond before it the version before."""
+    times = [(await store.remember(REF, n, agent="scout")).created_at for n in range(1, 3 * PROBES)]
+    at_times = await store.ns.as_of.numbers([REF] * len(times), times[-1])
+    assert at_times == [len(times)] * len(times)
+    for number in (1, 2, PROBES - 1, PROBES, PROBES + 1, 2 * PROBES + 7, len(times)):
+        stamp = times[number - 1]
+        assert await store.ns.as_of.numbers([REF], stamp) == [number]
+        assert await store.ns.as_of.numbers([REF], just_before(stamp)) == [number - 1 or None]
+
+
+async def test_a_listing_as_of_a_moment_shows_the_store_as_it_was(store: RecordStore) -> None:
+    """Records written later are absent; tags and confidence filter on the versions current
+    then; a record forgotten since shows its tombstone, as a listing of now does."""
+    await store.remember("listing/1/a", "old", agent="s", tags=["hot"], confidence=0.9)
+    await store.remember("listing/2/a", "kept", agent="s", tags=["hot"], confidence=0.9)
+    mark = (await store.remember("listing/3/a", "gone", agent="s", tags=["hot"])).created_at
+    await store.remember("listing/1/a", "new", agent="s", tags=["cold"], confidence=0.1)
+    await store.remember("listing/4/a", "later", agent="s", tags=["hot"])
+    await store.forget("listing/3/a", agent="s", reason="wrong")
+
+    page = await store.ns.as_of.list_records(mark, scope="listing")
+    assert [(r.ref, r.value, r.forgotten is None) for r in page.records] == [
+        ("listing/1/a", "old", True),
+        ("listing/2/a", "kept", True),
+        ("listing/3/a", None, False),
+    ]
+    hot = await store.ns.as_of.list_records(mark, tags=["hot"], min_confidence=0.8)
+    assert [r.ref for r in hot.records] == ["listing/1/a", "listing/2/a"]
+    now = await store.list_records(tags=["hot"], min_confidence=0.8)
+    assert [r.ref for r in now.records] == ["listing/2/a"]
+
+
+async def test_a_search_as_of_a_moment_ranks_the_values_of_then(store: RecordStore) -> None:
+    """A record whose value matched then is found though it no longer matches; one that
+    matches only now is not; the better match ranks first."""
+    await store.remember("fact/a", "rate limit sixty seconds", agent="s")
+    await store.remember("fact/b", "rate limit rate limit burst", agent="s")
+    mark = (await store.remember("other/c", "unrelated words", agent="s")).created_at
+    await store.remember("fact/a", "no longer about that", agent="s")
+    await store.remember("other/c", "rate limit now", agent="s")
+
+    then = await store.ns.as_of.list_records(mark, query="rate limit")
+    assert [(r.ref, r.version) for r in then.records] == [("fact/b", 1), ("fact/a", 1)]
+    now = await store.list_records(query="rate limit")
+    assert "fact/a" not in [r.ref for r in now.records]
+    scoped = await store.ns.as_of.list_records(mark, query="rate limit", scope="other")
+    assert scoped.records == []
+
+
+def test_as_of_takes_any_iso_time_and_refuses_anything_else() -> None:
+    """An offset is converted to UTC, no offset means UTC; text that is no time is refused
+    naming ``as_of``."""
+    assert moment("2026-12-07T12:00:00+02:00") == "2026-12-07T10:00:00.000000Z"
+    assert moment("2026-12-07T10:00:00") == "2026-12-07T10:00:00.000000Z"
+    with pytest.raises(InvalidInput, match="as_of"):
+        moment("yesterday")
+
+
+def test_as_of_over_rest_the_client_and_its_mistakes(http: httpx.Client, api_url: str) -> None:
+    """``as_of`` on a read and a listing over HTTP and through the Python client; a time
+    that is none, or one given with ``version``, is a 422 naming ``as_of``."""
+    first = http.post("/v1/records", json={"ref": REF, "value": "apply"}).json()
+    http.post("/v1/records", json={"ref": REF, "value": "skip"})
+
+    read = http.get(f"/v1/records/{REF}", params={"as_of": first["created_at"]}).json()
+    assert (read["version"], read["value"]) == (1, "apply")
+    listed = http.get("/v1/records", params={"as_of": first["created_at"], "scope": "listing"})
+    assert [r["value"] for r in listed.json()["records"]] == ["apply"]
+    with BatonClient(api_url, agent="reader") as client:
+        assert client.recall(REF, as_of=first["created_at"]).value == "apply"
+        assert client.list_records(as_of=first["created_at"]).records[0].version == 1
+    for params in ({"as_of": "soon"}, {"as_of": first["created_at"], "version": 2}):
+        answer = http.get(f"/v1/records/{REF}", params=params)
+        assert (answer.status_code, answer.json()["field"]) == (422, "as_of"), params
