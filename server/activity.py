@@ -102,7 +102,11 @@ class Activity:
         A session is listed (sessions, "where were we") once it holds something: a ref it
         saw, or ``listed`` (started with a working directory, or given an observation)."""
         moment = now_us()
-        keys = [self.keys.session(session_id), self.keys.session_touched(session_id)]
+        keys = [
+            self.keys.session(session_id),
+            self.keys.session_touched(session_id),
+            self.keys.session_seen(session_id),
+        ]
         args = [agent, utc_now(), *[item for pair in seen.items() for item in pair]]
         batch.script(self.scripts.touch_session, keys, args)
         if seen or listed:

@@ -21,12 +21,24 @@ import msgspec
 from baton.server import codec, lexical
 from baton.server.clock import iso
 from baton.server.errors import InvalidInput, NotFound
-from baton.server.models import OutcomeEntry, RecordPage, RecordVersion
+from baton.server.models import (
+    AgentThen,
+    ClaimedThen,
+    OutcomeEntry,
+    Packet,
+    PinThen,
+    RecordPage,
+    RecordVersion,
+    Sighting,
+)
 from baton.server.records import NamespaceWithRecords, Reader, fact_document
 from baton.server.store_base import NamespaceStore
-from baton.server.validation import check_ref
+from baton.server.validation import check_agent, check_ref
 
 PROBES = 32  # versions of a record read per round trip while finding the one current then
+# What an agent had in front of it is looked for among its newest packets and sessions
+# begun by then: at most these many of each.
+PACKETS_LOOKED_AT = SESSIONS_LOOKED_AT = 500
 # A search as of a moment ranks every record of its scope then: it reads at most this many.
 AS_OF_SEARCH_RECORDS = 20_000
 K1, B = 1.2, 0.75  # BM25's, as search.lua ranks
@@ -121,6 +133,93 @@ class AsOf(NamespaceStore):
                     open_[i] = (low, high)
         return [number or None for number in best]
 
+    async def agent(self, agent: str, at: str) -> AgentThen:
+        """What ``agent`` had in front of it at ``at`` (:class:`AgentThen`), from its
+        newest :data:`PACKETS_LOOKED_AT` packets made by then and the newest
+        :data:`SESSIONS_LOOKED_AT` sessions begun by then."""
+        agent = check_agent(agent)
+        return AgentThen(
+            agent=agent,
+            as_of=at,
+            claimed=await self._claimed(agent, at),
+            seen=await self._seen(agent, at),
+        )
+
+    async def _claimed(self, agent: str, at: str) -> list[ClaimedThen]:
+        """The packets ``agent`` held at ``at`` (its log's last move by then is a claim),
+        oldest first, each pin with the version current then."""
+        inbox = self.keys.inbox(agent)
+        ids = [
+            codec.text(raw)
+            for raw in codec.members(
+                await self.redis.zrevrangebyscore(
+                    inbox.all, micros(at), "-inf", start=0, num=PACKETS_LOOKED_AT
+                )
+            )
+        ][::-1]
+        pipe = self.redis.pipeline(transaction=False)
+        for packet_id in ids:
+            pipe.hgetall(inbox.packet(packet_id))
+            pipe.lrange(inbox.log(packet_id), 0, -1)
+        replies = await pipe.execute()
+        held: list[tuple[Packet, str]] = []
+        for fields, log in zip(replies[::2], replies[1::2], strict=True):
+            if not fields:
+                continue
+            moves = [move for move in codec.transitions(log) if move.at <= at]
+            if moves and moves[-1].to_state == "claimed":
+                packet = codec.packet(fields)
+                packet.log = codec.transitions(log)
+                held.append((packet, moves[-1].at))
+        refs = [pin.ref for packet, _ in held for pin in packet.pins]
+        numbers = iter(await self.numbers(refs, at))
+        return [
+            ClaimedThen(
+                packet=packet,
+                claimed_at=claimed_at,
+                pins=[
+                    PinThen(
+                        ref=pin.ref,
+                        version=pin.version,
+                        current_version=(then := next(numbers)),
+                        stale=then != pin.version,
+                    )
+                    for pin in packet.pins
+                ],
+            )
+            for packet, claimed_at in held
+        ]
+
+    async def _seen(self, agent: str, at: str) -> list[Sighting]:
+        """The versions ``agent``'s sessions open at ``at`` had last read or written of
+        each record by then, from their logs of sightings, in ref order."""
+        ids = [
+            codec.text(raw)
+            for raw in codec.members(
+                await self.redis.zrevrangebyscore(
+                    self.keys.sessions, micros(at), "-inf", start=0, num=SESSIONS_LOOKED_AT
+                )
+            )
+        ]
+        pipe = self.redis.pipeline(transaction=False)
+        for session_id in ids:
+            pipe.hmget(self.keys.session(session_id), "agent", "ended_at")
+        open_then = [
+            session_id
+            for session_id, (owner, ended) in zip(ids, await pipe.execute(), strict=True)
+            if codec.text(owner) == agent and (ended is None or codec.text(ended) > at)
+        ]
+        pipe = self.redis.pipeline(transaction=False)
+        for session_id in open_then:
+            pipe.lrange(self.keys.session_seen(session_id), 0, -1)
+        last: dict[str, Sighting] = {}
+        for session_id, log in zip(open_then, await pipe.execute(), strict=True):
+            for raw in codec.values(log):
+                when, ref, version = codec.text(raw).split("\t")
+                if when <= at and (ref not in last or last[ref].at <= when):
+                    last[ref] = Sighting(ref=ref, version=int(version), session=session_id, at=when)
+        return [last[ref] for ref in sorted(last)]
+
     async def list_records(self, at: str, **filters: Any) -> RecordPage:
         """:meth:`RecordStore.list_records` as of ``at``: the versions current then, their
         tags and confidence then filtered; with ``query``, ranked by BM25 over the records
@@ -171,6 +270,11 @@ class AsOf(NamespaceStore):
         return RecordPage(
             records=[found[i] for i in best if wanted(found[i])][:limit], next_cursor=None
         )
+
+
+def micros(at: str) -> int:
+    """A time as Baton writes it, in epoch microseconds (sorted sets' scores)."""
+    return round(datetime.fromisoformat(at).timestamp() * 1_000_000)
 
 
 def _spread(low: int, high: int) -> list[int]:

@@ -133,6 +133,9 @@ async def export(ns: Namespace, scope: str | None = None) -> AsyncIterator[dict[
             "files": sorted(
                 codec.text(f) for f in await redis.smembers(keys.session_files(session_id))
             ),
+            "seen": [
+                codec.text(s) for s in await redis.lrange(keys.session_seen(session_id), 0, -1)
+            ],
             "observations": observations,
         }
 
@@ -221,6 +224,8 @@ OBSERVATION_FIELDS: Shape = {  # every field Baton writes and reads back
 }
 # A contested record's versions in contest, as its head holds them (write_version.lua).
 CONTESTED = re.compile(r"[0-9]+(,[0-9]+)+")
+# One sighting of a session's log (touch.lua): when, which ref, which version.
+SIGHTING = re.compile(r"[0-9T:.Z-]+\t[^\t]+\t[0-9]+")
 # The fields of a stored hash that hold structured data (msgpack); every other one is text.
 STRUCTURED = {
     "head": (),
@@ -337,6 +342,11 @@ def _check_session(line: dict[str, Any]) -> None:
     _check_hash(line["touched"], "touched", "touched.")
     if not all(isinstance(each, str) for each in line["files"]):
         raise Refusal("files is not a list of strings")
+    seen = line.get("seen", [])
+    if not isinstance(seen, list) or not all(
+        isinstance(each, str) and SIGHTING.fullmatch(each) for each in seen
+    ):
+        raise Refusal("seen is not a list of 'time TAB ref TAB version' sightings")
     for index, observation in enumerate(line["observations"]):
         where = f"observations[{index}]."
         if not isinstance(observation, dict):
@@ -593,6 +603,7 @@ def _queue_clear_session(
     pipe.delete(
         keys.session(session_id),
         keys.session_touched(session_id),
+        keys.session_seen(session_id),
         keys.session_files(session_id),
         keys.observations(session_id),
         *(keys.observation(session_id, each) for each in observation_ids),
@@ -656,6 +667,8 @@ def _queue_session(ns: Namespace, pipe: Pipeline, line: dict[str, Any]) -> None:
         pipe.hset(keys.session_touched(session_id), mapping=line["touched"])
     if line["files"]:
         pipe.sadd(keys.session_files(session_id), *line["files"])
+    if line.get("seen"):  # a dump made before sessions kept their sightings has none
+        pipe.rpush(keys.session_seen(session_id), *line["seen"])
     started = datetime.fromisoformat(line["meta"]["started_at"]).timestamp()
     pipe.zadd(keys.sessions, {session_id: int(started * 1_000_000)}, nx=True)
     for observation in line["observations"]:

@@ -718,6 +718,7 @@ class MemoryStore(NamespaceStore):
         batch.pipe.delete(
             self.keys.session(session_id),
             self.keys.session_touched(session_id),
+            self.keys.session_seen(session_id),
             self.keys.observations(session_id),
             self.keys.session_files(session_id),
         )

@@ -305,6 +305,45 @@ class ResolvedPin(msgspec.Struct, kw_only=True):
     contested: Contest | None = None  # the record's now
 
 
+class PinThen(msgspec.Struct, kw_only=True):
+    """A pin as it stood at a moment: the version pinned and the one current then (null
+    when the record had none yet)."""
+
+    ref: str
+    version: int
+    current_version: int | None
+    stale: bool
+
+
+class ClaimedThen(msgspec.Struct, kw_only=True):
+    """A packet an agent held (claimed) at a moment, since ``claimed_at``; ``packet`` is as
+    it is now (its state and log say what happened after)."""
+
+    packet: Packet
+    claimed_at: str
+    pins: list[PinThen]
+
+
+class Sighting(msgspec.Struct, kw_only=True):
+    """A record version a session read or wrote, and when it last did."""
+
+    ref: str
+    version: int
+    session: str
+    at: str
+
+
+class AgentThen(msgspec.Struct, kw_only=True):
+    """What an agent had in front of it at ``as_of``: the packets it held then with their
+    pins as they stood, and the record versions its sessions open then had last read or
+    written by then."""
+
+    agent: str
+    as_of: str
+    claimed: list[ClaimedThen]
+    seen: list[Sighting]
+
+
 class VersionNote(msgspec.Struct, kw_only=True):
     """Who wrote one version of a record, in which session, when, and its confidence."""
 

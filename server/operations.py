@@ -17,6 +17,7 @@ import msgspec
 from baton.server import agentmemory_shapes as shapes
 from baton.server.agentmemory_shapes import EXPAND_LIMIT
 from baton.server.as_of import moment
+from baton.server.clock import utc_now
 from baton.server.errors import Forbidden, InvalidInput
 from baton.server.grants import (
     MAX_GRANTS,
@@ -46,6 +47,7 @@ from baton.server.models import (
     MAX_AUDIT,
     MAX_SECONDS,
     AgentSummary,
+    AgentThen,
     AuditEntry,
     Delivery,
     History,
@@ -376,6 +378,15 @@ class ResumeHereInput(Input, kw_only=True):
     override: str | None = None  # another project path, absolute or relative to cwd
 
 
+class AgentAsOfInput(Input, kw_only=True):
+    agent: str
+    as_of: str | None = None  # a time; now by default
+
+
+async def agent_as_of(call: Call, i: AgentAsOfInput) -> AgentThen:
+    return await call.ns.as_of.agent(i.agent, utc_now() if i.as_of is None else moment(i.as_of))
+
+
 async def resume_here(call: Call, i: ResumeHereInput) -> ResumeHere:
     """Without ``cwd``, the process's own folder: that of ``baton mcp`` on stdio (started by
     the host in the project); over HTTP the server's folder is nobody's project, and its
@@ -691,6 +702,13 @@ def packets_shown(rights: Rights, page: PacketPage) -> PacketPage:
 
 def packet_shown(rights: Rights, packet: Packet) -> Packet:
     return rights.packet(packet)
+
+
+def agent_then_shown(rights: Rights, then: AgentThen) -> AgentThen:
+    """Only the packets ``rights`` may read, and the sightings of records it may read."""
+    then.claimed = [each for each in then.claimed if rights.sees(each.packet)]
+    then.seen = [each for each in then.seen if rights.may(record(each.ref))]
+    return then
 
 
 def resumed_shown(rights: Rights, resumed: Resumed) -> Resumed:
@@ -1053,6 +1071,21 @@ AGENTS = Operation(
     rest=Route("GET", "/v1/agents"),
     effect="reads",
     guard=OPEN,
+)
+
+AGENT_AS_OF = Operation(
+    "agent_as_of",
+    "Use to see what an agent had in front of it at a time (as_of): the packets it held then, "
+    "each pin with the version current then, and the record versions its open sessions had "
+    "read or written by then.",
+    AgentAsOfInput,
+    AgentThen,
+    agent_as_of,
+    tag=HANDOFFS,
+    rest=Route("GET", "/v1/agents/{agent:str}/as-of", "What an agent had in front of it"),
+    tool=True,
+    effect="reads",
+    guard=Guard(shows=agent_then_shown),
 )
 
 START_SESSION = Operation(
@@ -1532,6 +1565,7 @@ OPERATIONS: tuple[Operation[Any, Any], ...] = (
     FAIL,
     REQUEUE,
     AGENTS,
+    AGENT_AS_OF,
     START_SESSION,
     END_SESSION,
     LIST_SESSIONS,

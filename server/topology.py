@@ -86,6 +86,7 @@ class OneRedis:
         if write.session is not None:
             follow_keys += [keys.session(write.session), keys.session_touched(write.session)]
             follow_keys += [keys.sessions, keys.active_sessions, NAMESPACES]
+            follow_keys.append(keys.session_seen(write.session))
         event = event_args(
             "remember", write.agent, f"{write.agent} wrote {write.ref}", ref=write.ref
         )
@@ -107,6 +108,7 @@ class OneRedis:
             return await ns.scripts.recall(keys=keys, args=args), False
         touch_keys = [ns.keys.session(seen.session), ns.keys.session_touched(seen.session)]
         touch_keys += [ns.keys.sessions, ns.keys.active_sessions, NAMESPACES]
+        touch_keys.append(ns.keys.session_seen(seen.session))
         touch_args: builtins.list[EncodableT] = [seen.ref, seen.session, seen.agent, utc_now()]
         touch_args += [seen.now_us, ns.name]
         reply = await ns.scripts.recall_seen(keys=[*keys, *touch_keys], args=[*args, *touch_args])

@@ -11,8 +11,10 @@ import pytest
 
 from baton.agents import BatonClient
 from baton.server.as_of import PROBES, moment
+from baton.server.clock import utc_now
 from baton.server.errors import InvalidInput, NotFound
 from baton.server.records import RecordStore
+from tests.conftest import as_agent
 
 pytestmark = pytest.mark.anyio
 
@@ -121,3 +123,60 @@ def test_as_of_over_rest_the_client_and_its_mistakes(http: httpx.Client, api_url
     for params in ({"as_of": "soon"}, {"as_of": first["created_at"], "version": 2}):
         answer = http.get(f"/v1/records/{REF}", params=params)
         assert (answer.status_code, answer.json()["field"]) == (422, "as_of"), params
+
+
+async def test_what_an_agent_had_in_front_of_it_at_a_moment(store: RecordStore) -> None:
+    """The packet the executor held then, its pin stale or not as it stood then, and the
+    versions its open session had read by then; another agent's session is not its."""
+    handoffs, as_of = store.ns.handoffs, store.ns.as_of
+    await store.remember(REF, {"verdict": "apply"}, agent="scout")
+    await store.remember("rules/fees", "2%", agent="scout")
+    packet = await handoffs.handoff(
+        from_agent="scout", to_agent="executor", summary="apply?", pins=[{"ref": REF}]
+    )
+    before_claim = utc_now()
+    session = (await store.ns.sessions.start(caller=as_agent("executor"))).id
+    other = (await store.ns.sessions.start(caller=as_agent("pricer"))).id
+    await handoffs.resume("executor", session=session)
+    await store.recall("rules/fees", agent="executor", session=session)
+    await store.recall("rules/fees", agent="pricer", session=other)
+    read = utc_now()
+    moved = await store.remember(REF, {"verdict": "skip"}, agent="scout")
+    await store.recall(REF, agent="executor", session=session)
+    await handoffs.complete(packet.id, "executor", "done")
+    done = utc_now()
+
+    assert (await as_of.agent("executor", before_claim)).claimed == []
+    then = await as_of.agent("executor", read)
+    [held] = then.claimed
+    assert held.packet.id == packet.id
+    assert [(p.ref, p.version, p.current_version, p.stale) for p in held.pins] == [
+        (REF, 1, 1, False)
+    ]
+    assert [(s.ref, s.version, s.session) for s in then.seen] == [
+        (REF, 1, session),
+        ("rules/fees", 1, session),
+    ]
+    [held] = (await as_of.agent("executor", moved.created_at)).claimed
+    assert [(p.current_version, p.stale) for p in held.pins] == [(2, True)]
+    after = await as_of.agent("executor", done)
+    assert after.claimed == []
+    assert [(s.ref, s.version) for s in after.seen] == [(REF, 2), ("rules/fees", 1)]
+
+
+def test_what_an_agent_had_over_rest_shows_only_what_the_caller_may_read(
+    http: httpx.Client, api_url: str
+) -> None:
+    """``GET /v1/agents/{agent}/as-of`` answers the packets and sightings; a time that is
+    none is a 422 naming ``as_of``."""
+    http.post("/v1/records", json={"ref": REF, "value": "apply"})
+    http.post("/v1/handoffs", json={"to": "executor", "summary": "go", "pins": [{"ref": REF}]})
+    with BatonClient(api_url, agent="executor", session="exec-1") as executor:
+        executor.resume()
+        executor.recall(REF)
+    now = utc_now()
+    then = http.get("/v1/agents/executor/as-of", params={"as_of": now}).json()
+    assert [held["packet"]["summary"] for held in then["claimed"]] == ["go"]
+    assert [(s["ref"], s["version"], s["session"]) for s in then["seen"]] == [(REF, 1, "exec-1")]
+    wrong = http.get("/v1/agents/executor/as-of", params={"as_of": "later"})
+    assert (wrong.status_code, wrong.json()["field"]) == (422, "as_of")

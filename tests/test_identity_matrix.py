@@ -149,6 +149,7 @@ TOOL_EXAMPLES: dict[str, dict[str, Any]] = {
     "memory_patterns": {},
     "memory_consolidate": {},
     "memory_update": {"memoryId": "{memory}", "content": "bob edits"},
+    "agent_as_of": {"agent": "alice", "as_of": "2026-12-07T10:00:00Z"},
 }
 ADMIN_ONLY = {
     "/v1/handoffs/{packet_id:str}/requeue",

@@ -40,6 +40,7 @@ TOOLS = {
     "memory_patterns": set(),
     "memory_update": {"memoryId"},
     "memory_consolidate": set(),
+    "agent_as_of": {"agent"},
 }
 
 

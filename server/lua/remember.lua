@@ -15,7 +15,7 @@
 -- k[7..11] the search index: docs hash, meta hash, stats hash (which also counts the
 --   namespace's stored value bytes, 'bytes'), vectors hash, changes stream
 -- k[12..11+T] each tag's set (T tags), then with a session (a[9]): its hash, its touched
---   hash, the sessions, the active sessions and the set of namespaces
+--   hash, the sessions, the active sessions, the set of namespaces and its log of sightings
 -- k[after those] the postings the search document's index call names (index.lua)
 -- a[12] the ref   a[13] how many tags (T)   a[14] the namespace   a[15] now (µs)
 -- a[16] how many XADD arguments the event has (E), a[17..16+E] those arguments, from MAXLEN
@@ -41,7 +41,7 @@ local function layout(k, a)
   local s = 12 + tags  -- the session's keys
   local postings = s
   if session ~= '' then
-    postings = s + 5
+    postings = s + 6
   end
   local document = 17 + tonumber(a[16])
   local index_keys = {k[7], k[8], k[9], k[10], k[11]}
@@ -84,7 +84,7 @@ local function write(k, a)
   redis.call('HINCRBY', k[9], 'bytes', #a[8])
 
   local function session_touch()
-    touch_session({k[s], k[s + 1]}, {a[5], a[4], ref, new})
+    touch_session({k[s], k[s + 1], k[s + 5]}, {a[5], a[4], ref, new})
   end
   local function session_listing()  -- in the lists, and its namespace swept
     redis.call('ZADD', k[s + 2], 'NX', a[15], session)
