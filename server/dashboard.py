@@ -21,12 +21,14 @@ from baton.server.models import (
     OutcomeEntry,
     Packet,
     RecallHit,
+    RecordVersion,
     Session,
     StalePin,
 )
 from baton.server.records import NamespaceWithRecords
 
 if TYPE_CHECKING:
+    from baton.server.as_of import AsOf
     from baton.server.handoffs import HandoffStore
     from baton.server.memories import MemoryStore
     from baton.server.sessions import SessionStore
@@ -88,7 +90,8 @@ class PacketView(msgspec.Struct, kw_only=True):
     namespace: str
     packet: Packet
     pins: list[PinView]
-    stale: list[StalePin]  # the pins that moved, explained as resume explains them
+    stale: list[StalePin]  # the pins that moved, explained as resume explains them (now)
+    as_of: str | None = None  # pins as they stood then: current_version and stale then
 
 
 class ConfidencePoint(msgspec.Struct, kw_only=True):
@@ -103,6 +106,8 @@ class RecordView(msgspec.Struct, kw_only=True):
     history: History
     outcomes: list[OutcomeEntry]
     confidence: list[ConfidencePoint]
+    as_of: str | None = None
+    then: RecordVersion | None = None  # with as_of: the version current then, if any
 
 
 class DeadLetter(msgspec.Struct, kw_only=True):
@@ -164,6 +169,9 @@ class DashboardParts(NamespaceWithRecords, Protocol):
 
     @property
     def memories(self) -> MemoryStore: ...
+
+    @property
+    def as_of(self) -> AsOf: ...
 
 
 class Dashboard:
@@ -303,8 +311,24 @@ class Dashboard:
             namespace=self.namespace, memories=latest[:PAGE], query=query, hits=found.results
         )
 
-    async def packet(self, packet_id: str) -> PacketView:
+    async def packet(self, packet_id: str, as_of: str | None = None) -> PacketView:
+        """A packet with its pins pinned vs current, and the stale ones explained; with
+        ``as_of``, its pins as they stood then (and nothing explained)."""
         packet = await self.handoffs.get(packet_id)
+        if as_of is not None:
+            numbers = await self.ns.as_of.numbers([pin.ref for pin in packet.pins], as_of)
+            pins = [
+                PinView(
+                    ref=pin.ref,
+                    pinned_version=pin.version,
+                    current_version=then,
+                    stale=then != pin.version,
+                )
+                for pin, then in zip(packet.pins, numbers, strict=True)
+            ]
+            return PacketView(
+                namespace=self.namespace, packet=packet, pins=pins, stale=[], as_of=as_of
+            )
         current = await self._current_versions([pin.ref for pin in packet.pins])
         pins = [
             PinView(
@@ -319,8 +343,9 @@ class Dashboard:
         stale = await self.handoffs.stale_pins(packet) if any(pin.stale for pin in pins) else []
         return PacketView(namespace=self.namespace, packet=packet, pins=pins, stale=stale)
 
-    async def record(self, ref: str) -> RecordView:
-        """A record's versions with chain status, its outcomes, and confidence over time."""
+    async def record(self, ref: str, as_of: str | None = None) -> RecordView:
+        """A record's versions with chain status, its outcomes, and confidence over time;
+        with ``as_of``, also the version current then."""
         history = await self.ns.records.history(ref)
         outcomes = await self.ns.records.outcomes(ref)
         points: list[ConfidencePoint] = []
@@ -344,8 +369,14 @@ class Dashboard:
                 )
                 for entry in moves
             ]
+        then = None if as_of is None else (await self.ns.as_of.read([ref], as_of))[0]
         return RecordView(
-            namespace=self.namespace, history=history, outcomes=outcomes, confidence=points
+            namespace=self.namespace,
+            history=history,
+            outcomes=outcomes,
+            confidence=points,
+            as_of=as_of,
+            then=then,
         )
 
     async def failed(self) -> FailedView:

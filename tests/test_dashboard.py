@@ -17,6 +17,7 @@ import redis
 from baton.agents import BatonClient
 from baton.server.activity import event_args
 from baton.server.api.event_streams import EventHub
+from baton.server.clock import utc_now
 from baton.server.connection import async_redis
 from baton.server.keys import Keys
 
@@ -431,6 +432,47 @@ def test_a_browser_sees_stale_pins_sessions_memories_and_switches_namespace(
         assert "work in another namespace" in page.locator("main").inner_text()
         browser.close()
     assert (shots / "dashboard-session.png").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_the_time_control_shows_a_record_and_a_packet_as_they_were(
+    scout: BatonClient, http: httpx.Client, api_url: str
+) -> None:
+    """In headless Chromium, on a record's page and a packet's: a time picked between
+    two versions shows the version current then (its value, its row marked) and the pin
+    current, not stale, as it stood then; the JSON views answer the same."""
+    from playwright.sync_api import sync_playwright
+
+    ref = "listing/553/assessment"
+    scout.remember(ref, {"verdict": "apply"})
+    packet = scout.handoff("executor", "apply?", pins=[{"ref": ref}])
+    time.sleep(0.01)
+    picked = utc_now()[:23]  # what a datetime-local input holds: milliseconds
+    time.sleep(0.01)
+    scout.remember(ref, {"verdict": "skip"})
+
+    record = http.get(f"/v1/dashboard/records/{ref}", params={"as_of": picked}).json()
+    assert (record["then"]["version"], record["then"]["value"]) == (1, {"verdict": "apply"})
+    pins = http.get(f"/v1/dashboard/handoffs/{packet.id}", params={"as_of": picked}).json()
+    assert [(p["current_version"], p["stale"]) for p in pins["pins"]] == [(1, False)]
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page()
+        page.goto(f"{api_url}/records/{ref}")
+        page.fill("form.as-of input[name=as_of]", picked)
+        page.click("form.as-of button")
+        page.wait_for_url("**as_of=**")
+        then = page.locator("section.then").inner_text()
+        assert "v1 by scout" in then and '"verdict": "apply"' in then, then
+        assert page.locator("tr.then td").first.inner_text() == "v1"
+        page.goto(f"{api_url}/handoffs/{packet.id}")
+        assert "stale" in page.locator("table").first.inner_text()
+        page.fill("form.as-of input[name=as_of]", picked)
+        page.click("form.as-of button")
+        page.wait_for_url("**as_of=**")
+        row = page.locator("table").first.inner_text()
+        assert "CURRENT THEN" in row.upper() and "current" in row and "stale" not in row, row
+        browser.close()
 
 
 def test_session_and_memory_views_as_json(http: httpx.Client) -> None:

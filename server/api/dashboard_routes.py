@@ -28,6 +28,7 @@ from baton.server.api.auth import (
 from baton.server.api.deps import CallerDep, DashboardDep, HandoffsDep
 from baton.server.api.event_streams import EventHub
 from baton.server.api.problems import problems
+from baton.server.as_of import moment
 from baton.server.dashboard import (
     ActivityView,
     ConfidencePoint,
@@ -109,6 +110,11 @@ def when(stamp: str | None) -> Markup:
     return Markup('<time datetime="{}" title="{}">{}</time>').format(stamp, exact, human)
 
 
+def _moment(as_of: str | None) -> str | None:
+    """The time control's ``as_of`` (empty: now), as Baton writes times."""
+    return moment(as_of) if as_of else None
+
+
 def contest(contested: Contest) -> Markup:
     """A contested record's badge: the versions written side by side, and their base."""
     versions = " and ".join(f"v{number}" for number in contested.versions)
@@ -164,16 +170,20 @@ class DashboardData(Controller):
         summary="One packet: pins pinned vs current, its log",
         responses=problems(404),
     )
-    async def packet(self, packet_id: FromPath[str], dashboard: DashboardDep) -> PacketView:
-        return await dashboard.packet(packet_id)
+    async def packet(
+        self, packet_id: FromPath[str], dashboard: DashboardDep, as_of: str | None = None
+    ) -> PacketView:
+        return await dashboard.packet(packet_id, _moment(as_of))
 
     @get(
         "/records/{ref:path}",
         summary="A record's versions, chain status, confidence over time",
         responses=problems(404),
     )
-    async def record(self, ref: FromPath[str], dashboard: DashboardDep) -> RecordView:
-        return await dashboard.record(ref.lstrip("/"))
+    async def record(
+        self, ref: FromPath[str], dashboard: DashboardDep, as_of: str | None = None
+    ) -> RecordView:
+        return await dashboard.record(ref.lstrip("/"), _moment(as_of))
 
     @get("/failed", summary="Failed and expired packets with their reason", responses=problems())
     async def failed(self, dashboard: DashboardDep) -> FailedView:
@@ -286,8 +296,9 @@ class DashboardPages(Controller):
         request: Request[Any, Any, Any],
         dashboard: DashboardDep,
         caller: CallerDep,
+        as_of: str | None = None,
     ) -> Template:
-        view = await dashboard.packet(packet_id)
+        view = await dashboard.packet(packet_id, _moment(as_of))
         return await _page("packet.html", view, request, dashboard, caller)
 
     @get("/records/{ref:path}", name="record")
@@ -297,8 +308,9 @@ class DashboardPages(Controller):
         request: Request[Any, Any, Any],
         dashboard: DashboardDep,
         caller: CallerDep,
+        as_of: str | None = None,
     ) -> Template:
-        view = await dashboard.record(ref.lstrip("/"))
+        view = await dashboard.record(ref.lstrip("/"), _moment(as_of))
         return await _page(
             "record.html", view, request, dashboard, caller, chart=chart(view.confidence)
         )
