@@ -29,8 +29,10 @@ from baton.server.endpoint import token_of
 from baton.server.memory_models import Consolidation, FileContext, MemorySaved, Recall
 from baton.server.models import (
     AgentSummary,
+    AgentThen,
     Event,
     History,
+    NoticePage,
     OutcomeEntry,
     OutcomeReport,
     Packet,
@@ -42,6 +44,7 @@ from baton.server.models import (
     Session,
     SessionEnded,
     Stats,
+    Webhook,
 )
 from baton.server.operation import Operation
 from baton.server.patterns import Patterns
@@ -353,6 +356,25 @@ class BatonClient:
         """Claim this agent's oldest queued packet (``packet`` is None when nothing waits)."""
         return self._send(request(ops.RESUME, agent=self.agent, lease_seconds=lease_seconds))
 
+    def agent_as_of(self, agent: str, as_of: str | None = None) -> AgentThen:
+        """What ``agent`` had in front of it at ``as_of`` (now by default)."""
+        return self._send(request(ops.AGENT_AS_OF, agent=agent, as_of=as_of))
+
+    def notices(self, after: str = "0-0", limit: int = 100) -> NoticePage:
+        """This agent's notices after the one with id ``after`` (docs/handoffs.md)."""
+        return self._send(request(ops.NOTICES, agent=self.agent, after=after, limit=limit))
+
+    def set_webhook(self, url: str) -> Webhook:
+        """POST this agent's notices to ``url``; the answer holds the signing secret."""
+        return self._send(request(ops.SET_WEBHOOK, agent=self.agent, url=url))
+
+    def webhook(self) -> Webhook:
+        """This agent's webhook and its newest deliveries."""
+        return self._send(request(ops.WEBHOOK, agent=self.agent))
+
+    def drop_webhook(self) -> Webhook:
+        return self._send(request(ops.DROP_WEBHOOK, agent=self.agent))
+
     def complete(self, packet_id: str) -> Packet:
         return self._send(request(ops.COMPLETE, packet_id=packet_id))
 
@@ -493,6 +515,21 @@ class AsyncBatonClient:
 
     async def resume(self, lease_seconds: float | None = None) -> Resumed:
         return await self._send(request(ops.RESUME, agent=self.agent, lease_seconds=lease_seconds))
+
+    async def agent_as_of(self, agent: str, as_of: str | None = None) -> AgentThen:
+        return await self._send(request(ops.AGENT_AS_OF, agent=agent, as_of=as_of))
+
+    async def notices(self, after: str = "0-0", limit: int = 100) -> NoticePage:
+        return await self._send(request(ops.NOTICES, agent=self.agent, after=after, limit=limit))
+
+    async def set_webhook(self, url: str) -> Webhook:
+        return await self._send(request(ops.SET_WEBHOOK, agent=self.agent, url=url))
+
+    async def webhook(self) -> Webhook:
+        return await self._send(request(ops.WEBHOOK, agent=self.agent))
+
+    async def drop_webhook(self) -> Webhook:
+        return await self._send(request(ops.DROP_WEBHOOK, agent=self.agent))
 
     async def complete(self, packet_id: str) -> Packet:
         return await self._send(request(ops.COMPLETE, packet_id=packet_id))

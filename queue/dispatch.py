@@ -25,7 +25,7 @@ from rq import Queue, Retry
 from rq.exceptions import NoSuchJobError
 from rq.job import Job
 
-from baton.queue.job_guard import DELIVER, JOB_SERIALIZER, BatonJob
+from baton.queue.job_guard import DELIVER, JOB_SERIALIZER, WEBHOOK, BatonJob
 from baton.server.batch import Batch
 from baton.server.clock import iso, now_us
 from baton.server.errors import describe
@@ -35,7 +35,7 @@ from baton.server.settings import HandoffPolicy
 from baton.server.validation import PACKET_ID_PATTERN
 
 log = structlog.get_logger("baton.dispatch")
-MAINTENANCE_QUEUE = "baton-maintenance"
+MAINTENANCE_QUEUE = "baton-maintenance"  # sweeps and webhook deliveries (``baton worker``)
 
 
 # Finished jobs are kept an hour (visible in rq info); failed ones a week (our dead letter).
@@ -152,6 +152,30 @@ class RQDispatcher:
         self.shares_data_redis = shares_data_redis
         self.discard_script = async_connection.register_script(lua_source("discard_job"))
         self.encoder = connection.get_encoder()
+
+    async def enqueue_webhook(self, namespace: str, agent: str, notice_id: str) -> None:
+        """Enqueue a delivery of the notice to the agent's webhook
+        (``baton.queue.jobs.deliver_webhook``) on the maintenance queue, which
+        ``baton worker`` works, through RQ's own ``enqueue``: retried as a handler is."""
+        tries, intervals = self.policy.handler_tries, list(self.policy.retry_intervals)
+        queue = Queue(
+            MAINTENANCE_QUEUE,
+            connection=self.connection,
+            serializer=JOB_SERIALIZER,
+            job_class=BatonJob,
+        )
+        await asyncio.to_thread(
+            partial(
+                queue.enqueue,
+                WEBHOOK,
+                namespace,
+                agent,
+                notice_id,
+                retry=Retry(max=tries - 1, interval=intervals) if tries > 1 else None,
+                result_ttl=RESULT_TTL,
+                failure_ttl=FAILURE_TTL,
+            )
+        )
 
     def queue(self, namespace: str, agent: str) -> Queue:
         return Queue(

@@ -22,9 +22,10 @@ from baton.server.validation import NAMESPACE_PATTERN, PACKET_ID_PATTERN
 
 DELIVER = "baton.queue.jobs.deliver_packet"
 SWEEP = "baton.queue.jobs.sweep"
+WEBHOOK = "baton.queue.jobs.deliver_webhook"
 JOB_SERIALIZER = JSONSerializer  # decoding a job's data runs no code, unlike pickle
 # Each job function Baton enqueues, with the number of (text) arguments it takes.
-ALLOWED_JOBS: dict[str, int] = {DELIVER: 3, SWEEP: 0}
+ALLOWED_JOBS: dict[str, int] = {DELIVER: 3, SWEEP: 0, WEBHOOK: 3}
 CALLBACK_FIELDS = ("success_callback_name", "failure_callback_name", "stopped_callback_name")
 # keys.job_id's shape: baton-<namespace>-<packet id>-<delivery attempt>
 DELIVERY_JOB_ID = re.compile(

@@ -5,13 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
+import msgspec
 import structlog
 from rq import get_current_job
 
 from baton.agents.agent_runtime import handler_for
 from baton.queue.sweeps import sweep_all
 from baton.queue.worker_context import worker_context
+from baton.server.clock import utc_now
 from baton.server.errors import StateConflict, describe
+from baton.server.models import WebhookDelivery
+from baton.server.notices import SIGNATURE_HEADER, signature
+
+WEBHOOK_TIMEOUT = 10.0  # seconds a webhook has to answer
 
 log = structlog.get_logger("baton.worker")
 
@@ -61,6 +68,64 @@ def deliver_packet(namespace: str, agent: str, packet_id: str) -> dict[str, Any]
         log.info("packet settled by its handler", packet=packet_id, state=settled.extra["state"])
     log.info("packet handled", packet=packet_id, agent=agent)
     return {"packet": packet_id, "handled": True}
+
+
+def deliver_webhook(namespace: str, agent: str, notice_id: str) -> dict[str, Any]:
+    """POST one notice to ``agent``'s webhook, signed (``X-Baton-Signature``), and log the
+    attempt where the agent and the dashboard see it. A refusal (not 2xx) or no answer
+    raises, so RQ tries again after its interval (``BATON_HANDLER_TRIES``,
+    ``BATON_RETRY_INTERVALS``); a webhook removed or a notice trimmed meanwhile ends it."""
+    context = worker_context()
+    notices = context.backend.namespace(namespace).notices
+    target = context.run(notices.target(agent))
+    notice = context.run(notices.notice(agent, notice_id))
+    if target is None or notice is None:
+        return {"notice": notice_id, "delivered": False, "reason": "no webhook or notice"}
+    url, secret = target
+    body = msgspec.json.encode({"namespace": namespace, "agent": agent, "notice": notice})
+    job = get_current_job()
+    tries = context.settings.handoffs.handler_tries
+    left = None if job is None else job.retries_left  # RQ counts the tries left down to 0
+    attempt = tries if left is None else tries - left
+    status: int | None = None
+    error: str | None = None
+    try:
+        answer = httpx.post(
+            url,
+            content=body,
+            headers={
+                "content-type": "application/json",
+                SIGNATURE_HEADER: signature(secret, body),
+                "X-Baton-Notice": notice_id,
+            },
+            timeout=WEBHOOK_TIMEOUT,
+        )
+        status = answer.status_code
+        if not answer.is_success:
+            error = f"answered {status}"
+    except httpx.HTTPError as failure:
+        error = f"{type(failure).__name__}: {failure}"
+    delivered = error is None
+    context.run(
+        notices.note_delivery(
+            agent,
+            WebhookDelivery(
+                notice=notice_id,
+                attempt=attempt,
+                at=utc_now(),
+                status=status,
+                error=error,
+                delivered=delivered,
+            ),
+        )
+    )
+    if not delivered:
+        raise WebhookRefused(f"{url}: {error}")
+    return {"notice": notice_id, "delivered": True, "status": status}
+
+
+class WebhookRefused(RuntimeError):
+    """A webhook did not take a notice (RQ tries again)."""
 
 
 def sweep() -> dict[str, Any]:

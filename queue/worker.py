@@ -255,8 +255,9 @@ def _schedule(scheduler: RQScheduler, stop: threading.Event) -> None:
 
 
 def run_maintenance(settings: Settings, *, burst: bool = False) -> bool:
-    """Run the periodic sweeps: a thread enqueues the sweep job every
-    ``BATON_SWEEP_SECONDS`` and this worker runs it. Not RQ's ``CronScheduler``: it enqueues
+    """Run the periodic sweeps (a thread enqueues the sweep job every
+    ``BATON_SWEEP_SECONDS`` and this worker runs it) and deliver webhooks, retried by RQ's
+    scheduler. Not RQ's ``CronScheduler``: it enqueues
     with RQ's pickle serializer (RQ 3.0 takes no other), which Baton's workers refuse."""
     configure_logging()  # RQ's lines too, on stderr: stdout is the agent's (transcript, MCP)
     connection = sync_redis(queue_url(settings))
@@ -265,7 +266,9 @@ def run_maintenance(settings: Settings, *, burst: bool = False) -> bool:
     )
     if burst:
         queue.enqueue(SWEEP)
-        return work_through_outages(queue, stop_seconds=settings.stop_seconds, burst=True)
+        return work_through_outages(
+            queue, stop_seconds=settings.stop_seconds, burst=True, scheduler=True
+        )
     stop = threading.Event()
     ticking = threading.Thread(
         target=_tick,
@@ -275,7 +278,8 @@ def run_maintenance(settings: Settings, *, burst: bool = False) -> bool:
     )
     ticking.start()
     try:
-        return work_through_outages(queue, stop_seconds=settings.stop_seconds)
+        with scheduling([queue]):  # webhook deliveries wait out their retry intervals
+            return work_through_outages(queue, stop_seconds=settings.stop_seconds)
     finally:
         stop.set()
 

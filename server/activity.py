@@ -72,7 +72,7 @@ class Activity:
     async def recent(self, limit: int = 50) -> list[Event]:
         """The newest events, newest first (at most ``MAX_RECENT``)."""
         raw = await self.redis.xrevrange(self.keys.events, count=max(1, min(limit, MAX_RECENT)))
-        return [_event(event_id, fields) for event_id, fields in codec.entries(raw)]
+        return [parse_event(event_id, fields) for event_id, fields in codec.entries(raw)]
 
     # -- session touches ----------------------------------------------------------------------
 
@@ -157,10 +157,10 @@ async def follow(redis: Redis, keys: Keys, wait_ms: int, after: str) -> AsyncIte
             continue
         for event_id, fields in codec.read_entries(reply):
             last = event_id.decode()
-            yield _event(event_id, fields)
+            yield parse_event(event_id, fields)
 
 
-def _event(event_id: bytes, fields: dict[bytes, bytes]) -> Event:
+def parse_event(event_id: bytes, fields: dict[bytes, bytes]) -> Event:
     decoded = {key.decode(): value.decode() for key, value in fields.items()}
     return Event(
         id=event_id.decode(),

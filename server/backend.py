@@ -41,6 +41,7 @@ from baton.server.item_expiry import ItemExpiry
 from baton.server.keys import NAMESPACES, Keys, token_namespaces_key
 from baton.server.lexical import LEXICAL_VERSION
 from baton.server.memories import MemoryStore
+from baton.server.notices import NoticeStore
 from baton.server.outcomes import OutcomeStore
 from baton.server.records import HeadHints, RecordStore
 from baton.server.recount import COUNTED
@@ -235,6 +236,10 @@ class Namespace:
     @cached_property
     def memories(self) -> MemoryStore:
         return MemoryStore(self)
+
+    @cached_property
+    def notices(self) -> NoticeStore:
+        return NoticeStore(self, self.handoffs)
 
     @cached_property
     def as_of(self) -> AsOf:

@@ -8,7 +8,12 @@ from typing import Any, cast, overload
 
 import msgpack
 import msgspec
-from redis.typing import StreamRangeResponse, XReadResponse, ZSetRangeResponse
+from redis.typing import (
+    StreamRangeResponse,
+    XReadGroupResponse,
+    XReadResponse,
+    ZSetRangeResponse,
+)
 
 from baton.server.clock import iso
 from baton.server.integrity import plain_json, version_body
@@ -65,7 +70,7 @@ def entries(reply: StreamRangeResponse | None) -> list[StreamEntry]:
     return cast(list[StreamEntry], reply)
 
 
-def read_entries(reply: XReadResponse) -> list[StreamEntry]:
+def read_entries(reply: XReadResponse | XReadGroupResponse) -> list[StreamEntry]:
     """The entries of an XREAD of one stream (RESP2: ``[[stream, entries]]``), or [] when the
     read timed out (an empty reply)."""
     streams = cast(list[tuple[bytes, list[StreamEntry]]], reply)

@@ -29,6 +29,10 @@ class Dispatcher(Protocol):
         """The same drop, off the caller's path."""
         ...
 
+    async def enqueue_webhook(self, namespace: str, agent: str, notice_id: str) -> None:
+        """Ask a worker to deliver the notice to ``agent``'s webhook."""
+        ...
+
     async def depth(self, namespace: str, agent: str) -> int:
         """How many jobs wait in ``agent``'s queue."""
         ...

@@ -241,6 +241,24 @@ class Keys:
         """Each confined agent's grants (``baton.server.grants``)."""
         return f"{self.base}:grants"
 
+    def notices(self, agent: str) -> str:
+        """The agent's notices (a stream): pins of its packets that moved on."""
+        return f"{self.base}:notices:{{{agent}}}"
+
+    def webhook(self, agent: str) -> str:
+        """The agent's webhook: ``url``, ``secret``, ``created_at``."""
+        return f"{self.webhooks_stem}{{{agent}}}"
+
+    def webhook_deliveries(self, agent: str) -> str:
+        """The agent's newest webhook delivery attempts (a list, newest last)."""
+        return f"{self.webhook(agent)}:deliveries"
+
+    @property
+    def webhooks_stem(self) -> str:
+        """What every webhook key starts with (settings: an import that replaces the
+        namespace keeps them)."""
+        return f"{self.base}:webhook:"
+
     def denial(self, digest: str) -> str:
         """A refusal recently audited (agent and target digested), so a loop adds one entry."""
         return f"{self.base}:denied:{digest}"

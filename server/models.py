@@ -344,6 +344,54 @@ class AgentThen(msgspec.Struct, kw_only=True):
     seen: list[Sighting]
 
 
+class Notice(msgspec.Struct, kw_only=True):
+    """A pin of one of the agent's packets moved on: ``ref`` pinned at ``pinned_version``
+    got ``version``, written by ``author`` at ``at``. ``id`` orders notices (pass the last
+    one seen as ``after``); ``event`` names the write's activity event (a notice can come
+    twice after a crash: the same ``event`` and ``packet``)."""
+
+    id: str
+    kind: Literal["pin_moved"] = "pin_moved"
+    packet: str
+    ref: str
+    pinned_version: int
+    version: int
+    author: str
+    at: str
+    event: str
+
+
+class NoticePage(msgspec.Struct, kw_only=True):
+    """Notices after the one asked for, oldest first; ``last`` is the id to ask after next
+    (the one asked for when there are none)."""
+
+    agent: str
+    notices: list[Notice]
+    last: str
+
+
+class WebhookDelivery(msgspec.Struct, kw_only=True):
+    """One attempt to deliver a notice to an agent's webhook."""
+
+    notice: str
+    attempt: int
+    at: str
+    status: int | None  # the HTTP status answered; null when nothing answered
+    error: str | None
+    delivered: bool
+
+
+class Webhook(msgspec.Struct, kw_only=True):
+    """An agent's webhook (its secret is shown only when it is set) and its newest
+    deliveries, newest first."""
+
+    agent: str
+    url: str | None
+    created_at: str | None
+    secret: str | None = None
+    deliveries: list[WebhookDelivery] = []
+
+
 class VersionNote(msgspec.Struct, kw_only=True):
     """Who wrote one version of a record, in which session, when, and its confidence."""
 

@@ -35,16 +35,19 @@ class Removed:
 
 
 async def namespace_keys(ns: Namespace, *, threads: bool = False) -> list[bytes]:
-    """Every key under the namespace's prefix (all nodes of a cluster) but its grants
-    (settings, not data, so a namespace replaced by an import stays as confined as it was)
+    """Every key under the namespace's prefix (all nodes of a cluster) but its grants and
+    webhooks (settings, not data, so a namespace replaced by an import stays as confined as
+    it was, and its agents are still called)
     and, unless ``threads``, its LangGraph threads (a dump does not carry them: an import
     that replaces the namespace keeps them)."""
-    grants = ns.keys.grants.encode()
+    grants, webhooks = ns.keys.grants.encode(), ns.keys.webhooks_stem.encode()
     thread_stem = ns.keys.threads.removesuffix("*").encode()
     return [
         key
         async for key in ns.redis.scan_iter(match=ns.keys.everything, count=SCAN_COUNT)
-        if key != grants and (threads or not key.startswith(thread_stem))
+        if key != grants
+        and not key.startswith(webhooks)
+        and (threads or not key.startswith(thread_stem))
     ]
 
 

@@ -52,6 +52,7 @@ from baton.server.models import (
     Delivery,
     History,
     Input,
+    NoticePage,
     Observed,
     OutcomeEntry,
     OutcomeKind,
@@ -68,6 +69,7 @@ from baton.server.models import (
     Session,
     SessionEnded,
     Stats,
+    Webhook,
 )
 from baton.server.operation import OPEN, Call, Guard, Operation, Route
 from baton.server.patterns import SESSIONS_READ, Patterns, detect
@@ -169,7 +171,7 @@ class RecallInput(ListInput, kw_only=True):
 
 async def recall(call: Call, i: RecallInput) -> RecordVersion | RecordPage:
     if i.ref is not None:
-        return await read_record(call, ReadInput(ref=i.ref, version=i.version))
+        return await read_record(call, ReadInput(ref=i.ref, version=i.version, as_of=i.as_of))
     fields = msgspec.structs.asdict(i)
     del fields["ref"], fields["version"]
     return await list_records(call, ListInput(**fields))
@@ -327,6 +329,48 @@ class NoInput(Input, kw_only=True):
 
 async def agents(call: Call, i: NoInput) -> list[AgentSummary]:
     return await call.ns.handoffs.agents()
+
+
+def own_agent(call: Call, agent: str) -> str:
+    """``agent`` when the caller acts as it (its token's agent, or an admin naming it in
+    X-Baton-Agent); :class:`Forbidden` otherwise."""
+    if agent != call.caller.agent:
+        raise Forbidden(
+            f"{call.caller.agent} cannot use {agent}'s notices or webhook; "
+            f"send X-Baton-Agent: {agent}",
+            agent=agent,
+        )
+    return agent
+
+
+class NoticesInput(Input, kw_only=True):
+    agent: str
+    after: str = "0-0"  # the last notice id seen
+    limit: PageSize = 100
+
+
+async def notices(call: Call, i: NoticesInput) -> NoticePage:
+    return await call.ns.notices.since(own_agent(call, i.agent), i.after, i.limit)
+
+
+class WebhookInput(Input, kw_only=True):
+    agent: str
+
+
+class SetWebhookInput(WebhookInput, kw_only=True):
+    url: str
+
+
+async def set_webhook(call: Call, i: SetWebhookInput) -> Webhook:
+    return await call.ns.notices.set_webhook(own_agent(call, i.agent), i.url)
+
+
+async def webhook(call: Call, i: WebhookInput) -> Webhook:
+    return await call.ns.notices.webhook(own_agent(call, i.agent))
+
+
+async def drop_webhook(call: Call, i: WebhookInput) -> Webhook:
+    return await call.ns.notices.drop_webhook(own_agent(call, i.agent))
 
 
 # Sessions -----------------------------------------------------------------------------------
@@ -711,6 +755,12 @@ def agent_then_shown(rights: Rights, then: AgentThen) -> AgentThen:
     return then
 
 
+def notices_shown(rights: Rights, page: NoticePage) -> NoticePage:
+    """Only the notices of records ``rights`` may read."""
+    page.notices = [each for each in page.notices if rights.may(record(each.ref))]
+    return page
+
+
 def resumed_shown(rights: Rights, resumed: Resumed) -> Resumed:
     """A confined receiver gets the pinned values the sender handed over, but not what a
     record it may not read holds now (nor who moved it)."""
@@ -1086,6 +1136,60 @@ AGENT_AS_OF = Operation(
     tool=True,
     effect="reads",
     guard=Guard(shows=agent_then_shown),
+)
+
+NOTICES = Operation(
+    "notices",
+    "Your notices, oldest first: each pin of your held, queued or claimed packets that moved "
+    "on (the record got a newer version), within a second of the write. Pass the last id "
+    "seen as after.",
+    NoticesInput,
+    NoticePage,
+    notices,
+    tag=HANDOFFS,
+    rest=Route("GET", "/v1/agents/{agent:str}/notices", "An agent's notices", problems=(403,)),
+    effect="reads",
+    guard=Guard(shows=notices_shown),
+)
+
+SET_WEBHOOK = Operation(
+    "set_webhook",
+    "Have your notices POSTed to a URL, signed: X-Baton-Signature is sha256= and the "
+    "HMAC-SHA256 of the body with the secret this answer shows (once). Replaces the one "
+    "before, with a new secret.",
+    SetWebhookInput,
+    Webhook,
+    set_webhook,
+    tag=HANDOFFS,
+    rest=Route("POST", "/v1/agents/{agent:str}/webhook", "Set an agent's webhook", 200, (403,)),
+    effect="writes",
+    guard=OPEN,
+)
+
+WEBHOOK = Operation(
+    "webhook",
+    "Your webhook (without its secret) and its newest deliveries, newest first.",
+    WebhookInput,
+    Webhook,
+    webhook,
+    tag=HANDOFFS,
+    rest=Route("GET", "/v1/agents/{agent:str}/webhook", "An agent's webhook", problems=(403,)),
+    effect="reads",
+    guard=OPEN,
+)
+
+DROP_WEBHOOK = Operation(
+    "drop_webhook",
+    "Stop POSTing your notices (the delivery log stays).",
+    WebhookInput,
+    Webhook,
+    drop_webhook,
+    tag=HANDOFFS,
+    rest=Route(
+        "DELETE", "/v1/agents/{agent:str}/webhook", "Remove an agent's webhook", 200, (403, 404)
+    ),
+    effect="writes",
+    guard=OPEN,
 )
 
 START_SESSION = Operation(
@@ -1566,6 +1670,10 @@ OPERATIONS: tuple[Operation[Any, Any], ...] = (
     REQUEUE,
     AGENTS,
     AGENT_AS_OF,
+    NOTICES,
+    SET_WEBHOOK,
+    WEBHOOK,
+    DROP_WEBHOOK,
     START_SESSION,
     END_SESSION,
     LIST_SESSIONS,

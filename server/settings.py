@@ -120,6 +120,7 @@ class Settings:
     stop_seconds: float = 3.0
     checkpoint_seconds: float | None = 300.0
     session_idle_seconds: float = 24 * 3600
+    notices: bool = True  # this process makes notices (baton.server.notices)
     vectors: str = field(default_factory=default_vectors)  # auto | on | off (vectors.py)
     vector_floor: float = VECTOR_FLOOR
     limits: Limits = field(default_factory=Limits)
@@ -140,7 +141,7 @@ class Settings:
         ``BATON_SIGNING_KEY``, ``BATON_CHECKPOINT_INTERVAL``, ``BATON_MAX_STREAMS``,
         ``BATON_MCP_SESSIONS``, ``BATON_MCP_IDLE_SECONDS``,
         ``BATON_ACCESS_LOG``,
-        ``BATON_STOP_SECONDS``, ``BATON_VECTORS``, ``BATON_VECTOR_FLOOR``,
+        ``BATON_STOP_SECONDS``, ``BATON_VECTORS``, ``BATON_VECTOR_FLOOR``, ``BATON_NOTICES``,
         ``AGENTMEMORY_SECRET``, ``AGENTMEMORY_AGENT`` and the handoff policy variables."""
         env = os.environ if environ is None else environ
         appendfsync = env.get("BATON_APPENDFSYNC", "everysec")
@@ -214,6 +215,7 @@ class Settings:
             mcp_idle_seconds=_number(env, "BATON_MCP_IDLE_SECONDS", 1800.0, float),
             access_log=_access_log(env.get("BATON_ACCESS_LOG", "errors")),
             stop_seconds=_number(env, "BATON_STOP_SECONDS", 3.0, float),
+            notices=_on_off(env.get("BATON_NOTICES", "on"), "BATON_NOTICES"),
             checkpoint_seconds=_seconds(
                 env.get("BATON_CHECKPOINT_INTERVAL", "300"), "BATON_CHECKPOINT_INTERVAL"
             ),
@@ -233,6 +235,12 @@ class Settings:
 
 NumberT = TypeVar("NumberT", int, float)
 RATE_UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
+
+
+def _on_off(value: str, name: str) -> bool:
+    if value not in ("on", "off"):
+        raise ValueError(f"{name} must be on or off, got {value!r}")
+    return value == "on"
 
 
 def _access_log(value: str) -> AccessLog:

@@ -509,6 +509,8 @@ def running_server(
         **os.environ,
         "BATON_REDIS_URL": redis_url,
         "BATON_CHECKPOINT_INTERVAL": "off",
+        # Notices add events to the store a test checks: tests that want them say so.
+        "BATON_NOTICES": "off",
         **env,
     }
     with open(log, "wb") as out:

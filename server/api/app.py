@@ -41,6 +41,7 @@ from baton.server.api.deps import DEPENDENCIES, CallerDep
 from baton.server.api.event_streams import EventHub
 from baton.server.api.mcp_sessions import SessionTable
 from baton.server.api.metrics import REQUESTS, MetricsController
+from baton.server.api.notice_routes import NoticeStream
 from baton.server.api.observability import observe_requests
 from baton.server.api.openapi_bodies import (
     JsonWithExactBodies,
@@ -59,6 +60,7 @@ from baton.server.identity import CALLER, Caller
 from baton.server.keys import RATE_LIMIT_NAMESPACE, READY_PROBE
 from baton.server.logs import configure_logging
 from baton.server.mcp_server import Binding, create_mcp_server
+from baton.server.notices import Notifier
 from baton.server.serving import settled
 from baton.server.settings import Settings
 from baton.server.signing import load_signing_key
@@ -225,6 +227,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
             events_client = async_redis(url)  # the event hub's own: never the request pool's
             app.state.events = hub = EventHub(events_client, settings.max_streams)
             background = [asyncio.create_task(sweep_forever(backend, settings, signing_key))]
+            if settings.notices:
+                background.append(asyncio.create_task(Notifier(backend).run_forever()))
             if not settings.redis_url:  # Baton started the embedded server: keep it up
                 background.append(asyncio.create_task(supervise(embedded_server(settings))))
             if not gate.secured:
@@ -249,6 +253,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             DashboardData,
             DashboardPages,
             MetricsController,
+            NoticeStream,
             healthz,
             readyz,
             whoami,

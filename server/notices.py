@@ -1,0 +1,291 @@
+"""Notices: an agent is told, within a second, that a record one of its packets pins got a
+newer version, instead of finding out at its next ``resume``.
+
+A notice is derived from the write, never from the memory of the process that took it: each
+write's activity event (``baton:<ns>:events``, written with the version on one Redis) is
+read by a consumer group, ``notices``, that every API process joins (Redis Streams' own
+piece for sharing work: each event goes to one process, and an event a process took but
+never acknowledged, because it died, is taken over by another after
+:data:`RECLAIM_MS`). For a moved record, every held, queued or claimed packet pinning an
+older version of it gets a notice on its receiver's stream (``baton:<ns>:notices:{agent}``),
+unless the receiver wrote the version itself. From there an agent reads its notices (REST,
+SSE, the Python client), its MCP sessions get them (pushed over stdio, with the next tool
+result over HTTP), and its webhook is called (``baton.queue.jobs.deliver_webhook``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import secrets
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+import msgspec
+import structlog
+from redis.exceptions import RedisError, ResponseError
+
+from baton.server import codec
+from baton.server.activity import parse_event
+from baton.server.clock import utc_now
+from baton.server.errors import InvalidInput, NotFound
+from baton.server.keys import NAMESPACES
+from baton.server.models import Event, Notice, NoticePage, Webhook, WebhookDelivery
+from baton.server.store_base import NamespaceStore
+from baton.server.validation import check_agent
+
+if TYPE_CHECKING:
+    from baton.server.backend import Backend
+    from baton.server.handoffs import HandoffStore
+    from baton.server.store_base import NamespaceParts
+
+log = structlog.get_logger("baton.notices")
+
+GROUP = "notices"  # the consumer group on each namespace's events stream
+NOTICES_KEPT = 10_000  # per agent
+DELIVERIES_KEPT = 100  # webhook attempts shown per agent
+RECLAIM_MS = 5_000  # an event taken and not acknowledged this long is taken over
+READ_COUNT = 200  # events a process takes from one namespace per round
+POLL_SECONDS = 0.25  # between rounds that found nothing
+MAX_URL = 2048
+SIGNATURE_HEADER = "X-Baton-Signature"  # "sha256=" and the HMAC of the body, hex
+
+
+def signature(secret: str, body: bytes) -> str:
+    """The ``X-Baton-Signature`` of ``body``: HMAC-SHA256 with the agent's secret."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+class NoticeStore(NamespaceStore):
+    """One namespace's notices and webhooks."""
+
+    def __init__(self, namespace: NamespaceParts, handoffs: HandoffStore) -> None:
+        super().__init__(namespace)
+        self.handoffs = handoffs
+
+    # -- deriving ------------------------------------------------------------------------------
+
+    async def derive(self, events: Sequence[Event]) -> list[tuple[str, Notice]]:
+        """The notices ``events`` (remember events) make, written to their agents' streams,
+        each followed by a ``notice`` event for its agent (what wakes its open streams and
+        the dashboard); each with its agent."""
+        moved = [e for e in events if e.kind == "remember" and e.ref and e.version]
+        if not moved:
+            return []
+        pins = await self._live_pins({e.ref for e in moved if e.ref})
+        made: list[tuple[str, Notice]] = []
+        for event in moved:
+            assert event.ref is not None and event.version is not None
+            for agent, packet_id, pinned in pins.get(event.ref, []):
+                if pinned < event.version and agent != event.agent:
+                    made.append(
+                        (
+                            agent,
+                            Notice(
+                                id="",
+                                packet=packet_id,
+                                ref=event.ref,
+                                pinned_version=pinned,
+                                version=event.version,
+                                author=event.agent,
+                                at=event.at,
+                                event=event.id,
+                            ),
+                        )
+                    )
+        if made:
+            batch = self.ns.batch()
+            for agent, notice in made:
+                fields = msgspec.structs.asdict(notice)
+                del fields["id"]
+                batch.pipe.xadd(
+                    self.keys.notices(agent),
+                    {name: str(value) for name, value in fields.items()},
+                    maxlen=NOTICES_KEPT,
+                    approximate=True,
+                )
+                text = f"{notice.ref} moved v{notice.pinned_version} -> v{notice.version}"
+                self.activity.event(
+                    batch, "notice", agent, text, ref=notice.ref, packet=notice.packet
+                )
+            ids = (await batch.execute())[::2]
+            made = [
+                (agent, msgspec.structs.replace(notice, id=codec.text(new_id)))
+                for (agent, notice), new_id in zip(made, ids, strict=True)
+            ]
+        return made
+
+    async def _live_pins(self, refs: set[str]) -> dict[str, list[tuple[str, str, int]]]:
+        """For each of ``refs``, the held, queued and claimed packets pinning it: (receiver,
+        packet id, version pinned)."""
+        receivers = sorted(codec.text(raw) for raw in await self.redis.smembers(self.keys.inboxes))
+        pipe = self.redis.pipeline(transaction=False)
+        for agent in receivers:
+            inbox = self.keys.inbox(agent)
+            for state in ("held", "queued", "claimed"):
+                pipe.zrange(inbox.of(state), 0, -1)
+        replies = iter(await pipe.execute())
+        ids = [codec.text(raw) for _ in receivers for _ in range(3) for raw in next(replies)]
+        packets = await self.handoffs.get_many(ids)
+        pins: dict[str, list[tuple[str, str, int]]] = {}
+        for packet in packets.values():
+            for pin in packet.pins:
+                if pin.ref in refs:
+                    pins.setdefault(pin.ref, []).append((packet.to_agent, packet.id, pin.version))
+        return pins
+
+    # -- reading -------------------------------------------------------------------------------
+
+    async def since(self, agent: str, after: str = "0-0", limit: int = 100) -> NoticePage:
+        """``agent``'s notices after the one with id ``after``, oldest first."""
+        agent = check_agent(agent)
+        try:
+            raw = await self.redis.xrange(self.keys.notices(agent), f"({after}", "+", count=limit)
+        except ResponseError:
+            raise InvalidInput(
+                "after", f"{after!r} is not a notice id like 1765100000000-0"
+            ) from None
+        notices = [notice_of(entry_id, fields) for entry_id, fields in codec.entries(raw)]
+        return NoticePage(agent=agent, notices=notices, last=notices[-1].id if notices else after)
+
+    async def newest(self, agent: str) -> str:
+        """The id of ``agent``'s newest notice ("0-0" when there is none)."""
+        newest = codec.entries(await self.redis.xrevrange(self.keys.notices(agent), count=1))
+        return codec.text(newest[0][0]) if newest else "0-0"
+
+    # -- webhooks ------------------------------------------------------------------------------
+
+    async def set_webhook(self, agent: str, url: str) -> Webhook:
+        """Call ``url`` with each of ``agent``'s notices, signed with a new secret (shown in
+        this answer only)."""
+        agent = check_agent(agent)
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname or len(url) > MAX_URL:
+            raise InvalidInput("url", f"must be an http:// or https:// URL of at most {MAX_URL}")
+        secret = "whsec_" + secrets.token_hex(32)
+        created_at = utc_now()
+        await self.redis.hset(
+            self.keys.webhook(agent),
+            mapping={"url": url, "secret": secret, "created_at": created_at},
+        )
+        return Webhook(agent=agent, url=url, created_at=created_at, secret=secret)
+
+    async def webhook(self, agent: str) -> Webhook:
+        """``agent``'s webhook without its secret, and its newest deliveries."""
+        agent = check_agent(agent)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hmget(self.keys.webhook(agent), "url", "created_at")
+        pipe.lrange(self.keys.webhook_deliveries(agent), 0, -1)
+        (url, created_at), deliveries = await pipe.execute()
+        return Webhook(
+            agent=agent,
+            url=codec.text(url),
+            created_at=codec.text(created_at),
+            deliveries=[msgspec.convert(codec.unpack(raw), WebhookDelivery) for raw in deliveries][
+                ::-1
+            ],
+        )
+
+    async def drop_webhook(self, agent: str) -> Webhook:
+        """Stop calling ``agent``'s webhook (its delivery log stays)."""
+        agent = check_agent(agent)
+        if not await self.redis.delete(self.keys.webhook(agent)):
+            raise NotFound(f"{agent} has no webhook", agent=agent)
+        return await self.webhook(agent)
+
+    async def target(self, agent: str) -> tuple[str, str] | None:
+        """``agent``'s webhook URL and secret, or None."""
+        url, secret = await self.redis.hmget(self.keys.webhook(agent), "url", "secret")
+        return None if url is None or secret is None else (codec.text(url), codec.text(secret))
+
+    async def note_delivery(self, agent: str, delivery: WebhookDelivery) -> None:
+        """Keep one delivery attempt in ``agent``'s log (the newest :data:`DELIVERIES_KEPT`)."""
+        key = self.keys.webhook_deliveries(agent)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.rpush(key, codec.pack(msgspec.to_builtins(delivery)))
+        pipe.ltrim(key, -DELIVERIES_KEPT, -1)
+        await pipe.execute()
+
+    async def notice(self, agent: str, notice_id: str) -> Notice | None:
+        """One of ``agent``'s notices by id (None once trimmed)."""
+        raw = await self.redis.xrange(self.keys.notices(agent), notice_id, notice_id)
+        entries = codec.entries(raw)
+        return notice_of(*entries[0]) if entries else None
+
+
+def notice_of(entry_id: bytes, fields: dict[bytes, bytes]) -> Notice:
+    decoded = {key.decode(): value.decode() for key, value in fields.items()}
+    return msgspec.convert({**decoded, "id": entry_id.decode()}, Notice, strict=False)
+
+
+# -- the notifier --------------------------------------------------------------------------------
+
+
+class Notifier:
+    """Reads every namespace's new events as one consumer of its ``notices`` group and
+    turns them into notices, and webhook jobs for agents that have a webhook."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.redis = backend.redis
+        self.consumer = f"{int(time.time())}-{secrets.token_hex(4)}"  # this process
+
+    async def round(self) -> int:
+        """One pass over every namespace; how many events it handled."""
+        handled = 0
+        for raw in await self.redis.smembers(NAMESPACES):
+            handled += await self._namespace(codec.text(raw))
+        return handled
+
+    async def _namespace(self, namespace: str) -> int:
+        ns = self.backend.namespace(namespace)
+        stream = ns.keys.events
+        try:
+            _, reclaimed, *_ = await self.redis.xautoclaim(
+                stream, GROUP, self.consumer, RECLAIM_MS, "0-0", count=READ_COUNT
+            )
+            fresh = await self.redis.xreadgroup(
+                GROUP, self.consumer, {stream: ">"}, count=READ_COUNT
+            )
+        except ResponseError as error:
+            if "NOGROUP" not in str(error):
+                raise
+            await self._create_group(stream)
+            return await self._namespace(namespace)
+        entries = [e for e in codec.entries(reclaimed) if e[1]]  # trimmed ones come back empty
+        entries += codec.read_entries(fresh)
+        if not entries:
+            return 0
+        made = await ns.notices.derive([parse_event(eid, fields) for eid, fields in entries])
+        dispatcher = self.backend.dispatcher
+        if dispatcher is not None:
+            for agent, notice in made:
+                if await ns.notices.target(agent) is not None:
+                    await dispatcher.enqueue_webhook(namespace, agent, notice.id)
+        await self.redis.xack(stream, GROUP, *(eid for eid, _ in entries))
+        return len(entries)
+
+    async def _create_group(self, stream: str) -> None:
+        """The group, reading from the oldest event kept: none written before a notifier
+        first saw the namespace is missed (a pin that moved then is still stale)."""
+        try:
+            await self.redis.xgroup_create(stream, GROUP, id="0", mkstream=True)
+        except ResponseError as error:
+            if "BUSYGROUP" not in str(error):  # another process made it meanwhile
+                raise
+
+    async def run_forever(self) -> None:
+        """Rounds until cancelled; a round that fails is logged and the next one tried."""
+        while True:
+            try:
+                handled = await self.round()
+            except asyncio.CancelledError:
+                raise
+            except (RedisError, OSError) as error:
+                log.warning("notices round failed; trying again", error=str(error))
+                handled = 0
+            if not handled:
+                await asyncio.sleep(POLL_SECONDS)
