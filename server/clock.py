@@ -3,6 +3,7 @@ for sorted-set scores. Only the ``time`` module (``baton hook`` imports this on 
 
 from __future__ import annotations
 
+import calendar
 import functools
 import time
 
@@ -19,6 +20,13 @@ def _whole_second(seconds: int) -> str:
     """The timestamp of a whole second (kept: a busy server asks for the same few seconds,
     now and the leases and deadlines just after, thousands of times over)."""
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+
+
+def at_least_after(stamp: str) -> str:
+    """Now, or one microsecond after ``stamp`` (a timestamp of :func:`iso`'s form) when
+    that is later."""
+    whole = calendar.timegm(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S"))
+    return iso(max(now_us(), whole * 1_000_000 + int(stamp[20:26]) + 1))
 
 
 def now_us() -> int:

@@ -317,12 +317,14 @@ class Dashboard:
         packet = await self.handoffs.get(packet_id)
         if as_of is not None:
             numbers = await self.ns.as_of.numbers([pin.ref for pin in packet.pins], as_of)
+            now = await self._current_versions([pin.ref for pin in packet.pins])
             pins = [
                 PinView(
                     ref=pin.ref,
                     pinned_version=pin.version,
                     current_version=then,
                     stale=then != pin.version,
+                    contested=now[pin.ref].contested,
                 )
                 for pin, then in zip(packet.pins, numbers, strict=True)
             ]

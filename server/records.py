@@ -18,7 +18,7 @@ from redis.typing import EncodableT
 from baton.server import codec
 from baton.server.batch import Batch
 from baton.server.changes import Command, Plan, Planned, Seen, VersionWrite
-from baton.server.clock import utc_now
+from baton.server.clock import at_least_after, utc_now
 from baton.server.errors import (
     Forbidden,
     InvalidInput,
@@ -267,6 +267,9 @@ class RecordStore(NamespaceStore):
                 assert index is not None
                 index = self.search.with_missing(index, reply[1:])
                 continue
+            if reply[0] == 3:  # the current version is later than its time
+                created_at = at_least_after(codec.text(reply[1]))
+                continue
             if reply[0] == -1:
                 self.heads.drop(ref)
                 raise VersionConflict(f"{ref} was forgotten; write under a new ref", ref=ref)
@@ -411,6 +414,9 @@ class RecordStore(NamespaceStore):
             at = written.refused_at - len(written.versions)
             ref, make, _, index = pending[at]
             reply = written.refusal
+            if reply[0] == 3:  # its record's current version is later than their time
+                created_at = at_least_after(codec.text(reply[1]))
+                continue
             if reply[0] == 2:  # its search document's old terms it was not given
                 call = index or planned[written.refused_at][0].index
                 assert call is not None

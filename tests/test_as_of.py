@@ -4,15 +4,19 @@ a cluster."""
 
 from __future__ import annotations
 
+import threading
 from datetime import datetime, timedelta
 
 import httpx
 import pytest
+from mcp import Client
 
 from baton.agents import BatonClient
 from baton.server.as_of import PROBES, moment
+from baton.server.backend import Backend
 from baton.server.clock import utc_now
 from baton.server.errors import InvalidInput, NotFound
+from baton.server.mcp_server import Binding, create_mcp_server
 from baton.server.records import RecordStore
 from tests.conftest import as_agent
 
@@ -99,12 +103,13 @@ async def test_a_search_as_of_a_moment_ranks_the_values_of_then(store: RecordSto
 
 
 def test_as_of_takes_any_iso_time_and_refuses_anything_else() -> None:
-    """An offset is converted to UTC, no offset means UTC; text that is no time is refused
-    naming ``as_of``."""
+    """An offset is converted to UTC, no offset means UTC; text that is no time, or a time
+    before 1970 or past 9999 in UTC, is refused naming ``as_of``."""
     assert moment("2026-12-07T12:00:00+02:00") == "2026-12-07T10:00:00.000000Z"
     assert moment("2026-12-07T10:00:00") == "2026-12-07T10:00:00.000000Z"
-    with pytest.raises(InvalidInput, match="as_of"):
-        moment("yesterday")
+    for wrong in ("yesterday", "0999-01-01T00:00:00Z", "9999-12-31T23:59:59-05:00"):
+        with pytest.raises(InvalidInput, match="as_of"):
+            moment(wrong)
 
 
 def test_as_of_over_rest_the_client_and_its_mistakes(http: httpx.Client, api_url: str) -> None:
@@ -177,6 +182,50 @@ def test_what_an_agent_had_over_rest_shows_only_what_the_caller_may_read(
     now = utc_now()
     then = http.get("/v1/agents/executor/as-of", params={"as_of": now}).json()
     assert [held["packet"]["summary"] for held in then["claimed"]] == ["go"]
+    with BatonClient(api_url, agent="reader") as reader:
+        assert [c.packet.summary for c in reader.agent_as_of("executor", now).claimed] == ["go"]
     assert [(s["ref"], s["version"], s["session"]) for s in then["seen"]] == [(REF, 1, "exec-1")]
     wrong = http.get("/v1/agents/executor/as-of", params={"as_of": "later"})
     assert (wrong.status_code, wrong.json()["field"]) == (422, "as_of")
+
+
+def test_versions_written_at_once_are_in_the_order_of_their_times(
+    http: httpx.Client, api_url: str
+) -> None:
+    """Eight writers at once on one record, each in its own session: every version's time
+    is later than the one before, so as_of at a version's own time answers that version."""
+
+    def write(n: int) -> None:
+        with httpx.Client(
+            base_url=api_url, headers={"X-Baton-Agent": f"w{n}", "X-Baton-Session": f"s{n}"}
+        ) as client:
+            for i in range(25):
+                assert client.post("/v1/records", json={"ref": REF, "value": [n, i]}).is_success
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    times = [v["created_at"] for v in http.get(f"/v1/history/{REF}").json()["versions"]]
+    assert len(times) == 200
+    assert times == sorted(times) and len(set(times)) == 200
+    for number in (17, 101, 200):
+        read = http.get(f"/v1/records/{REF}", params={"as_of": times[number - 1]}).json()
+        assert read["version"] == number
+
+
+async def test_mcp_recall_of_one_record_as_of_a_moment(backend: Backend) -> None:
+    """The MCP ``recall`` tool with a ref and as_of answers the version current then; with
+    a version too, or a time that is none, an error result naming as_of."""
+    binding = Binding(caller=as_agent("scout", session="scout-session"), backend=backend)
+    ns = backend.namespace("default")
+    first = await ns.records.remember(REF, "apply", agent="scout")
+    await ns.records.remember(REF, "skip", agent="scout")
+    async with Client(create_mcp_server(binding)) as client:
+        then = await client.call_tool("recall", {"ref": REF, "as_of": first.created_at})
+        assert then.structured_content is not None
+        assert then.structured_content["version"] == 1
+        for wrong in ({"as_of": "soon"}, {"as_of": first.created_at, "version": 2}):
+            answer = await client.call_tool("recall", {"ref": REF, **wrong})
+            assert answer.is_error and "as_of" in answer.content[0].text  # type: ignore[union-attr]

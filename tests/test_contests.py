@@ -124,3 +124,14 @@ async def test_resume_and_search_show_the_contest(store: RecordStore) -> None:
     assert (pin.version, pin.stale, pin.contested) == (1, True, Contest(base=1, versions=[2, 3]))
     page = await store.list_records(query="skip")
     assert [(r.ref, r.contested) for r in page.records] == [(REF, Contest(base=1, versions=[2, 3]))]
+
+
+async def test_an_older_write_joining_a_contest_lowers_its_base(store: RecordStore) -> None:
+    """The base is the newest version every contested write saw: a write that saw only v1
+    joining a contest of writes that saw v2 makes it v1."""
+    for value in (1, 2, 3):
+        await store.remember(REF, value, agent="scout")
+    await store.remember(REF, 4, agent="a", based_on=[2])
+    assert (await store.recall(REF)).contested == Contest(base=2, versions=[3, 4])
+    await store.remember(REF, 5, agent="b", based_on=[1])
+    assert (await store.recall(REF)).contested == Contest(base=1, versions=[3, 4, 5])

@@ -15,15 +15,21 @@
 
 -- nil when the head is the one the caller built on (the write may go ahead), else the
 -- refusal: {0, current_version, current_hash} (the caller rebuilds on that head and
--- retries) or {-1} when the record was forgotten (it takes no new versions).
+-- retries), {-1} when the record was forgotten (it takes no new versions), or {3, the
+-- current version's created_at} when the new version's is earlier (another process took
+-- its time later but wrote first: the caller rebuilds with a later time, so a record's
+-- versions are in the order of their times, which as_of relies on).
 local function refused_head(keys, args)
-  local head = redis.call('HMGET', keys[1], 'version', 'hash', 'forgotten_at')
+  local head = redis.call('HMGET', keys[1], 'version', 'hash', 'forgotten_at', 'updated_at')
   if head[3] then
     return {-1}
   end
   local current = tonumber(head[1] or '0')
   if current ~= tonumber(args[1]) or (head[2] or '') ~= args[6] then
     return {0, current, head[2] or ''}
+  end
+  if head[4] and args[4] < head[4] then
+    return {3, head[4]}
   end
   return nil
 end
@@ -60,7 +66,9 @@ local function contest(head_key, current, new, seen_list)
     redis.call('HDEL', head_key, 'contested', 'contested_base')
   else
     left[#left + 1] = new
-    redis.call('HSET', head_key, 'contested', table.concat(left, ','))
+    local base = tonumber(redis.call('HGET', head_key, 'contested_base'))
+    redis.call('HSET', head_key, 'contested', table.concat(left, ','),
+               'contested_base', math.min(base, newest))
   end
 end
 
