@@ -65,6 +65,8 @@ EXAMPLES: dict[tuple[str, str], Any] = {
     ("POST", "/v1/handoffs/{packet_id:str}/release"): None,
     ("POST", "/v1/handoffs/{packet_id:str}/requeue"): None,
     ("POST", "/v1/agents/{agent:str}/resume"): None,
+    ("POST", "/v1/agents/{agent:str}/webhook"): {"url": "http://127.0.0.1:9/hook"},
+    ("DELETE", "/v1/agents/{agent:str}/webhook"): None,
     ("POST", "/v1/sessions/{session_id:str}/end"): {"summary": "done"},
     ("POST", "/v1/forget"): {"session_id": "s-bob", "observation_ids": ["o_none"]},
     ("POST", "/v1/sessions"): {"id": "s-bob", "project": "p", "cwd": "/r"},
@@ -130,6 +132,7 @@ EXAMPLES: dict[tuple[str, str], Any] = {
     ("POST", "/v1/langgraph/runs/delete"): {"run_ids": ["run-bob"]},
     ("POST", "/v1/langgraph/store/expiry"): {"refs": ["langgraph/m/x"], "action": "read"},
 }
+STREAMS = {"/v1/dashboard/events", "/v1/agents/{agent:str}/notices/stream"}  # never end
 QUERIES: dict[tuple[str, str], dict[str, str]] = {("GET", "/v1/sessions/resume"): {"cwd": "/r"}}
 TOOL_EXAMPLES: dict[str, dict[str, Any]] = {
     "remember": {"ref": "m/x", "value": 3},
@@ -359,7 +362,7 @@ def send(
             decoded = httpx.Response(200, content=body or b"{}").json()
             content = httpx.Request("POST", "/", json={**decoded, "agentId": agent_id}).content
         extra = {"Content-Type": "application/json"} if content else {}
-        if endpoint.path == "/v1/dashboard/events":
+        if endpoint.path in STREAMS:
             with client.stream(
                 endpoint.method, world.path(endpoint), params=params, headers=extra
             ) as response:

@@ -171,7 +171,7 @@ class DashboardData(Controller):
         responses=problems(404),
     )
     async def packet(
-        self, packet_id: FromPath[str], dashboard: DashboardDep, as_of: str | None = None
+        self, packet_id: FromPath[str], dashboard: DashboardDep, as_of: FromQuery[str | None] = None
     ) -> PacketView:
         return await dashboard.packet(packet_id, _moment(as_of))
 
@@ -181,7 +181,7 @@ class DashboardData(Controller):
         responses=problems(404),
     )
     async def record(
-        self, ref: FromPath[str], dashboard: DashboardDep, as_of: str | None = None
+        self, ref: FromPath[str], dashboard: DashboardDep, as_of: FromQuery[str | None] = None
     ) -> RecordView:
         return await dashboard.record(ref.lstrip("/"), _moment(as_of))
 
@@ -296,7 +296,7 @@ class DashboardPages(Controller):
         request: Request[Any, Any, Any],
         dashboard: DashboardDep,
         caller: CallerDep,
-        as_of: str | None = None,
+        as_of: FromQuery[str | None] = None,
     ) -> Template:
         view = await dashboard.packet(packet_id, _moment(as_of))
         return await _page("packet.html", view, request, dashboard, caller)
@@ -308,7 +308,7 @@ class DashboardPages(Controller):
         request: Request[Any, Any, Any],
         dashboard: DashboardDep,
         caller: CallerDep,
-        as_of: str | None = None,
+        as_of: FromQuery[str | None] = None,
     ) -> Template:
         view = await dashboard.record(ref.lstrip("/"), _moment(as_of))
         return await _page(

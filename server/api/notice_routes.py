@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 from litestar import Controller, Request, get
 from litestar.datastructures import State
-from litestar.params import FromPath
+from litestar.params import FromPath, FromQuery
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
 from baton.server.api.deps import CallerDep
@@ -43,7 +43,7 @@ class NoticeStream(Controller):
         caller: CallerDep,
         state: State,
         request: Request[Any, Any, Any],
-        after: str | None = None,
+        after: FromQuery[str | None] = None,
     ) -> ServerSentEvent:
         if agent != caller.agent:
             raise Forbidden(
