@@ -245,6 +245,8 @@ def _schedule(scheduler: RQScheduler, stop: threading.Event) -> None:
                 scheduler.acquire_locks()  # type: ignore[no-untyped-call]  # unannotated in rq
             scheduler.heartbeat()  # type: ignore[no-untyped-call]
             scheduler.enqueue_scheduled_jobs()  # type: ignore[no-untyped-call]
+        except RedisError as error:  # Redis away or refusing writes: the worker says so too
+            log.warning("scheduler round failed; trying again", error=str(error))
         except Exception:
             log.exception("scheduler round failed; trying again")
         stop.wait(scheduler.interval)

@@ -13,13 +13,12 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import msgspec
 
 from baton.server import codec, lexical
-from baton.server.clock import iso
 from baton.server.errors import InvalidInput, NotFound
 from baton.server.models import (
     AgentThen,
@@ -42,29 +41,7 @@ PACKETS_LOOKED_AT = SESSIONS_LOOKED_AT = 500
 # A search as of a moment ranks every record of its scope then: it reads at most this many.
 AS_OF_SEARCH_RECORDS = 20_000
 K1, B = 1.2, 0.75  # BM25's, as search.lua ranks
-# The times as_of takes: Baton's times are written with four-digit years, compared as text.
-EPOCH, END = datetime(1970, 1, 1), datetime(9999, 12, 31, 23, 59, 59, 999999)
 Wanted = Callable[[RecordVersion | None], bool]  # the filters of a listing
-
-
-def moment(text: str) -> str:
-    """``as_of`` (ISO 8601; without an offset, UTC) as Baton writes times, which compare as
-    text; or :class:`InvalidInput` naming it."""
-    try:
-        at = datetime.fromisoformat(text)
-    except (TypeError, ValueError):
-        raise InvalidInput(
-            "as_of", f"{text!r} is not an ISO 8601 time like 2026-12-07T10:15:00Z"
-        ) from None
-    if at.tzinfo is None:
-        at = at.replace(tzinfo=UTC)
-    try:
-        in_range = EPOCH <= at.astimezone(UTC).replace(tzinfo=None) < END
-    except OverflowError:  # past year 9999 once in UTC
-        in_range = False
-    if not in_range:
-        raise InvalidInput("as_of", f"{text!r} is not between 1970 and 9999 (UTC)")
-    return iso(at.timestamp() * 1_000_000)
 
 
 class AsOf(NamespaceStore):

@@ -34,10 +34,12 @@ class Removed:
     jobs: int
 
 
-async def namespace_keys(ns: Namespace, *, threads: bool = False) -> list[bytes]:
-    """Every key under the namespace's prefix (all nodes of a cluster) but its grants and
-    webhooks (settings, not data, so a namespace replaced by an import stays as confined as
-    it was, and its agents are still called)
+async def namespace_keys(
+    ns: Namespace, *, threads: bool = False, settings: bool = False
+) -> list[bytes]:
+    """Every key under the namespace's prefix (all nodes of a cluster) but, unless
+    ``settings``, its grants and webhooks (settings, not data, so a namespace replaced by an
+    import stays as confined as it was, and its agents are still called)
     and, unless ``threads``, its LangGraph threads (a dump does not carry them: an import
     that replaces the namespace keeps them)."""
     grants, webhooks = ns.keys.grants.encode(), ns.keys.webhooks_stem.encode()
@@ -45,8 +47,7 @@ async def namespace_keys(ns: Namespace, *, threads: bool = False) -> list[bytes]
     return [
         key
         async for key in ns.redis.scan_iter(match=ns.keys.everything, count=SCAN_COUNT)
-        if key != grants
-        and not key.startswith(webhooks)
+        if (settings or (key != grants and not key.startswith(webhooks)))
         and (threads or not key.startswith(thread_stem))
     ]
 
@@ -68,10 +69,10 @@ async def token_refunds(ns: Namespace, keys: Sequence[bytes]) -> list[Command]:
     return refunds(held)
 
 
-async def clear_namespace(ns: Namespace, *, threads: bool = False) -> int:
+async def clear_namespace(ns: Namespace, *, threads: bool = False, settings: bool = False) -> int:
     """Delete every key of the namespace (:func:`namespace_keys`), giving its versions'
     bytes back to their tokens; how many keys."""
-    keys = await namespace_keys(ns, threads=threads)
+    keys = await namespace_keys(ns, threads=threads, settings=settings)
     given_back = await token_refunds(ns, keys)
     deleted = 0
     for start in range(0, len(keys), SCAN_COUNT):
@@ -93,7 +94,7 @@ async def forget_namespace(ns: Namespace) -> Removed:
     ``BATON_MAX_NAMESPACES_PER_TOKEN`` is free again. Other processes register it anew on
     their next write to it (``Namespace.admit``)."""
     agents = sorted(codec.text(agent) for agent in await ns.redis.smembers(ns.keys.inboxes))
-    keys = await clear_namespace(ns, threads=True) + await ns.redis.delete(ns.keys.grants)
+    keys = await clear_namespace(ns, threads=True, settings=True)
     if not keys and not await ns.redis.sismember(NAMESPACES, ns.name):
         raise NotFound(f"no namespace {ns.name}: nothing was deleted")
     jobs = 0 if ns.dispatcher is None else await ns.dispatcher.forget_queues(ns.name, agents)

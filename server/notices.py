@@ -1,12 +1,9 @@
 """Notices: an agent is told, within a second, that a record one of its packets pins got a
 newer version, instead of finding out at its next ``resume``.
 
-A notice is derived from the write, never from the memory of the process that took it: each
-write's activity event (``baton:<ns>:events``, written with the version on one Redis) is
-read by a consumer group, ``notices``, that every API process joins (Redis Streams' own
-piece for sharing work: each event goes to one process, and an event a process took but
-never acknowledged, because it died, is taken over by another after
-:data:`RECLAIM_MS`). For a moved record, every held, queued or claimed packet pinning an
+A notice is derived from the write, never from the memory of the process that took it
+(``baton.queue.notifier`` reads the writes' events and calls :meth:`NoticeStore.derive`).
+For a moved record, every held, queued or claimed packet pinning an
 older version of it gets a notice on its receiver's stream (``baton:<ns>:notices:{agent}``),
 unless the receiver wrote the version itself. From there an agent reads its notices (REST,
 SSE, the Python client), its MCP sessions get them (pushed over stdio, with the next tool
@@ -15,41 +12,32 @@ result over HTTP), and its webhook is called (``baton.queue.jobs.deliver_webhook
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import hmac
 import secrets
-import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import msgspec
 import structlog
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import ResponseError
 
 from baton.server import codec
-from baton.server.activity import parse_event
 from baton.server.clock import utc_now
 from baton.server.errors import InvalidInput, NotFound
-from baton.server.keys import NAMESPACES
 from baton.server.models import Event, Notice, NoticePage, Webhook, WebhookDelivery
 from baton.server.store_base import NamespaceStore
 from baton.server.validation import check_agent
 
 if TYPE_CHECKING:
-    from baton.server.backend import Backend
     from baton.server.handoffs import HandoffStore
     from baton.server.store_base import NamespaceParts
 
 log = structlog.get_logger("baton.notices")
 
-GROUP = "notices"  # the consumer group on each namespace's events stream
 NOTICES_KEPT = 10_000  # per agent
 DELIVERIES_KEPT = 100  # webhook attempts shown per agent
-RECLAIM_MS = 5_000  # an event taken and not acknowledged this long is taken over
-READ_COUNT = 200  # events a process takes from one namespace per round
-POLL_SECONDS = 0.25  # between rounds that found nothing
 MAX_URL = 2048
 SIGNATURE_HEADER = "X-Baton-Signature"  # "sha256=" and the HMAC of the body, hex
 
@@ -219,73 +207,3 @@ class NoticeStore(NamespaceStore):
 def notice_of(entry_id: bytes, fields: dict[bytes, bytes]) -> Notice:
     decoded = {key.decode(): value.decode() for key, value in fields.items()}
     return msgspec.convert({**decoded, "id": entry_id.decode()}, Notice, strict=False)
-
-
-# -- the notifier --------------------------------------------------------------------------------
-
-
-class Notifier:
-    """Reads every namespace's new events as one consumer of its ``notices`` group and
-    turns them into notices, and webhook jobs for agents that have a webhook."""
-
-    def __init__(self, backend: Backend) -> None:
-        self.backend = backend
-        self.redis = backend.redis
-        self.consumer = f"{int(time.time())}-{secrets.token_hex(4)}"  # this process
-
-    async def round(self) -> int:
-        """One pass over every namespace; how many events it handled."""
-        handled = 0
-        for raw in await self.redis.smembers(NAMESPACES):
-            handled += await self._namespace(codec.text(raw))
-        return handled
-
-    async def _namespace(self, namespace: str) -> int:
-        ns = self.backend.namespace(namespace)
-        stream = ns.keys.events
-        try:
-            _, reclaimed, *_ = await self.redis.xautoclaim(
-                stream, GROUP, self.consumer, RECLAIM_MS, "0-0", count=READ_COUNT
-            )
-            fresh = await self.redis.xreadgroup(
-                GROUP, self.consumer, {stream: ">"}, count=READ_COUNT
-            )
-        except ResponseError as error:
-            if "NOGROUP" not in str(error):
-                raise
-            await self._create_group(stream)
-            return await self._namespace(namespace)
-        entries = [e for e in codec.entries(reclaimed) if e[1]]  # trimmed ones come back empty
-        entries += codec.read_entries(fresh)
-        if not entries:
-            return 0
-        made = await ns.notices.derive([parse_event(eid, fields) for eid, fields in entries])
-        dispatcher = self.backend.dispatcher
-        if dispatcher is not None:
-            for agent, notice in made:
-                if await ns.notices.target(agent) is not None:
-                    await dispatcher.enqueue_webhook(namespace, agent, notice.id)
-        await self.redis.xack(stream, GROUP, *(eid for eid, _ in entries))
-        return len(entries)
-
-    async def _create_group(self, stream: str) -> None:
-        """The group, reading from the oldest event kept: none written before a notifier
-        first saw the namespace is missed (a pin that moved then is still stale)."""
-        try:
-            await self.redis.xgroup_create(stream, GROUP, id="0", mkstream=True)
-        except ResponseError as error:
-            if "BUSYGROUP" not in str(error):  # another process made it meanwhile
-                raise
-
-    async def run_forever(self) -> None:
-        """Rounds until cancelled; a round that fails is logged and the next one tried."""
-        while True:
-            try:
-                handled = await self.round()
-            except asyncio.CancelledError:
-                raise
-            except (RedisError, OSError) as error:
-                log.warning("notices round failed; trying again", error=str(error))
-                handled = 0
-            if not handled:
-                await asyncio.sleep(POLL_SECONDS)

@@ -16,7 +16,6 @@ import msgspec
 
 from baton.server import agentmemory_shapes as shapes
 from baton.server.agentmemory_shapes import EXPAND_LIMIT
-from baton.server.as_of import moment
 from baton.server.clock import utc_now
 from baton.server.errors import Forbidden, InvalidInput
 from baton.server.grants import (
@@ -91,7 +90,7 @@ from baton.server.thread_models import (
     VerifyThreadInput,
     WritesStored,
 )
-from baton.server.validation import ANONYMOUS, MAX_LIST, check_ref
+from baton.server.validation import ANONYMOUS, MAX_LIST, check_moment, check_ref
 
 RECORDS, HANDOFFS, MEMORY, ACCESS = "records", "handoffs", "sessions and memories", "access"
 LANGGRAPH = "langgraph"
@@ -139,7 +138,7 @@ async def read_record(call: Call, i: ReadInput) -> RecordVersion:
     if i.as_of is not None:
         if i.version is not None:
             raise InvalidInput("as_of", "give a version or as_of, not both")
-        return await call.ns.as_of.recall(i.ref, moment(i.as_of))
+        return await call.ns.as_of.recall(i.ref, check_moment(i.as_of))
     return await call.ns.records.recall(
         i.ref, version=i.version, agent=call.caller.agent, session=call.caller.session
     )
@@ -160,7 +159,7 @@ async def list_records(call: Call, i: ListInput) -> RecordPage:
     filters = msgspec.structs.asdict(i)
     as_of = filters.pop("as_of")
     if as_of is not None:
-        return await call.ns.as_of.list_records(moment(as_of), **filters)
+        return await call.ns.as_of.list_records(check_moment(as_of), **filters)
     return await call.ns.records.list_records(**filters)
 
 
@@ -428,7 +427,9 @@ class AgentAsOfInput(Input, kw_only=True):
 
 
 async def agent_as_of(call: Call, i: AgentAsOfInput) -> AgentThen:
-    return await call.ns.as_of.agent(i.agent, utc_now() if i.as_of is None else moment(i.as_of))
+    return await call.ns.as_of.agent(
+        i.agent, utc_now() if i.as_of is None else check_moment(i.as_of)
+    )
 
 
 async def resume_here(call: Call, i: ResumeHereInput) -> ResumeHere:

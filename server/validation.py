@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
+from baton.server.clock import iso
 from baton.server.errors import InvalidInput
 from baton.server.keys import RESERVED_NAMESPACES
 
@@ -18,6 +20,8 @@ SESSION_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 TAG_PATTERN = re.compile(r"[A-Za-z0-9._:/+-]+")
 # The packet ids Baton makes ("h_" and 8 hex digits): RQ job ids are built from them.
 PACKET_ID_PATTERN = re.compile(r"h_[0-9a-f]{8}")
+# The times callers give (as_of): Baton writes four-digit years and compares times as text.
+EPOCH, END = datetime(1970, 1, 1), datetime(9999, 12, 31, 23, 59, 59, 999999)
 MAX_DEPTH = 64  # JSON nesting accepted in values and hook data
 MAX_LIST = 1000  # ids in one request (observation ids, expand ids, memory ids)
 MAX_PATH = 4096  # a working directory (Linux's PATH_MAX)
@@ -138,3 +142,23 @@ def check_text(text: object, field: str, max_length: int) -> str:
     if CONTROL_CHARACTERS.search(text):
         raise InvalidInput(field, "must not hold control characters (NUL, escape, ...)")
     return text
+
+
+def check_moment(text: str, field: str = "as_of") -> str:
+    """A time a caller gives (ISO 8601; without an offset, UTC) as Baton writes times,
+    which compare as text; or :class:`InvalidInput` naming ``field``."""
+    try:
+        at = datetime.fromisoformat(text)
+    except (TypeError, ValueError):
+        raise InvalidInput(
+            field, f"{text!r} is not an ISO 8601 time like 2026-12-07T10:15:00Z"
+        ) from None
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    try:
+        in_range = EPOCH <= at.astimezone(UTC).replace(tzinfo=None) < END
+    except OverflowError:  # past year 9999 once in UTC
+        in_range = False
+    if not in_range:
+        raise InvalidInput(field, f"{text!r} is not between 1970 and 9999 (UTC)")
+    return iso(at.timestamp() * 1_000_000)

@@ -12,12 +12,13 @@ import pytest
 from mcp import Client
 
 from baton.agents import BatonClient
-from baton.server.as_of import PROBES, moment
+from baton.server.as_of import PROBES
 from baton.server.backend import Backend
 from baton.server.clock import utc_now
 from baton.server.errors import InvalidInput, NotFound
 from baton.server.mcp_server import Binding, create_mcp_server
 from baton.server.records import RecordStore
+from baton.server.validation import check_moment
 from tests.conftest import as_agent
 
 pytestmark = pytest.mark.anyio
@@ -27,7 +28,7 @@ REF = "listing/553/assessment"
 
 def just_before(stamp: str) -> str:
     """The moment one microsecond before ``stamp``."""
-    return moment((datetime.fromisoformat(stamp) - timedelta(microseconds=1)).isoformat())
+    return check_moment((datetime.fromisoformat(stamp) - timedelta(microseconds=1)).isoformat())
 
 
 async def test_a_read_as_of_a_moment_answers_the_version_current_then(
@@ -105,11 +106,11 @@ async def test_a_search_as_of_a_moment_ranks_the_values_of_then(store: RecordSto
 def test_as_of_takes_any_iso_time_and_refuses_anything_else() -> None:
     """An offset is converted to UTC, no offset means UTC; text that is no time, or a time
     before 1970 or past 9999 in UTC, is refused naming ``as_of``."""
-    assert moment("2026-12-07T12:00:00+02:00") == "2026-12-07T10:00:00.000000Z"
-    assert moment("2026-12-07T10:00:00") == "2026-12-07T10:00:00.000000Z"
+    assert check_moment("2026-12-07T12:00:00+02:00") == "2026-12-07T10:00:00.000000Z"
+    assert check_moment("2026-12-07T10:00:00") == "2026-12-07T10:00:00.000000Z"
     for wrong in ("yesterday", "0999-01-01T00:00:00Z", "9999-12-31T23:59:59-05:00"):
         with pytest.raises(InvalidInput, match="as_of"):
-            moment(wrong)
+            check_moment(wrong)
 
 
 def test_as_of_over_rest_the_client_and_its_mistakes(http: httpx.Client, api_url: str) -> None:

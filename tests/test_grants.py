@@ -211,17 +211,21 @@ async def test_grants_are_set_by_operators_and_shown_to_their_agent(ns: Namespac
 async def test_grants_outlive_an_import_replace_and_go_with_the_namespace(
     backend: Backend, bobs: dict[str, str]
 ) -> None:
-    """A namespace replaced from a dump keeps its grants (settings, not data: an import
-    never lifts a confinement); forgetting the namespace removes them."""
+    """A namespace replaced from a dump keeps its grants and webhooks (settings, not data:
+    an import never lifts a confinement, nor stops calling an agent); forgetting the
+    namespace removes them."""
     ns = backend.namespace("default")
     await grant(ns, "intern", "records:pub/")
+    await ns.notices.set_webhook("intern", "https://example.com/hook")
     lines = [line async for line in export(ns)]
     await import_dump(ns, lines, replace=True)
     assert [g.agent for g in await ns.grants.every()] == ["intern"]
+    assert (await ns.notices.webhook("intern")).url == "https://example.com/hook"
     with pytest.raises(Denied):
         await do(ns, INTERN, "recall", ref="plans/launch")
     await forget_namespace(ns)
     assert await ns.grants.every() == []
+    assert (await ns.notices.webhook("intern")).url is None
 
 
 def test_baton_token_grant_ungrant_and_grants(redis_url: str) -> None:

@@ -19,9 +19,10 @@ import pytest
 import redis
 
 from baton.agents import BatonClient
-from baton.server import notices
+from baton.queue import notifier
+from baton.queue.notifier import Notifier
 from baton.server.backend import Backend, open_backend
-from baton.server.notices import SIGNATURE_HEADER, Notifier, signature
+from baton.server.notices import SIGNATURE_HEADER, signature
 from baton.server.settings import Settings
 from tests.conftest import baton_process, running_server
 
@@ -90,13 +91,13 @@ async def test_events_a_dead_process_took_are_taken_over(
 ) -> None:
     """A process that read the write's event and died before making its notice leaves the
     event pending in the group: another process takes it over and makes the notice."""
-    monkeypatch.setattr(notices, "RECLAIM_MS", 50)
+    monkeypatch.setattr(notifier, "RECLAIM_MS", 50)
     await Notifier(own_backend).round()  # the group exists (no namespace yet: it is made)
     await pinned_then_moved(own_backend)
     ns = own_backend.namespace("default")
-    await notices.Notifier(own_backend)._create_group(ns.keys.events)
+    await Notifier(own_backend)._create_group(ns.keys.events)
     taken = await own_backend.redis.xreadgroup(
-        notices.GROUP, "died", {ns.keys.events: ">"}, count=100
+        notifier.GROUP, "died", {ns.keys.events: ">"}, count=100
     )
     assert taken  # the dead process holds them now, unacknowledged
     time.sleep(0.1)

@@ -26,6 +26,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from baton.agents.hook import Baton, flush
 from baton.agents.spool import Busy, Spool, Unreachable
+from baton.queue.notifier import Notifier
 from baton.queue.sweeps import sweep_forever
 from baton.server.api.agentmemory_routes import AgentMemoryController, operation_router
 from baton.server.api.allow import AllowEveryMethod
@@ -60,7 +61,6 @@ from baton.server.identity import CALLER, Caller
 from baton.server.keys import RATE_LIMIT_NAMESPACE, READY_PROBE
 from baton.server.logs import configure_logging
 from baton.server.mcp_server import Binding, create_mcp_server
-from baton.server.notices import Notifier
 from baton.server.serving import settled
 from baton.server.settings import Settings
 from baton.server.signing import load_signing_key

@@ -28,7 +28,6 @@ from baton.server.api.auth import (
 from baton.server.api.deps import CallerDep, DashboardDep, HandoffsDep
 from baton.server.api.event_streams import EventHub
 from baton.server.api.problems import problems
-from baton.server.as_of import moment
 from baton.server.dashboard import (
     ActivityView,
     ConfidencePoint,
@@ -45,6 +44,7 @@ from baton.server.errors import BatonError
 from baton.server.identity import Caller
 from baton.server.models import Contest
 from baton.server.tokens import LOGIN_SECONDS, TokenStore
+from baton.server.validation import check_moment
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 STATIC = Path(__file__).resolve().parent.parent / "static"
@@ -112,7 +112,7 @@ def when(stamp: str | None) -> Markup:
 
 def _moment(as_of: str | None) -> str | None:
     """The time control's ``as_of`` (empty: now), as Baton writes times."""
-    return moment(as_of) if as_of else None
+    return check_moment(as_of) if as_of else None
 
 
 def contest(contested: Contest) -> Markup:
