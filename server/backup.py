@@ -604,6 +604,7 @@ def _queue_clear_session(
         keys.session(session_id),
         keys.session_touched(session_id),
         keys.session_seen(session_id),
+        keys.session_notices(session_id),
         keys.session_files(session_id),
         keys.observations(session_id),
         *(keys.observation(session_id, each) for each in observation_ids),

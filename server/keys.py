@@ -176,6 +176,10 @@ class Keys:
     def session_files(self, session_id: str) -> str:
         return f"{self.session(session_id)}:files"
 
+    def session_notices(self, session_id: str) -> str:
+        """The id of the last notice an MCP session over HTTP was given with a tool result."""
+        return f"{self.session(session_id)}:notices-after"
+
     def session_seen(self, session_id: str) -> str:
         """The session's reads and writes in order, ``time TAB ref TAB version`` each."""
         return f"{self.session(session_id)}:seen"

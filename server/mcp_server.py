@@ -31,12 +31,18 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from mcp_types.methods import serialize_server_result, validate_client_request
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from redis.exceptions import RedisError
 
+from baton.queue.notifier import Notifier
+from baton.server import codec
 from baton.server.backend import Backend, open_backend
 from baton.server.errors import BatonError
 from baton.server.failures import failure_of, tool_error_text
+from baton.server.grants import record
 from baton.server.identity import CALLER, REQUEST_CALLER, Caller, local
 from baton.server.mcp_messages import handshake_version, request_id
+from baton.server.models import Notice
+from baton.server.notices import notice_of
 from baton.server.operation import Call, Operation
 from baton.server.operations import OPERATIONS
 from baton.server.settings import Settings
@@ -59,6 +65,10 @@ SHOWN_ROUNDED = frozenset(
 )
 STORED_DATA = frozenset({"value", "data", "details"})
 TOOLS = {operation.name: operation for operation in OPERATIONS if operation.tool}
+# The protocol version that deprecates logging (notifications/message, SEP-2577): from it on,
+# notices come with the tool results over stdio too.
+LOGGING_ENDS = "2026-07-28"
+PUSH_WAIT_MS = 10_000  # one blocked read of the agent's notices at a time (< IO_TIMEOUT)
 
 
 @dataclass
@@ -149,10 +159,16 @@ def input_schema(name: str) -> dict[str, Any] | None:
 
 
 async def call_tool(
-    backend: Backend | None, caller: Caller | None, name: str, arguments: dict[str, Any]
+    backend: Backend | None,
+    caller: Caller | None,
+    name: str,
+    arguments: dict[str, Any],
+    *,
+    carry_notices: bool = False,
 ) -> types.CallToolResult:
     """Run the tool ``name`` as ``caller``: its result as structured content (and as JSON
-    text), or Baton's error as an ``isError`` result."""
+    text), or Baton's error as an ``isError`` result; with ``carry_notices`` (a transport
+    that cannot push them), followed by the caller's notices since its previous call."""
     operation = TOOLS.get(name)
     if operation is None:
         raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}")
@@ -171,9 +187,39 @@ async def call_tool(
         text = tool_error_text(failure)
         return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
     shown = rounded(msgspec.to_builtins(result))
-    return types.CallToolResult(
-        content=[types.TextContent(text=json.dumps(shown, ensure_ascii=False))],
-        structured_content=shown,
+    content: list[types.ContentBlock] = [
+        types.TextContent(text=json.dumps(shown, ensure_ascii=False))
+    ]
+    if carry_notices and caller.session is not None:
+        content += await carried_notices(call, caller.session)
+    return types.CallToolResult(content=content, structured_content=shown)
+
+
+async def carried_notices(call: Call, session: str) -> list[types.TextContent]:
+    """The caller's notices since its session's previous tool call, as one text block
+    (none when there are none); those of records its grants do not cover are left out. A
+    failure to read them costs the block, never the tool's result."""
+    try:
+        found = await call.ns.notices.since_last_call(session, call.caller.agent)
+        rights = await call.ns.grants.rights(call.caller) if found else None
+    except RedisError as error:
+        log.warning("notices not carried", error=str(error))
+        return []
+    shown = [n for n in found if rights is None or rights.may(record(n.ref))]
+    if not shown:
+        return []
+    return [types.TextContent(text=notices_text(shown))]
+
+
+def notices_text(notices: list[Notice]) -> str:
+    """Notices as a model reads them: what moved, in which packet, by whom, and what to do."""
+    lines = [
+        f"- {n.ref}: pinned at v{n.pinned_version} in packet {n.packet}, now v{n.version} "
+        f"(written by {n.author} at {n.at})"
+        for n in notices
+    ]
+    return "Baton notices: facts your packets pin moved on. Re-read them before acting.\n" + (
+        "\n".join(lines)
     )
 
 
@@ -197,8 +243,11 @@ def create_mcp_server(binding: Binding) -> Server[Any]:
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         caller = binding.caller
-        if caller is None and ctx.request is not None:
+        if caller is None and ctx.request is not None:  # over HTTP, which cannot push
             caller = ctx.request.scope.get("state", {}).get(CALLER)
+            return await call_tool(
+                binding.backend, caller, params.name, params.arguments or {}, carry_notices=True
+            )
         return await call_tool(binding.backend, caller, params.name, params.arguments or {})
 
     return Server(
@@ -267,9 +316,18 @@ class ToolCalls:
             return False
         return message["params"]["name"] in TOOLS
 
+    @property
+    def pushes(self) -> bool:
+        """Whether the agreed protocol version has ``notifications/message``."""
+        return self.version is not None and self.version < LOGGING_ENDS
+
     async def answer(self, id: int | str, params: dict[str, Any], version: str) -> None:
         result = await call_tool(
-            self.binding.backend, self.binding.caller, params["name"], params.get("arguments") or {}
+            self.binding.backend,
+            self.binding.caller,
+            params["name"],
+            params.get("arguments") or {},
+            carry_notices=not self.pushes,
         )
         dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
         answer: dict[str, Any] = {"jsonrpc": "2.0", "id": id}
@@ -287,9 +345,44 @@ INVALID_RESULT = {"code": types.INTERNAL_ERROR, "message": "Handler returned an 
 
 async def serve_stdio(binding: Binding, lines: AsyncIterable[str], out: LineWriter) -> None:
     """Baton's MCP server over stdio: tool calls answered by :class:`ToolCalls`, the rest
-    of the conversation by the SDK's server."""
-    async with anyio.create_task_group() as calls:
-        await serve_lines(binding, ToolCalls(binding, out, calls).others(lines), out)
+    of the conversation by the SDK's server, and the agent's notices pushed
+    (:func:`push_notices`) while it lasts."""
+    async with anyio.create_task_group() as pushing:
+        async with anyio.create_task_group() as calls:
+            tool_calls = ToolCalls(binding, out, calls)
+            pushing.start_soon(push_notices, binding, out, tool_calls)
+            await serve_lines(binding, tool_calls.others(lines), out)
+        pushing.cancel_scope.cancel()
+
+
+async def push_notices(binding: Binding, out: LineWriter, calls: ToolCalls) -> None:
+    """Over stdio, each notice made for the agent from now on, as a
+    ``notifications/message`` (level ``warning``, logger ``baton.notices``, the notice as
+    its data) once the conversation agreed on a protocol version that has them (before
+    :data:`LOGGING_ENDS`; later ones get the notices with the tool results instead)."""
+    backend, caller = binding.backend, binding.caller
+    if backend is None or caller is None:
+        return
+    ns = backend.namespace(caller.namespace)
+    key = ns.keys.notices(caller.agent)
+    last = await ns.notices.newest(caller.agent)
+    while True:
+        try:
+            reply = await backend.redis.xread({key: last}, block=PUSH_WAIT_MS, count=100)
+            rights = await ns.grants.rights(caller) if reply else None
+        except RedisError as error:
+            log.warning("notices not pushed; trying again", error=str(error))
+            await anyio.sleep(1)
+            continue
+        for entry_id, fields in codec.read_entries(reply):
+            last = entry_id.decode()
+            notice = notice_of(entry_id, fields)
+            if not calls.pushes or (rights is not None and not rights.may(record(notice.ref))):
+                continue
+            params = {"level": "warning", "logger": "baton.notices", "data": notice}
+            message = {"jsonrpc": "2.0", "method": "notifications/message", "params": params}
+            await out.write(msgspec.json.encode(message).decode() + "\n")
+            await out.flush()
 
 
 async def run_stdio(
@@ -299,8 +392,12 @@ async def run_stdio(
     ``baton.server.mcp_stdio``): one process, one Baton session. The process holds the
     Redis URL itself, so it is a local operator (see ``baton.server.identity``). The session
     is created when the agent first reads or writes something, so a process that only
-    starts and stops leaves no empty session behind."""
-    async with open_backend(settings) as backend:
+    starts and stops leaves no empty session behind. Unless ``BATON_NOTICES`` is off, the
+    process makes notices as ``baton serve`` does (where no server runs, MCP processes are
+    all there is to make them)."""
+    async with open_backend(settings) as backend, anyio.create_task_group() as notifying:
+        if settings.notices:
+            notifying.start_soon(Notifier(backend).run_forever)
         caller = Caller(
             agent=agent,
             namespace=settings.namespace,
@@ -308,6 +405,7 @@ async def run_stdio(
             session=f"s_{secrets.token_hex(8)}",
         )
         await serve_stdio(Binding(caller=caller, backend=backend), lines, out)
+        notifying.cancel_scope.cancel()
 
 
 class Collected:

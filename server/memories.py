@@ -719,6 +719,7 @@ class MemoryStore(NamespaceStore):
             self.keys.session(session_id),
             self.keys.session_touched(session_id),
             self.keys.session_seen(session_id),
+            self.keys.session_notices(session_id),
             self.keys.observations(session_id),
             self.keys.session_files(session_id),
         )

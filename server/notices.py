@@ -39,6 +39,7 @@ log = structlog.get_logger("baton.notices")
 NOTICES_KEPT = 10_000  # per agent
 DELIVERIES_KEPT = 100  # webhook attempts shown per agent
 MAX_URL = 2048
+MARK_SECONDS = 30 * 86_400  # an MCP session's notice mark outlives any idle session
 SIGNATURE_HEADER = "X-Baton-Signature"  # "sha256=" and the HMAC of the body, hex
 
 
@@ -138,6 +139,24 @@ class NoticeStore(NamespaceStore):
             ) from None
         notices = [notice_of(entry_id, fields) for entry_id, fields in codec.entries(raw)]
         return NoticePage(agent=agent, notices=notices, last=notices[-1].id if notices else after)
+
+    async def since_last_call(self, session: str, agent: str) -> list[Notice]:
+        """The notices ``agent`` got since its session's previous call of this (none at the
+        first: it notes where they start), for tool results to carry. One round trip when
+        there are none."""
+        mark = self.keys.session_notices(session)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.get(mark)
+        pipe.xrevrange(self.keys.notices(agent), count=1)
+        after, newest = await pipe.execute()
+        newest_id = codec.text(newest[0][0]) if newest else "0-0"
+        if after is not None and codec.text(after) == newest_id:
+            return []
+        page = NoticePage(agent=agent, notices=[], last=newest_id)
+        if after is not None:
+            page = await self.since(agent, codec.text(after))
+        await self.redis.set(mark, page.last, ex=MARK_SECONDS)
+        return page.notices
 
     async def newest(self, agent: str) -> str:
         """The id of ``agent``'s newest notice ("0-0" when there is none)."""

@@ -9,15 +9,18 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import jsonschema
 import pytest
+import redis
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from baton.server.backend import Backend
+from baton.server.backend import Backend, open_backend
 from baton.server.embedded import EmbeddedServer
 from baton.server.mcp_server import Binding, create_mcp_server
+from baton.server.settings import Settings
 from tests.conftest import REPO, as_agent
 
 pytestmark = pytest.mark.anyio
@@ -498,4 +501,39 @@ async def test_memory_consolidate_previews_then_merges_near_duplicates(
         "scout",
         newer["id"],
         [older["id"]],
+    )
+
+
+@pytest.mark.slow
+async def test_a_stdio_process_pushes_the_agents_notices(redis_url: str) -> None:
+    """A real `baton mcp` process as the executor (and, with no `baton serve` about, the
+    one making notices): when the record its packet pins moves on, the host gets a
+    `notifications/message` naming it, without calling anything."""
+    url = f"{redis_url}?db=10"
+    redis.Redis.from_url(url).flushdb()
+    pushed: list[Any] = []
+    arrived = anyio.Event()
+
+    async def log(params: Any) -> None:
+        pushed.append(params)
+        arrived.set()
+
+    async with open_backend(Settings(redis_url=url), dispatch=False) as backend:
+        ns = backend.namespace("default")
+        await ns.records.remember("push/553", "apply", agent="scout")
+        await ns.handoffs.handoff(
+            from_agent="scout", to_agent="executor", summary="go", pins=[{"ref": "push/553"}]
+        )
+        server = stdio_server("executor", url)
+        async with Client(server, mode="legacy", logging_callback=log) as executor:
+            await call(executor, "recall", ref="push/553")
+            await ns.records.remember("push/553", "skip", agent="scout")
+            with anyio.fail_after(20):
+                await arrived.wait()
+    [message] = pushed
+    assert (message.level, message.logger) == ("warning", "baton.notices")
+    assert (message.data["ref"], message.data["pinned_version"], message.data["version"]) == (
+        "push/553",
+        1,
+        2,
     )

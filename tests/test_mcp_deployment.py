@@ -26,11 +26,16 @@ ACCEPT = "application/json, text/event-stream"
 
 @pytest.fixture(scope="module")
 def served(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    """Three API processes on one port, sessions idle for 2 s at most and 3 per token; its
-    URL and the URL of its Redis."""
+    """Three API processes on one port, sessions idle for 2 s at most and 3 per token,
+    making notices; its URL and the URL of its Redis."""
     url = f"{redis_url}?db=6"
     log = tmp_path_factory.mktemp("mcp-workers") / "serve.log"
-    limits = {"BATON_MCP_SESSIONS": "3", "BATON_MCP_IDLE_SECONDS": "2", "BATON_RATE_LIMIT": "off"}
+    limits = {
+        "BATON_MCP_SESSIONS": "3",
+        "BATON_MCP_IDLE_SECONDS": "2",
+        "BATON_RATE_LIMIT": "off",
+        "BATON_NOTICES": "on",
+    }
     with running_server(url, log, "--workers", WORKERS, **limits) as base:
         yield base, url
 
@@ -171,3 +176,31 @@ async def test_two_sessions_that_wrote_from_the_same_read_are_told_they_contest(
     assert first.get("contested") is None
     assert second["contested"] == read["contested"] == {"base": 1, "versions": [2, 3]}
     assert settled["version"] == 4 and settled.get("contested") is None
+
+
+async def test_notices_come_with_the_next_tool_result_over_http(served: tuple[str, str]) -> None:
+    """An MCP session over HTTP (three processes, a new connection per request) cannot be
+    pushed to: the first tool call after a pin of its packet moved carries the notice as a
+    second text block, once; the structured result is the tool's own."""
+    url, _ = served
+    ref = "carry/listing/553"
+    async with fresh_connections(**{"X-Baton-Agent": "scout"}) as http:
+        async with sdk_client(url, http) as scout:
+            await call(scout, "remember", ref=ref, value="apply")
+            await call(scout, "handoff", to="carrier", summary="go", pins=[{"ref": ref}])
+            async with fresh_connections(**{"X-Baton-Agent": "carrier"}) as carrier_http:
+                async with sdk_client(url, carrier_http) as carrier:
+                    first = await carrier.call_tool("recall", {"ref": ref})
+                    await call(scout, "remember", ref=ref, value="skip")
+                    with anyio.fail_after(20):
+                        while (
+                            len((moved := await carrier.call_tool("history", {"ref": ref})).content)
+                            < 2
+                        ):
+                            await anyio.sleep(0.2)
+                    after = await carrier.call_tool("recall", {"ref": ref})
+    assert len(first.content) == 1
+    notice = moved.content[1].text  # type: ignore[union-attr]
+    assert notice.startswith("Baton notices") and f"{ref}: pinned at v1" in notice
+    assert "now v2 (written by scout" in notice
+    assert len(after.content) == 1 and after.structured_content["version"] == 2  # type: ignore[index]
