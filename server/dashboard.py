@@ -24,6 +24,7 @@ from baton.server.models import (
     RecordVersion,
     Session,
     StalePin,
+    Webhook,
 )
 from baton.server.records import NamespaceWithRecords
 
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from baton.server.as_of import AsOf
     from baton.server.handoffs import HandoffStore
     from baton.server.memories import MemoryStore
+    from baton.server.notices import NoticeStore
     from baton.server.sessions import SessionStore
 
 PAGE = 100
@@ -120,6 +122,13 @@ class FailedView(msgspec.Struct, kw_only=True):
     packets: list[DeadLetter]
 
 
+class WebhooksView(msgspec.Struct, kw_only=True):
+    """Every agent's webhook (never its secret) and newest deliveries."""
+
+    namespace: str
+    webhooks: list[Webhook]
+
+
 class ActivityView(msgspec.Struct, kw_only=True):
     namespace: str
     events: list[Event]
@@ -172,6 +181,9 @@ class DashboardParts(NamespaceWithRecords, Protocol):
 
     @property
     def as_of(self) -> AsOf: ...
+
+    @property
+    def notices(self) -> NoticeStore: ...
 
 
 class Dashboard:
@@ -399,6 +411,15 @@ class Dashboard:
                 letters.append(DeadLetter(packet=packet, reason=reason))
         letters.sort(key=lambda letter: letter.packet.updated_at, reverse=True)
         return FailedView(namespace=self.namespace, packets=letters[:PAGE])
+
+    async def webhooks(self) -> WebhooksView:
+        """The webhooks of the namespace's agents, with their newest deliveries (an agent
+        whose webhook was removed, with its log)."""
+        found = [await self.ns.notices.webhook(s.agent) for s in await self.handoffs.agents()]
+        return WebhooksView(
+            namespace=self.namespace,
+            webhooks=[hook for hook in found if hook.url or hook.deliveries],
+        )
 
     async def activity(self, limit: int = 50) -> ActivityView:
         return ActivityView(namespace=self.namespace, events=await self.ns.activity.recent(limit))

@@ -48,6 +48,7 @@ from tests.bench_http import (
     wrk,
 )
 from tests.bench_mcp import empty_store_rows, sdk_cost_rows, start_rows
+from tests.bench_moving import moving_table
 from tests.bench_retrieval import retrieval_table
 from tests.benchkit import (
     Measure,
@@ -710,6 +711,9 @@ async def main(quick: bool, output: Path) -> None:
             Backend(client, Limits()), None if vectors is None else backend
         )
 
+        # -- facts that move: right answers and stale values served, and notices' delay ---------
+        moving = await asyncio.to_thread(moving_table, api_url, url, quick)
+
         # -- how cost grows, then the server's memory with all that data ------------------------
         # the same API with BM25 alone, for the growth table's search column beside it
         lexical_port = free_port()
@@ -723,6 +727,8 @@ async def main(quick: bool, output: Path) -> None:
         wait_for_http(lexical_url, lexical_api, work / "api-lexical.log")
         growth_table = [
             *retrieval,
+            "",
+            *moving,
             "",
             *await growth(api_url, store, api.pid, quick, (lexical_url, lexical_api.pid)),
         ]

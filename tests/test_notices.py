@@ -211,7 +211,7 @@ def test_a_webhook_gets_each_notice_signed_and_rq_retries_a_refusal(
 ) -> None:
     """The executor's webhook refuses twice: RQ (a real ``baton worker``) tries again and
     the third delivery lands, its HMAC verified by the receiver; the delivery log shows the
-    three attempts."""
+    three attempts, to the agent and on the dashboard (never the secret)."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     Receiver.refuse, Receiver.refused, Receiver.bodies = 2, 0, []
@@ -244,6 +244,11 @@ def test_a_webhook_gets_each_notice_signed_and_rq_retries_a_refusal(
         (1, 500, False),
     ]
     assert hook.secret.startswith("whsec_")
+    shown = httpx.get(f"{notifying}/v1/dashboard/webhooks").json()["webhooks"]
+    [mine] = [each for each in shown if each["agent"] == "executor"]
+    assert mine["secret"] is None and len(mine["deliveries"]) == 3
+    page = httpx.get(f"{notifying}/webhooks").text
+    assert "answered 500" in page and ">delivered<" in page and hook.secret not in page
 
 
 @pytest.mark.slow

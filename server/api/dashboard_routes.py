@@ -39,6 +39,7 @@ from baton.server.dashboard import (
     RecordView,
     SessionsView,
     SessionView,
+    WebhooksView,
 )
 from baton.server.errors import BatonError
 from baton.server.identity import Caller
@@ -189,6 +190,10 @@ class DashboardData(Controller):
     async def failed(self, dashboard: DashboardDep) -> FailedView:
         return await dashboard.failed()
 
+    @get("/webhooks", summary="Agents' webhooks and their deliveries", responses=problems())
+    async def webhooks(self, dashboard: DashboardDep) -> WebhooksView:
+        return await dashboard.webhooks()
+
     @get(
         "/activity",
         summary="Recent writes, handoffs and outcomes, newest first",
@@ -320,6 +325,13 @@ class DashboardPages(Controller):
         self, request: Request[Any, Any, Any], dashboard: DashboardDep, caller: CallerDep
     ) -> Template:
         return await _page("failed.html", await dashboard.failed(), request, dashboard, caller)
+
+    @get("/webhooks", name="webhooks")
+    async def webhooks(
+        self, request: Request[Any, Any, Any], dashboard: DashboardDep, caller: CallerDep
+    ) -> Template:
+        view = await dashboard.webhooks()
+        return await _page("webhooks.html", view, request, dashboard, caller)
 
     @get("/login", name="login")
     async def login_form(self, state: State) -> Template:
