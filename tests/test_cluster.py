@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -19,16 +20,37 @@ def test_api_on_a_cluster_with_queues_on_plain_redis(
     cluster_ports: list[int], redis_url: str, tmp_path: Path
 ) -> None:
     """BATON_REDIS_URL=redis+cluster://… with BATON_QUEUE_URL on a plain Redis: facts,
-    handoffs with stale pins, push jobs, memories and verify all work."""
+    handoffs with stale pins, notices, reads as of a moment, push jobs, memories and verify
+    all work."""
     for port in cluster_ports:
         redis.Redis(port=port).flushall()
     cluster = f"redis+cluster://127.0.0.1:{cluster_ports[0]}"
-    with running_server(cluster, tmp_path / "api.log", BATON_QUEUE_URL=redis_url) as url:
+    with running_server(
+        cluster, tmp_path / "api.log", BATON_QUEUE_URL=redis_url, BATON_NOTICES="on"
+    ) as url:
         with httpx.Client(base_url=url, headers={"X-Baton-Agent": "scout"}) as http:
-            for value in ("v1", "v2"):
-                assert (
-                    http.post("/v1/records", json={"ref": "c/x", "value": value}).status_code == 201
+            written = [http.post("/v1/records", json={"ref": "c/x", "value": "v1"}).json()]
+            http.post(
+                "/v1/handoffs", json={"to": "watcher", "summary": "w", "pins": [{"ref": "c/x"}]}
+            )
+            written.append(http.post("/v1/records", json={"ref": "c/x", "value": "v2"}).json())
+            assert [each["version"] for each in written] == [1, 2]
+            then = http.get("/v1/records/c/x", params={"as_of": written[0]["created_at"]})
+            assert then.json()["value"] == "v1"
+            watcher = {"X-Baton-Agent": "watcher"}
+            deadline = time.monotonic() + 20
+            while (
+                not (
+                    notices := http.get("/v1/agents/watcher/notices", headers=watcher).json()[
+                        "notices"
+                    ]
                 )
+                and time.monotonic() < deadline
+            ):
+                time.sleep(0.1)
+            assert [(n["ref"], n["pinned_version"], n["version"]) for n in notices] == [
+                ("c/x", 1, 2)
+            ]
             packet = http.post(
                 "/v1/handoffs",
                 json={"to": "executor", "summary": "s", "pins": [{"ref": "c/x", "version": 1}]},
