@@ -33,9 +33,10 @@ from baton.server import codec
 from baton.server.changes import Command
 from baton.server.errors import BatonError, InvalidInput
 from baton.server.integrity import OUTCOME_FIELDS, VERSION_FIELDS, ChainChecker
-from baton.server.keys import NAMESPACES
+from baton.server.keys import NAMESPACES, pinned_member
 from baton.server.models import PACKET_STATES
 from baton.server.namespace_removal import clear_namespace, namespace_keys, token_refunds
+from baton.server.notices import LIVE
 from baton.server.records import BATCH, UNINDEXED_SCOPE
 from baton.server.reindex import reindex
 from baton.server.search import LEXICAL
@@ -657,8 +658,11 @@ def _queue_packet(ns: Namespace, pipe: Pipeline, line: dict[str, Any]) -> None:
     # soon; a done one is in no state's set.
     if state in inbox.STATES:
         pipe.zadd(inbox.of(state), {packet_id: created})
-    if fields.get("expires_us") and state in ("held", "queued", "claimed"):
+    if fields.get("expires_us") and state in LIVE:
         pipe.zadd(inbox.expiring, {packet_id: int(fields["expires_us"])})
+    if state in LIVE and fields.get("pins"):  # the pins' index: told when they move
+        members = {pinned_member(ref, packet_id): 0 for ref, _ in fields["pins"]}
+        pipe.zadd(keys.pinned, members)
 
 
 def _queue_session(ns: Namespace, pipe: Pipeline, line: dict[str, Any]) -> None:

@@ -34,7 +34,7 @@ from baton.server.errors import (
     StoreUnavailable,
     describe,
 )
-from baton.server.keys import Inbox, job_id
+from baton.server.keys import Inbox, job_id, pinned_member
 from baton.server.models import (
     PACKET_STATES,
     AgentSummary,
@@ -530,7 +530,13 @@ class HandoffStore(NamespaceStore):
             f"{agent}: {packet_id} {from_state} -> {to_state} ({error or reason})",
             packet=packet_id,
         )
-        return await self.get(packet_id)
+        packet = await self.get(packet_id)
+        members = [pinned_member(pin.ref, packet_id) for pin in packet.pins]
+        if members and to_state in ("done", "failed"):  # its pins no longer tell anyone
+            await self.redis.zrem(self.keys.pinned, *members)
+        elif members and from_state in ("failed", "expired"):  # requeued: they do again
+            await self.redis.zadd(self.keys.pinned, dict.fromkeys(members, 0))
+        return packet
 
     async def requeue_dead_letter(self, packet_id: str, job: str) -> bool:
         """When RQ re-runs the job that failed ``packet_id`` (``rq requeue``, an operator

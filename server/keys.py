@@ -245,6 +245,12 @@ class Keys:
         """Each confined agent's grants (``baton.server.grants``)."""
         return f"{self.base}:grants"
 
+    @property
+    def pinned(self) -> str:
+        """Every pin of the namespace's live packets, ``ref NUL packet id`` (score 0): a
+        ref's packets are one lexical range (:func:`pinned_member`)."""
+        return f"{self.base}:pinned"
+
     def notices(self, agent: str) -> str:
         """The agent's notices (a stream): pins of its packets that moved on."""
         return f"{self.base}:notices:{{{agent}}}"
@@ -353,6 +359,11 @@ def is_version(keys: Keys, key: bytes) -> bool:
 
 
 NAMESPACES = f"{PREFIX}:namespaces"
+
+
+def pinned_member(ref: str, packet_id: str = "") -> str:
+    """A pin's member of :attr:`Keys.pinned`; with no packet id, where ``ref``'s start."""
+    return f"{ref}\0{packet_id}"
 
 
 def token_namespaces_key(token_id: str) -> str:

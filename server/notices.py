@@ -26,6 +26,7 @@ from redis.exceptions import ResponseError
 from baton.server import codec
 from baton.server.clock import utc_now
 from baton.server.errors import InvalidInput, NotFound
+from baton.server.keys import pinned_member
 from baton.server.models import Event, Notice, NoticePage, Webhook, WebhookDelivery
 from baton.server.store_base import NamespaceStore
 from baton.server.validation import check_agent
@@ -39,6 +40,7 @@ log = structlog.get_logger("baton.notices")
 NOTICES_KEPT = 10_000  # per agent
 DELIVERIES_KEPT = 100  # webhook attempts shown per agent
 MAX_URL = 2048
+LIVE = ("held", "queued", "claimed")  # the packets whose pins are told when they move
 MARK_SECONDS = 30 * 86_400  # an MCP session's notice mark outlives any idle session
 SIGNATURE_HEADER = "X-Baton-Signature"  # "sha256=" and the HMAC of the body, hex
 
@@ -109,21 +111,27 @@ class NoticeStore(NamespaceStore):
 
     async def _live_pins(self, refs: set[str]) -> dict[str, list[tuple[str, str, int]]]:
         """For each of ``refs``, the held, queued and claimed packets pinning it: (receiver,
-        packet id, version pinned)."""
-        receivers = sorted(codec.text(raw) for raw in await self.redis.smembers(self.keys.inboxes))
+        packet id, version pinned), found by the pins' index (``keys.pinned``); an entry of
+        a packet that is settled or gone is dropped from it here."""
         pipe = self.redis.pipeline(transaction=False)
-        for agent in receivers:
-            inbox = self.keys.inbox(agent)
-            for state in ("held", "queued", "claimed"):
-                pipe.zrange(inbox.of(state), 0, -1)
-        replies = iter(await pipe.execute())
-        ids = [codec.text(raw) for _ in receivers for _ in range(3) for raw in next(replies)]
-        packets = await self.handoffs.get_many(ids)
+        for ref in sorted(refs):
+            start = pinned_member(ref)
+            pipe.zrangebylex(self.keys.pinned, f"[{start}", f"({ref}\x01")
+        members = [codec.text(raw) for reply in await pipe.execute() for raw in reply]
+        packets = await self.handoffs.get_many([m.split("\0", 1)[1] for m in members])
         pins: dict[str, list[tuple[str, str, int]]] = {}
-        for packet in packets.values():
+        settled = []
+        for member in members:
+            ref, packet_id = member.split("\0", 1)
+            packet = packets.get(packet_id)
+            if packet is None or packet.state not in LIVE:
+                settled.append(member)
+                continue
             for pin in packet.pins:
-                if pin.ref in refs:
-                    pins.setdefault(pin.ref, []).append((packet.to_agent, packet.id, pin.version))
+                if pin.ref == ref:
+                    pins.setdefault(ref, []).append((packet.to_agent, packet_id, pin.version))
+        if settled:
+            await self.redis.zrem(self.keys.pinned, *settled)
         return pins
 
     # -- reading -------------------------------------------------------------------------------

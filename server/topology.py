@@ -38,7 +38,7 @@ from baton.server.changes import (
 )
 from baton.server.clock import utc_now
 from baton.server.errors import InvalidInput, describe
-from baton.server.keys import NAMESPACES
+from baton.server.keys import NAMESPACES, pinned_member
 from baton.server.models import Contest, Pin
 from baton.server.search import IndexCall
 from baton.server.store_base import NamespaceParts, Topology
@@ -155,6 +155,7 @@ class OneRedis:
                 keys.events,
                 keys.handoff_inbox,
                 keys.handoffs,
+                keys.pinned,
             ]
             script_keys += pin_keys
             args += [ns.name, new.to_agent, *pin_args, len(event), *event]
@@ -292,14 +293,17 @@ class Cluster:
         batch = self.batch(ns.redis)
         batch.pipe.sadd(NAMESPACES, ns.name)
         batch.pipe.sadd(ns.keys.inboxes, new.to_agent)
+        found = {pinned_member(pin.ref, packet_id): 0 for pin in pins}
+        if found:  # the pins' index before the packet: it may name one too many, never too few
+            batch.pipe.zadd(ns.keys.pinned, found)
         batch.script(ns.scripts.create_packet, keys, [*args, *fields])
         ns.activity.event(batch, "handoff", new.from_agent, new.text(packet_id), packet=packet_id)
         replies = await batch.execute(raise_on_error=False)
-        for reply in replies[:3]:
+        for reply in replies[:-1]:
             if isinstance(reply, Exception):
                 raise reply
-        if isinstance(replies[3], Exception):  # the event: the packet itself is safe
-            log.warning("handoff event not written", packet=packet_id, error=describe(replies[3]))
+        if isinstance(replies[-1], Exception):  # the event: the packet itself is safe
+            log.warning("handoff event not written", packet=packet_id, error=describe(replies[-1]))
         return packet_id, pins
 
     async def _new_id_and_pins(

@@ -121,6 +121,8 @@ def test_export_flush_import_round_trip(
     assert http.get("/v1/records/source/rate", params={"version": 1}).json()["confidence"] == 0.39
     [packet] = http.get("/v1/handoffs").json()["packets"]
     assert packet["state"] == "queued" and packet["pins"] == [{"ref": "source/rate", "version": 1}]
+    pinned = sync_redis.zrange(Keys("default").pinned, 0, -1)
+    assert pinned == [f"source/rate\0{packet['id']}".encode()]  # told when it moves
     assert http.get("/v1/sessions/sess-1").json()["observation_count"] == 1
     recall = http.post("/v1/memories/recall", json={"query": "rotate keys"}).json()
     assert [hit["kind"] for hit in recall["results"]] == ["memory"]

@@ -24,7 +24,7 @@ from baton.queue.notifier import Notifier
 from baton.server.backend import Backend, open_backend
 from baton.server.notices import SIGNATURE_HEADER, signature
 from baton.server.settings import Settings
-from tests.conftest import baton_process, running_server
+from tests.conftest import as_agent, baton_process, running_server
 
 pytestmark = pytest.mark.anyio
 
@@ -84,6 +84,37 @@ async def test_no_notice_for_a_receivers_own_write_or_a_settled_packet(
     await ns.records.remember(REF, {"verdict": "later"}, agent="scout")
     await notifier.round()
     assert (await ns.notices.since("executor")).notices == []
+
+
+async def test_packets_pinning_a_sessions_reads_are_told_and_settled_ones_forgotten(
+    own_backend: Backend,
+) -> None:
+    """A packet pinning what the sender's session read (no pins given) is told when one of
+    them moves; once done it is no longer in the pins' index; a failed packet put back in
+    its queue is told again."""
+    ns = own_backend.namespace("default")
+    notifier = Notifier(own_backend)
+    await ns.records.remember(REF, 1, agent="scout")
+    session = (await ns.sessions.start(caller=as_agent("scout"))).id
+    await ns.records.recall(REF, agent="scout", session=session)
+    packet = await ns.handoffs.handoff(
+        from_agent="scout", to_agent="executor", summary="go", session=session
+    )
+    assert [(pin.ref, pin.version) for pin in packet.pins] == [(REF, 1)]
+    await ns.records.remember(REF, 2, agent="scout")
+    await notifier.round()
+    assert len((await ns.notices.since("executor")).notices) == 1
+
+    await ns.handoffs.resume("executor")
+    await ns.handoffs.fail(packet.id, "executor", "no luck")
+    assert await own_backend.redis.zcard(ns.keys.pinned) == 0
+    await ns.records.remember(REF, 3, agent="scout")
+    await notifier.round()
+    assert len((await ns.notices.since("executor")).notices) == 1  # a failed packet is not told
+    await ns.handoffs.requeue(packet.id, "operator")
+    await ns.records.remember(REF, 4, agent="scout")
+    await notifier.round()
+    assert [n.version for n in (await ns.notices.since("executor")).notices] == [2, 4]
 
 
 async def test_events_a_dead_process_took_are_taken_over(

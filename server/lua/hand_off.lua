@@ -1,7 +1,8 @@
 -- KEYS[1] packet hash   KEYS[2] packet log   KEYS[3] inbox queued (or held)   KEYS[4] expiring
 -- KEYS[5] inbox all     KEYS[6] the set of namespaces   KEYS[7] the namespace's inboxes
 -- KEYS[8] its events    KEYS[9] the packet-to-inbox hash   KEYS[10] every packet by time
--- KEYS[11..] for pins asked for, each pin's record head hash; for the session's touched
+-- KEYS[11] the namespace's pins of live packets (keys.pinned)
+-- KEYS[12..] for pins asked for, each pin's record head hash; for the session's touched
 --            records, that session's touched hash (none without a session: no pins)
 -- ARGV[1] packet id     ARGV[2] created (µs)   ARGV[3] expires (µs) or ""
 -- ARGV[4] created_at    ARGV[5] sender         ARGV[6] first state: queued or held
@@ -43,8 +44,8 @@ local refs = cmsgpack.unpack(ARGV[event_last + 1])
 local function resolved_pins()
   local pins = {}
   if count < 0 then
-    if KEYS[11] then
-      local touched = redis.call('HGETALL', KEYS[11])
+    if KEYS[12] then
+      local touched = redis.call('HGETALL', KEYS[12])
       for i = 1, #touched, 2 do
         pins[#pins + 1] = {touched[i], tonumber(touched[i + 1])}
       end
@@ -54,7 +55,7 @@ local function resolved_pins()
   end
   for i = 1, count do
     local wanted = ARGV[9 + i]
-    local current = redis.call('HGET', KEYS[10 + i], 'version')
+    local current = redis.call('HGET', KEYS[11 + i], 'version')
     if not current then
       return nil, {'refused', i - 1, ''}
     end
@@ -87,6 +88,9 @@ end
 redis.call('SADD', KEYS[6], ARGV[7])
 redis.call('SADD', KEYS[7], ARGV[8])
 store_packet(KEYS, ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], fields)
+for _, pin in ipairs(pins) do
+  redis.call('ZADD', KEYS[11], 0, pin[1] .. '\0' .. ARGV[1])
+end
 reply[3] = run_follow_ups({function()
   redis.call('XADD', KEYS[8], unpack(ARGV, event_first, event_last))
 end})
