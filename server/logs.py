@@ -70,3 +70,5 @@ def configure_logging(level: int = logging.INFO) -> None:
     # The MCP SDK logs each stateless request's transport at info ("Terminating session:
     # None"): one line per MCP call says nothing an operator needs.
     logging.getLogger("mcp.server.streamable_http").setLevel(max(level, logging.WARNING))
+    # httpx logs each request's full URL at INFO: a webhook's may carry a token
+    logging.getLogger("httpx").setLevel(max(level, logging.WARNING))

@@ -139,6 +139,7 @@ class NoticeStore(NamespaceStore):
     async def since(self, agent: str, after: str = "0-0", limit: int = 100) -> NoticePage:
         """``agent``'s notices after the one with id ``after``, oldest first."""
         agent = check_agent(agent)
+        self.limits.check_page(limit)
         try:
             raw = await self.redis.xrange(self.keys.notices(agent), f"({after}", "+", count=limit)
         except ResponseError:
@@ -177,9 +178,19 @@ class NoticeStore(NamespaceStore):
         """Call ``url`` with each of ``agent``'s notices, signed with a new secret (shown in
         this answer only)."""
         agent = check_agent(agent)
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname or len(url) > MAX_URL:
-            raise InvalidInput("url", f"must be an http:// or https:// URL of at most {MAX_URL}")
+        if len(url) > MAX_URL or any(c.isspace() or ord(c) < 32 for c in url):
+            raise InvalidInput("url", f"must be a URL of at most {MAX_URL} characters, no spaces")
+        try:
+            parts = urlsplit(url)
+            port = parts.port  # out of range: ValueError
+        except ValueError as error:
+            raise InvalidInput("url", f"is not a URL ({error})") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname or port == 0:
+            raise InvalidInput("url", "must be an http:// or https:// URL with a host")
+        if parts.username is not None or parts.password is not None:
+            raise InvalidInput(
+                "url", "must not carry credentials (user:password@): deliveries are signed"
+            )
         secret = "whsec_" + secrets.token_hex(32)
         created_at = utc_now()
         await self.redis.hset(

@@ -306,3 +306,54 @@ def test_a_notice_survives_the_process_that_took_the_write(redis_url: str, tmp_p
         with BatonClient(second, agent="executor") as executor:
             page = wait_for(lambda: executor.notices().notices, 15)
     assert [(n.ref, n.version) for n in page] == [("kill/553", 2)]
+
+
+def test_mistakes_with_notices_and_webhooks_are_clear_errors(notifying: str) -> None:
+    """A page past the server's largest, a notice id that is none (as a query or as
+    Last-Event-ID), and webhook URLs that are no http(s) URL, carry credentials, spaces or a
+    port out of range: each a 422 naming the field, nothing set."""
+    headers = {"X-Baton-Agent": "careful"}
+    with httpx.Client(base_url=notifying, headers=headers) as http:
+        cases = [
+            (http.get("/v1/agents/careful/notices", params={"limit": 501}), "limit"),
+            (http.get("/v1/agents/careful/notices", params={"after": "soon"}), "after"),
+        ]
+        for url in (
+            "ftp://example.com/x",
+            "http://[::1/x",
+            "http://user:secret@example.com/x",
+            "http://a b.com/x",
+            "http://example.com:99999/x",
+            "http://example.com/x\r\nX-Evil: 1",
+        ):
+            cases.append((http.post("/v1/agents/careful/webhook", json={"url": url}), "url"))
+        for answer, field in cases:
+            assert (answer.status_code, answer.json()["field"]) == (422, field), answer.text
+        assert http.get("/v1/agents/careful/webhook").json()["url"] is None
+        stream = "/v1/agents/careful/notices/stream"
+        resumed = http.get(stream, headers={"Last-Event-ID": "garbage"})
+        assert (resumed.status_code, resumed.json()["field"]) == (422, "last-event-id")
+
+
+def test_a_reconnecting_stream_gets_its_whole_backlog_at_once(notifying: str) -> None:
+    """An SSE stream resumed from the start replays every notice since, more than one page
+    of them, without waiting for a new one."""
+    with BatonClient(notifying, agent="scout") as scout:
+        for n in range(3):
+            scout.remember(f"backlog/{n}", 0)
+        for _ in range(45):  # 45 packets x 3 pins: 135 notices per round of writes
+            scout.handoff("backlogged", "go", pins=[{"ref": f"backlog/{n}"} for n in range(3)])
+        for n in range(3):
+            scout.remember(f"backlog/{n}", 1)
+    with BatonClient(notifying, agent="backlogged") as me:
+        wait_for(lambda: len(me.notices(limit=500).notices) == 135, seconds=20)
+    url = f"{notifying}/v1/agents/backlogged/notices/stream"
+    headers = {"X-Baton-Agent": "backlogged", "Last-Event-ID": "0-0"}
+    with httpx.stream("GET", url, headers=headers, timeout=3) as stream:
+        ids = []
+        for line in stream.iter_lines():
+            if line.startswith("id: "):
+                ids.append(line)
+                if len(ids) == 135:
+                    break
+    assert len(set(ids)) == 135

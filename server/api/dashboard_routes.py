@@ -248,7 +248,7 @@ class DashboardData(Controller):
             loop = asyncio.get_running_loop()
             checked = waited = loop.time()
             try:
-                yield ServerSentEventMessage(comment="connected")
+                yield ServerSentEventMessage(comment="connected", data=None)
                 while True:
                     try:
                         event = await asyncio.wait_for(queue.get(), RECHECK_SECONDS)
@@ -264,7 +264,7 @@ class DashboardData(Controller):
                         )
                         waited = loop.time()
                     elif loop.time() - waited >= EVENT_WAIT_MS / 1000:
-                        yield ServerSentEventMessage(comment="keep-alive")
+                        yield ServerSentEventMessage(comment="keep-alive", data=None)
                         waited = loop.time()
             finally:
                 await subscription.__aexit__(None, None, None)

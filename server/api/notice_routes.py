@@ -19,11 +19,12 @@ from litestar.response import ServerSentEvent, ServerSentEventMessage
 from baton.server.api.deps import CallerDep
 from baton.server.api.event_streams import EventHub
 from baton.server.api.problems import problems
-from baton.server.errors import BatonError, Forbidden
+from baton.server.errors import BatonError, Forbidden, InvalidInput
 from baton.server.grants import record
 
 RECHECK_SECONDS = 5.0  # the caller's token is checked again, and the notices read, this often
 KEEP_ALIVE_SECONDS = 15.0
+PAGE = 100  # notices read at a time
 
 
 class NoticeStream(Controller):
@@ -51,8 +52,13 @@ class NoticeStream(Controller):
                 agent=agent,
             )
         ns = state.backend.namespace(caller.namespace)
-        last = request.headers.get("last-event-id") or after or await ns.notices.newest(agent)
-        await ns.notices.since(agent, last, 1)  # a malformed id is a 422 now, not mid-stream
+        resumed = request.headers.get("last-event-id")
+        last = resumed or after or await ns.notices.newest(agent)
+        try:
+            await ns.notices.since(agent, last, 1)  # a malformed id is a 422 now, not mid-stream
+        except InvalidInput as error:
+            field = "last-event-id" if resumed else "after"
+            raise InvalidInput(field, error.detail.split(": ", 1)[1]) from None
         hub: EventHub = state.events
         subscription = hub.subscribe(caller.namespace, caller.credential.token_id or agent)
         queue = await subscription.__aenter__()  # before the response: 429 beyond the cap
@@ -70,11 +76,11 @@ class NoticeStream(Controller):
             loop = asyncio.get_running_loop()
             checked = waited = loop.time()
             try:
-                yield ServerSentEventMessage(comment="connected")
+                yield ServerSentEventMessage(comment="connected", data=None)
                 woken = True
                 while True:
-                    if woken:
-                        page = await ns.notices.since(agent, last)
+                    while woken:  # every notice since the last one sent, a page at a time
+                        page = await ns.notices.since(agent, last, PAGE)
                         rights = await ns.grants.rights(caller)
                         for notice in page.notices:
                             if rights is None or rights.may(record(notice.ref)):
@@ -84,7 +90,7 @@ class NoticeStream(Controller):
                                     id=notice.id,
                                 )
                                 waited = loop.time()
-                        last = page.last
+                        last, woken = page.last, len(page.notices) == PAGE
                     try:
                         event = await asyncio.wait_for(queue.get(), RECHECK_SECONDS)
                         woken = event.kind == "notice" and event.agent == agent
@@ -95,7 +101,7 @@ class NoticeStream(Controller):
                             return
                         checked, woken = loop.time(), True
                     if loop.time() - waited >= KEEP_ALIVE_SECONDS:
-                        yield ServerSentEventMessage(comment="keep-alive")
+                        yield ServerSentEventMessage(comment="keep-alive", data=None)
                         waited = loop.time()
             finally:
                 await subscription.__aexit__(None, None, None)
