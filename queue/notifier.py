@@ -21,7 +21,9 @@ from redis.exceptions import RedisError, ResponseError
 from baton.server import codec
 from baton.server.activity import parse_event
 from baton.server.backend import Backend
+from baton.server.codec import StreamEntry
 from baton.server.keys import NAMESPACES
+from baton.server.topology import OneRedis
 
 log = structlog.get_logger("baton.notices")
 
@@ -39,40 +41,80 @@ class Notifier:
         self.backend = backend
         self.redis = backend.redis
         self.consumer = f"{int(time.time())}-{secrets.token_hex(4)}"  # this process
+        self.reclaim_at = 0.0  # when to look for events a dead consumer left next
 
     async def round(self) -> int:
-        """One pass over every namespace; how many events it handled."""
+        """One pass over every namespace: the events other processes took and left (at most
+        once every :data:`RECLAIM_MS`), then the new ones; how many it handled."""
+        names = sorted(codec.text(raw) for raw in await self.redis.smembers(NAMESPACES))
+        taken: dict[str, list[StreamEntry]] = {}
+        if time.monotonic() >= self.reclaim_at:
+            self.reclaim_at = time.monotonic() + RECLAIM_MS / 1000
+            for name in names:
+                taken[name] = await self._reclaimed(name)
+        for name, entries in (await self._fresh(names)).items():
+            taken[name] = [*taken.get(name, []), *entries]
         handled = 0
-        for raw in await self.redis.smembers(NAMESPACES):
-            handled += await self._namespace(codec.text(raw))
+        for name, entries in taken.items():
+            handled += await self._handle(name, entries)
         return handled
 
-    async def _namespace(self, namespace: str) -> int:
-        ns = self.backend.namespace(namespace)
-        stream = ns.keys.events
+    async def _reclaimed(self, name: str) -> list[StreamEntry]:
+        """The events of namespace ``name`` that a consumer took and left unacknowledged
+        for :data:`RECLAIM_MS` (it died), taken over."""
+        stream = self.backend.namespace(name).keys.events
         try:
             _, reclaimed, *_ = await self.redis.xautoclaim(
                 stream, GROUP, self.consumer, RECLAIM_MS, "0-0", count=READ_COUNT
-            )
-            fresh = await self.redis.xreadgroup(
-                GROUP, self.consumer, {stream: ">"}, count=READ_COUNT
             )
         except ResponseError as error:
             if "NOGROUP" not in str(error):
                 raise
             await self._create_group(stream)
-            return await self._namespace(namespace)
-        entries = [e for e in codec.entries(reclaimed) if e[1]]  # trimmed ones come back empty
-        entries += codec.read_entries(fresh)
+            return []
+        return [entry for entry in codec.entries(reclaimed) if entry[1]]  # trimmed: empty
+
+    async def _fresh(self, names: list[str]) -> dict[str, list[StreamEntry]]:
+        """The new events of ``names``, by namespace: one read of every stream on one
+        Redis; on a cluster one read a namespace (each stream is in a slot of its own). A
+        stream without the group gets it (from its oldest event: the next round reads
+        them)."""
+        streams = {self.backend.namespace(name).keys.events: name for name in names}
+        if isinstance(self.backend.topology, OneRedis):  # every stream on one server
+            reads = [list(streams)]
+        else:
+            reads = [[stream] for stream in streams]
+        found: dict[str, list[StreamEntry]] = {}
+        for read in reads:
+            if not read:
+                continue
+            try:
+                reply = await self.redis.xreadgroup(
+                    GROUP, self.consumer, dict.fromkeys(read, ">"), count=READ_COUNT
+                )
+            except ResponseError as error:
+                if "NOGROUP" not in str(error):
+                    raise
+                for stream in read:
+                    await self._create_group(stream)
+                continue
+            for key, entries in codec.read_streams(reply):
+                found[streams[codec.text(key)]] = entries
+        return found
+
+    async def _handle(self, name: str, entries: list[StreamEntry]) -> int:
+        """The notices ``entries`` (events of namespace ``name``) make, and their webhook
+        jobs; then the events acknowledged."""
         if not entries:
             return 0
+        ns = self.backend.namespace(name)
         made = await ns.notices.derive([parse_event(eid, fields) for eid, fields in entries])
         dispatcher = self.backend.dispatcher
         if dispatcher is not None:
             for agent, notice in made:
                 if await ns.notices.target(agent) is not None:
-                    await dispatcher.enqueue_webhook(namespace, agent, notice.id)
-        await self.redis.xack(stream, GROUP, *(eid for eid, _ in entries))
+                    await dispatcher.enqueue_webhook(name, agent, notice.id)
+        await self.redis.xack(ns.keys.events, GROUP, *(eid for eid, _ in entries))
         return len(entries)
 
     async def _create_group(self, stream: str) -> None:

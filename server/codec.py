@@ -77,6 +77,12 @@ def read_entries(reply: XReadResponse | XReadGroupResponse) -> list[StreamEntry]
     return streams[0][1] if streams else []
 
 
+def read_streams(reply: XReadGroupResponse) -> list[tuple[bytes, list[StreamEntry]]]:
+    """The streams of an XREADGROUP of several streams (RESP2: ``[[stream, entries],
+    ...]``) with their entries; [] when there were none."""
+    return cast(list[tuple[bytes, list[StreamEntry]]], reply or [])
+
+
 def pairs(flat: Sequence[bytes]) -> dict[bytes, bytes]:
     """A flat HGETALL-style reply from a script as a dict."""
     return dict(zip(flat[::2], flat[1::2], strict=True))
