@@ -16,6 +16,7 @@ import secrets
 import time
 
 import structlog
+from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
 from baton.server import codec
@@ -30,16 +31,21 @@ log = structlog.get_logger("baton.notices")
 GROUP = "notices"  # the consumer group on each namespace's events stream
 RECLAIM_MS = 5_000  # an event taken and not acknowledged this long is taken over
 READ_COUNT = 200  # events a process takes from one namespace per round
-POLL_SECONDS = 0.25  # between rounds that found nothing
+POLL_SECONDS = 0.25  # between rounds that found nothing, on a cluster
+WAIT_MS = 1_000  # on one Redis: how long a read waits for the next event
 
 
 class Notifier:
     """Reads every namespace's new events as one consumer of its ``notices`` group and
-    turns them into notices, and webhook jobs for agents that have a webhook."""
+    turns them into notices, and webhook jobs for agents that have a webhook. Given a
+    client of its own (``waiting``), on one Redis a read waits for the next event of any
+    namespace (``BLOCK``), so a notice is made as soon as its write lands; otherwise, and on
+    a cluster, a round that found nothing is followed by a pause of :data:`POLL_SECONDS`."""
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, waiting: Redis | None = None) -> None:
         self.backend = backend
         self.redis = backend.redis
+        self.waiting = waiting if isinstance(backend.topology, OneRedis) else None
         self.consumer = f"{int(time.time())}-{secrets.token_hex(4)}"  # this process
         self.reclaim_at = 0.0  # when to look for events a dead consumer left next
 
@@ -80,6 +86,8 @@ class Notifier:
         stream without the group gets it (from its oldest event: the next round reads
         them)."""
         streams = {self.backend.namespace(name).keys.events: name for name in names}
+        if not streams and self.waiting is not None:  # nothing to wait on yet
+            await asyncio.sleep(POLL_SECONDS)
         if isinstance(self.backend.topology, OneRedis):  # every stream on one server
             reads = [list(streams)]
         else:
@@ -89,9 +97,18 @@ class Notifier:
             if not read:
                 continue
             try:
-                reply = await self.redis.xreadgroup(
-                    GROUP, self.consumer, dict.fromkeys(read, ">"), count=READ_COUNT
-                )
+                if self.waiting is not None:
+                    reply = await self.waiting.xreadgroup(
+                        GROUP,
+                        self.consumer,
+                        dict.fromkeys(read, ">"),
+                        count=READ_COUNT,
+                        block=WAIT_MS,
+                    )
+                else:
+                    reply = await self.redis.xreadgroup(
+                        GROUP, self.consumer, dict.fromkeys(read, ">"), count=READ_COUNT
+                    )
             except ResponseError as error:
                 if "NOGROUP" not in str(error):
                     raise
@@ -135,6 +152,7 @@ class Notifier:
                 raise
             except (RedisError, OSError) as error:
                 log.warning("notices round failed; trying again", error=str(error))
-                handled = 0
-            if not handled:
+                await asyncio.sleep(POLL_SECONDS)
+                continue
+            if not handled and self.waiting is None:
                 await asyncio.sleep(POLL_SECONDS)

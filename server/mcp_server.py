@@ -36,6 +36,7 @@ from redis.exceptions import RedisError
 from baton.queue.notifier import Notifier
 from baton.server import codec
 from baton.server.backend import Backend, open_backend
+from baton.server.connection import async_redis, redis_url
 from baton.server.errors import BatonError
 from baton.server.failures import failure_of, tool_error_text
 from baton.server.grants import record
@@ -395,9 +396,13 @@ async def run_stdio(
     starts and stops leaves no empty session behind. Unless ``BATON_NOTICES`` is off, the
     process makes notices as ``baton serve`` does (where no server runs, MCP processes are
     all there is to make them)."""
-    async with open_backend(settings) as backend, anyio.create_task_group() as notifying:
+    async with (
+        open_backend(settings) as backend,
+        async_redis(redis_url(settings)) as waiting,  # the notifier's waiting read
+        anyio.create_task_group() as notifying,
+    ):
         if settings.notices:
-            notifying.start_soon(Notifier(backend).run_forever)
+            notifying.start_soon(Notifier(backend, waiting).run_forever)
         caller = Caller(
             agent=agent,
             namespace=settings.namespace,

@@ -227,8 +227,10 @@ def create_app(settings: Settings | None = None) -> Litestar:
             events_client = async_redis(url)  # the event hub's own: never the request pool's
             app.state.events = hub = EventHub(events_client, settings.max_streams)
             background = [asyncio.create_task(sweep_forever(backend, settings, signing_key))]
+            notices_client = async_redis(url)  # the notifier's waiting read: not the pool's
             if settings.notices:
-                background.append(asyncio.create_task(Notifier(backend).run_forever()))
+                notifier = Notifier(backend, notices_client)
+                background.append(asyncio.create_task(notifier.run_forever()))
             if not settings.redis_url:  # Baton started the embedded server: keep it up
                 background.append(asyncio.create_task(supervise(embedded_server(settings))))
             if not gate.secured:
@@ -243,6 +245,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
                 await asyncio.gather(*background, return_exceptions=True)
                 await hub.close()
                 await events_client.aclose()
+                await notices_client.aclose()
 
     return Litestar(
         route_handlers=[
