@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
@@ -93,6 +93,21 @@ class Guard:
 OPEN = Guard()  # reaches nothing that grants restrict (the agent's own inbox, counts)
 
 
+@dataclass(frozen=True)
+class View(Generic[I, R]):
+    """An operation as agentmemory offers it: the same input and core under agentmemory's
+    name, words and route, its answer in agentmemory's shape (``shape``, from the input and
+    the answer the agent may see); ``narrow`` takes the input to agentmemory's own limits."""
+
+    name: str
+    description: str
+    result: Any
+    shape: Callable[[I, R], Any]
+    route: Route | None = None
+    tool: bool = False
+    narrow: Callable[[I], I] | None = None
+
+
 @dataclass(frozen=True, eq=False)
 class Operation(Generic[I, R]):
     """One operation. ``rest`` is its route under Baton's REST API (problem+json errors);
@@ -102,7 +117,8 @@ class Operation(Generic[I, R]):
     agentmemory's (``{"error"}`` answers); ``naming`` decides the names its input takes on
     the wire of MCP and agentmemory's routes (Baton's REST API always uses Baton's);
     ``guard`` is what it reaches that grants restrict (``baton.server.grants``; None:
-    refused to agents with grants)."""
+    refused to agents with grants); ``view`` offers it in agentmemory's words as well
+    (:meth:`offered`), and ``shape`` is set on that view's operation only."""
 
     name: str
     description: str
@@ -116,6 +132,35 @@ class Operation(Generic[I, R]):
     agentmemory: Route | None = None
     naming: Naming = "baton"
     guard: Guard | None = None
+    view: View[I, R] | None = None
+    shape: Callable[[I, R], Any] | None = None
+
+    def offered(self) -> tuple[Operation[I, Any], ...]:
+        """The operation, and its view as an operation of its own (agentmemory's tool and
+        route): one core, two answers."""
+        view = self.view
+        if view is None:
+            return (self,)
+        narrow, run = view.narrow, self.run
+
+        async def narrowed(call: Call, given: I) -> R:
+            return await run(call, narrow(given) if narrow else given)
+
+        as_viewed = replace(
+            self,
+            name=view.name,
+            description=view.description,
+            result=view.result,
+            run=narrowed,
+            tag="",
+            rest=None,
+            tool=view.tool,
+            agentmemory=view.route,
+            naming="agentmemory",
+            view=None,
+            shape=view.shape,
+        )
+        return (self, as_viewed)
 
     @property
     def wire_input(self) -> type[msgspec.Struct]:
@@ -141,6 +186,8 @@ class Operation(Generic[I, R]):
             result = await self.run(call, given)
             if rights is not None and self.guard is not None:
                 result = self.guard.shows(rights, result)
+            if self.shape is not None:
+                result = self.shape(given, result)
         except Denied as denied:
             await call.ns.grants.audit_denial(denied.agent, denied.need.text())
             raise

@@ -70,7 +70,7 @@ from baton.server.models import (
     Stats,
     Webhook,
 )
-from baton.server.operation import OPEN, Call, Guard, Operation, Route
+from baton.server.operation import OPEN, Call, Guard, Operation, Route, View
 from baton.server.patterns import SESSIONS_READ, Patterns, detect
 from baton.server.thread_models import (
     STORE_SCOPE,
@@ -412,10 +412,6 @@ async def list_sessions(call: Call, i: SessionsInput) -> list[Session]:
     return await call.ns.sessions.recent(i.limit)
 
 
-async def memory_sessions(call: Call, i: SessionsInput) -> shapes.Sessions:
-    return shapes.sessions(await list_sessions(call, i))
-
-
 class ResumeHereInput(Input, kw_only=True):
     cwd: str | None = None  # the working directory (absolute); default: the server's
     override: str | None = None  # another project path, absolute or relative to cwd
@@ -567,10 +563,6 @@ async def save_memory(call: Call, i: SaveInput) -> MemorySaved:
     return saved
 
 
-async def memory_save(call: Call, i: SaveInput) -> shapes.Saved:
-    return shapes.saved(await save_memory(call, i))
-
-
 class UpdateInput(Input, kw_only=True):
     memory_id: str
     content: str | None = None
@@ -625,11 +617,6 @@ async def recall_memories(call: Call, i: RecallMemoriesInput) -> Recall:
     )
 
 
-async def memory_recall(call: Call, i: RecallMemoriesInput) -> shapes.Search:
-    found = await recall_memories(call, i)
-    return shapes.search(found.results, i.format, i.token_budget)
-
-
 class SmartSearchInput(Input, kw_only=True):
     query: str | None = None
     expand_ids: Csv = None
@@ -637,19 +624,24 @@ class SmartSearchInput(Input, kw_only=True):
     project: str | None = None
 
 
-async def smart_search(call: Call, i: SmartSearchInput, cut: int | None = None) -> Recall:
-    """Hits for ``query``, or the records of the ids to expand (the first ``cut`` of them)."""
+async def smart_search(call: Call, i: SmartSearchInput) -> Recall:
+    """Hits for ``query``, or the records of the ids to expand."""
     expand = split_list(i.expand_ids, "expand_ids")
     if not (i.query or "").strip() and not expand:
         raise InvalidInput("query", "give a query, or ids to expand (expandIds, expand_ids)")
     return await call.ns.memories.smart_search(
-        query=i.query, expand_ids=expand[:cut] or None, limit=i.limit, project=i.project
+        query=i.query, expand_ids=expand or None, limit=i.limit, project=i.project
     )
 
 
-async def memory_smart_search(call: Call, i: SmartSearchInput) -> shapes.SmartSearch:
-    """agentmemory's answer: it expands at most :data:`EXPAND_LIMIT` ids and says so."""
-    found = await smart_search(call, i, EXPAND_LIMIT)
+def expanding_at_most(i: SmartSearchInput) -> SmartSearchInput:
+    """agentmemory's smart search expands at most :data:`EXPAND_LIMIT` ids."""
+    expand = split_list(i.expand_ids, "expand_ids")
+    return msgspec.structs.replace(i, expand_ids=expand[:EXPAND_LIMIT])
+
+
+def smart_search_shape(i: SmartSearchInput, found: Recall) -> shapes.SmartSearch:
+    """agentmemory's answer, saying whether ids were cut."""
     expand = split_list(i.expand_ids, "expand_ids")
     return shapes.smart_search(found.results, bool(expand), len(expand) > EXPAND_LIMIT)
 
@@ -839,11 +831,6 @@ def _touched_shown(rights: Rights, session: Session) -> Session:
     names are the records' too)."""
     touched = {ref: seen for ref, seen in session.touched.items() if rights.may(record(ref))}
     return msgspec.structs.replace(session, touched=touched)
-
-
-def session_shapes_shown(rights: Rights, found: shapes.Sessions) -> shapes.Sessions:
-    found.sessions = [each for each in found.sessions if rights.may(memory_of(each.project))]
-    return found
 
 
 def session_shown(rights: Rights, session: Session) -> Session:
@@ -1227,20 +1214,16 @@ LIST_SESSIONS = Operation(
     rest=Route("GET", "/v1/sessions"),
     effect="reads",
     guard=Guard(shows=sessions_shown),
+    view=View(
+        "memory_sessions",
+        "Use to see recent sessions, newest first: where they ran and what they did.",
+        shapes.Sessions,
+        lambda i, found: shapes.sessions(found),
+        Route("GET", "/agentmemory/sessions", "Recent sessions"),
+        tool=True,
+    ),
 )
 
-MEMORY_SESSIONS = Operation(
-    "memory_sessions",
-    "Use to see recent sessions, newest first: where they ran and what they did.",
-    SessionsInput,
-    shapes.Sessions,
-    memory_sessions,
-    tool=True,
-    effect="reads",
-    agentmemory=Route("GET", "/agentmemory/sessions", "Recent sessions"),
-    naming="agentmemory",
-    guard=Guard(shows=session_shapes_shown),
-)
 
 MEMORY_RESUME_HERE = Operation(
     "memory_resume_here",
@@ -1347,21 +1330,18 @@ SAVE_MEMORY = Operation(
     rest=Route("POST", "/v1/memories", status=201, problems=(403, 413)),
     effect="writes",
     guard=Guard(writes_project_from),
+    view=View(
+        "memory_save",
+        "Use to keep something for later sessions: a preference, decision, bug, workflow or "
+        "fact. A near-duplicate updates the existing memory; similar ones come back as "
+        "similarTo.",
+        shapes.Saved,
+        lambda i, saved: shapes.saved(saved),
+        Route("POST", "/agentmemory/remember", "Save a memory", 201),
+        tool=True,
+    ),
 )
 
-MEMORY_SAVE = Operation(
-    "memory_save",
-    "Use to keep something for later sessions: a preference, decision, bug, workflow or fact. A "
-    "near-duplicate updates the existing memory; similar ones come back as similarTo.",
-    SaveInput,
-    shapes.Saved,
-    memory_save,
-    tool=True,
-    effect="writes",
-    agentmemory=Route("POST", "/agentmemory/remember", "Save a memory", 201),
-    naming="agentmemory",
-    guard=Guard(writes_project_from),
-)
 
 MEMORY_UPDATE = Operation(
     "memory_update",
@@ -1410,21 +1390,17 @@ RECALL_MEMORIES = Operation(
     rest=Route("POST", "/v1/memories/recall", problems=(403, 413)),
     effect="reads",
     guard=READS_PROJECT,
+    view=View(
+        "memory_recall",
+        "Use to search saved memories and past observations by their words. format and "
+        "token_budget shape the answer.",
+        shapes.Search,
+        lambda i, found: shapes.search(found.results, i.format, i.token_budget),
+        Route("POST", "/agentmemory/search", "Search memories"),
+        tool=True,
+    ),
 )
 
-MEMORY_RECALL = Operation(
-    "memory_recall",
-    "Use to search saved memories and past observations by their words. format and token_budget "
-    "shape the answer.",
-    RecallMemoriesInput,
-    shapes.Search,
-    memory_recall,
-    tool=True,
-    effect="reads",
-    agentmemory=Route("POST", "/agentmemory/search", "Search memories"),
-    naming="agentmemory",
-    guard=READS_PROJECT,
-)
 
 SMART_SEARCH = Operation(
     "smart_search",
@@ -1436,21 +1412,18 @@ SMART_SEARCH = Operation(
     rest=Route("POST", "/v1/memories/smart-search", problems=(413,)),
     effect="reads",
     guard=Guard(searches),
+    view=View(
+        "memory_smart_search",
+        "Use to search cheaply: compact hits first, then call again with expandIds for the "
+        "ones you want in full.",
+        shapes.SmartSearch,
+        smart_search_shape,
+        Route("POST", "/agentmemory/smart-search", "Smart search"),
+        tool=True,
+        narrow=expanding_at_most,
+    ),
 )
 
-MEMORY_SMART_SEARCH = Operation(
-    "memory_smart_search",
-    "Use to search cheaply: compact hits first, then call again with expandIds for the ones you "
-    "want in full.",
-    SmartSearchInput,
-    shapes.SmartSearch,
-    memory_smart_search,
-    tool=True,
-    effect="reads",
-    agentmemory=Route("POST", "/agentmemory/smart-search", "Smart search"),
-    naming="agentmemory",
-    guard=Guard(searches),
-)
 
 MEMORY_FORGET = Operation(
     "memory_forget",
@@ -1652,7 +1625,7 @@ ITEM_EXPIRY = Operation(
     guard=Guard(reaches_items),
 )
 
-OPERATIONS: tuple[Operation[Any, Any], ...] = (
+TABLE: tuple[Operation[Any, Any], ...] = (
     REMEMBER,
     READ_RECORD,
     LIST_RECORDS,
@@ -1678,7 +1651,6 @@ OPERATIONS: tuple[Operation[Any, Any], ...] = (
     START_SESSION,
     END_SESSION,
     LIST_SESSIONS,
-    MEMORY_SESSIONS,
     MEMORY_RESUME_HERE,
     GET_SESSION,
     CONTEXT,
@@ -1687,13 +1659,10 @@ OPERATIONS: tuple[Operation[Any, Any], ...] = (
     MEMORY_FILE_HISTORY,
     MEMORY_PATTERNS,
     SAVE_MEMORY,
-    MEMORY_SAVE,
     MEMORY_UPDATE,
     MEMORY_CONSOLIDATE,
     RECALL_MEMORIES,
-    MEMORY_RECALL,
     SMART_SEARCH,
-    MEMORY_SMART_SEARCH,
     MEMORY_FORGET,
     AUDIT,
     SET_GRANTS,
@@ -1707,4 +1676,6 @@ OPERATIONS: tuple[Operation[Any, Any], ...] = (
     VERIFY_THREAD,
     ITEM_EXPIRY,
 )
+# Every operation offered, views included (each right after the operation it views).
+OPERATIONS = tuple(offered for entry in TABLE for offered in entry.offered())
 BY_NAME = {operation.name: operation for operation in OPERATIONS}

@@ -16,6 +16,7 @@ import httpx
 import pytest
 from litestar.testing import TestClient
 
+from baton.server.agentmemory_shapes import EXPAND_LIMIT
 from baton.server.api.app import create_app
 from baton.server.settings import Settings
 from tests.conftest import REPO, free_port, running_server
@@ -721,3 +722,24 @@ def test_resume_recalls_the_memories_drawn_from_the_session(
     assert here["session"]["id"] == f"s-{word}"
     assert here["recalled"][0]["id"] == saved["id"]
     assert "maintenance window" in here["text"]
+
+
+def test_smart_search_expands_at_most_agentmemorys_limit(
+    am: httpx.Client, http: httpx.Client
+) -> None:
+    """agentmemory's smart search expands at most 20 ids and says it cut the rest; Baton's
+    own route, the same operation, expands every id it is given."""
+    word = f"zq{secrets.token_hex(4)}"
+    ids = [
+        am.post("/remember", json={"content": f"{word} fact number {n} of the batch"}).json()[
+            "memory"
+        ]["id"]
+        for n in range(EXPAND_LIMIT + 1)
+    ]
+    cut = am.post("/smart-search", json={"expandIds": ids}).json()
+    assert (cut["mode"], cut["truncated"]) == ("expanded", True)
+    assert [item["obsId"] for item in cut["results"]] == ids[:EXPAND_LIMIT]
+    whole = am.post("/smart-search", json={"expandIds": ids[:EXPAND_LIMIT]}).json()
+    assert whole["truncated"] is False
+    baton = http.post("/v1/memories/smart-search", json={"expand_ids": ids}).json()
+    assert [hit["id"] for hit in baton["results"]] == ids

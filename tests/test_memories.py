@@ -18,7 +18,7 @@ from baton.server.lexical import terms
 from baton.server.memories import MemoryStore, jaccard
 from baton.server.models import Observation, Session
 from baton.server.observations import compress, concepts_of, open_question
-from baton.server.operations import MEMORY_SAVE
+from baton.server.operations import SAVE_MEMORY
 from baton.server.records import RecordStore
 from baton.server.search import MAX_QUERY_TERMS, PRUNE_ABOVE_POSTINGS, SearchIndex
 from baton.server.sessions import SessionStore, within
@@ -269,7 +269,7 @@ async def test_empty_content_is_not_saved(memories: MemoryStore) -> None:
         assert (saved.success, saved.error) == (False, "content is required")
     for content in (None, 42):
         with pytest.raises(InvalidInput) as caught:
-            MEMORY_SAVE.decode({"content": content})
+            SAVE_MEMORY.decode({"content": content})
         assert caught.value.field == "content"
 
 
