@@ -47,10 +47,10 @@ browser:
 wrk:
 	@$(call apt-install,wrk,wrk,make bench's REST scenarios)
 
-## make mcp-answers: rewrite server/mcp_answers.json, the SDK server's answers `baton mcp`
+## make mcp-answers: rewrite server/mcp/mcp_answers.json, the SDK server's answers `baton mcp`
 ## gives while the SDK loads (after changing a tool; tests/test_mcp_stdio.py says when)
 mcp-answers: $(STAMP)
-	$(BIN)/python -m baton.server.mcp_server > server/mcp_answers.json
+	$(BIN)/python -m baton.server.mcp.mcp_server > server/mcp/mcp_answers.json
 
 ## make demo: the scout/executor story in separate processes (ARGS=--keep to browse after)
 demo: $(STAMP)

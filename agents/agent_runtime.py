@@ -18,8 +18,8 @@ from collections.abc import Callable
 from typing import TypeAlias
 
 from baton.agents.client import BatonClient
-from baton.server.models import Resumed
-from baton.server.validation import check_agent
+from baton.server.model.models import Resumed
+from baton.server.model.validation import check_agent
 
 Handler: TypeAlias = Callable[[Resumed, BatonClient], object]
 

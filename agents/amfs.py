@@ -37,8 +37,8 @@ from baton.agents.client import (
     EventStream,
     NotFoundError,
 )
-from baton.server.models import OutcomeEntry, RecordVersion
-from baton.server.settings import Settings
+from baton.server.model.models import OutcomeEntry, RecordVersion
+from baton.server.runtime.settings import Settings
 
 # The tag on every version this adapter writes: its value is an envelope (below).
 AMFS_TAG: Final = "amfs"
@@ -411,7 +411,7 @@ def in_process(settings: Settings | None = None) -> Iterator[str]:
     """Baton's API in a thread of this process (its embedded Valkey, unless ``settings``
     point at a Redis): yields the base URL to give :class:`BatonAdapter`, stops on exit."""
     from baton.server.api.app import create_app
-    from baton.server.serving import served_in_thread
+    from baton.server.runtime.serving import served_in_thread
 
     with served_in_thread(create_app(settings or Settings.from_env())) as base_url:
         yield base_url

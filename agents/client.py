@@ -5,7 +5,7 @@
         baton.remember("listing/482/assessment", {"verdict": "apply"}, confidence=0.8)
         packet = baton.handoff("executor", "Two listings worth an application")
 
-Results are the same typed structs the server returns (``baton.server.models``); errors are
+Results are the same typed structs the server returns (``baton.server.model.models``); errors are
 raised as :class:`BatonAPIError` subclasses carrying the problem+json body.
 """
 
@@ -24,10 +24,10 @@ import httpx
 import msgspec
 
 from baton.server import operations as ops
-from baton.server.agentmemory_shapes import Saved
-from baton.server.endpoint import token_of
-from baton.server.memory_models import Consolidation, FileContext, MemorySaved, Recall
-from baton.server.models import (
+from baton.server.model.agentmemory_shapes import Saved
+from baton.server.model.endpoint import token_of
+from baton.server.model.memory_models import Consolidation, FileContext, MemorySaved, Recall
+from baton.server.model.models import (
     AgentSummary,
     AgentThen,
     Event,
@@ -46,8 +46,8 @@ from baton.server.models import (
     Stats,
     Webhook,
 )
+from baton.server.model.patterns import Patterns
 from baton.server.operation import Operation
-from baton.server.patterns import Patterns
 
 T = TypeVar("T")
 

@@ -39,10 +39,10 @@ from baton.agents.host_setup import (
     read_config,
 )
 from baton.agents.spool import waiting
-from baton.server.connection import sync_redis
-from baton.server.embedded import EmbeddedServer
-from baton.server.endpoint import base_url_of, token_of
-from baton.server.settings import Settings
+from baton.server.model.endpoint import base_url_of, token_of
+from baton.server.runtime.connection import sync_redis
+from baton.server.runtime.embedded import EmbeddedServer
+from baton.server.runtime.settings import Settings
 
 Level = Literal["ok", "warn", "FAIL"]
 TIMEOUT = 3.0

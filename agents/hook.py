@@ -32,9 +32,9 @@ import sys
 import time
 
 from baton.agents.spool import RETRY_STATUSES, Busy, Rejected, Spool, Unreachable
-from baton.server.clock import utc_now
-from baton.server.endpoint import base_url_of, data_dir_of, token_of
-from baton.server.patches import patched_files
+from baton.server.model.clock import utc_now
+from baton.server.model.endpoint import base_url_of, data_dir_of, token_of
+from baton.server.model.patches import patched_files
 
 TYPE_CHECKING = False  # typing itself costs a few milliseconds of every call
 if TYPE_CHECKING:

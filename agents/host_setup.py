@@ -43,8 +43,8 @@ import tomlkit.items
 
 from baton.agents import codex_trust
 from baton.agents.hook import CLAUDE_EVENTS
-from baton.server.endpoint import base_url_of
-from baton.server.errors import BatonError, InvalidInput
+from baton.server.model.endpoint import base_url_of
+from baton.server.model.errors import BatonError, InvalidInput
 
 Host = Literal[
     "claude-code", "opencode", "gemini", "codex", "cursor", "claude-desktop", "vscode", "cline"

@@ -55,9 +55,9 @@ from baton.agents.client import (
     NotFoundError,
 )
 from baton.server import operations as ops
-from baton.server import thread_models as lg
-from baton.server.models import RecordVersion
-from baton.server.thread_models import (
+from baton.server.model import thread_models as lg
+from baton.server.model.models import RecordVersion
+from baton.server.model.thread_models import (
     STORE_SCOPE,
     STORE_TAG,
     Blob,
@@ -496,7 +496,7 @@ class BatonStore(BaseStore):
     with one Baton's search (BM25) ranks the items that match it first.
     ``list_namespaces`` names namespaces that hold an item.
 
-    A ``ttl`` puts an expiry beside the item's record (``baton.server.item_expiry``); with
+    A ``ttl`` puts an expiry beside the item's record (``baton.server.stores.item_expiry``); with
     a ``ttl`` config (LangGraph's ``TTLConfig``) reads refresh it and, with
     ``omit_expired``, leave out items past it; Baton's sweep deletes them."""
 
@@ -548,7 +548,7 @@ class BatonStore(BaseStore):
     def _expiry(
         self, refs: list[str], action: str, seconds: float | None = None
     ) -> dict[str, str | None]:
-        """Each ref's deadline after ``action`` (``baton.server.item_expiry``)."""
+        """Each ref's deadline after ``action`` (``baton.server.stores.item_expiry``)."""
         deadlines: dict[str, str | None] = {}
         for start in range(0, len(refs), EXPIRY_BATCH):
             answer = self.client.perform(

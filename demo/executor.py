@@ -16,7 +16,7 @@ from typing import Any
 from baton.agents import BatonClient, agent
 from baton.demo import board
 from baton.demo.transcript import bullet, section
-from baton.server.models import Resumed, StalePin
+from baton.server.model.models import Resumed, StalePin
 
 NAME = "executor"
 

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from baton.demo import namespace as demo_namespace
 from baton.demo.transcript import bullet, section
 from baton.server.api.app import create_app
-from baton.server.connection import embedded_server
-from baton.server.serving import served_in_thread
-from baton.server.settings import Settings
+from baton.server.runtime.connection import embedded_server
+from baton.server.runtime.serving import served_in_thread
+from baton.server.runtime.settings import Settings
 
 Checks = list[tuple[bool, str]]
 

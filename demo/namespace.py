@@ -6,9 +6,9 @@ import asyncio
 import secrets
 from datetime import UTC, datetime
 
-from baton.server.backend import open_backend
-from baton.server.namespace_removal import forget_namespace
-from baton.server.settings import Settings
+from baton.server.maintenance.namespace_removal import forget_namespace
+from baton.server.runtime.settings import Settings
+from baton.server.stores.backend import open_backend
 
 
 def fresh(prefix: str) -> str:

@@ -29,8 +29,8 @@ from baton.agents.client import BatonAPIError
 from baton.demo import board, scout
 from baton.demo import namespace as demo_namespace
 from baton.demo.transcript import COLOUR_ENV, WIDTH, bullet, colour_enabled, plain, section
-from baton.server.connection import embedded_server
-from baton.server.settings import Settings
+from baton.server.runtime.connection import embedded_server
+from baton.server.runtime.settings import Settings
 
 PREFERRED_PORT = 8765
 STALE_LINE = "stale: listing/553/assessment was pinned at v1, now at v2"

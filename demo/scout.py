@@ -22,7 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 from baton.agents import BatonClient
 from baton.demo import board
 from baton.demo.transcript import bullet, section
-from baton.server.endpoint import token_of
+from baton.server.model.endpoint import token_of
 
 AGENT = "scout"
 RECEIVER = "executor"

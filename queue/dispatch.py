@@ -26,13 +26,13 @@ from rq.exceptions import NoSuchJobError
 from rq.job import Job
 
 from baton.queue.job_guard import DELIVER, JOB_SERIALIZER, WEBHOOK, BatonJob
-from baton.server.batch import Batch
-from baton.server.clock import iso, now_us
-from baton.server.errors import describe
-from baton.server.keys import job_id, queue_name
-from baton.server.scripts import lua_source
-from baton.server.settings import HandoffPolicy
-from baton.server.validation import PACKET_ID_PATTERN
+from baton.server.model.clock import iso, now_us
+from baton.server.model.errors import describe
+from baton.server.model.keys import job_id, queue_name
+from baton.server.model.validation import PACKET_ID_PATTERN
+from baton.server.runtime.batch import Batch
+from baton.server.runtime.scripts import lua_source
+from baton.server.runtime.settings import HandoffPolicy
 
 log = structlog.get_logger("baton.dispatch")
 MAINTENANCE_QUEUE = "baton-maintenance"  # sweeps and webhook deliveries (``baton worker``)

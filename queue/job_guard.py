@@ -17,8 +17,8 @@ from typing import Any
 from rq.job import Job
 from rq.serializers import JSONSerializer
 
-from baton.server.keys import JOB_ID_PREFIX
-from baton.server.validation import NAMESPACE_PATTERN, PACKET_ID_PATTERN
+from baton.server.model.keys import JOB_ID_PREFIX
+from baton.server.model.validation import NAMESPACE_PATTERN, PACKET_ID_PATTERN
 
 DELIVER = "baton.queue.jobs.deliver_packet"
 SWEEP = "baton.queue.jobs.sweep"

@@ -14,10 +14,10 @@ from rq import get_current_job
 from baton.agents.agent_runtime import handler_for
 from baton.queue.sweeps import sweep_all
 from baton.queue.worker_context import worker_context
-from baton.server.clock import utc_now
-from baton.server.errors import StateConflict, describe
-from baton.server.models import WebhookDelivery
-from baton.server.notices import SIGNATURE_HEADER, signature
+from baton.server.model.clock import utc_now
+from baton.server.model.errors import StateConflict, describe
+from baton.server.model.models import WebhookDelivery
+from baton.server.stores.notices import SIGNATURE_HEADER, signature
 
 WEBHOOK_TIMEOUT = 5.0  # seconds a webhook has to answer (deliveries share a worker)
 

@@ -1,6 +1,6 @@
 """The notifier: every ``baton serve`` process reads each namespace's new activity events
 as one consumer of the ``notices`` group and turns the writes among them into notices
-(``baton.server.notices``), and webhook jobs for agents that have a webhook.
+(``baton.server.stores.notices``), and webhook jobs for agents that have a webhook.
 
 A notice is derived from the write, never from the memory of the process that took it: the
 write's event is written with the version on one Redis, and the consumer group is Redis
@@ -19,12 +19,12 @@ import structlog
 from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
-from baton.server import codec
-from baton.server.activity import parse_event
-from baton.server.backend import Backend
-from baton.server.codec import StreamEntry
-from baton.server.keys import NAMESPACES
-from baton.server.topology import OneRedis
+from baton.server.model.keys import NAMESPACES
+from baton.server.runtime import codec
+from baton.server.runtime.codec import StreamEntry
+from baton.server.stores.activity import parse_event
+from baton.server.stores.backend import Backend
+from baton.server.stores.topology import OneRedis
 
 log = structlog.get_logger("baton.notices")
 

@@ -1,7 +1,7 @@
 """The periodic sweeps, shared by ``baton serve`` (a task in the API process) and
 ``baton worker`` (a job its timer enqueues): expire leases and packets, repair missing jobs,
 mark idle sessions abandoned, forget memories whose ttl ran out, take a signed checkpoint
-when due, recount a namespace's quota counts once (``baton.server.recount``).
+when due, recount a namespace's quota counts once (``baton.server.stores.recount``).
 
 A Redis lock makes one sweep run at a time across every API replica and worker, so running
 several of them never double-runs a sweep; whoever finds the lock taken skips that round.
@@ -18,13 +18,17 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from baton.server import codec
-from baton.server.backend import Backend
-from baton.server.checkpoints import CheckpointStore, SeenCheckpoints, take_checkpoint_if_due
-from baton.server.errors import describe
-from baton.server.keys import NAMESPACES, SWEEP_LOCK
-from baton.server.recount import COUNTED, recount_once
-from baton.server.settings import Settings
+from baton.server.maintenance.checkpoints import (
+    CheckpointStore,
+    SeenCheckpoints,
+    take_checkpoint_if_due,
+)
+from baton.server.model.errors import describe
+from baton.server.model.keys import NAMESPACES, SWEEP_LOCK
+from baton.server.runtime import codec
+from baton.server.runtime.settings import Settings
+from baton.server.stores.backend import Backend
+from baton.server.stores.recount import COUNTED, recount_once
 
 log = structlog.get_logger("baton.sweep")
 
@@ -81,7 +85,7 @@ async def sweep_all(
     """One sweep of every namespace, unless another process holds the sweep lock (None). A
     namespace whose sweep fails is logged and reported with its error; the others are
     swept. Then, past the lock, one namespace not yet recounted has its quota counts
-    recounted (``baton.server.recount``)."""
+    recounted (``baton.server.stores.recount``)."""
     token = secrets.token_hex(8)
     lease = max(60, int(settings.handoffs.sweep_seconds * 10))
     if not await backend.redis.set(SWEEP_LOCK, token, nx=True, ex=lease):

@@ -26,10 +26,10 @@ from baton.agents.agent_runtime import handler_for, registered
 from baton.queue.dispatch import FAILURE_TTL, MAINTENANCE_QUEUE, RESULT_TTL
 from baton.queue.job_guard import JOB_SERIALIZER, SWEEP, BatonJob, queued_before_json, refusal
 from baton.queue.worker_context import worker_context
-from baton.server.connection import queue_url, sync_redis
-from baton.server.keys import queue_name
-from baton.server.logs import configure_logging
-from baton.server.settings import Settings
+from baton.server.model.keys import queue_name
+from baton.server.runtime.connection import queue_url, sync_redis
+from baton.server.runtime.logs import configure_logging
+from baton.server.runtime.settings import Settings
 
 log = structlog.get_logger("baton.worker")
 EXIT_STOPPED = 143  # 128 + SIGTERM: stopped by a signal, its handler cut short

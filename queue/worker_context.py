@@ -15,10 +15,10 @@ from functools import cache
 from typing import Any, TypeVar
 
 from baton.agents.client import BatonClient
-from baton.server.backend import Backend, connect, open_backend
-from baton.server.handoffs import HandoffStore
-from baton.server.settings import Settings
-from baton.server.signing import load_signing_key
+from baton.server.runtime.settings import Settings
+from baton.server.runtime.signing import load_signing_key
+from baton.server.stores.backend import Backend, connect, open_backend
+from baton.server.stores.handoffs import HandoffStore
 
 T = TypeVar("T")
 

@@ -20,25 +20,30 @@ import redis.exceptions
 import structlog
 
 from baton.agents.host_setup import HOSTS
-from baton.server.backend import Namespace, open_backend
-from baton.server.connection import (
+from baton.server.model.endpoint import token_of
+from baton.server.model.errors import BatonError
+from baton.server.model.grants import parse_grant
+from baton.server.model.models import PACKET_STATES, Stats
+from baton.server.model.validation import check_namespace
+from baton.server.retrieval.vectors import VectorsUnavailable, vectors_for
+from baton.server.runtime.connection import (
     async_redis,
     embedded_server,
     queue_url,
     redis_url,
     write_refused,
 )
-from baton.server.embedded import EmbeddedServerError
-from baton.server.endpoint import token_of
-from baton.server.errors import BatonError
-from baton.server.grants import parse_grant
-from baton.server.logs import LOG_FORMAT_VARIABLE, LOG_FORMATS, configure_logging, log_format_of
-from baton.server.models import PACKET_STATES, Stats
-from baton.server.progress import ProgressReport
-from baton.server.settings import Settings
-from baton.server.tokens import TokenStore, new_secret, parse_duration
-from baton.server.validation import check_namespace
-from baton.server.vectors import VectorsUnavailable, vectors_for
+from baton.server.runtime.embedded import EmbeddedServerError
+from baton.server.runtime.logs import (
+    LOG_FORMAT_VARIABLE,
+    LOG_FORMATS,
+    configure_logging,
+    log_format_of,
+)
+from baton.server.runtime.progress import ProgressReport
+from baton.server.runtime.settings import Settings
+from baton.server.stores.backend import Namespace, open_backend
+from baton.server.stores.tokens import TokenStore, new_secret, parse_duration
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -63,7 +68,7 @@ def _settings() -> Settings:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from baton.server.api.app import APP_FACTORY, create_app
-    from baton.server.serving import PortInUse, check_port, serve, serve_workers
+    from baton.server.runtime.serving import PortInUse, check_port, serve, serve_workers
 
     settings = _settings()
     configure_logging()
@@ -220,7 +225,7 @@ def cmd_completion(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from baton.server.backup import dump_lines
+    from baton.server.maintenance.backup import dump_lines
 
     async def run(ns: Namespace) -> int:
         count = 0
@@ -238,8 +243,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from baton.server.backup import import_dump, namespace_is_empty, read_dump
-    from baton.server.reindex import reindex
+    from baton.server.maintenance.backup import import_dump, namespace_is_empty, read_dump
+    from baton.server.maintenance.reindex import reindex
 
     try:
         with open(args.dump, encoding="utf-8") if args.dump != "-" else sys.stdin as source:
@@ -305,14 +310,14 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 async def _stale_indexes(settings: Settings) -> list[str]:
     """The namespaces whose search index other lexical rules built (``baton reindex``)."""
-    from baton.server.reindex import stale_indexes
+    from baton.server.maintenance.reindex import stale_indexes
 
     async with open_backend(settings, dispatch=False) as backend:
         return await stale_indexes(backend)
 
 
 def cmd_forget_namespace(args: argparse.Namespace) -> int:
-    from baton.server.namespace_removal import forget_namespace
+    from baton.server.maintenance.namespace_removal import forget_namespace
 
     name = check_namespace(args.name, field="name")
     if not args.yes:
@@ -327,7 +332,7 @@ def cmd_forget_namespace(args: argparse.Namespace) -> int:
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
-    from baton.server.reindex import all_namespaces, reindex, stale_indexes
+    from baton.server.maintenance.reindex import all_namespaces, reindex, stale_indexes
 
     async def run() -> list[Any]:
         async with open_backend(_settings(), dispatch=False) as backend:
@@ -420,7 +425,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 async def _verify_checkpoint(ns: Namespace, which: str, public_key: str | None) -> int:
     """Print the comparison with a checkpoint (``latest`` or an export file); the number
     of problems found."""
-    from baton.server.checkpoints import parse_export
+    from baton.server.maintenance.checkpoints import parse_export
 
     checkpoints = _checkpoints(ns)
     if which == "latest":
@@ -460,8 +465,8 @@ async def _verify_checkpoint(ns: Namespace, which: str, public_key: str | None) 
 
 def _checkpoints(ns: Namespace) -> Any:
     """The namespace's checkpoints with this installation's signing key and seen marks."""
-    from baton.server.checkpoints import CheckpointStore, SeenCheckpoints
-    from baton.server.signing import load_signing_key
+    from baton.server.maintenance.checkpoints import CheckpointStore, SeenCheckpoints
+    from baton.server.runtime.signing import load_signing_key
 
     settings = _settings()
     try:
@@ -489,7 +494,7 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    from baton.server.mcp_stdio import main as serve_stdio
+    from baton.server.mcp.mcp_stdio import main as serve_stdio
 
     return serve_stdio(["--agent", args.agent] if args.agent else [])
 

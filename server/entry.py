@@ -15,7 +15,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return hook(arguments[1:])
     if arguments[:1] == ["mcp"] and not {"-h", "--help"} & set(arguments):
-        from baton.server.mcp_stdio import main as mcp  # answers a host before the rest loads
+        from baton.server.mcp.mcp_stdio import main as mcp  # answers a host before the rest loads
 
         return mcp(arguments[1:])
     from baton.server.cli import main as cli

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 import msgspec
 
-from baton.server.errors import InvalidInput
-from baton.server.grants import Denied, Need, Rights, unguarded
+from baton.server.model.errors import InvalidInput
+from baton.server.model.grants import Denied, Need, Rights, unguarded
 
 if TYPE_CHECKING:
-    from baton.server.backend import Namespace
-    from baton.server.identity import Caller
+    from baton.server.model.identity import Caller
+    from baton.server.stores.backend import Namespace
 
 I = TypeVar("I", bound=msgspec.Struct)  # noqa: E741 (the input, as in the SDKs' own generics)
 R = TypeVar("R")
@@ -116,7 +116,7 @@ class Operation(Generic[I, R]):
     ``agentmemory`` is its route among
     agentmemory's (``{"error"}`` answers); ``naming`` decides the names its input takes on
     the wire of MCP and agentmemory's routes (Baton's REST API always uses Baton's);
-    ``guard`` is what it reaches that grants restrict (``baton.server.grants``; None:
+    ``guard`` is what it reaches that grants restrict (``baton.server.model.grants``; None:
     refused to agents with grants); ``view`` offers it in agentmemory's words as well
     (:meth:`offered`), and ``shape`` is set on that view's operation only."""
 

@@ -1,7 +1,7 @@
 """Baton's operations, each defined once: its input (fields named as on the wire, bounds and
 defaults on the fields), its result, its core function, and the surfaces it is offered on.
 
-REST routes (``baton.server.api.operation_routes``), MCP tools (``baton.server.mcp_server``),
+REST routes (``baton.server.api.operation_routes``), MCP tools (``baton.server.mcp.mcp_server``),
 agentmemory's routes (``baton.server.api.agentmemory_routes``) and the Python client
 (``baton.agents.client``) are built from :data:`OPERATIONS`; docs/architecture.md shows how
 to add one. Limits that are settings (the page size) are checked by the stores, once.
@@ -14,11 +14,11 @@ from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 
-from baton.server import agentmemory_shapes as shapes
-from baton.server.agentmemory_shapes import EXPAND_LIMIT
-from baton.server.clock import utc_now
-from baton.server.errors import Forbidden, InvalidInput
-from baton.server.grants import (
+from baton.server.model import agentmemory_shapes as shapes
+from baton.server.model.agentmemory_shapes import EXPAND_LIMIT
+from baton.server.model.clock import utc_now
+from baton.server.model.errors import Forbidden, InvalidInput
+from baton.server.model.grants import (
     MAX_GRANTS,
     AgentGrants,
     Grant,
@@ -28,7 +28,7 @@ from baton.server.grants import (
     memory_of,
     record,
 )
-from baton.server.memory_models import (
+from baton.server.model.memory_models import (
     MAX_RECALL,
     MAX_TTL_DAYS,
     START_BUDGET,
@@ -42,7 +42,7 @@ from baton.server.memory_models import (
     Recall,
     split_list,
 )
-from baton.server.models import (
+from baton.server.model.models import (
     MAX_AUDIT,
     MAX_SECONDS,
     AgentSummary,
@@ -70,9 +70,8 @@ from baton.server.models import (
     Stats,
     Webhook,
 )
-from baton.server.operation import OPEN, Call, Guard, Operation, Route, View
-from baton.server.patterns import SESSIONS_READ, Patterns, detect
-from baton.server.thread_models import (
+from baton.server.model.patterns import SESSIONS_READ, Patterns, detect
+from baton.server.model.thread_models import (
     STORE_SCOPE,
     CheckpointPage,
     CheckpointsCopied,
@@ -90,7 +89,8 @@ from baton.server.thread_models import (
     VerifyThreadInput,
     WritesStored,
 )
-from baton.server.validation import ANONYMOUS, MAX_LIST, check_moment, check_ref
+from baton.server.model.validation import ANONYMOUS, MAX_LIST, check_moment, check_ref
+from baton.server.operation import OPEN, Call, Guard, Operation, Route, View
 
 RECORDS, HANDOFFS, MEMORY, ACCESS = "records", "handoffs", "sessions and memories", "access"
 LANGGRAPH = "langgraph"
@@ -694,7 +694,7 @@ async def list_grants(call: Call, i: NoInput) -> list[AgentGrants]:
     return [each for each in listed if each.agent == call.caller.agent]
 
 
-# What each operation reaches that grants restrict (baton.server.grants) -----------------------
+# What each operation reaches that grants restrict (baton.server.model.grants) ---------------
 
 
 async def reads_ref(call: Call, i: RefInput | ReadInput) -> list[Need]:

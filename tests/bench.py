@@ -27,16 +27,16 @@ import msgpack
 import psutil
 import redis
 
-from baton.server.backend import Backend
-from baton.server.changes import Planned
-from baton.server.clock import utc_now
-from baton.server.connection import async_redis
-from baton.server.embedded import EmbeddedServer
-from baton.server.integrity import GENESIS_HASH, digest, version_body
-from baton.server.keys import Keys
-from baton.server.search import MAX_QUERY_TERMS
-from baton.server.settings import VECTOR_FLOOR, Limits
-from baton.server.vectors import vectors_for
+from baton.server.model.clock import utc_now
+from baton.server.model.integrity import GENESIS_HASH, digest, version_body
+from baton.server.model.keys import Keys
+from baton.server.retrieval.search import MAX_QUERY_TERMS
+from baton.server.retrieval.vectors import vectors_for
+from baton.server.runtime.connection import async_redis
+from baton.server.runtime.embedded import EmbeddedServer
+from baton.server.runtime.settings import VECTOR_FLOOR, Limits
+from baton.server.stores.backend import Backend
+from baton.server.stores.changes import Planned
 from tests.bench_growth import growth
 from tests.bench_http import (
     THROUGHPUT,

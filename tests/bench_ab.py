@@ -25,7 +25,7 @@ import httpx
 import psutil
 import redis
 
-from baton.server.embedded import EmbeddedServer
+from baton.server.runtime.embedded import EmbeddedServer
 from tests.bench import BATON_SERVE, RESUME_CEILING, top_up_inbox
 from tests.bench_http import BASELINE, RESUME, SAVE, THROUGHPUT, Scenario, Target, rounds
 from tests.benchkit import server_env, start, wait_for_baseline

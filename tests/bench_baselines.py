@@ -3,7 +3,7 @@
 - ``http_app``: a minimal Litestar app whose handler does one Redis ``GET`` (B-http; and
   ``POST /put``, one ``SET`` of the decoded body, for a writer beside its reads), served
   exactly like ``baton serve`` (``python -m tests.bench_baselines http PORT``: the same
-  ``baton.server.serving.serve``, so the same event loop and HTTP parser);
+  ``baton.server.runtime.serving.serve``, so the same event loop and HTTP parser);
 - ``noop_job``: an RQ job that only records when it started (B-rq);
 - ``mcp_noop``: an MCP server with one no-op tool on the same SDK and stdio transport (B-mcp).
 """
@@ -76,7 +76,7 @@ def mcp_http_app() -> Any:
 if __name__ == "__main__" and sys.argv[1:] == ["mcp"]:
     mcp_noop_server().run()
 elif __name__ == "__main__" and sys.argv[1:2] == ["http"]:
-    from baton.server.serving import serve
+    from baton.server.runtime.serving import serve
 
     serve(http_app, host="127.0.0.1", port=int(sys.argv[2]))
 

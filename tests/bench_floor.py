@@ -28,9 +28,7 @@ from litestar import Litestar, get, post
 from litestar.params import JSONBody
 from redis.commands.core import AsyncScript
 
-from baton.server.connection import async_redis
-from baton.server.embedded import EmbeddedServer
-from baton.server.models import (
+from baton.server.model.models import (
     Packet,
     Pin,
     RecordVersion,
@@ -40,6 +38,8 @@ from baton.server.models import (
     StalePin,
 )
 from baton.server.operations import RememberInput, ResumeInput
+from baton.server.runtime.connection import async_redis
+from baton.server.runtime.embedded import EmbeddedServer
 from tests.bench import BATON_SERVE, RESUME_CEILING, top_up_inbox
 from tests.bench_ab import serve_baseline, write_pins
 from tests.bench_baselines import one_get
@@ -233,7 +233,7 @@ if __name__ == "__main__":
     parser.add_argument("--serve", type=int, metavar="PORT", help="serve the floor app alone")
     arguments = parser.parse_args()
     if arguments.serve:
-        from baton.server.serving import serve
+        from baton.server.runtime.serving import serve
 
         serve(floor_app, host="127.0.0.1", port=arguments.serve)
     else:

@@ -19,9 +19,9 @@ from urllib.parse import urlencode
 import httpx
 import psutil
 
-from baton.server.backup import export, import_dump
-from baton.server.integrity import GENESIS_HASH, digest, version_body
-from baton.server.records import RecordStore
+from baton.server.maintenance.backup import export, import_dump
+from baton.server.model.integrity import GENESIS_HASH, digest, version_body
+from baton.server.stores.records import RecordStore
 from tests.bench_http import Scenario, WrkRun, wrk
 from tests.benchkit import Measure, sequential
 

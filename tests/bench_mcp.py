@@ -25,7 +25,7 @@ import httpx
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from baton.server.mcp_server import initialize_request
+from baton.server.mcp.mcp_server import initialize_request
 from tests.benchkit import Measure, Row, fmt, interleaved, start, wait_for_port
 from tests.conftest import REPO, free_port
 

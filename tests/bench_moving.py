@@ -40,7 +40,7 @@ import jsonpatch
 import redis
 
 from baton.agents import BatonClient
-from baton.server.embedded import EmbeddedServer
+from baton.server.runtime.embedded import EmbeddedServer
 from tests.benchkit import server_env, start
 from tests.conftest import free_port, wait_for_http
 

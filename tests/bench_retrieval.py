@@ -28,9 +28,9 @@ from statistics import quantiles
 import bm25s
 import Stemmer
 
-from baton.server.backend import Backend, open_backend
-from baton.server.embedded import EmbeddedServer
-from baton.server.settings import Settings
+from baton.server.runtime.embedded import EmbeddedServer
+from baton.server.runtime.settings import Settings
+from baton.server.stores.backend import Backend, open_backend
 from tests.retrieval_set import MEMORIES, QUERIES, UNRELATED, Query
 
 Ranking = list[str]  # memory keys, best first

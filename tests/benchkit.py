@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import psutil
 
-from baton.server.embedded import EmbeddedServer
+from baton.server.runtime.embedded import EmbeddedServer
 from tests.conftest import REPO
 
 
@@ -158,7 +158,7 @@ def write_report(output: Path, rows: list[Row], growth: list[str], quick: bool) 
         "same 2 cores, for the baselines and for Baton alike, so compare the ratios, not the "
         "absolute numbers. Every REST row is driven by `wrk` (C, one thread): throughput at "
         "32 connections, latency at one, the scenario and its baseline in interleaved rounds "
-        "(medians of 3), the baseline served by the same `baton.server.serving.serve` as "
+        "(medians of 3), the baseline served by the same `baton.server.runtime.serving.serve` as "
         "`baton serve`. Each wrk row says how much of a core the server and wrk used: a server "
         "near 100 % with wrk far below means the figure is the server's. Rows measured with a "
         "Python client are those where the client is the thing measured (MCP, RQ push).",

@@ -28,17 +28,17 @@ from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
 from redis.retry import Retry
 
-from baton.server.backend import Backend, Namespace, open_backend
-from baton.server.connection import async_redis, is_cluster
-from baton.server.embedded import EmbeddedServer, valkey_binary
-from baton.server.identity import Caller, Credential
-from baton.server.records import RecordStore
-from baton.server.settings import Settings
-from baton.server.tokens import TokenStore
+from baton.server.model.identity import Caller, Credential
+from baton.server.runtime.connection import async_redis, is_cluster
+from baton.server.runtime.embedded import EmbeddedServer, valkey_binary
+from baton.server.runtime.settings import Settings
+from baton.server.stores.backend import Backend, Namespace, open_backend
+from baton.server.stores.records import RecordStore
+from baton.server.stores.tokens import TokenStore
 
 if TYPE_CHECKING:
     from baton.agents import BatonClient
-    from baton.server.handoffs import HandoffStore
+    from baton.server.stores.handoffs import HandoffStore
 
 REPO = Path(__file__).resolve().parent.parent
 # Every process the suite starts inherits this mark, so one left running is found.
@@ -132,7 +132,7 @@ def started_by_this_run() -> dict[int, str]:
             continue
         if RUN_MARK.encode() in environment and state not in (b"Z", b"X"):
             found[int(entry.name)] = command.decode(errors="replace")[:200]
-    # A Baton process's analysis process (baton.server.analysis) and multiprocessing's
+    # A Baton process's analysis process (baton.server.retrieval.analysis) and multiprocessing's
     # resource tracker for it live as long as that process (this one, or a fixture's
     # server), by design: they are left behind only once their parent is gone.
     return {pid: command for pid, command in found.items() if not _helper_of_a_live(pid, command)}
@@ -552,7 +552,7 @@ def http(api_url: str, redis_url: str) -> Iterator[httpx.Client]:
 async def dispatching_backend(data_url: str, redis_url: str) -> AsyncIterator[Backend]:
     """A backend that also enqueues RQ jobs, as the API server does: RQ on the plain server,
     sharing the data client when the data is there too."""
-    from baton.server.settings import HandoffPolicy
+    from baton.server.runtime.settings import HandoffPolicy
 
     settings = Settings(
         redis_url=data_url, queue_url=redis_url, handoffs=HandoffPolicy(retry_intervals=(0,))

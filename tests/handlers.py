@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 
 from baton.agents import BatonClient, agent
-from baton.server.models import Resumed
+from baton.server.model.models import Resumed
 
 
 class HandlerFailure(RuntimeError):

@@ -16,9 +16,9 @@ import httpx
 import pytest
 from litestar.testing import TestClient
 
-from baton.server.agentmemory_shapes import EXPAND_LIMIT
 from baton.server.api.app import create_app
-from baton.server.settings import Settings
+from baton.server.model.agentmemory_shapes import EXPAND_LIMIT
+from baton.server.runtime.settings import Settings
 from tests.conftest import REPO, free_port, running_server
 
 SECRET = "s3cret-for-tests"

@@ -20,8 +20,8 @@ from amfs_filesystem import FilesystemAdapter
 
 from baton.agents import BatonClient
 from baton.agents.amfs import AMFS_TAG, BatonAdapter, in_process
-from baton.server.keys import Keys
-from baton.server.settings import Settings
+from baton.server.model.keys import Keys
+from baton.server.runtime.settings import Settings
 from tests.conftest import REPO, issue, running_server
 
 # What differs between the two adapters on purpose, and why (docs/amfs.md says the same).

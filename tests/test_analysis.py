@@ -12,8 +12,14 @@ from pathlib import Path
 import psutil
 import pytest
 
-from baton.server import analysis
-from baton.server.analysis import INLINE_CHARS, MAX_DOCUMENT_TERMS, Analysis, Analyzer, counted
+from baton.server.retrieval import analysis
+from baton.server.retrieval.analysis import (
+    INLINE_CHARS,
+    MAX_DOCUMENT_TERMS,
+    Analysis,
+    Analyzer,
+    counted,
+)
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.anyio
@@ -75,7 +81,7 @@ def test_the_analysis_process_ends_with_its_parent_killed(tmp_path: Path) -> Non
     script = tmp_path / "parent.py"
     script.write_text(
         "import asyncio, sys, time\n"
-        "from baton.server.analysis import Analyzer\n"
+        "from baton.server.retrieval.analysis import Analyzer\n"
         "LONG = 'x' * 20000\n"
         "async def main():\n"
         "    await Analyzer(None).analyse(LONG)\n"

@@ -11,8 +11,8 @@ from importlib import resources
 from pathlib import Path
 
 import baton.server
-from baton.server import keys as key_module
-from baton.server.keys import Inbox, Keys, Thread
+from baton.server.model import keys as key_module
+from baton.server.model.keys import Inbox, Keys, Thread
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = {
@@ -89,6 +89,43 @@ def test_the_import_graph_has_no_cycles() -> None:
     layers (function-level and annotation-only imports count too; stores know their
     namespace by a protocol defined below them, not by the object that builds them)."""
     assert cycles(import_graph()) == []
+
+
+# The floors of baton.server, lowest first (docs/architecture.md): a module imports modules of
+# its own floor or of lower ones, never of a higher one.
+FLOORS = (
+    ("model",),
+    ("runtime",),
+    ("retrieval",),
+    ("stores",),
+    ("operation", "operations"),
+    ("maintenance",),
+    ("api", "mcp"),
+    ("cli", "entry"),
+)
+
+
+def floor(module: str) -> int:
+    """The floor of a module of ``baton.server`` (the package itself: the lowest)."""
+    parts = module.split(".")
+    if len(parts) == 2:
+        return 0
+    return next(number for number, names in enumerate(FLOORS) if parts[2] in names)
+
+
+def test_no_module_of_the_server_imports_from_a_floor_above_its_own() -> None:
+    """The server's folders are floors: the vocabulary, the runtime, search, the stores, the
+    operation table, whole-namespace maintenance, the transports, the CLI. No store imports
+    a transport or the table, no runtime module a store: an arrow up would be found here
+    (every module of the server belongs to a floor, or ``floor`` fails)."""
+    upward = [
+        f"{source} -> {target}"
+        for source, targets in import_graph().items()
+        if source.startswith("baton.server")
+        for target in targets
+        if target.startswith("baton.server") and floor(target) > floor(source)
+    ]
+    assert upward == []
 
 
 def test_no_two_modules_share_a_name() -> None:
@@ -223,8 +260,8 @@ def test_the_python_client_loads_only_what_it_speaks() -> None:
     """``from baton.agents import BatonClient`` in a fresh interpreter loads the wire types
     and the operation table, nothing of the server: no store module, no redis-py, no
     stemmer, no web framework, queue or MCP SDK."""
-    import baton.server.backend  # noqa: F401  (every store, for their modules below)
-    from baton.server.store_base import NamespaceStore
+    import baton.server.stores.backend  # noqa: F401  (every store, for their modules below)
+    from baton.server.stores.store_base import NamespaceStore
 
     code = "import sys; from baton.agents import BatonClient; print(*sorted(sys.modules))"
     done = subprocess.run(
@@ -232,7 +269,7 @@ def test_the_python_client_loads_only_what_it_speaks() -> None:
     )
     loaded = set(done.stdout.split())
     stores = {store.__module__ for store in subclasses(NamespaceStore)}
-    assert "baton.server.records" in stores and "baton.server.memories" in stores
+    assert "baton.server.stores.records" in stores and "baton.server.stores.memories" in stores
     assert "baton.agents.client" in loaded
     assert loaded & stores == set()
     heavy = {"redis", "Stemmer", "litestar", "rq", "mcp", "structlog", "msgpack"}

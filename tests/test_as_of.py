@@ -12,13 +12,13 @@ import pytest
 from mcp import Client
 
 from baton.agents import BatonClient
-from baton.server.as_of import PROBES
-from baton.server.backend import Backend
-from baton.server.clock import utc_now
-from baton.server.errors import InvalidInput, NotFound
-from baton.server.mcp_server import Binding, create_mcp_server
-from baton.server.records import RecordStore
-from baton.server.validation import check_moment
+from baton.server.mcp.mcp_server import Binding, create_mcp_server
+from baton.server.model.clock import utc_now
+from baton.server.model.errors import InvalidInput, NotFound
+from baton.server.model.validation import check_moment
+from baton.server.stores.as_of import PROBES
+from baton.server.stores.backend import Backend
+from baton.server.stores.records import RecordStore
 from tests.conftest import as_agent
 
 pytestmark = pytest.mark.anyio

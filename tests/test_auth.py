@@ -18,7 +18,7 @@ import redis.asyncio
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from baton.server.tokens import TokenStore, digest
+from baton.server.stores.tokens import TokenStore, digest
 from tests.conftest import REPO, running_server
 from tests.test_identity_matrix import MCP_INITIALIZE
 

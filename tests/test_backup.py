@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import redis
 
-from baton.server.backup import Seal
-from baton.server.keys import Keys
+from baton.server.maintenance.backup import Seal
+from baton.server.model.keys import Keys
 from tests.conftest import REPO, written_keys
 
 

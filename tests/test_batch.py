@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from redis.exceptions import ResponseError
 
-from baton.server.backend import Backend
+from baton.server.stores.backend import Backend
 
 pytestmark = pytest.mark.anyio
 

@@ -20,8 +20,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from structlog.testing import capture_logs
 
 from baton.queue.sweeps import sweep_all
-from baton.server.backend import Backend
-from baton.server.checkpoints import (
+from baton.server.maintenance.checkpoints import (
     CheckpointStore,
     MerkleRoot,
     SeenCheckpoints,
@@ -32,12 +31,13 @@ from baton.server.checkpoints import (
     signature_valid,
     take_checkpoint_if_due,
 )
-from baton.server.errors import StateConflict
-from baton.server.integrity import canonical_bytes
-from baton.server.records import RecordStore
-from baton.server.recount import COUNTED
-from baton.server.settings import Settings
-from baton.server.signing import InstallationKey
+from baton.server.model.errors import StateConflict
+from baton.server.model.integrity import canonical_bytes
+from baton.server.runtime.settings import Settings
+from baton.server.runtime.signing import InstallationKey
+from baton.server.stores.backend import Backend
+from baton.server.stores.records import RecordStore
+from baton.server.stores.recount import COUNTED
 from tests.conftest import REPO, as_agent
 
 pytestmark = pytest.mark.anyio

@@ -13,8 +13,8 @@ import msgpack
 import pytest
 import redis
 
-from baton.server.keys import Keys
-from baton.server.records import RecordStore
+from baton.server.model.keys import Keys
+from baton.server.stores.records import RecordStore
 from tests.conftest import REPO
 
 
@@ -293,7 +293,7 @@ def test_off_a_terminal_progress_is_a_plain_line_now_and_then(
     when it is known."""
     import io
 
-    from baton.server import progress
+    from baton.server.runtime import progress
 
     monkeypatch.setattr(progress, "PLAIN_EVERY_SECONDS", 0.0)
     stream = io.StringIO()

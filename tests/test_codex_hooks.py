@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from baton.agents import codex_trust
-from baton.server.patches import patched_files
+from baton.server.model.patches import patched_files
 from tests.conftest import (
     REPO,
     additional_context,

@@ -9,15 +9,15 @@ from collections import Counter
 
 import pytest
 
-from baton.server.backend import Backend
-from baton.server.connection import async_redis
-from baton.server.settings import Limits
+from baton.server.runtime.connection import async_redis
+from baton.server.runtime.settings import Limits
+from baton.server.stores.backend import Backend
 
 WRITER = """
 import asyncio, sys
-from baton.server.connection import async_redis
-from baton.server.settings import Limits
-from baton.server.backend import Backend
+from baton.server.runtime.connection import async_redis
+from baton.server.runtime.settings import Limits
+from baton.server.stores.backend import Backend
 
 async def main(url, name, count):
     client = async_redis(url)

@@ -14,15 +14,15 @@ from redis.asyncio import Redis
 from redis.asyncio.connection import Connection
 from redis.exceptions import ConnectionError, DataError, ResponseError, TimeoutError
 
-from baton.server import connection
-from baton.server.connection import (
+from baton.server.runtime import connection
+from baton.server.runtime.connection import (
     SharedScript,
     TCPConnection,
     WaitingConnectionPool,
     async_redis,
     packed,
 )
-from baton.server.multiplex import SharedConnection
+from baton.server.runtime.multiplex import SharedConnection
 
 ARGUMENT = st.one_of(
     st.text(),

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from baton.server.errors import InvalidInput
-from baton.server.models import Contest, Remembered
-from baton.server.records import RecordStore
+from baton.server.model.errors import InvalidInput
+from baton.server.model.models import Contest, Remembered
+from baton.server.stores.records import RecordStore
 from tests.conftest import as_agent
 
 pytestmark = pytest.mark.anyio

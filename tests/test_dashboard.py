@@ -15,11 +15,11 @@ import pytest
 import redis
 
 from baton.agents import BatonClient
-from baton.server.activity import event_args
 from baton.server.api.event_streams import EventHub
-from baton.server.clock import utc_now
-from baton.server.connection import async_redis
-from baton.server.keys import Keys
+from baton.server.model.clock import utc_now
+from baton.server.model.keys import Keys
+from baton.server.runtime.connection import async_redis
+from baton.server.stores.activity import event_args
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

@@ -15,7 +15,7 @@ import yaml
 
 from baton.demo.scout import build_parser as scout_parser
 from baton.server.cli import build_parser
-from baton.server.embedded import EmbeddedServer
+from baton.server.runtime.embedded import EmbeddedServer
 from tests.conftest import REPO
 
 KEY_LINES = [

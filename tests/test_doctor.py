@@ -9,7 +9,7 @@ from pathlib import Path
 
 import redis
 
-from baton.server.mcp_server import tool_list
+from baton.server.mcp.mcp_server import tool_list
 from tests.conftest import free_port, issue, run_baton, running_server
 
 BATON = str(Path(sys.executable).with_name("baton"))

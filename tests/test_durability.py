@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from baton.server.backend import Backend, open_backend
-from baton.server.embedded import EmbeddedServer
-from baton.server.settings import Settings
+from baton.server.runtime.embedded import EmbeddedServer
+from baton.server.runtime.settings import Settings
+from baton.server.stores.backend import Backend, open_backend
 
 pytestmark = pytest.mark.anyio
 

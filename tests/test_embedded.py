@@ -18,13 +18,13 @@ import psutil
 import pytest
 import redis
 
-from baton.server.embedded import EmbeddedServer
+from baton.server.runtime.embedded import EmbeddedServer
 from tests.conftest import run_baton
 
 START_AND_REPORT = """
 import sys
 from pathlib import Path
-from baton.server.embedded import EmbeddedServer
+from baton.server.runtime.embedded import EmbeddedServer
 server = EmbeddedServer(Path(sys.argv[1]))
 server.ensure_running()
 print(server.pid())
@@ -180,7 +180,7 @@ def test_a_foreign_socket_at_the_fallback_path_is_never_used(
     another user owns is refused, never connected to, and nothing is started over it."""
     import socket
 
-    from baton.server.embedded import EmbeddedServerError
+    from baton.server.runtime.embedded import EmbeddedServerError
 
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
     server = EmbeddedServer(tmp_path / ("d" * 60) / ("e" * 60))

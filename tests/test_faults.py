@@ -19,10 +19,10 @@ import psutil
 import pytest
 import redis
 
-from baton.server.backend import Backend
-from baton.server.connection import async_redis
-from baton.server.embedded import EmbeddedServer, valkey_binary
-from baton.server.settings import Limits
+from baton.server.runtime.connection import async_redis
+from baton.server.runtime.embedded import EmbeddedServer, valkey_binary
+from baton.server.runtime.settings import Limits
+from baton.server.stores.backend import Backend
 from tests.conftest import REPO, free_port, issue, wait_for_http
 from tests.test_identity_matrix import MCP_INITIALIZE
 

@@ -11,15 +11,15 @@ from typing import Any
 import pytest
 import redis
 
-from baton.server.backend import Backend, Namespace
-from baton.server.backup import export, import_dump
-from baton.server.errors import Forbidden, InvalidInput
-from baton.server.grants import Denied, Grant, parse_grant
-from baton.server.identity import Caller
-from baton.server.namespace_removal import forget_namespace
+from baton.server.maintenance.backup import export, import_dump
+from baton.server.maintenance.namespace_removal import forget_namespace
+from baton.server.model.errors import Forbidden, InvalidInput
+from baton.server.model.grants import Denied, Grant, parse_grant
+from baton.server.model.identity import Caller
+from baton.server.model.validation import ANONYMOUS
 from baton.server.operation import Call
 from baton.server.operations import BY_NAME, OPERATIONS
-from baton.server.validation import ANONYMOUS
+from baton.server.stores.backend import Backend, Namespace
 from tests.conftest import as_agent, run_baton
 from tests.test_identity_matrix import EXAMPLES
 

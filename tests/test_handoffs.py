@@ -16,14 +16,14 @@ from structlog.testing import capture_logs
 
 from baton.queue.dispatch import FAILURE_TTL, queue_name
 from baton.queue.job_guard import DELIVER, JOB_SERIALIZER
-from baton.server.backend import Backend, open_backend
-from baton.server.errors import Forbidden, InvalidInput, NotFound, StateConflict
-from baton.server.handoffs import HandoffStore, job_id
-from baton.server.keys import NAMESPACES, Keys
-from baton.server.models import Pin
+from baton.server.model.errors import Forbidden, InvalidInput, NotFound, StateConflict
+from baton.server.model.keys import NAMESPACES, Keys
+from baton.server.model.models import Pin
 from baton.server.operations import HANDOFF
-from baton.server.records import RecordStore
-from baton.server.settings import Settings
+from baton.server.runtime.settings import Settings
+from baton.server.stores.backend import Backend, open_backend
+from baton.server.stores.handoffs import HandoffStore, job_id
+from baton.server.stores.records import RecordStore
 from tests.conftest import as_agent
 
 pytestmark = pytest.mark.anyio
@@ -572,7 +572,7 @@ async def test_a_taken_packet_id_is_never_reused(
     packet as it was."""
     first = await handoffs.handoff(from_agent="scout", to_agent="executor", summary="first")
     ids = iter([first.id, "h_0000beef"])
-    monkeypatch.setattr("baton.server.topology.new_packet_id", lambda: next(ids))
+    monkeypatch.setattr("baton.server.stores.topology.new_packet_id", lambda: next(ids))
     second = await handoffs.handoff(from_agent="other", to_agent="planner", summary="second")
     assert second.id == "h_0000beef"
     assert await handoffs.get(first.id) == first

@@ -26,9 +26,9 @@ import redis
 from litestar.routes import ASGIRoute, HTTPRoute
 
 from baton.server.api.app import create_app
-from baton.server.embedded import valkey_binary
-from baton.server.mcp_server import initialize_request, tool_list
-from baton.server.settings import Settings
+from baton.server.mcp.mcp_server import initialize_request, tool_list
+from baton.server.runtime.embedded import valkey_binary
+from baton.server.runtime.settings import Settings
 from tests.conftest import (
     free_port,
     issue,

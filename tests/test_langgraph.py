@@ -39,8 +39,8 @@ from langgraph.store.memory import InMemoryStore
 from baton.agents import BatonClient
 from baton.agents.langgraph import BatonSaver, BatonStore, TooLongForBaton, item_ref
 from baton.server import operations as ops
-from baton.server.keys import Keys
-from baton.server.threads import ENTRY, PACK, entry_hash, member, thread_digest
+from baton.server.model.keys import Keys
+from baton.server.stores.threads import ENTRY, PACK, entry_hash, member, thread_digest
 from tests.conftest import REPO, run_baton, running_server
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from baton.server.lexical import STOPWORDS, terms
+from baton.server.retrieval.lexical import STOPWORDS, terms
 
 
 def test_a_compound_is_kept_whole_and_split_into_its_parts() -> None:

@@ -10,7 +10,7 @@ import pytest
 import redis
 from redis.exceptions import ResponseError
 
-from baton.server.scripts import PRELUDES, Scripts, lua_source
+from baton.server.runtime.scripts import PRELUDES, Scripts, lua_source
 
 KEY_CHECK = resources.files("baton.server").joinpath("lua", "key_check.lua").read_text()
 

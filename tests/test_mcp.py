@@ -17,10 +17,10 @@ import redis
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from baton.server.backend import Backend, open_backend
-from baton.server.embedded import EmbeddedServer
-from baton.server.mcp_server import Binding, create_mcp_server
-from baton.server.settings import Settings
+from baton.server.mcp.mcp_server import Binding, create_mcp_server
+from baton.server.runtime.embedded import EmbeddedServer
+from baton.server.runtime.settings import Settings
+from baton.server.stores.backend import Backend, open_backend
 from tests.conftest import REPO, as_agent
 
 pytestmark = pytest.mark.anyio

@@ -14,7 +14,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from baton.server.mcp_server import initialize_request
+from baton.server.mcp.mcp_server import initialize_request
 from tests.conftest import running_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]

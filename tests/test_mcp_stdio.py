@@ -12,9 +12,7 @@ from typing import Any
 import pytest
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-from baton.server.backend import open_backend
-from baton.server.identity import Caller, local
-from baton.server.mcp_server import (
+from baton.server.mcp.mcp_server import (
     Binding,
     ToolCalls,
     answers,
@@ -22,16 +20,18 @@ from baton.server.mcp_server import (
     initialize_request,
     serve_stdio,
 )
-from baton.server.mcp_stdio import early_answer
-from baton.server.mcp_stdio import early_answers as shipped_answers
-from baton.server.settings import Settings
+from baton.server.mcp.mcp_stdio import early_answer
+from baton.server.mcp.mcp_stdio import early_answers as shipped_answers
+from baton.server.model.identity import Caller, local
+from baton.server.runtime.settings import Settings
+from baton.server.stores.backend import open_backend
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.anyio
 
 
 async def test_the_shipped_answers_are_the_sdks() -> None:
-    """server/mcp_answers.json holds what the SDK's server answers today: initialize, the
+    """server/mcp/mcp_answers.json holds what the SDK's server answers today: initialize, the
     tool list, the versions it negotiates (after changing a tool: `make mcp-answers`)."""
     assert shipped_answers() == await early_answers(), "stale: run `make mcp-answers`"
 

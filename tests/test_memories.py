@@ -10,19 +10,19 @@ from typing import Any
 import pytest
 import redis
 
-from baton.server.backend import Backend
-from baton.server.connection import async_redis
-from baton.server.errors import Forbidden, InvalidInput, NotFound, QuotaReached
-from baton.server.keys import Keys
-from baton.server.lexical import terms
-from baton.server.memories import MemoryStore, jaccard
-from baton.server.models import Observation, Session
-from baton.server.observations import compress, concepts_of, open_question
+from baton.server.model.errors import Forbidden, InvalidInput, NotFound, QuotaReached
+from baton.server.model.keys import Keys
+from baton.server.model.models import Observation, Session
 from baton.server.operations import SAVE_MEMORY
-from baton.server.records import RecordStore
-from baton.server.search import MAX_QUERY_TERMS, PRUNE_ABOVE_POSTINGS, SearchIndex
-from baton.server.sessions import SessionStore, within
-from baton.server.settings import Limits
+from baton.server.retrieval.lexical import terms
+from baton.server.retrieval.search import MAX_QUERY_TERMS, PRUNE_ABOVE_POSTINGS, SearchIndex
+from baton.server.runtime.connection import async_redis
+from baton.server.runtime.settings import Limits
+from baton.server.stores.backend import Backend
+from baton.server.stores.memories import MemoryStore, jaccard
+from baton.server.stores.observations import compress, concepts_of, open_question
+from baton.server.stores.records import RecordStore
+from baton.server.stores.sessions import SessionStore, within
 from tests.conftest import as_agent
 
 pytestmark = pytest.mark.anyio

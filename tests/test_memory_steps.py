@@ -11,11 +11,11 @@ from contextlib import asynccontextmanager
 import pytest
 import redis
 
-from baton.server.backend import Backend
-from baton.server.connection import async_redis
-from baton.server.errors import BatonError
-from baton.server.memories import Memory, MemoryStore
-from baton.server.settings import Limits
+from baton.server.model.errors import BatonError
+from baton.server.runtime.connection import async_redis
+from baton.server.runtime.settings import Limits
+from baton.server.stores.backend import Backend
+from baton.server.stores.memories import Memory, MemoryStore
 from tests.conftest import as_agent
 
 pytestmark = pytest.mark.anyio

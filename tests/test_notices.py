@@ -21,9 +21,9 @@ import redis
 from baton.agents import BatonClient
 from baton.queue import notifier
 from baton.queue.notifier import Notifier
-from baton.server.backend import Backend, open_backend
-from baton.server.notices import SIGNATURE_HEADER, signature
-from baton.server.settings import Settings
+from baton.server.runtime.settings import Settings
+from baton.server.stores.backend import Backend, open_backend
+from baton.server.stores.notices import SIGNATURE_HEADER, signature
 from tests.conftest import as_agent, baton_process, running_server
 
 pytestmark = pytest.mark.anyio

@@ -14,10 +14,10 @@ from litestar.routes import HTTPRoute
 from baton.agents.client import request
 from baton.server.api.app import create_app
 from baton.server.api.openapi_bodies import body_types, complete_request_bodies
-from baton.server.mcp_server import schema_of, tool_list
+from baton.server.mcp.mcp_server import schema_of, tool_list
 from baton.server.operation import Operation
 from baton.server.operations import OPERATIONS
-from baton.server.settings import Settings
+from baton.server.runtime.settings import Settings
 
 # Names a path gives a field that Litestar writes without its type (``{ref:path}`` -> ref).
 BOTH = [op for op in OPERATIONS if op.rest is not None and op.tool]

@@ -18,10 +18,10 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from baton.server import confidence
-from baton.server.errors import InvalidInput
-from baton.server.integrity import canonical_bytes
-from baton.server.validation import parse_ref
+from baton.server.model import confidence
+from baton.server.model.errors import InvalidInput
+from baton.server.model.integrity import canonical_bytes
+from baton.server.model.validation import parse_ref
 
 # The contract: never a 5xx, and what is documented is what comes back.
 CHECKS = [
@@ -185,7 +185,7 @@ def test_fuzzed_agentmemory_bodies_never_get_a_server_error(api_url: str, redis_
     from litestar.routes import HTTPRoute
 
     from baton.server.api.app import create_app
-    from baton.server.settings import Settings
+    from baton.server.runtime.settings import Settings
 
     routes = [
         (method, route.path)

@@ -112,7 +112,11 @@ def test_the_wheel_installs_into_a_fresh_environment_outside_the_checkout(
     assert run("--version").strip() == f"baton {version('baton-server')}"
     assert '"baton_version"' in run("status")
     located = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", "import baton.server.scripts as s; print(s.__file__)"],
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "import baton.server.runtime.scripts as s; print(s.__file__)",
+        ],
         cwd=elsewhere,
         env=environment,
         capture_output=True,

@@ -32,12 +32,12 @@ from baton.queue.dispatch import (
 )
 from baton.queue.job_guard import DELIVER, JOB_SERIALIZER, BatonJob
 from baton.queue.worker import AgentWorker
-from baton.server import handoffs as handoffs_module
-from baton.server.backend import open_backend
-from baton.server.connection import async_redis
-from baton.server.handoffs import HandoffStore
-from baton.server.keys import job_id
-from baton.server.settings import HandoffPolicy, Settings
+from baton.server.model.keys import job_id
+from baton.server.runtime.connection import async_redis
+from baton.server.runtime.settings import HandoffPolicy, Settings
+from baton.server.stores import handoffs as handoffs_module
+from baton.server.stores.backend import open_backend
+from baton.server.stores.handoffs import HandoffStore
 from tests.conftest import REPO, baton_process
 
 pytestmark = pytest.mark.anyio

@@ -10,18 +10,24 @@ import pytest
 import redis
 from structlog.testing import capture_logs
 
-from baton.server.activity import follow
-from baton.server.analysis import MAX_DOCUMENT_TERMS
-from baton.server.backend import Backend
-from baton.server.changes import Plan, Planned
-from baton.server.connection import async_redis
-from baton.server.errors import InvalidInput, NotFound, QuotaReached, TooLarge, VersionConflict
-from baton.server.integrity import GENESIS_HASH
-from baton.server.keys import Keys
-from baton.server.models import Event, RecordVersion
-from baton.server.records import BATCH, HeadHints, RecordStore
-from baton.server.recount import recount_once
-from baton.server.settings import Limits
+from baton.server.model.errors import (
+    InvalidInput,
+    NotFound,
+    QuotaReached,
+    TooLarge,
+    VersionConflict,
+)
+from baton.server.model.integrity import GENESIS_HASH
+from baton.server.model.keys import Keys
+from baton.server.model.models import Event, RecordVersion
+from baton.server.retrieval.analysis import MAX_DOCUMENT_TERMS
+from baton.server.runtime.connection import async_redis
+from baton.server.runtime.settings import Limits
+from baton.server.stores.activity import follow
+from baton.server.stores.backend import Backend
+from baton.server.stores.changes import Plan, Planned
+from baton.server.stores.records import BATCH, HeadHints, RecordStore
+from baton.server.stores.recount import recount_once
 from tests.conftest import as_agent
 
 pytestmark = pytest.mark.anyio
@@ -124,7 +130,7 @@ async def test_bad_input_is_refused_before_anything_is_written(
 
 async def test_value_over_the_limit_is_too_large(backend: Backend) -> None:
     """A value whose encoding exceeds max_value_bytes is refused with the limit named."""
-    from baton.server.settings import Limits
+    from baton.server.runtime.settings import Limits
 
     small = Backend(backend.redis, Limits(max_value_bytes=100)).namespace("default").records
     with pytest.raises(TooLarge, match="limit is 100"):
@@ -405,7 +411,7 @@ async def test_verify_catches_a_rewritten_hash_at_the_next_link(
     key = Keys().version("a/b", 2)
     data_redis.hset(key, "value", msgpack.packb(42))
     forged = (await store.history("a/b")).versions[1]
-    from baton.server.integrity import digest, version_body
+    from baton.server.model.integrity import digest, version_body
 
     body = version_body(
         ref="a/b",

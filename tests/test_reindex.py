@@ -7,13 +7,13 @@ import json
 import pytest
 import redis
 
-from baton.server.backend import Backend
-from baton.server.backup import dump_lines, import_dump, read_dump
-from baton.server.keys import Keys
-from baton.server.lexical import LEXICAL_VERSION
-from baton.server.reindex import reindex, stale_indexes
-from baton.server.search import LEXICAL
-from baton.server.sessions import SessionStore
+from baton.server.maintenance.backup import dump_lines, import_dump, read_dump
+from baton.server.maintenance.reindex import reindex, stale_indexes
+from baton.server.model.keys import Keys
+from baton.server.retrieval.lexical import LEXICAL_VERSION
+from baton.server.retrieval.search import LEXICAL
+from baton.server.stores.backend import Backend
+from baton.server.stores.sessions import SessionStore
 from tests.conftest import as_agent, run_baton
 
 pytestmark = pytest.mark.anyio

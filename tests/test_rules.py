@@ -10,11 +10,11 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from baton.server import confidence
-from baton.server.clock import iso
-from baton.server.errors import InvalidInput
-from baton.server.integrity import canonical_bytes, plain_json
-from baton.server.validation import parse_ref
+from baton.server.model import confidence
+from baton.server.model.clock import iso
+from baton.server.model.errors import InvalidInput
+from baton.server.model.integrity import canonical_bytes, plain_json
+from baton.server.model.validation import parse_ref
 
 
 @given(st.lists(st.integers(min_value=0, max_value=4_102_444_800_000_000), max_size=8))

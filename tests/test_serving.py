@@ -148,7 +148,7 @@ def test_a_settled_heap_still_collects_the_cycles_made_after_it() -> None:
 
     program = """
 import gc, weakref
-from baton.server.serving import YOUNG_GENERATION_THRESHOLD, settle_heap
+from baton.server.runtime.serving import YOUNG_GENERATION_THRESHOLD, settle_heap
 settle_heap()
 class Node: pass
 node = Node(); node.self = node

@@ -13,13 +13,13 @@ from contextlib import contextmanager
 import pytest
 import redis
 
-from baton.server.backend import Backend, open_backend
-from baton.server.backup import export, import_dump
-from baton.server.errors import NotFound, QuotaReached
-from baton.server.identity import REQUEST_CALLER, Caller, Credential
-from baton.server.keys import TOKEN_BYTES, Keys
-from baton.server.namespace_removal import forget_namespace
-from baton.server.settings import Limits, Settings
+from baton.server.maintenance.backup import export, import_dump
+from baton.server.maintenance.namespace_removal import forget_namespace
+from baton.server.model.errors import NotFound, QuotaReached
+from baton.server.model.identity import REQUEST_CALLER, Caller, Credential
+from baton.server.model.keys import TOKEN_BYTES, Keys
+from baton.server.runtime.settings import Limits, Settings
+from baton.server.stores.backend import Backend, open_backend
 
 pytestmark = pytest.mark.anyio
 

@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator
 import pytest
 import redis
 
-from baton.server.backend import Backend, open_backend
-from baton.server.keys import Keys
-from baton.server.settings import Settings
+from baton.server.model.keys import Keys
+from baton.server.runtime.settings import Settings
+from baton.server.stores.backend import Backend, open_backend
 from tests.conftest import as_agent
 from tests.retrieval_set import MEMORIES
 

@@ -20,20 +20,20 @@ from litestar import Controller, Request, Response, Router, delete, get, post, r
 from litestar.datastructures import State
 from litestar.handlers import HTTPRouteHandler
 
-from baton.server import agentmemory_shapes as shapes
-from baton.server import grants
 from baton.server.api.deps import (
     CallerDep,
     NamespaceDep,
     claim_agent_id,
 )
-from baton.server.backend import Namespace
-from baton.server.clock import utc_now
-from baton.server.errors import NotFound
-from baton.server.identity import Caller, check_session
-from baton.server.mcp_server import TOOLS, call_tool, tool_list
+from baton.server.mcp.mcp_server import TOOLS, call_tool, tool_list
+from baton.server.model import agentmemory_shapes as shapes
+from baton.server.model import grants
+from baton.server.model.clock import utc_now
+from baton.server.model.errors import NotFound
+from baton.server.model.identity import Caller, check_session
 from baton.server.operation import Call, Operation
 from baton.server.operations import BY_NAME, OPERATIONS
+from baton.server.stores.backend import Namespace
 
 CAMEL = re.compile(r"_([a-z])")
 # Tools agentmemory's MCP shim answers itself (dropping Baton's extra parameters); they are

@@ -50,20 +50,20 @@ from baton.server.api.openapi_bodies import (
 )
 from baton.server.api.operation_routes import rest_handlers
 from baton.server.api.problems import EXCEPTION_HANDLERS, problems
-from baton.server.backend import Backend, open_backend
-from baton.server.checkpoints import SeenCheckpoints
-from baton.server.clock import utc_now
-from baton.server.connection import async_redis, embedded_server, redis_url, write_refused
-from baton.server.embedded import memory_full, supervise
-from baton.server.endpoint import base_url
-from baton.server.errors import StoreUnavailable
-from baton.server.identity import CALLER, Caller
-from baton.server.keys import RATE_LIMIT_NAMESPACE, READY_PROBE
-from baton.server.logs import configure_logging
-from baton.server.mcp_server import Binding, create_mcp_server
-from baton.server.serving import settled
-from baton.server.settings import Settings
-from baton.server.signing import load_signing_key
+from baton.server.maintenance.checkpoints import SeenCheckpoints
+from baton.server.mcp.mcp_server import Binding, create_mcp_server
+from baton.server.model.clock import utc_now
+from baton.server.model.endpoint import base_url
+from baton.server.model.errors import StoreUnavailable
+from baton.server.model.identity import CALLER, Caller
+from baton.server.model.keys import RATE_LIMIT_NAMESPACE, READY_PROBE
+from baton.server.runtime.connection import async_redis, embedded_server, redis_url, write_refused
+from baton.server.runtime.embedded import memory_full, supervise
+from baton.server.runtime.logs import configure_logging
+from baton.server.runtime.serving import settled
+from baton.server.runtime.settings import Settings
+from baton.server.runtime.signing import load_signing_key
+from baton.server.stores.backend import Backend, open_backend
 
 BODY_OVERHEAD = 64 * 1024
 
@@ -132,7 +132,7 @@ APP_FACTORY = "baton.server.api.app:create_worker_app"
 
 def create_worker_app() -> Litestar:
     """The app of one ``baton serve --workers N`` process, set to settle its heap once
-    started (:func:`~baton.server.serving.settled`), as ``baton serve`` does with one."""
+    started (:func:`~baton.server.runtime.serving.settled`), as ``baton serve`` does with one."""
     return settled(create_app())
 
 

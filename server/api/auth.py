@@ -1,7 +1,7 @@
 """The HTTP gate: every request to the API, the agentmemory routes, ``/mcp`` and the
 dashboard passes here once. It turns the request into a credential and claims, resolves the
-:class:`~baton.server.identity.Caller` by the rules of ``baton.server.identity`` and leaves
-it in the request's state; handlers take it from there.
+:class:`~baton.server.model.identity.Caller` by the rules of
+``baton.server.model.identity`` and leaves it in the request's state; handlers take it from there.
 
 Modes are decided per process and fail closed: if any token exists when the server starts,
 or appears later, every request needs ``Authorization: Bearer <token>`` (or the dashboard's
@@ -32,7 +32,7 @@ from litestar.enums import ScopeType
 from litestar.types import ASGIApp, HTTPResponseStartEvent, Receive, Scope, Send
 from redis.asyncio import Redis
 
-from baton.server.errors import (
+from baton.server.model.errors import (
     Ambiguous,
     BatonError,
     Forbidden,
@@ -41,7 +41,7 @@ from baton.server.errors import (
     Unauthorized,
     UnsupportedMediaType,
 )
-from baton.server.identity import (
+from baton.server.model.identity import (
     AGENT_HEADER,
     CALLER,
     NAMESPACE_HEADER,
@@ -54,13 +54,13 @@ from baton.server.identity import (
     check_session,
     resolve,
 )
-from baton.server.keys import auth_failures_key
-from baton.server.settings import RATE_UNITS, Settings
-from baton.server.tokens import TokenStore
-from baton.server.validation import check_agent
+from baton.server.model.keys import auth_failures_key
+from baton.server.model.validation import check_agent
+from baton.server.runtime.settings import RATE_UNITS, Settings
+from baton.server.stores.tokens import TokenStore
 
 if TYPE_CHECKING:
-    from baton.server.backend import Namespace
+    from baton.server.stores.backend import Namespace
 
 log = structlog.get_logger("baton.auth")
 

@@ -12,7 +12,7 @@ from litestar.params import FromPath, FromQuery, JSONBody, Parameter
 from baton.server.api.auth import require_admin
 from baton.server.api.deps import CallerDep, NamespaceDep
 from baton.server.api.problems import problems
-from baton.server.checkpoints import (
+from baton.server.maintenance.checkpoints import (
     MAX_SEQ,
     Checkpoint,
     CheckpointReport,
@@ -20,8 +20,8 @@ from baton.server.checkpoints import (
     Exported,
     key_id,
 )
-from baton.server.errors import NotFound
-from baton.server.grants import unguarded
+from baton.server.model.errors import NotFound
+from baton.server.model.grants import unguarded
 
 
 class PublicKey(msgspec.Struct, kw_only=True):

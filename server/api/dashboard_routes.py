@@ -28,7 +28,11 @@ from baton.server.api.auth import (
 from baton.server.api.deps import CallerDep, DashboardDep, HandoffsDep
 from baton.server.api.event_streams import EventHub
 from baton.server.api.problems import problems
-from baton.server.dashboard import (
+from baton.server.model.errors import BatonError
+from baton.server.model.identity import Caller
+from baton.server.model.models import Contest
+from baton.server.model.validation import check_moment
+from baton.server.stores.dashboard import (
     ActivityView,
     ConfidencePoint,
     Dashboard,
@@ -41,11 +45,7 @@ from baton.server.dashboard import (
     SessionView,
     WebhooksView,
 )
-from baton.server.errors import BatonError
-from baton.server.identity import Caller
-from baton.server.models import Contest
-from baton.server.tokens import LOGIN_SECONDS, TokenStore
-from baton.server.validation import check_moment
+from baton.server.stores.tokens import LOGIN_SECONDS, TokenStore
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 STATIC = Path(__file__).resolve().parent.parent / "static"

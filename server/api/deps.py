@@ -20,13 +20,13 @@ from litestar import Request
 from litestar.di import NamedDependency, Provide
 
 from baton.server.api.auth import REQUEST_NAMESPACE, caller_of, set_caller
-from baton.server.backend import Namespace
-from baton.server.dashboard import Dashboard
-from baton.server.handoffs import HandoffStore
-from baton.server.identity import CALLER, REQUEST_CALLER, Caller
-from baton.server.memories import MemoryStore
-from baton.server.records import RecordStore
-from baton.server.sessions import SessionStore
+from baton.server.model.identity import CALLER, REQUEST_CALLER, Caller
+from baton.server.stores.backend import Namespace
+from baton.server.stores.dashboard import Dashboard
+from baton.server.stores.handoffs import HandoffStore
+from baton.server.stores.memories import MemoryStore
+from baton.server.stores.records import RecordStore
+from baton.server.stores.sessions import SessionStore
 
 
 def provide_caller() -> Caller:

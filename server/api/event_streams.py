@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 
 from redis.asyncio import Redis
 
-from baton.server.activity import follow, stream_end
-from baton.server.errors import TooManyStreams
-from baton.server.keys import Keys
-from baton.server.models import Event
+from baton.server.model.errors import TooManyStreams
+from baton.server.model.keys import Keys
+from baton.server.model.models import Event
+from baton.server.stores.activity import follow, stream_end
 
 WAIT_MS = 15_000
 QUEUE_SIZE = 256

@@ -50,11 +50,11 @@ from litestar.types import (
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from baton.server.api.auth import caller_of, refuse
-from baton.server.backend import Backend
-from baton.server.connection import write_refused
-from baton.server.errors import BatonError, Forbidden, NotFound, TooLarge, TooManySessions
-from baton.server.identity import Caller
-from baton.server.keys import mcp_sessions_key
+from baton.server.model.errors import BatonError, Forbidden, NotFound, TooLarge, TooManySessions
+from baton.server.model.identity import Caller
+from baton.server.model.keys import mcp_sessions_key
+from baton.server.runtime.connection import write_refused
+from baton.server.stores.backend import Backend
 
 log = structlog.get_logger("baton.mcp")
 

@@ -10,8 +10,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Gauge, generate_lat
 
 from baton.server.api.deps import CallerDep
 from baton.server.api.observability import RequestMetrics
-from baton.server.errors import Forbidden
-from baton.server.keys import NAMESPACES
+from baton.server.model.errors import Forbidden
+from baton.server.model.keys import NAMESPACES
 
 PACKETS = Gauge(
     "baton_packets", "Handoff packets by receiving agent and state", ["namespace", "agent", "state"]

@@ -19,8 +19,8 @@ from litestar.response import ServerSentEvent, ServerSentEventMessage
 from baton.server.api.deps import CallerDep
 from baton.server.api.event_streams import EventHub
 from baton.server.api.problems import problems
-from baton.server.errors import BatonError, Forbidden, InvalidInput
-from baton.server.grants import record
+from baton.server.model.errors import BatonError, Forbidden, InvalidInput
+from baton.server.model.grants import record
 
 RECHECK_SECONDS = 5.0  # the caller's token is checked again, and the notices read, this often
 KEEP_ALIVE_SECONDS = 15.0

@@ -19,8 +19,8 @@ from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, M
 from prometheus_client.registry import Collector
 
 from baton.server.api.problems import answer_error
-from baton.server.identity import CALLER
-from baton.server.settings import AccessLog
+from baton.server.model.identity import CALLER
+from baton.server.runtime.settings import AccessLog
 
 log = structlog.get_logger("baton.access")
 # A request this slow is logged even when it succeeded.

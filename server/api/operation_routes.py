@@ -20,7 +20,7 @@ from litestar.params import Body, PathParameter, QueryParameter
 
 from baton.server.api.deps import CallerDep, NamespaceDep
 from baton.server.api.problems import problems
-from baton.server.identity import Caller
+from baton.server.model.identity import Caller
 from baton.server.operation import Call, Operation, derived
 from baton.server.operations import OPERATIONS
 

@@ -17,8 +17,8 @@ from litestar.types import ExceptionHandlersMap, Receive, Scope, Send
 from prometheus_client import Counter
 
 from baton.server.api.auth import AGENTMEMORY
-from baton.server.errors import describe
-from baton.server.failures import agentmemory_error, failure_of
+from baton.server.model.errors import describe
+from baton.server.runtime.failures import agentmemory_error, failure_of
 
 log = structlog.get_logger("baton.api")
 REDIS_REFUSALS = Counter(

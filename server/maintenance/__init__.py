@@ -1,0 +1,3 @@
+"""Whole-namespace work: signed checkpoints, export and import, reindexing, forgetting a
+namespace.
+"""

@@ -1,0 +1,1 @@
+"""Search: the lexical analysis (stemming, stopwords), BM25 in Redis, vectors beside it."""
