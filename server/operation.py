@@ -6,11 +6,12 @@ from it, so an operation is written once and validated the same way everywhere.
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from functools import cache
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, get_type_hints
 
 import msgspec
 
@@ -134,6 +135,28 @@ class Operation(Generic[I, R]):
     guard: Guard | None = None
     view: View[I, R] | None = None
     shape: Callable[[I, R], Any] | None = None
+
+    @classmethod
+    def of(
+        cls, run: Callable[[Call, I], Awaitable[R]], *, name: str | None = None, **surfaces: Any
+    ) -> Operation[I, R]:
+        """The operation ``run`` performs, declared beside it: named after it (or ``name``),
+        described by the first paragraph of its docstring, its input and result read from
+        its annotations; ``surfaces`` are the other fields."""
+        hints = get_type_hints(run)
+        given = list(inspect.signature(run).parameters)[1]
+        doc = inspect.getdoc(run)
+        if not doc:
+            raise TypeError(f"{run.__name__}: its docstring is the operation's description")
+        description = " ".join(doc.split("\n\n")[0].split())
+        return cls(
+            name or run.__name__,
+            description,
+            hints[given],
+            hints["return"],
+            run,
+            **surfaces,
+        )
 
     def offered(self) -> tuple[Operation[I, Any], ...]:
         """The operation, and its view as an operation of its own (agentmemory's tool and

@@ -1,5 +1,7 @@
 """Baton's operations, each defined once: its input (fields named as on the wire, bounds and
-defaults on the fields), its result, its core function, and the surfaces it is offered on.
+defaults on the fields), its core function (its docstring the operation's description, its
+annotations the input and result types), and right under it the entry naming the surfaces
+it is offered on (``Operation.of``).
 
 REST routes (``baton.server.api.operation_routes``), MCP tools (``baton.server.mcp.mcp_server``),
 agentmemory's routes (``baton.server.api.agentmemory_routes``) and the Python client
@@ -101,597 +103,6 @@ Seconds = Annotated[float, msgspec.Meta(gt=0, le=MAX_SECONDS)]  # ten years at m
 Csv = str | list[str] | None  # a list, or a comma-separated string (agentmemory's clients)
 RecallLimit = Annotated[int, msgspec.Meta(ge=1, le=MAX_RECALL)]
 Version = Annotated[int, msgspec.Meta(ge=0)]  # 0: before the first (a record not yet written)
-
-
-# Records ------------------------------------------------------------------------------------
-
-
-class RememberInput(Input, kw_only=True):
-    ref: str
-    value: Any
-    tags: list[str] = []
-    confidence: Confidence = 0.5
-    expected_version: Version | None = None
-    based_on: Annotated[list[Version], msgspec.Meta(max_length=MAX_LIST)] | None = None
-
-
-async def remember(call: Call, i: RememberInput) -> Remembered:
-    return await call.ns.records.remember(
-        i.ref,
-        i.value,
-        agent=call.caller.agent,
-        session=call.caller.session,
-        tags=i.tags,
-        confidence=i.confidence,
-        expected_version=i.expected_version,
-        based_on=i.based_on,
-    )
-
-
-class ReadInput(Input, kw_only=True):
-    ref: str
-    version: Annotated[int, msgspec.Meta(ge=1)] | None = None
-    as_of: str | None = None  # a time: the version current then
-
-
-async def read_record(call: Call, i: ReadInput) -> RecordVersion:
-    if i.as_of is not None:
-        if i.version is not None:
-            raise InvalidInput("as_of", "give a version or as_of, not both")
-        return await call.ns.as_of.recall(i.ref, check_moment(i.as_of))
-    return await call.ns.records.recall(
-        i.ref, version=i.version, agent=call.caller.agent, session=call.caller.session
-    )
-
-
-class ListInput(Input, kw_only=True):
-    scope: str | None = None
-    tags: list[str] = []
-    tags_mode: Literal["all", "any"] = "all"
-    min_confidence: Confidence | None = None
-    limit: PageSize = 50
-    cursor: str | None = None
-    query: str | None = None
-    as_of: str | None = None  # a time: the versions current then
-
-
-async def list_records(call: Call, i: ListInput) -> RecordPage:
-    filters = msgspec.structs.asdict(i)
-    as_of = filters.pop("as_of")
-    if as_of is not None:
-        return await call.ns.as_of.list_records(check_moment(as_of), **filters)
-    return await call.ns.records.list_records(**filters)
-
-
-class RecallInput(ListInput, kw_only=True):
-    ref: str | None = None
-    version: Annotated[int, msgspec.Meta(ge=1)] | None = None
-
-
-async def recall(call: Call, i: RecallInput) -> RecordVersion | RecordPage:
-    if i.ref is not None:
-        return await read_record(call, ReadInput(ref=i.ref, version=i.version, as_of=i.as_of))
-    fields = msgspec.structs.asdict(i)
-    del fields["ref"], fields["version"]
-    return await list_records(call, ListInput(**fields))
-
-
-class RefInput(Input, kw_only=True):
-    ref: str
-
-
-async def history(call: Call, i: RefInput) -> History:
-    return await call.ns.records.history(i.ref)
-
-
-async def outcomes(call: Call, i: RefInput) -> list[OutcomeEntry]:
-    return await call.ns.records.outcomes(i.ref)
-
-
-class OutcomeInput(Input, kw_only=True):
-    outcome: OutcomeKind
-    outcome_ref: str
-    refs: list[str] | None = None
-    note: str | None = None
-    handoff_id: str | None = None
-
-
-async def record_outcome(call: Call, i: OutcomeInput) -> OutcomeReport:
-    return await call.ns.outcomes.record(
-        i.outcome,
-        i.outcome_ref,
-        agent=call.caller.agent,
-        refs=i.refs,
-        session=call.caller.session,
-        note=i.note,
-        handoff_id=i.handoff_id,
-    )
-
-
-class StatsInput(Input, kw_only=True):
-    verify: bool = False
-    scope: str | None = None
-
-
-async def stats(call: Call, i: StatsInput) -> Stats:
-    counted = await call.ns.verifier.stats(verify=i.verify, scope=i.scope)
-    counted.handoffs = await call.ns.handoffs.counts()
-    return counted
-
-
-# Handoffs -----------------------------------------------------------------------------------
-
-
-class PinInput(Input, kw_only=True):
-    ref: str
-    version: Annotated[int, msgspec.Meta(ge=1)] | None = None
-
-
-class HandoffInput(Input, kw_only=True):
-    """A packet for ``to``. Without ``pins``, everything your session touched is pinned.
-    ``deliver: session_end`` holds it until your session ends (claimable then, not before)."""
-
-    to: str
-    summary: str
-    next: list[str] = []
-    open: list[str] = []
-    pins: list[PinInput] | None = None
-    expires_in: Seconds | None = None
-    note: str | None = None
-    deliver: Delivery = "now"
-
-
-async def handoff(call: Call, i: HandoffInput) -> Packet:
-    return await call.ns.handoffs.handoff(
-        from_agent=call.caller.agent,
-        to_agent=i.to,
-        summary=i.summary,
-        next_steps=i.next,
-        open_questions=i.open,
-        pins=None if i.pins is None else [msgspec.structs.asdict(pin) for pin in i.pins],
-        expires_in=i.expires_in,
-        note=i.note,
-        session=call.caller.session,
-        deliver=i.deliver,
-    )
-
-
-class ResumeInput(Input, kw_only=True):
-    agent: str | None = None
-    lease_seconds: Seconds | None = None
-
-
-async def resume(call: Call, i: ResumeInput) -> Resumed:
-    caller = call.caller
-    if i.agent is not None and i.agent != caller.agent:
-        raise Forbidden(
-            f"{caller.agent} cannot resume {i.agent}'s packets; send X-Baton-Agent: {i.agent}",
-            agent=i.agent,
-        )
-    return await call.ns.handoffs.resume(
-        caller.agent, lease_seconds=i.lease_seconds, session=caller.session
-    )
-
-
-class ListPacketsInput(Input, kw_only=True):
-    status: PacketState | None = None
-    to: str | None = None
-    from_agent: str | None = msgspec.field(default=None, name="from")
-    limit: PageSize = 50
-    cursor: str | None = None
-
-
-async def list_handoffs(call: Call, i: ListPacketsInput) -> PacketPage:
-    return await call.ns.handoffs.list(
-        status=i.status, to_agent=i.to, from_agent=i.from_agent, limit=i.limit, cursor=i.cursor
-    )
-
-
-class PacketInput(Input, kw_only=True):
-    packet_id: str
-
-
-async def get_handoff(call: Call, i: PacketInput) -> Packet:
-    return await call.ns.handoffs.get(i.packet_id)
-
-
-async def complete(call: Call, i: PacketInput) -> Packet:
-    return await call.ns.handoffs.complete(i.packet_id, call.caller.agent)
-
-
-class ReleaseInput(PacketInput, kw_only=True):
-    reason: str | None = None
-
-
-async def release(call: Call, i: ReleaseInput) -> Packet:
-    return await call.ns.handoffs.release(
-        i.packet_id, call.caller.agent, reason=i.reason or "released"
-    )
-
-
-class FailInput(PacketInput, kw_only=True):
-    error: str
-
-
-async def fail(call: Call, i: FailInput) -> Packet:
-    return await call.ns.handoffs.fail(i.packet_id, call.caller.agent, i.error)
-
-
-async def requeue(call: Call, i: PacketInput) -> Packet:
-    call.caller.require_admin("requeue")
-    return await call.ns.handoffs.requeue(i.packet_id, call.caller.agent)
-
-
-class NoInput(Input, kw_only=True):
-    pass
-
-
-async def agents(call: Call, i: NoInput) -> list[AgentSummary]:
-    return await call.ns.handoffs.agents()
-
-
-def own_agent(call: Call, agent: str) -> str:
-    """``agent`` when the caller acts as it (its token's agent, or an admin naming it in
-    X-Baton-Agent); :class:`Forbidden` otherwise."""
-    if agent != call.caller.agent:
-        raise Forbidden(
-            f"{call.caller.agent} cannot use {agent}'s notices or webhook; "
-            f"send X-Baton-Agent: {agent}",
-            agent=agent,
-        )
-    return agent
-
-
-class NoticesInput(Input, kw_only=True):
-    agent: str
-    after: str = "0-0"  # the last notice id seen
-    limit: PageSize = 100
-
-
-async def notices(call: Call, i: NoticesInput) -> NoticePage:
-    return await call.ns.notices.since(own_agent(call, i.agent), i.after, i.limit)
-
-
-class WebhookInput(Input, kw_only=True):
-    agent: str
-
-
-class SetWebhookInput(WebhookInput, kw_only=True):
-    url: str
-
-
-async def set_webhook(call: Call, i: SetWebhookInput) -> Webhook:
-    return await call.ns.notices.set_webhook(own_agent(call, i.agent), i.url)
-
-
-async def webhook(call: Call, i: WebhookInput) -> Webhook:
-    return await call.ns.notices.webhook(own_agent(call, i.agent))
-
-
-async def drop_webhook(call: Call, i: WebhookInput) -> Webhook:
-    return await call.ns.notices.drop_webhook(own_agent(call, i.agent))
-
-
-# Sessions -----------------------------------------------------------------------------------
-
-
-class SessionStartInput(Input, kw_only=True):
-    id: str | None = None
-    project: str | None = None
-    cwd: str | None = None
-    title: str | None = None
-
-
-async def start_session(call: Call, i: SessionStartInput) -> Session:
-    return await call.ns.sessions.start(
-        caller=call.caller, session_id=i.id, project=i.project, cwd=i.cwd, title=i.title
-    )
-
-
-class SessionEndInput(Input, kw_only=True):
-    session_id: str
-    summary: str | None = None
-    title: str | None = None
-    concepts: list[str] | None = None
-
-
-async def end_session(call: Call, i: SessionEndInput) -> SessionEnded:
-    ended = await call.ns.sessions.end(
-        i.session_id, caller=call.caller, summary=i.summary, title=i.title, concepts=i.concepts
-    )
-    if ended.ended:  # what it held back is claimable now (the sweep retries after a crash)
-        await call.ns.handoffs.send_held(i.session_id)
-    return ended
-
-
-class SessionsInput(Input, kw_only=True):
-    limit: PageSize = 20
-
-
-async def list_sessions(call: Call, i: SessionsInput) -> list[Session]:
-    return await call.ns.sessions.recent(i.limit)
-
-
-class ResumeHereInput(Input, kw_only=True):
-    cwd: str | None = None  # the working directory (absolute); default: the server's
-    override: str | None = None  # another project path, absolute or relative to cwd
-
-
-class AgentAsOfInput(Input, kw_only=True):
-    agent: str
-    as_of: str | None = None  # a time; now by default
-
-
-async def agent_as_of(call: Call, i: AgentAsOfInput) -> AgentThen:
-    return await call.ns.as_of.agent(
-        i.agent, utc_now() if i.as_of is None else check_moment(i.as_of)
-    )
-
-
-async def resume_here(call: Call, i: ResumeHereInput) -> ResumeHere:
-    """Without ``cwd``, the process's own folder: that of ``baton mcp`` on stdio (started by
-    the host in the project); over HTTP the server's folder is nobody's project, and its
-    path is not the caller's to see, so there ``cwd`` is required."""
-    cwd = i.cwd
-    if cwd is None:
-        if call.caller.credential.kind != "local":
-            raise InvalidInput("cwd", "cwd is required over HTTP: the absolute path to resume")
-        cwd = os.getcwd()
-    return await call.ns.sessions.resume_here(
-        cwd, override=i.override, caller_session=call.caller.session
-    )
-
-
-class SessionInput(Input, kw_only=True):
-    session_id: str
-
-
-async def get_session(call: Call, i: SessionInput) -> Session:
-    return await call.ns.sessions.get(i.session_id)
-
-
-class ContextInput(Input, kw_only=True):
-    """``start``: the previous session's "where were we" for ``cwd``; ``compact``: this
-    session's state and the previous session's answer."""
-
-    session_id: str
-    kind: Literal["start", "compact"]
-    cwd: str | None = None
-    project: str | None = None
-    budget: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = START_BUDGET
-
-
-async def context(call: Call, i: ContextInput) -> Context:
-    builder = call.ns.context
-    if i.kind == "start":
-        return await builder.start(i.session_id, i.cwd, i.project, i.budget)
-    return await builder.compact(i.session_id, i.project, i.budget)
-
-
-class EnrichInput(Input, kw_only=True):
-    session_id: str
-    files: Annotated[list[str], msgspec.Meta(min_length=1, max_length=50)]
-    terms: Annotated[list[str], msgspec.Meta(max_length=50)] = []
-    project: str | None = None
-
-
-async def enrich(call: Call, i: EnrichInput) -> Enriched:
-    return await call.ns.context.enrich(i.session_id, i.files, i.terms, i.project)
-
-
-class ObserveInput(Input, kw_only=True):
-    hook_type: str
-    session_id: str
-    project: str
-    cwd: str | None = None
-    timestamp: str
-    data: Any = None
-    event_id: str | None = None  # a caller's id for the event: stored once per id
-
-
-async def observe(call: Call, i: ObserveInput) -> Observed:
-    return await call.ns.sessions.observe(
-        hook_type=i.hook_type,
-        session_id=i.session_id,
-        project=i.project,
-        cwd=i.cwd,
-        timestamp=i.timestamp,
-        data=i.data,
-        caller=call.caller,
-        event_id=i.event_id,
-    )
-
-
-class FileHistoryInput(Input, kw_only=True):
-    files: str | Annotated[list[str], msgspec.Meta(max_length=50)]  # a list or "a.py,b.py"
-    session_id: str | None = None  # the current session: left out of the history
-    project: str | None = None
-
-
-async def file_history(call: Call, i: FileHistoryInput) -> FileContext:
-    files = split_list(i.files, "files")
-    if not files:
-        raise InvalidInput("files", "files must name at least one path")
-    return await call.ns.context.file_history(i.session_id, files, i.project)
-
-
-class PatternsInput(Input, kw_only=True):
-    project: str | None = None  # only this project's sessions
-
-
-async def patterns(call: Call, i: PatternsInput) -> Patterns:
-    """Patterns in the most recent sessions (:data:`SESSIONS_READ`) of ``project``."""
-    sessions = [
-        session
-        for session in await call.ns.sessions.recent(SESSIONS_READ)
-        if i.project is None or session.project == i.project
-    ]
-    return detect([(s, await call.ns.sessions.observations(s.id)) for s in sessions])
-
-
-# Memories -----------------------------------------------------------------------------------
-
-
-class SaveInput(Input, kw_only=True):
-    content: str
-    type: str | None = None  # pattern, preference, architecture, bug, workflow or fact
-    concepts: Csv = None
-    files: Csv = None
-    project: str | None = None
-    agent_id: str | None = None  # save as this agent (your own id, unless admin)
-    ttl_days: Annotated[float, msgspec.Meta(gt=0, le=MAX_TTL_DAYS)] | None = None
-    source_observation_ids: list[str] = []  # the observations it was drawn from
-
-
-async def save_memory(call: Call, i: SaveInput) -> MemorySaved:
-    """Saved as the caller's agent, or as ``agent_id``'s; shared (no agent) when neither
-    names one: no ``agent_id`` and an anonymous caller (docs/sessions.md, "Whose memory")."""
-    owner = call.caller.acting_as(i.agent_id).agent
-    saved = await call.ns.memories.save(
-        i.content,
-        type=i.type,
-        concepts=i.concepts,
-        files=i.files,
-        project=i.project,
-        agent_id=None if i.agent_id is None and owner == ANONYMOUS else owner,
-        ttl_days=i.ttl_days,
-        source_observation_ids=i.source_observation_ids,
-        supersedes_unscoped=call.may(memory_of(None, "write")),
-    )
-    if not saved.success:
-        raise InvalidInput("content", saved.error or "content is required")
-    return saved
-
-
-class UpdateInput(Input, kw_only=True):
-    memory_id: str
-    content: str | None = None
-    type: str | None = None
-    concepts: Csv = None
-    files: Csv = None
-    reason: str = "updated on request"
-
-
-async def memory_update(call: Call, i: UpdateInput) -> shapes.Saved:
-    """agentmemory's answer: ``{success, memory}`` with the new version."""
-    memory = await call.ns.memories.update(
-        i.memory_id,
-        caller=call.caller,
-        content=i.content,
-        type=i.type,
-        concepts=i.concepts,
-        files=i.files,
-        reason=i.reason,
-    )
-    return shapes.saved(MemorySaved(success=True, memory=memory))
-
-
-class ConsolidateInput(Input, kw_only=True):
-    project: str | None = None  # only this project's memories
-    apply: bool = False  # false: answer the plan and change nothing
-
-
-async def consolidate(call: Call, i: ConsolidateInput) -> Consolidation:
-    return await call.ns.memories.consolidate(caller=call.caller, project=i.project, apply=i.apply)
-
-
-class RecallMemoriesInput(Input, kw_only=True):
-    CAMEL_EXCEPTIONS: ClassVar[frozenset[str]] = frozenset({"token_budget"})  # agentmemory's
-
-    query: str
-    limit: RecallLimit = 10
-    format: Format = "full"
-    token_budget: Annotated[int, msgspec.Meta(ge=1)] | None = None
-    project: str | None = None
-    agent_id: str | None = None  # only this agent's memories and shared ones
-
-
-async def recall_memories(call: Call, i: RecallMemoriesInput) -> Recall:
-    return await call.ns.memories.recall(
-        i.query,
-        limit=i.limit,
-        format=i.format,
-        token_budget=i.token_budget,
-        project=i.project,
-        agent_id=call.caller.acting_as(i.agent_id).agent if i.agent_id else None,
-    )
-
-
-class SmartSearchInput(Input, kw_only=True):
-    query: str | None = None
-    expand_ids: Csv = None
-    limit: RecallLimit = 10
-    project: str | None = None
-
-
-async def smart_search(call: Call, i: SmartSearchInput) -> Recall:
-    """Hits for ``query``, or the records of the ids to expand."""
-    expand = split_list(i.expand_ids, "expand_ids")
-    if not (i.query or "").strip() and not expand:
-        raise InvalidInput("query", "give a query, or ids to expand (expandIds, expand_ids)")
-    return await call.ns.memories.smart_search(
-        query=i.query, expand_ids=expand or None, limit=i.limit, project=i.project
-    )
-
-
-def expanding_at_most(i: SmartSearchInput) -> SmartSearchInput:
-    """agentmemory's smart search expands at most :data:`EXPAND_LIMIT` ids."""
-    expand = split_list(i.expand_ids, "expand_ids")
-    return msgspec.structs.replace(i, expand_ids=expand[:EXPAND_LIMIT])
-
-
-def smart_search_shape(i: SmartSearchInput, found: Recall) -> shapes.SmartSearch:
-    """agentmemory's answer, saying whether ids were cut."""
-    expand = split_list(i.expand_ids, "expand_ids")
-    return shapes.smart_search(found.results, bool(expand), len(expand) > EXPAND_LIMIT)
-
-
-class ForgetInput(Input, kw_only=True):
-    memory_id: str | None = None
-    session_id: str | None = None
-    observation_ids: Csv = None
-    reason: str = "forgotten on request"
-
-
-async def forget(call: Call, i: ForgetInput) -> Forgotten:
-    return await call.ns.memories.forget(
-        caller=call.caller,
-        memory_id=i.memory_id,
-        session_id=i.session_id,
-        observation_ids=split_list(i.observation_ids, "observation_ids") or None,
-        reason=i.reason,
-    )
-
-
-class AuditInput(Input, kw_only=True):
-    limit: Annotated[int, msgspec.Meta(ge=1, le=MAX_AUDIT)] = 50
-
-
-async def audit(call: Call, i: AuditInput) -> list[AuditEntry]:
-    return await call.ns.audit.newest(i.limit)
-
-
-# Grants -------------------------------------------------------------------------------------
-
-
-class GrantsInput(Input, kw_only=True):
-    """An agent's grants, replacing those it had; an empty list: it is no longer confined."""
-
-    agent: str
-    grants: Annotated[list[Grant], msgspec.Meta(max_length=MAX_GRANTS)]
-
-
-async def set_grants(call: Call, i: GrantsInput) -> AgentGrants:
-    call.caller.require_admin("setting grants")
-    return await call.ns.grants.set(i.agent, i.grants)
-
-
-async def list_grants(call: Call, i: NoInput) -> list[AgentGrants]:
-    """Every agent's grants for an operator; an agent sees its own."""
-    listed = await call.ns.grants.every()
-    if call.caller.admin:
-        return listed
-    return [each for each in listed if each.agent == call.caller.agent]
 
 
 # What each operation reaches that grants restrict (baton.server.model.grants) ---------------
@@ -852,16 +263,37 @@ WRITES_PROJECT = Guard(writes_project)
 READS_EVERY_PROJECT = Guard(reads_every_project)
 
 
-# The table ----------------------------------------------------------------------------------
+# Records ------------------------------------------------------------------------------------
 
-REMEMBER = Operation(
-    "remember",
-    "Use to record a fact you learned, under a ref `scope/key`. A write never overwrites: it "
-    "adds a version. expected_version writes only if the record is still at the version you "
-    "read (0: only if new). based_on names the versions you read: a write on top of one you "
-    "did not see marks the record contested; naming every contested version settles it.",
-    RememberInput,
-    Remembered,
+
+class RememberInput(Input, kw_only=True):
+    ref: str
+    value: Any
+    tags: list[str] = []
+    confidence: Confidence = 0.5
+    expected_version: Version | None = None
+    based_on: Annotated[list[Version], msgspec.Meta(max_length=MAX_LIST)] | None = None
+
+
+async def remember(call: Call, i: RememberInput) -> Remembered:
+    """Use to record a fact you learned, under a ref `scope/key`. A write never overwrites: it
+    adds a version. expected_version writes only if the record is still at the version
+    you read (0: only if new). based_on names the versions you read: a write on top of
+    one you did not see marks the record contested; naming every contested version
+    settles it."""
+    return await call.ns.records.remember(
+        i.ref,
+        i.value,
+        agent=call.caller.agent,
+        session=call.caller.session,
+        tags=i.tags,
+        confidence=i.confidence,
+        expected_version=i.expected_version,
+        based_on=i.based_on,
+    )
+
+
+REMEMBER = Operation.of(
     remember,
     tag=RECORDS,
     rest=Route(
@@ -872,11 +304,25 @@ REMEMBER = Operation(
     guard=Guard(writes_ref),
 )
 
-READ_RECORD = Operation(
-    "read_record",
-    "Recall one record: its current version, the given one, or the one current at as_of.",
-    ReadInput,
-    RecordVersion,
+
+class ReadInput(Input, kw_only=True):
+    ref: str
+    version: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    as_of: str | None = None  # a time: the version current then
+
+
+async def read_record(call: Call, i: ReadInput) -> RecordVersion:
+    """Recall one record: its current version, the given one, or the one current at as_of."""
+    if i.as_of is not None:
+        if i.version is not None:
+            raise InvalidInput("as_of", "give a version or as_of, not both")
+        return await call.ns.as_of.recall(i.ref, check_moment(i.as_of))
+    return await call.ns.records.recall(
+        i.ref, version=i.version, agent=call.caller.agent, session=call.caller.session
+    )
+
+
+READ_RECORD = Operation.of(
     read_record,
     tag=RECORDS,
     rest=Route(
@@ -889,12 +335,29 @@ READ_RECORD = Operation(
     guard=READS_REF,
 )
 
-LIST_RECORDS = Operation(
-    "list_records",
-    "Current versions filtered by scope, tags and confidence, in ref order (or best match "
-    "first with query); with as_of (a time), the versions current then.",
-    ListInput,
-    RecordPage,
+
+class ListInput(Input, kw_only=True):
+    scope: str | None = None
+    tags: list[str] = []
+    tags_mode: Literal["all", "any"] = "all"
+    min_confidence: Confidence | None = None
+    limit: PageSize = 50
+    cursor: str | None = None
+    query: str | None = None
+    as_of: str | None = None  # a time: the versions current then
+
+
+async def list_records(call: Call, i: ListInput) -> RecordPage:
+    """Current versions filtered by scope, tags and confidence, in ref order (or best match
+    first with query); with as_of (a time), the versions current then."""
+    filters = msgspec.structs.asdict(i)
+    as_of = filters.pop("as_of")
+    if as_of is not None:
+        return await call.ns.as_of.list_records(check_moment(as_of), **filters)
+    return await call.ns.records.list_records(**filters)
+
+
+LIST_RECORDS = Operation.of(
     list_records,
     tag=RECORDS,
     rest=Route(
@@ -906,25 +369,42 @@ LIST_RECORDS = Operation(
     guard=Guard(shows=records_shown),
 )
 
-RECALL = Operation(
-    "recall",
-    "Use before acting on a fact. With ref: that record, current or at a version. Without: "
-    "current records filtered by scope, tags, confidence or a search query, a page at a time "
-    "(next_cursor). as_of (a time) answers with the versions current then.",
-    RecallInput,
-    RecordVersion | RecordPage,
+
+class RecallInput(ListInput, kw_only=True):
+    ref: str | None = None
+    version: Annotated[int, msgspec.Meta(ge=1)] | None = None
+
+
+async def recall(call: Call, i: RecallInput) -> RecordVersion | RecordPage:
+    """Use before acting on a fact. With ref: that record, current or at a version. Without:
+    current records filtered by scope, tags, confidence or a search query, a page at a
+    time (next_cursor). as_of (a time) answers with the versions current then."""
+    if i.ref is not None:
+        return await read_record(call, ReadInput(ref=i.ref, version=i.version, as_of=i.as_of))
+    fields = msgspec.structs.asdict(i)
+    del fields["ref"], fields["version"]
+    return await list_records(call, ListInput(**fields))
+
+
+RECALL = Operation.of(
     recall,
     tool=True,
     effect="reads",
     guard=Guard(reads_ref_if_named, records_shown),
 )
 
-HISTORY = Operation(
-    "history",
-    "Use to see how a record changed: every version, oldest first, with its author, time and "
-    "whether its hash chain verifies.",
-    RefInput,
-    History,
+
+class RefInput(Input, kw_only=True):
+    ref: str
+
+
+async def history(call: Call, i: RefInput) -> History:
+    """Use to see how a record changed: every version, oldest first, with its author, time and
+    whether its hash chain verifies."""
+    return await call.ns.records.history(i.ref)
+
+
+HISTORY = Operation.of(
     history,
     tag=RECORDS,
     rest=Route(
@@ -938,11 +418,13 @@ HISTORY = Operation(
     guard=READS_REF,
 )
 
-OUTCOMES = Operation(
-    "outcomes",
-    "A record's outcomes log, before and after each move.",
-    RefInput,
-    list[OutcomeEntry],
+
+async def outcomes(call: Call, i: RefInput) -> list[OutcomeEntry]:
+    """A record's outcomes log, before and after each move."""
+    return await call.ns.records.outcomes(i.ref)
+
+
+OUTCOMES = Operation.of(
     outcomes,
     tag=RECORDS,
     rest=Route("GET", "/v1/outcomes/{ref:path}", problems=(404,)),
@@ -950,13 +432,31 @@ OUTCOMES = Operation(
     guard=READS_REF,
 )
 
-RECORD_OUTCOME = Operation(
-    "record_outcome",
-    "Use after acting on facts, to report whether it worked: success raises their confidence, "
-    "failure lowers it. refs default to what your session touched; handoff_id closes the packet "
-    "you resumed.",
-    OutcomeInput,
-    OutcomeReport,
+
+class OutcomeInput(Input, kw_only=True):
+    outcome: OutcomeKind
+    outcome_ref: str
+    refs: list[str] | None = None
+    note: str | None = None
+    handoff_id: str | None = None
+
+
+async def record_outcome(call: Call, i: OutcomeInput) -> OutcomeReport:
+    """Use after acting on facts, to report whether it worked: success raises their confidence,
+    failure lowers it. refs default to what your session touched; handoff_id closes the
+    packet you resumed."""
+    return await call.ns.outcomes.record(
+        i.outcome,
+        i.outcome_ref,
+        agent=call.caller.agent,
+        refs=i.refs,
+        session=call.caller.session,
+        note=i.note,
+        handoff_id=i.handoff_id,
+    )
+
+
+RECORD_OUTCOME = Operation.of(
     record_outcome,
     tag=RECORDS,
     rest=Route(
@@ -971,13 +471,23 @@ RECORD_OUTCOME = Operation(
     guard=Guard(moves_refs),
 )
 
-MEMORY_STATS = Operation(
-    "memory_stats",
-    "Use for an overview of the store: counts, average confidence, packets by state; "
-    "verify=true also rechecks every hash chain (scope: only records under it).",
-    StatsInput,
-    Stats,
+
+class StatsInput(Input, kw_only=True):
+    verify: bool = False
+    scope: str | None = None
+
+
+async def stats(call: Call, i: StatsInput) -> Stats:
+    """Use for an overview of the store: counts, average confidence, packets by state;
+    verify=true also rechecks every hash chain (scope: only records under it)."""
+    counted = await call.ns.verifier.stats(verify=i.verify, scope=i.scope)
+    counted.handoffs = await call.ns.handoffs.counts()
+    return counted
+
+
+MEMORY_STATS = Operation.of(
     stats,
+    name="memory_stats",
     tag=RECORDS,
     rest=Route(
         "GET", "/v1/stats", "Counts, average confidence and, with verify, a full chain check"
@@ -986,13 +496,49 @@ MEMORY_STATS = Operation(
     effect="reads",
 )
 
-HANDOFF = Operation(
-    "handoff",
-    "Use to pass work to another agent: a packet with a summary, next steps and open questions. "
-    "It pins the record versions you relied on (default: all your session touched), so the "
-    "receiver learns which moved. deliver=session_end holds it until your session ends.",
-    HandoffInput,
-    Packet,
+
+# Handoffs -----------------------------------------------------------------------------------
+
+
+class PinInput(Input, kw_only=True):
+    ref: str
+    version: Annotated[int, msgspec.Meta(ge=1)] | None = None
+
+
+class HandoffInput(Input, kw_only=True):
+    """A packet for ``to``. Without ``pins``, everything your session touched is pinned.
+    ``deliver: session_end`` holds it until your session ends (claimable then, not before)."""
+
+    to: str
+    summary: str
+    next: list[str] = []
+    open: list[str] = []
+    pins: list[PinInput] | None = None
+    expires_in: Seconds | None = None
+    note: str | None = None
+    deliver: Delivery = "now"
+
+
+async def handoff(call: Call, i: HandoffInput) -> Packet:
+    """Use to pass work to another agent: a packet with a summary, next steps and open
+    questions. It pins the record versions you relied on (default: all your session
+    touched), so the receiver learns which moved. deliver=session_end holds it until
+    your session ends."""
+    return await call.ns.handoffs.handoff(
+        from_agent=call.caller.agent,
+        to_agent=i.to,
+        summary=i.summary,
+        next_steps=i.next,
+        open_questions=i.open,
+        pins=None if i.pins is None else [msgspec.structs.asdict(pin) for pin in i.pins],
+        expires_in=i.expires_in,
+        note=i.note,
+        session=call.caller.session,
+        deliver=i.deliver,
+    )
+
+
+HANDOFF = Operation.of(
     handoff,
     tag=HANDOFFS,
     rest=Route(
@@ -1003,37 +549,28 @@ HANDOFF = Operation(
     guard=Guard(pins_refs),
 )
 
-LIST_HANDOFFS = Operation(
-    "list_handoffs",
-    "Packets, newest first, by state, receiver and sender.",
-    ListPacketsInput,
-    PacketPage,
-    list_handoffs,
-    tag=HANDOFFS,
-    rest=Route("GET", "/v1/handoffs"),
-    effect="reads",
-    guard=Guard(shows=packets_shown),
-)
 
-GET_HANDOFF = Operation(
-    "get_handoff",
-    "One packet with its transition log.",
-    PacketInput,
-    Packet,
-    get_handoff,
-    tag=HANDOFFS,
-    rest=Route("GET", "/v1/handoffs/{packet_id:str}", problems=(404,)),
-    effect="reads",
-    guard=Guard(shows=packet_shown),
-)
+class ResumeInput(Input, kw_only=True):
+    agent: str | None = None
+    lease_seconds: Seconds | None = None
 
-RESUME = Operation(
-    "resume",
-    "Use when starting work handed to you: claims your oldest packet with its pinned records "
-    "and lists as stale each pin whose record moved on since; re-read those before acting. "
-    "Finish with record_outcome(handoff_id).",
-    ResumeInput,
-    Resumed,
+
+async def resume(call: Call, i: ResumeInput) -> Resumed:
+    """Use when starting work handed to you: claims your oldest packet with its pinned records
+    and lists as stale each pin whose record moved on since; re-read those before
+    acting. Finish with record_outcome(handoff_id)."""
+    caller = call.caller
+    if i.agent is not None and i.agent != caller.agent:
+        raise Forbidden(
+            f"{caller.agent} cannot resume {i.agent}'s packets; send X-Baton-Agent: {i.agent}",
+            agent=i.agent,
+        )
+    return await call.ns.handoffs.resume(
+        caller.agent, lease_seconds=i.lease_seconds, session=caller.session
+    )
+
+
+RESUME = Operation.of(
     resume,
     tag=HANDOFFS,
     rest=Route(
@@ -1047,11 +584,55 @@ RESUME = Operation(
     guard=Guard(shows=resumed_shown),
 )
 
-COMPLETE = Operation(
-    "complete",
-    "Finish a claimed packet.",
-    PacketInput,
-    Packet,
+
+class ListPacketsInput(Input, kw_only=True):
+    status: PacketState | None = None
+    to: str | None = None
+    from_agent: str | None = msgspec.field(default=None, name="from")
+    limit: PageSize = 50
+    cursor: str | None = None
+
+
+async def list_handoffs(call: Call, i: ListPacketsInput) -> PacketPage:
+    """Packets, newest first, by state, receiver and sender."""
+    return await call.ns.handoffs.list(
+        status=i.status, to_agent=i.to, from_agent=i.from_agent, limit=i.limit, cursor=i.cursor
+    )
+
+
+LIST_HANDOFFS = Operation.of(
+    list_handoffs,
+    tag=HANDOFFS,
+    rest=Route("GET", "/v1/handoffs"),
+    effect="reads",
+    guard=Guard(shows=packets_shown),
+)
+
+
+class PacketInput(Input, kw_only=True):
+    packet_id: str
+
+
+async def get_handoff(call: Call, i: PacketInput) -> Packet:
+    """One packet with its transition log."""
+    return await call.ns.handoffs.get(i.packet_id)
+
+
+GET_HANDOFF = Operation.of(
+    get_handoff,
+    tag=HANDOFFS,
+    rest=Route("GET", "/v1/handoffs/{packet_id:str}", problems=(404,)),
+    effect="reads",
+    guard=Guard(shows=packet_shown),
+)
+
+
+async def complete(call: Call, i: PacketInput) -> Packet:
+    """Finish a claimed packet."""
+    return await call.ns.handoffs.complete(i.packet_id, call.caller.agent)
+
+
+COMPLETE = Operation.of(
     complete,
     tag=HANDOFFS,
     rest=Route("POST", "/v1/handoffs/{packet_id:str}/complete", problems=(403, 404, 409)),
@@ -1059,11 +640,19 @@ COMPLETE = Operation(
     guard=OPEN,
 )
 
-RELEASE = Operation(
-    "release",
-    "Give a claimed packet back to the queue.",
-    ReleaseInput,
-    Packet,
+
+class ReleaseInput(PacketInput, kw_only=True):
+    reason: str | None = None
+
+
+async def release(call: Call, i: ReleaseInput) -> Packet:
+    """Give a claimed packet back to the queue."""
+    return await call.ns.handoffs.release(
+        i.packet_id, call.caller.agent, reason=i.reason or "released"
+    )
+
+
+RELEASE = Operation.of(
     release,
     tag=HANDOFFS,
     rest=Route("POST", "/v1/handoffs/{packet_id:str}/release", problems=(403, 404, 409, 413)),
@@ -1071,11 +660,17 @@ RELEASE = Operation(
     guard=OPEN,
 )
 
-FAIL = Operation(
-    "fail",
-    "Give up on a claimed packet, saying why.",
-    FailInput,
-    Packet,
+
+class FailInput(PacketInput, kw_only=True):
+    error: str
+
+
+async def fail(call: Call, i: FailInput) -> Packet:
+    """Give up on a claimed packet, saying why."""
+    return await call.ns.handoffs.fail(i.packet_id, call.caller.agent, i.error)
+
+
+FAIL = Operation.of(
     fail,
     tag=HANDOFFS,
     rest=Route("POST", "/v1/handoffs/{packet_id:str}/fail", problems=(403, 404, 409, 413)),
@@ -1083,11 +678,14 @@ FAIL = Operation(
     guard=OPEN,
 )
 
-REQUEUE = Operation(
-    "requeue",
-    "Put a failed or expired packet back in its queue (admin).",
-    PacketInput,
-    Packet,
+
+async def requeue(call: Call, i: PacketInput) -> Packet:
+    """Put a failed or expired packet back in its queue (admin)."""
+    call.caller.require_admin("requeue")
+    return await call.ns.handoffs.requeue(i.packet_id, call.caller.agent)
+
+
+REQUEUE = Operation.of(
     requeue,
     tag=HANDOFFS,
     rest=Route(
@@ -1099,11 +697,17 @@ REQUEUE = Operation(
     effect="writes",
 )
 
-AGENTS = Operation(
-    "agents",
-    "Every known agent with its queued, claimed and failed counts.",
-    NoInput,
-    list[AgentSummary],
+
+class NoInput(Input, kw_only=True):
+    pass
+
+
+async def agents(call: Call, i: NoInput) -> list[AgentSummary]:
+    """Every known agent with its queued, claimed and failed counts."""
+    return await call.ns.handoffs.agents()
+
+
+AGENTS = Operation.of(
     agents,
     tag=HANDOFFS,
     rest=Route("GET", "/v1/agents"),
@@ -1111,28 +715,33 @@ AGENTS = Operation(
     guard=OPEN,
 )
 
-AGENT_AS_OF = Operation(
-    "agent_as_of",
-    "Use to see what an agent had in front of it at a time (as_of): the packets it held then, "
-    "each pin with the version current then, and the record versions its open sessions had "
-    "read or written by then.",
-    AgentAsOfInput,
-    AgentThen,
-    agent_as_of,
-    tag=HANDOFFS,
-    rest=Route("GET", "/v1/agents/{agent:str}/as-of", "What an agent had in front of it"),
-    tool=True,
-    effect="reads",
-    guard=Guard(shows=agent_then_shown),
-)
 
-NOTICES = Operation(
-    "notices",
-    "Your notices, oldest first: each pin of your held, queued or claimed packets that moved "
-    "on (the record got a newer version), within a second of the write. Pass the last id "
-    "seen as after.",
-    NoticesInput,
-    NoticePage,
+def own_agent(call: Call, agent: str) -> str:
+    """``agent`` when the caller acts as it (its token's agent, or an admin naming it in
+    X-Baton-Agent); :class:`Forbidden` otherwise."""
+    if agent != call.caller.agent:
+        raise Forbidden(
+            f"{call.caller.agent} cannot use {agent}'s notices or webhook; "
+            f"send X-Baton-Agent: {agent}",
+            agent=agent,
+        )
+    return agent
+
+
+class NoticesInput(Input, kw_only=True):
+    agent: str
+    after: str = "0-0"  # the last notice id seen
+    limit: PageSize = 100
+
+
+async def notices(call: Call, i: NoticesInput) -> NoticePage:
+    """Your notices, oldest first: each pin of your held, queued or claimed packets that moved
+    on (the record got a newer version), within a second of the write. Pass the last id
+    seen as after."""
+    return await call.ns.notices.since(own_agent(call, i.agent), i.after, i.limit)
+
+
+NOTICES = Operation.of(
     notices,
     tag=HANDOFFS,
     rest=Route("GET", "/v1/agents/{agent:str}/notices", "An agent's notices", problems=(403,)),
@@ -1140,13 +749,23 @@ NOTICES = Operation(
     guard=Guard(shows=notices_shown),
 )
 
-SET_WEBHOOK = Operation(
-    "set_webhook",
-    "Have your notices POSTed to a URL, signed: X-Baton-Signature is sha256= and the "
-    "HMAC-SHA256 of the body with the secret this answer shows (once). Replaces the one "
-    "before, with a new secret.",
-    SetWebhookInput,
-    Webhook,
+
+class WebhookInput(Input, kw_only=True):
+    agent: str
+
+
+class SetWebhookInput(WebhookInput, kw_only=True):
+    url: str
+
+
+async def set_webhook(call: Call, i: SetWebhookInput) -> Webhook:
+    """Have your notices POSTed to a URL, signed: X-Baton-Signature is sha256= and the
+    HMAC-SHA256 of the body with the secret this answer shows (once). Replaces the one
+    before, with a new secret."""
+    return await call.ns.notices.set_webhook(own_agent(call, i.agent), i.url)
+
+
+SET_WEBHOOK = Operation.of(
     set_webhook,
     tag=HANDOFFS,
     rest=Route("POST", "/v1/agents/{agent:str}/webhook", "Set an agent's webhook", 200, (403,)),
@@ -1154,11 +773,13 @@ SET_WEBHOOK = Operation(
     guard=OPEN,
 )
 
-WEBHOOK = Operation(
-    "webhook",
-    "Your webhook (without its secret) and its newest deliveries, newest first.",
-    WebhookInput,
-    Webhook,
+
+async def webhook(call: Call, i: WebhookInput) -> Webhook:
+    """Your webhook (without its secret) and its newest deliveries, newest first."""
+    return await call.ns.notices.webhook(own_agent(call, i.agent))
+
+
+WEBHOOK = Operation.of(
     webhook,
     tag=HANDOFFS,
     rest=Route("GET", "/v1/agents/{agent:str}/webhook", "An agent's webhook", problems=(403,)),
@@ -1166,11 +787,13 @@ WEBHOOK = Operation(
     guard=OPEN,
 )
 
-DROP_WEBHOOK = Operation(
-    "drop_webhook",
-    "Stop POSTing your notices (the delivery log stays).",
-    WebhookInput,
-    Webhook,
+
+async def drop_webhook(call: Call, i: WebhookInput) -> Webhook:
+    """Stop POSTing your notices (the delivery log stays)."""
+    return await call.ns.notices.drop_webhook(own_agent(call, i.agent))
+
+
+DROP_WEBHOOK = Operation.of(
     drop_webhook,
     tag=HANDOFFS,
     rest=Route(
@@ -1180,11 +803,25 @@ DROP_WEBHOOK = Operation(
     guard=OPEN,
 )
 
-START_SESSION = Operation(
-    "start_session",
-    "Start a session (any id, or a fresh one).",
-    SessionStartInput,
-    Session,
+
+# Sessions -----------------------------------------------------------------------------------
+
+
+class SessionStartInput(Input, kw_only=True):
+    id: str | None = None
+    project: str | None = None
+    cwd: str | None = None
+    title: str | None = None
+
+
+async def start_session(call: Call, i: SessionStartInput) -> Session:
+    """Start a session (any id, or a fresh one)."""
+    return await call.ns.sessions.start(
+        caller=call.caller, session_id=i.id, project=i.project, cwd=i.cwd, title=i.title
+    )
+
+
+START_SESSION = Operation.of(
     start_session,
     tag=MEMORY,
     rest=Route("POST", "/v1/sessions", status=201, problems=(413,)),
@@ -1192,11 +829,25 @@ START_SESSION = Operation(
     guard=Guard(starts_in_project),
 )
 
-END_SESSION = Operation(
-    "end_session",
-    "End a session (completed).",
-    SessionEndInput,
-    SessionEnded,
+
+class SessionEndInput(Input, kw_only=True):
+    session_id: str
+    summary: str | None = None
+    title: str | None = None
+    concepts: list[str] | None = None
+
+
+async def end_session(call: Call, i: SessionEndInput) -> SessionEnded:
+    """End a session (completed)."""
+    ended = await call.ns.sessions.end(
+        i.session_id, caller=call.caller, summary=i.summary, title=i.title, concepts=i.concepts
+    )
+    if ended.ended:  # what it held back is claimable now (the sweep retries after a crash)
+        await call.ns.handoffs.send_held(i.session_id)
+    return ended
+
+
+END_SESSION = Operation.of(
     end_session,
     tag=MEMORY,
     rest=Route("POST", "/v1/sessions/{session_id:str}/end", problems=(404, 413)),
@@ -1204,11 +855,17 @@ END_SESSION = Operation(
     guard=OPEN,
 )
 
-LIST_SESSIONS = Operation(
-    "list_sessions",
-    "Recent sessions, newest first.",
-    SessionsInput,
-    list[Session],
+
+class SessionsInput(Input, kw_only=True):
+    limit: PageSize = 20
+
+
+async def list_sessions(call: Call, i: SessionsInput) -> list[Session]:
+    """Recent sessions, newest first."""
+    return await call.ns.sessions.recent(i.limit)
+
+
+LIST_SESSIONS = Operation.of(
     list_sessions,
     tag=MEMORY,
     rest=Route("GET", "/v1/sessions"),
@@ -1225,13 +882,55 @@ LIST_SESSIONS = Operation(
 )
 
 
-MEMORY_RESUME_HERE = Operation(
-    "memory_resume_here",
-    "Use when the user says 'resume', 'where were we' or 'pick up where I left off': the last "
-    "session in this working directory (cwd), its open question first and one next step.",
-    ResumeHereInput,
-    ResumeHere,
+class ResumeHereInput(Input, kw_only=True):
+    cwd: str | None = None  # the working directory (absolute); default: the server's
+    override: str | None = None  # another project path, absolute or relative to cwd
+
+
+class AgentAsOfInput(Input, kw_only=True):
+    agent: str
+    as_of: str | None = None  # a time; now by default
+
+
+async def agent_as_of(call: Call, i: AgentAsOfInput) -> AgentThen:
+    """Use to see what an agent had in front of it at a time (as_of): the packets it held then,
+    each pin with the version current then, and the record versions its open sessions
+    had read or written by then."""
+    return await call.ns.as_of.agent(
+        i.agent, utc_now() if i.as_of is None else check_moment(i.as_of)
+    )
+
+
+AGENT_AS_OF = Operation.of(
+    agent_as_of,
+    tag=HANDOFFS,
+    rest=Route("GET", "/v1/agents/{agent:str}/as-of", "What an agent had in front of it"),
+    tool=True,
+    effect="reads",
+    guard=Guard(shows=agent_then_shown),
+)
+
+
+async def resume_here(call: Call, i: ResumeHereInput) -> ResumeHere:
+    """Use when the user says 'resume', 'where were we' or 'pick up where I left off': the last
+    session in this working directory (cwd), its open question first and one next step.
+
+    Without ``cwd``, the process's own folder: that of ``baton mcp`` on stdio (started by
+    the host in the project); over HTTP the server's folder is nobody's project, and its
+    path is not the caller's to see, so there ``cwd`` is required."""
+    cwd = i.cwd
+    if cwd is None:
+        if call.caller.credential.kind != "local":
+            raise InvalidInput("cwd", "cwd is required over HTTP: the absolute path to resume")
+        cwd = os.getcwd()
+    return await call.ns.sessions.resume_here(
+        cwd, override=i.override, caller_session=call.caller.session
+    )
+
+
+MEMORY_RESUME_HERE = Operation.of(
     resume_here,
+    name="memory_resume_here",
     tag=MEMORY,
     rest=Route(
         "GET", "/v1/sessions/resume", "Where were we: the session to resume for a directory"
@@ -1241,11 +940,17 @@ MEMORY_RESUME_HERE = Operation(
     guard=Guard(reads_every_project, resume_shown),
 )
 
-GET_SESSION = Operation(
-    "get_session",
-    "A session and the record versions it touched.",
-    SessionInput,
-    Session,
+
+class SessionInput(Input, kw_only=True):
+    session_id: str
+
+
+async def get_session(call: Call, i: SessionInput) -> Session:
+    """A session and the record versions it touched."""
+    return await call.ns.sessions.get(i.session_id)
+
+
+GET_SESSION = Operation.of(
     get_session,
     tag=MEMORY,
     rest=Route("GET", "/v1/sessions/{session_id:str}", problems=(404,)),
@@ -1253,11 +958,27 @@ GET_SESSION = Operation(
     guard=Guard(shows=session_shown),
 )
 
-CONTEXT = Operation(
-    "context",
-    "Context for a coding agent's hook: session start or compaction.",
-    ContextInput,
-    Context,
+
+class ContextInput(Input, kw_only=True):
+    """``start``: the previous session's "where were we" for ``cwd``; ``compact``: this
+    session's state and the previous session's answer."""
+
+    session_id: str
+    kind: Literal["start", "compact"]
+    cwd: str | None = None
+    project: str | None = None
+    budget: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = START_BUDGET
+
+
+async def context(call: Call, i: ContextInput) -> Context:
+    """Context for a coding agent's hook: session start or compaction."""
+    builder = call.ns.context
+    if i.kind == "start":
+        return await builder.start(i.session_id, i.cwd, i.project, i.budget)
+    return await builder.compact(i.session_id, i.project, i.budget)
+
+
+CONTEXT = Operation.of(
     context,
     tag=MEMORY,
     rest=Route("POST", "/v1/context", problems=(413,)),
@@ -1265,11 +986,20 @@ CONTEXT = Operation(
     guard=READS_EVERY_PROJECT,
 )
 
-ENRICH = Operation(
-    "enrich",
-    "What earlier sessions did to the files a tool is about to touch.",
-    EnrichInput,
-    Enriched,
+
+class EnrichInput(Input, kw_only=True):
+    session_id: str
+    files: Annotated[list[str], msgspec.Meta(min_length=1, max_length=50)]
+    terms: Annotated[list[str], msgspec.Meta(max_length=50)] = []
+    project: str | None = None
+
+
+async def enrich(call: Call, i: EnrichInput) -> Enriched:
+    """What earlier sessions did to the files a tool is about to touch."""
+    return await call.ns.context.enrich(i.session_id, i.files, i.terms, i.project)
+
+
+ENRICH = Operation.of(
     enrich,
     tag=MEMORY,
     rest=Route("POST", "/v1/enrich", problems=(413,)),
@@ -1277,11 +1007,32 @@ ENRICH = Operation(
     guard=READS_PROJECT,
 )
 
-OBSERVE = Operation(
-    "observe",
-    "Record a hook event of a coding agent.",
-    ObserveInput,
-    Observed,
+
+class ObserveInput(Input, kw_only=True):
+    hook_type: str
+    session_id: str
+    project: str
+    cwd: str | None = None
+    timestamp: str
+    data: Any = None
+    event_id: str | None = None  # a caller's id for the event: stored once per id
+
+
+async def observe(call: Call, i: ObserveInput) -> Observed:
+    """Record a hook event of a coding agent."""
+    return await call.ns.sessions.observe(
+        hook_type=i.hook_type,
+        session_id=i.session_id,
+        project=i.project,
+        cwd=i.cwd,
+        timestamp=i.timestamp,
+        data=i.data,
+        caller=call.caller,
+        event_id=i.event_id,
+    )
+
+
+OBSERVE = Operation.of(
     observe,
     tag=MEMORY,
     rest=Route("POST", "/v1/observations", status=201, problems=(413,)),
@@ -1289,12 +1040,24 @@ OBSERVE = Operation(
     guard=WRITES_PROJECT,
 )
 
-MEMORY_FILE_HISTORY = Operation(
-    "memory_file_history",
-    "Use before changing files: what other sessions observed about them, best first.",
-    FileHistoryInput,
-    FileContext,
+
+class FileHistoryInput(Input, kw_only=True):
+    files: str | Annotated[list[str], msgspec.Meta(max_length=50)]  # a list or "a.py,b.py"
+    session_id: str | None = None  # the current session: left out of the history
+    project: str | None = None
+
+
+async def file_history(call: Call, i: FileHistoryInput) -> FileContext:
+    """Use before changing files: what other sessions observed about them, best first."""
+    files = split_list(i.files, "files")
+    if not files:
+        raise InvalidInput("files", "files must name at least one path")
+    return await call.ns.context.file_history(i.session_id, files, i.project)
+
+
+MEMORY_FILE_HISTORY = Operation.of(
     file_history,
+    name="memory_file_history",
     tag=MEMORY,
     rest=Route("POST", "/v1/file-history", "What earlier sessions did to some files"),
     tool=True,
@@ -1304,13 +1067,27 @@ MEMORY_FILE_HISTORY = Operation(
     guard=READS_PROJECT,
 )
 
-MEMORY_PATTERNS = Operation(
-    "memory_patterns",
-    "Use to spot recurring work across recent sessions: files changed together or often, errors "
-    "that repeat, recurring concepts.",
-    PatternsInput,
-    Patterns,
+
+class PatternsInput(Input, kw_only=True):
+    project: str | None = None  # only this project's sessions
+
+
+async def patterns(call: Call, i: PatternsInput) -> Patterns:
+    """Use to spot recurring work across recent sessions: files changed together or often,
+    errors that repeat, recurring concepts.
+
+    Patterns in the most recent sessions (:data:`SESSIONS_READ`) of ``project``."""
+    sessions = [
+        session
+        for session in await call.ns.sessions.recent(SESSIONS_READ)
+        if i.project is None or session.project == i.project
+    ]
+    return detect([(s, await call.ns.sessions.observations(s.id)) for s in sessions])
+
+
+MEMORY_PATTERNS = Operation.of(
     patterns,
+    name="memory_patterns",
     tag=MEMORY,
     rest=Route("POST", "/v1/patterns", "Recurring patterns across sessions"),
     tool=True,
@@ -1320,11 +1097,44 @@ MEMORY_PATTERNS = Operation(
     guard=READS_PROJECT,
 )
 
-SAVE_MEMORY = Operation(
-    "save_memory",
-    "Save a memory (near-duplicates supersede, similar ones are hinted).",
-    SaveInput,
-    MemorySaved,
+
+# Memories -----------------------------------------------------------------------------------
+
+
+class SaveInput(Input, kw_only=True):
+    content: str
+    type: str | None = None  # pattern, preference, architecture, bug, workflow or fact
+    concepts: Csv = None
+    files: Csv = None
+    project: str | None = None
+    agent_id: str | None = None  # save as this agent (your own id, unless admin)
+    ttl_days: Annotated[float, msgspec.Meta(gt=0, le=MAX_TTL_DAYS)] | None = None
+    source_observation_ids: list[str] = []  # the observations it was drawn from
+
+
+async def save_memory(call: Call, i: SaveInput) -> MemorySaved:
+    """Save a memory (near-duplicates supersede, similar ones are hinted).
+
+    Saved as the caller's agent, or as ``agent_id``'s; shared (no agent) when neither
+    names one: no ``agent_id`` and an anonymous caller (docs/sessions.md, "Whose memory")."""
+    owner = call.caller.acting_as(i.agent_id).agent
+    saved = await call.ns.memories.save(
+        i.content,
+        type=i.type,
+        concepts=i.concepts,
+        files=i.files,
+        project=i.project,
+        agent_id=None if i.agent_id is None and owner == ANONYMOUS else owner,
+        ttl_days=i.ttl_days,
+        source_observation_ids=i.source_observation_ids,
+        supersedes_unscoped=call.may(memory_of(None, "write")),
+    )
+    if not saved.success:
+        raise InvalidInput("content", saved.error or "content is required")
+    return saved
+
+
+SAVE_MEMORY = Operation.of(
     save_memory,
     tag=MEMORY,
     rest=Route("POST", "/v1/memories", status=201, problems=(403, 413)),
@@ -1343,12 +1153,33 @@ SAVE_MEMORY = Operation(
 )
 
 
-MEMORY_UPDATE = Operation(
-    "memory_update",
-    "Use to correct a saved memory (memoryId) in place: it keeps its id and gains a version; "
-    "the old content stays in its history.",
-    UpdateInput,
-    shapes.Saved,
+class UpdateInput(Input, kw_only=True):
+    memory_id: str
+    content: str | None = None
+    type: str | None = None
+    concepts: Csv = None
+    files: Csv = None
+    reason: str = "updated on request"
+
+
+async def memory_update(call: Call, i: UpdateInput) -> shapes.Saved:
+    """Use to correct a saved memory (memoryId) in place: it keeps its id and gains a version;
+    the old content stays in its history.
+
+    agentmemory's answer: ``{success, memory}`` with the new version."""
+    memory = await call.ns.memories.update(
+        i.memory_id,
+        caller=call.caller,
+        content=i.content,
+        type=i.type,
+        concepts=i.concepts,
+        files=i.files,
+        reason=i.reason,
+    )
+    return shapes.saved(MemorySaved(success=True, memory=memory))
+
+
+MEMORY_UPDATE = Operation.of(
     memory_update,
     tag=MEMORY,
     rest=Route(
@@ -1364,13 +1195,21 @@ MEMORY_UPDATE = Operation(
     guard=Guard(updates_memory),
 )
 
-MEMORY_CONSOLIDATE = Operation(
-    "memory_consolidate",
-    "Use to merge near-duplicate memories of one project: each group is superseded by its "
-    "newest. Answers the plan only, unless apply=true.",
-    ConsolidateInput,
-    Consolidation,
+
+class ConsolidateInput(Input, kw_only=True):
+    project: str | None = None  # only this project's memories
+    apply: bool = False  # false: answer the plan and change nothing
+
+
+async def consolidate(call: Call, i: ConsolidateInput) -> Consolidation:
+    """Use to merge near-duplicate memories of one project: each group is superseded by its
+    newest. Answers the plan only, unless apply=true."""
+    return await call.ns.memories.consolidate(caller=call.caller, project=i.project, apply=i.apply)
+
+
+MEMORY_CONSOLIDATE = Operation.of(
     consolidate,
+    name="memory_consolidate",
     tag=MEMORY,
     rest=Route("POST", "/v1/memories/consolidate", "Merge near-duplicate memories"),
     tool=True,
@@ -1380,11 +1219,31 @@ MEMORY_CONSOLIDATE = Operation(
     guard=WRITES_PROJECT,
 )
 
-RECALL_MEMORIES = Operation(
-    "recall_memories",
-    "BM25 search over memories and observations.",
-    RecallMemoriesInput,
-    Recall,
+
+class RecallMemoriesInput(Input, kw_only=True):
+    CAMEL_EXCEPTIONS: ClassVar[frozenset[str]] = frozenset({"token_budget"})  # agentmemory's
+
+    query: str
+    limit: RecallLimit = 10
+    format: Format = "full"
+    token_budget: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    project: str | None = None
+    agent_id: str | None = None  # only this agent's memories and shared ones
+
+
+async def recall_memories(call: Call, i: RecallMemoriesInput) -> Recall:
+    """BM25 search over memories and observations."""
+    return await call.ns.memories.recall(
+        i.query,
+        limit=i.limit,
+        format=i.format,
+        token_budget=i.token_budget,
+        project=i.project,
+        agent_id=call.caller.acting_as(i.agent_id).agent if i.agent_id else None,
+    )
+
+
+RECALL_MEMORIES = Operation.of(
     recall_memories,
     tag=MEMORY,
     rest=Route("POST", "/v1/memories/recall", problems=(403, 413)),
@@ -1402,11 +1261,38 @@ RECALL_MEMORIES = Operation(
 )
 
 
-SMART_SEARCH = Operation(
-    "smart_search",
-    "Compact hits, or full records for chosen ids.",
-    SmartSearchInput,
-    Recall,
+class SmartSearchInput(Input, kw_only=True):
+    query: str | None = None
+    expand_ids: Csv = None
+    limit: RecallLimit = 10
+    project: str | None = None
+
+
+async def smart_search(call: Call, i: SmartSearchInput) -> Recall:
+    """Compact hits, or full records for chosen ids.
+
+    Hits for ``query``, or the records of the ids to expand."""
+    expand = split_list(i.expand_ids, "expand_ids")
+    if not (i.query or "").strip() and not expand:
+        raise InvalidInput("query", "give a query, or ids to expand (expandIds, expand_ids)")
+    return await call.ns.memories.smart_search(
+        query=i.query, expand_ids=expand or None, limit=i.limit, project=i.project
+    )
+
+
+def expanding_at_most(i: SmartSearchInput) -> SmartSearchInput:
+    """agentmemory's smart search expands at most :data:`EXPAND_LIMIT` ids."""
+    expand = split_list(i.expand_ids, "expand_ids")
+    return msgspec.structs.replace(i, expand_ids=expand[:EXPAND_LIMIT])
+
+
+def smart_search_shape(i: SmartSearchInput, found: Recall) -> shapes.SmartSearch:
+    """agentmemory's answer, saying whether ids were cut."""
+    expand = split_list(i.expand_ids, "expand_ids")
+    return shapes.smart_search(found.results, bool(expand), len(expand) > EXPAND_LIMIT)
+
+
+SMART_SEARCH = Operation.of(
     smart_search,
     tag=MEMORY,
     rest=Route("POST", "/v1/memories/smart-search", problems=(413,)),
@@ -1425,13 +1311,28 @@ SMART_SEARCH = Operation(
 )
 
 
-MEMORY_FORGET = Operation(
-    "memory_forget",
-    "Use to delete a memory (memoryId), some observations (sessionId with observationIds) or a "
-    "whole session (sessionId). Audited.",
-    ForgetInput,
-    Forgotten,
+class ForgetInput(Input, kw_only=True):
+    memory_id: str | None = None
+    session_id: str | None = None
+    observation_ids: Csv = None
+    reason: str = "forgotten on request"
+
+
+async def forget(call: Call, i: ForgetInput) -> Forgotten:
+    """Use to delete a memory (memoryId), some observations (sessionId with observationIds) or
+    a whole session (sessionId). Audited."""
+    return await call.ns.memories.forget(
+        caller=call.caller,
+        memory_id=i.memory_id,
+        session_id=i.session_id,
+        observation_ids=split_list(i.observation_ids, "observation_ids") or None,
+        reason=i.reason,
+    )
+
+
+MEMORY_FORGET = Operation.of(
     forget,
+    name="memory_forget",
     tag=MEMORY,
     rest=Route(
         "POST",
@@ -1445,75 +1346,171 @@ MEMORY_FORGET = Operation(
     guard=Guard(forgets),
 )
 
-AUDIT = Operation(
-    "audit",
-    "The audit log, newest first.",
-    AuditInput,
-    list[AuditEntry],
+
+class AuditInput(Input, kw_only=True):
+    limit: Annotated[int, msgspec.Meta(ge=1, le=MAX_AUDIT)] = 50
+
+
+async def audit(call: Call, i: AuditInput) -> list[AuditEntry]:
+    """The audit log, newest first."""
+    return await call.ns.audit.newest(i.limit)
+
+
+AUDIT = Operation.of(
     audit,
     tag=MEMORY,
     rest=Route("GET", "/v1/audit"),
     effect="reads",
 )
 
-SET_GRANTS = Operation(
-    "set_grants",
-    "Give an agent grants in this namespace, replacing those it had (admin): records:PREFIX, "
-    "memories:PROJECT or packets:AGENT, read or write. An agent with grants reaches only "
-    "what they cover; a namespace with grants keeps packets to their sender, receiver and "
-    "grantees. An empty list lifts the agent's confinement.",
-    GrantsInput,
-    AgentGrants,
+
+# Grants -------------------------------------------------------------------------------------
+
+
+class GrantsInput(Input, kw_only=True):
+    """An agent's grants, replacing those it had; an empty list: it is no longer confined."""
+
+    agent: str
+    grants: Annotated[list[Grant], msgspec.Meta(max_length=MAX_GRANTS)]
+
+
+async def set_grants(call: Call, i: GrantsInput) -> AgentGrants:
+    """Give an agent grants in this namespace, replacing those it had (admin): records:PREFIX,
+    memories:PROJECT or packets:AGENT, read or write. An agent with grants reaches only
+    what they cover; a namespace with grants keeps packets to their sender, receiver and
+    grantees. An empty list lifts the agent's confinement."""
+    call.caller.require_admin("setting grants")
+    return await call.ns.grants.set(i.agent, i.grants)
+
+
+SET_GRANTS = Operation.of(
     set_grants,
     tag=ACCESS,
     rest=Route("POST", "/v1/grants", "Set an agent's grants (admin)"),
     effect="writes",
 )
 
-GRANTS = Operation(
-    "grants",
-    "The grants of this namespace's agents (an agent sees its own).",
-    NoInput,
-    list[AgentGrants],
+
+async def list_grants(call: Call, i: NoInput) -> list[AgentGrants]:
+    """The grants of this namespace's agents (an agent sees its own).
+
+    Every agent's grants for an operator; an agent sees its own."""
+    listed = await call.ns.grants.every()
+    if call.caller.admin:
+        return listed
+    return [each for each in listed if each.agent == call.caller.agent]
+
+
+GRANTS = Operation.of(
     list_grants,
+    name="grants",
     tag=ACCESS,
     rest=Route("GET", "/v1/grants", "Agents' grants in this namespace"),
     effect="reads",
     guard=OPEN,
 )
 
+
 # LangGraph's checkpointer (REST only: baton.agents.langgraph calls them) -------------------
 
 
 async def put_checkpoint(call: Call, i: PutCheckpointInput) -> CheckpointStored:
+    """Store a LangGraph checkpoint, hash-chained to its parent's (LangGraph's `put`)."""
     return await call.ns.threads.put(i)
 
 
+PUT_CHECKPOINT = Operation.of(
+    put_checkpoint,
+    tag=LANGGRAPH,
+    rest=Route("POST", "/v1/langgraph/checkpoints", status=201, problems=(413,)),
+    effect="writes",
+)
+
+
 async def put_writes(call: Call, i: PutWritesInput) -> WritesStored:
+    """Store a task's pending writes for a checkpoint (LangGraph's `put_writes`)."""
     return await call.ns.threads.put_writes(i)
 
 
+PUT_WRITES = Operation.of(
+    put_writes,
+    tag=LANGGRAPH,
+    rest=Route("POST", "/v1/langgraph/writes", problems=(413,)),
+    effect="writes",
+)
+
+
 async def list_checkpoints(call: Call, i: ListCheckpointsInput) -> CheckpointPage:
+    """A thread's checkpoints newest first, with their pending writes, filtered by namespace,
+    id, metadata and `before` (LangGraph's `get_tuple` and `list`)."""
     return await call.ns.threads.page(i)
 
 
+LIST_CHECKPOINTS = Operation.of(
+    list_checkpoints,
+    tag=LANGGRAPH,
+    rest=Route("POST", "/v1/langgraph/checkpoints/search"),
+    effect="reads",
+)
+
+
 async def prune_threads(call: Call, i: PruneThreadsInput) -> CheckpointsRemoved:
+    """Keep only each namespace's newest checkpoint of the threads (`keep_latest`), or delete
+    the threads (LangGraph's `prune` and `delete_thread`)."""
     return await call.ns.threads.prune(i.thread_ids, keep_latest=i.strategy == "keep_latest")
 
 
+PRUNE_THREADS = Operation.of(
+    prune_threads,
+    tag=LANGGRAPH,
+    rest=Route("POST", "/v1/langgraph/threads/prune"),
+    effect="forgets",
+)
+
+
 async def delete_runs(call: Call, i: DeleteRunsInput) -> CheckpointsRemoved:
+    """Delete the checkpoints the runs wrote, with their writes (LangGraph's
+    `delete_for_runs`)."""
     return await call.ns.threads.delete_runs(i.run_ids)
 
 
+DELETE_RUNS = Operation.of(
+    delete_runs,
+    tag=LANGGRAPH,
+    rest=Route("POST", "/v1/langgraph/runs/delete"),
+    effect="forgets",
+)
+
+
 async def copy_thread(call: Call, i: CopyThreadInput) -> CheckpointsCopied:
+    """Copy every checkpoint of a thread, with its writes and ids, into another thread
+    (LangGraph's `copy_thread`)."""
     return await call.ns.threads.copy(i.source_thread_id, i.target_thread_id)
 
 
+COPY_THREAD = Operation.of(
+    copy_thread,
+    tag=LANGGRAPH,
+    rest=Route("POST", "/v1/langgraph/threads/copy", problems=(413,)),
+    effect="writes",
+)
+
+
 async def verify_thread(call: Call, i: VerifyThreadInput) -> ThreadVerified:
+    """Check every checkpoint of a thread against its hash and its parent's."""
     return await call.ns.threads.verify(i.thread_id)
 
 
+VERIFY_THREAD = Operation.of(
+    verify_thread,
+    tag=LANGGRAPH,
+    rest=Route("POST", "/v1/langgraph/threads/verify"),
+    effect="reads",
+)
+
+
 async def item_expiry(call: Call, i: ItemExpiryInput) -> ItemDeadlines:
+    """Set, clear, refresh or read the expiry of LangGraph store items (BatonStore's ttl)."""
     if (i.action == "set") != (i.ttl_seconds is not None):
         raise InvalidInput("ttl_seconds", "is given with action set, and only then")
     for ref in i.refs:
@@ -1532,92 +1529,7 @@ async def reaches_items(call: Call, i: ItemExpiryInput) -> list[Need]:
     return [record(ref, access) for ref in i.refs]
 
 
-PUT_CHECKPOINT = Operation(
-    "put_checkpoint",
-    "Store a LangGraph checkpoint, hash-chained to its parent's (LangGraph's `put`).",
-    PutCheckpointInput,
-    CheckpointStored,
-    put_checkpoint,
-    tag=LANGGRAPH,
-    rest=Route("POST", "/v1/langgraph/checkpoints", status=201, problems=(413,)),
-    effect="writes",
-)
-
-PUT_WRITES = Operation(
-    "put_writes",
-    "Store a task's pending writes for a checkpoint (LangGraph's `put_writes`).",
-    PutWritesInput,
-    WritesStored,
-    put_writes,
-    tag=LANGGRAPH,
-    rest=Route("POST", "/v1/langgraph/writes", problems=(413,)),
-    effect="writes",
-)
-
-LIST_CHECKPOINTS = Operation(
-    "list_checkpoints",
-    "A thread's checkpoints newest first, with their pending writes, filtered by namespace, "
-    "id, metadata and `before` (LangGraph's `get_tuple` and `list`).",
-    ListCheckpointsInput,
-    CheckpointPage,
-    list_checkpoints,
-    tag=LANGGRAPH,
-    rest=Route("POST", "/v1/langgraph/checkpoints/search"),
-    effect="reads",
-)
-
-PRUNE_THREADS = Operation(
-    "prune_threads",
-    "Keep only each namespace's newest checkpoint of the threads (`keep_latest`), or delete "
-    "the threads (LangGraph's `prune` and `delete_thread`).",
-    PruneThreadsInput,
-    CheckpointsRemoved,
-    prune_threads,
-    tag=LANGGRAPH,
-    rest=Route("POST", "/v1/langgraph/threads/prune"),
-    effect="forgets",
-)
-
-DELETE_RUNS = Operation(
-    "delete_runs",
-    "Delete the checkpoints the runs wrote, with their writes (LangGraph's `delete_for_runs`).",
-    DeleteRunsInput,
-    CheckpointsRemoved,
-    delete_runs,
-    tag=LANGGRAPH,
-    rest=Route("POST", "/v1/langgraph/runs/delete"),
-    effect="forgets",
-)
-
-COPY_THREAD = Operation(
-    "copy_thread",
-    "Copy every checkpoint of a thread, with its writes and ids, into another thread "
-    "(LangGraph's `copy_thread`).",
-    CopyThreadInput,
-    CheckpointsCopied,
-    copy_thread,
-    tag=LANGGRAPH,
-    rest=Route("POST", "/v1/langgraph/threads/copy", problems=(413,)),
-    effect="writes",
-)
-
-VERIFY_THREAD = Operation(
-    "verify_thread",
-    "Check every checkpoint of a thread against its hash and its parent's.",
-    VerifyThreadInput,
-    ThreadVerified,
-    verify_thread,
-    tag=LANGGRAPH,
-    rest=Route("POST", "/v1/langgraph/threads/verify"),
-    effect="reads",
-)
-
-
-ITEM_EXPIRY = Operation(
-    "item_expiry",
-    "Set, clear, refresh or read the expiry of LangGraph store items (BatonStore's ttl).",
-    ItemExpiryInput,
-    ItemDeadlines,
+ITEM_EXPIRY = Operation.of(
     item_expiry,
     tag=LANGGRAPH,
     rest=Route("POST", "/v1/langgraph/store/expiry"),
@@ -1625,6 +1537,11 @@ ITEM_EXPIRY = Operation(
     guard=Guard(reaches_items),
 )
 
+
+# The table ----------------------------------------------------------------------------------
+
+
+# Every entry, in the order tools and routes are listed.
 TABLE: tuple[Operation[Any, Any], ...] = (
     REMEMBER,
     READ_RECORD,

@@ -200,3 +200,30 @@ def test_output_schemas_are_the_result_types() -> None:
     for operation in OPERATIONS:
         if operation.tool:
             assert TOOLS[operation.name].output_schema == schema_of(operation.result)
+
+
+class EchoInput(msgspec.Struct, kw_only=True):
+    text: str
+
+
+async def echo(call: Any, i: EchoInput) -> list[str]:
+    """Say it back.
+
+    Maintainers' notes, not the description."""
+    return [i.text]
+
+
+async def undocumented(call: Any, i: EchoInput) -> str:
+    return i.text
+
+
+def test_an_entry_reads_its_name_words_and_types_from_the_core() -> None:
+    """``Operation.of(core)`` names the operation after the core, describes it with the
+    first paragraph of the core's docstring and takes its input and result types from the
+    core's annotations; a core without a docstring is refused, naming it."""
+    entry = Operation.of(echo, effect="reads")
+    assert (entry.name, entry.description) == ("echo", "Say it back.")
+    assert (entry.input, entry.result) == (EchoInput, list[str])
+    assert Operation.of(echo, name="say", effect="reads").name == "say"
+    with pytest.raises(TypeError, match="undocumented"):
+        Operation.of(undocumented, effect="reads")
