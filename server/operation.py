@@ -119,7 +119,8 @@ class Operation(Generic[I, R]):
     the wire of MCP and agentmemory's routes (Baton's REST API always uses Baton's);
     ``guard`` is what it reaches that grants restrict (``baton.server.model.grants``; None:
     refused to agents with grants); ``view`` offers it in agentmemory's words as well
-    (:meth:`offered`), and ``shape`` is set on that view's operation only."""
+    (:meth:`offered`), and ``shape`` is set on that view's operation only; ``example`` is a
+    request the docs show (the OpenAPI document) and the security matrices send."""
 
     name: str
     description: str
@@ -135,6 +136,7 @@ class Operation(Generic[I, R]):
     guard: Guard | None = None
     view: View[I, R] | None = None
     shape: Callable[[I, R], Any] | None = None
+    example: dict[str, Any] | None = None  # a request, fields in Baton's names (path ones too)
 
     @classmethod
     def of(
@@ -189,6 +191,12 @@ class Operation(Generic[I, R]):
     def wire_input(self) -> type[msgspec.Struct]:
         """The input type as MCP and agentmemory's routes spell it."""
         return self.wire_type(self.naming)
+
+    def example_in(self, naming: Naming) -> dict[str, Any]:
+        """The example's fields as ``naming`` spells them on the wire."""
+        wire = msgspec.structs.fields(self.wire_type(naming))
+        names = {info.name: info.encode_name for info in wire}
+        return {names[name]: value for name, value in (self.example or {}).items()}
 
     def wire_type(self, naming: Naming) -> type[msgspec.Struct]:
         """The input type with ``naming``'s wire names."""

@@ -96,6 +96,7 @@ from baton.server.operation import OPEN, Call, Guard, Operation, Route, View
 
 RECORDS, HANDOFFS, MEMORY, ACCESS = "records", "handoffs", "sessions and memories", "access"
 LANGGRAPH = "langgraph"
+BLOB = {"type": "json", "data": "e30="}  # an example: LangGraph's serializer's {} (base64)
 
 
 Confidence = Annotated[float, msgspec.Meta(ge=0, le=1)]
@@ -302,6 +303,7 @@ REMEMBER = Operation.of(
     tool=True,
     effect="writes",
     guard=Guard(writes_ref),
+    example={"ref": "m/x", "value": 2},
 )
 
 
@@ -333,6 +335,7 @@ READ_RECORD = Operation.of(
     ),
     effect="reads",
     guard=READS_REF,
+    example={"ref": "m/x"},
 )
 
 
@@ -367,6 +370,7 @@ LIST_RECORDS = Operation.of(
     ),
     effect="reads",
     guard=Guard(shows=records_shown),
+    example={"scope": "m", "limit": 20},
 )
 
 
@@ -391,6 +395,7 @@ RECALL = Operation.of(
     tool=True,
     effect="reads",
     guard=Guard(reads_ref_if_named, records_shown),
+    example={"ref": "m/x"},
 )
 
 
@@ -416,6 +421,7 @@ HISTORY = Operation.of(
     tool=True,
     effect="reads",
     guard=READS_REF,
+    example={"ref": "m/x"},
 )
 
 
@@ -430,6 +436,7 @@ OUTCOMES = Operation.of(
     rest=Route("GET", "/v1/outcomes/{ref:path}", problems=(404,)),
     effect="reads",
     guard=READS_REF,
+    example={"ref": "m/x"},
 )
 
 
@@ -469,6 +476,7 @@ RECORD_OUTCOME = Operation.of(
     tool=True,
     effect="writes",
     guard=Guard(moves_refs),
+    example={"outcome": "success", "outcome_ref": "R-1", "refs": ["m/x"]},
 )
 
 
@@ -494,6 +502,7 @@ MEMORY_STATS = Operation.of(
     ),
     tool=True,
     effect="reads",
+    example={},
 )
 
 
@@ -547,6 +556,7 @@ HANDOFF = Operation.of(
     tool=True,
     effect="writes",
     guard=Guard(pins_refs),
+    example={"to": "carol", "summary": "over to carol"},
 )
 
 
@@ -582,6 +592,7 @@ RESUME = Operation.of(
     tool=True,
     effect="writes",
     guard=Guard(shows=resumed_shown),
+    example={"agent": "bob"},
 )
 
 
@@ -606,6 +617,7 @@ LIST_HANDOFFS = Operation.of(
     rest=Route("GET", "/v1/handoffs"),
     effect="reads",
     guard=Guard(shows=packets_shown),
+    example={"to": "bob", "status": "queued"},
 )
 
 
@@ -624,6 +636,7 @@ GET_HANDOFF = Operation.of(
     rest=Route("GET", "/v1/handoffs/{packet_id:str}", problems=(404,)),
     effect="reads",
     guard=Guard(shows=packet_shown),
+    example={"packet_id": "h_5f2c9a1e0b7d"},
 )
 
 
@@ -638,6 +651,7 @@ COMPLETE = Operation.of(
     rest=Route("POST", "/v1/handoffs/{packet_id:str}/complete", problems=(403, 404, 409)),
     effect="writes",
     guard=OPEN,
+    example={"packet_id": "h_5f2c9a1e0b7d"},
 )
 
 
@@ -658,6 +672,7 @@ RELEASE = Operation.of(
     rest=Route("POST", "/v1/handoffs/{packet_id:str}/release", problems=(403, 404, 409, 413)),
     effect="writes",
     guard=OPEN,
+    example={"packet_id": "h_5f2c9a1e0b7d"},
 )
 
 
@@ -676,6 +691,7 @@ FAIL = Operation.of(
     rest=Route("POST", "/v1/handoffs/{packet_id:str}/fail", problems=(403, 404, 409, 413)),
     effect="writes",
     guard=OPEN,
+    example={"packet_id": "h_5f2c9a1e0b7d", "error": "gave up"},
 )
 
 
@@ -695,6 +711,7 @@ REQUEUE = Operation.of(
         problems=(403, 404, 409),
     ),
     effect="writes",
+    example={"packet_id": "h_5f2c9a1e0b7d"},
 )
 
 
@@ -713,6 +730,7 @@ AGENTS = Operation.of(
     rest=Route("GET", "/v1/agents"),
     effect="reads",
     guard=OPEN,
+    example={},
 )
 
 
@@ -747,6 +765,7 @@ NOTICES = Operation.of(
     rest=Route("GET", "/v1/agents/{agent:str}/notices", "An agent's notices", problems=(403,)),
     effect="reads",
     guard=Guard(shows=notices_shown),
+    example={"agent": "bob"},
 )
 
 
@@ -771,6 +790,7 @@ SET_WEBHOOK = Operation.of(
     rest=Route("POST", "/v1/agents/{agent:str}/webhook", "Set an agent's webhook", 200, (403,)),
     effect="writes",
     guard=OPEN,
+    example={"agent": "bob", "url": "http://127.0.0.1:9/hook"},
 )
 
 
@@ -785,6 +805,7 @@ WEBHOOK = Operation.of(
     rest=Route("GET", "/v1/agents/{agent:str}/webhook", "An agent's webhook", problems=(403,)),
     effect="reads",
     guard=OPEN,
+    example={"agent": "bob"},
 )
 
 
@@ -801,6 +822,7 @@ DROP_WEBHOOK = Operation.of(
     ),
     effect="writes",
     guard=OPEN,
+    example={"agent": "bob"},
 )
 
 
@@ -827,6 +849,7 @@ START_SESSION = Operation.of(
     rest=Route("POST", "/v1/sessions", status=201, problems=(413,)),
     effect="writes",
     guard=Guard(starts_in_project),
+    example={"id": "s-bob", "project": "p", "cwd": "/r"},
 )
 
 
@@ -853,6 +876,7 @@ END_SESSION = Operation.of(
     rest=Route("POST", "/v1/sessions/{session_id:str}/end", problems=(404, 413)),
     effect="writes",
     guard=OPEN,
+    example={"session_id": "s-bob", "summary": "done"},
 )
 
 
@@ -879,6 +903,7 @@ LIST_SESSIONS = Operation.of(
         Route("GET", "/agentmemory/sessions", "Recent sessions"),
         tool=True,
     ),
+    example={"limit": 10},
 )
 
 
@@ -908,6 +933,7 @@ AGENT_AS_OF = Operation.of(
     tool=True,
     effect="reads",
     guard=Guard(shows=agent_then_shown),
+    example={"agent": "alice", "as_of": "2026-12-07T10:00:00Z"},
 )
 
 
@@ -938,6 +964,7 @@ MEMORY_RESUME_HERE = Operation.of(
     tool=True,
     effect="reads",
     guard=Guard(reads_every_project, resume_shown),
+    example={"cwd": "/r"},
 )
 
 
@@ -956,6 +983,7 @@ GET_SESSION = Operation.of(
     rest=Route("GET", "/v1/sessions/{session_id:str}", problems=(404,)),
     effect="reads",
     guard=Guard(shows=session_shown),
+    example={"session_id": "s-bob"},
 )
 
 
@@ -984,6 +1012,7 @@ CONTEXT = Operation.of(
     rest=Route("POST", "/v1/context", problems=(413,)),
     effect="reads",
     guard=READS_EVERY_PROJECT,
+    example={"session_id": "s-bob", "kind": "compact"},
 )
 
 
@@ -1005,6 +1034,7 @@ ENRICH = Operation.of(
     rest=Route("POST", "/v1/enrich", problems=(413,)),
     effect="reads",
     guard=READS_PROJECT,
+    example={"session_id": "s-bob", "files": ["/r/a.py"]},
 )
 
 
@@ -1038,6 +1068,14 @@ OBSERVE = Operation.of(
     rest=Route("POST", "/v1/observations", status=201, problems=(413,)),
     effect="writes",
     guard=WRITES_PROJECT,
+    example={
+        "hook_type": "post_tool_use",
+        "session_id": "s-bob",
+        "project": "p",
+        "cwd": "/r",
+        "timestamp": "2026-01-01T00:00:00Z",
+        "data": {"tool_name": "Read"},
+    },
 )
 
 
@@ -1065,6 +1103,7 @@ MEMORY_FILE_HISTORY = Operation.of(
     agentmemory=Route("POST", "/agentmemory/file-context", "File context"),
     naming="agentmemory",
     guard=READS_PROJECT,
+    example={"files": ["/r/a.py"]},
 )
 
 
@@ -1095,6 +1134,7 @@ MEMORY_PATTERNS = Operation.of(
     agentmemory=Route("POST", "/agentmemory/patterns", "Patterns"),
     naming="agentmemory",
     guard=READS_PROJECT,
+    example={},
 )
 
 
@@ -1150,6 +1190,7 @@ SAVE_MEMORY = Operation.of(
         Route("POST", "/agentmemory/remember", "Save a memory", 201),
         tool=True,
     ),
+    example={"content": "bob prefers small commits"},
 )
 
 
@@ -1193,6 +1234,7 @@ MEMORY_UPDATE = Operation.of(
     agentmemory=Route("POST", "/agentmemory/memory/update", "Update a memory"),
     naming="agentmemory",
     guard=Guard(updates_memory),
+    example={"memory_id": "mem_5f2c9a1e0b7d", "content": "bob edits"},
 )
 
 
@@ -1217,6 +1259,7 @@ MEMORY_CONSOLIDATE = Operation.of(
     agentmemory=Route("POST", "/agentmemory/consolidate", "Consolidate"),
     naming="agentmemory",
     guard=WRITES_PROJECT,
+    example={},
 )
 
 
@@ -1258,6 +1301,7 @@ RECALL_MEMORIES = Operation.of(
         Route("POST", "/agentmemory/search", "Search memories"),
         tool=True,
     ),
+    example={"query": "memory"},
 )
 
 
@@ -1308,6 +1352,7 @@ SMART_SEARCH = Operation.of(
         tool=True,
         narrow=expanding_at_most,
     ),
+    example={"query": "memory"},
 )
 
 
@@ -1344,6 +1389,7 @@ MEMORY_FORGET = Operation.of(
     effect="forgets",
     naming="agentmemory",
     guard=Guard(forgets),
+    example={"session_id": "s-bob", "observation_ids": ["o_none"]},
 )
 
 
@@ -1361,6 +1407,7 @@ AUDIT = Operation.of(
     tag=MEMORY,
     rest=Route("GET", "/v1/audit"),
     effect="reads",
+    example={"limit": 20},
 )
 
 
@@ -1388,6 +1435,7 @@ SET_GRANTS = Operation.of(
     tag=ACCESS,
     rest=Route("POST", "/v1/grants", "Set an agent's grants (admin)"),
     effect="writes",
+    example={"agent": "bob", "grants": []},
 )
 
 
@@ -1408,6 +1456,7 @@ GRANTS = Operation.of(
     rest=Route("GET", "/v1/grants", "Agents' grants in this namespace"),
     effect="reads",
     guard=OPEN,
+    example={},
 )
 
 
@@ -1424,6 +1473,7 @@ PUT_CHECKPOINT = Operation.of(
     tag=LANGGRAPH,
     rest=Route("POST", "/v1/langgraph/checkpoints", status=201, problems=(413,)),
     effect="writes",
+    example={"thread_id": "t-bob", "checkpoint_id": "1", "checkpoint": BLOB, "metadata": BLOB},
 )
 
 
@@ -1437,6 +1487,12 @@ PUT_WRITES = Operation.of(
     tag=LANGGRAPH,
     rest=Route("POST", "/v1/langgraph/writes", problems=(413,)),
     effect="writes",
+    example={
+        "thread_id": "t-bob",
+        "checkpoint_id": "1",
+        "task_id": "task",
+        "writes": [{"idx": 0, "channel": "out", "value": BLOB}],
+    },
 )
 
 
@@ -1451,6 +1507,7 @@ LIST_CHECKPOINTS = Operation.of(
     tag=LANGGRAPH,
     rest=Route("POST", "/v1/langgraph/checkpoints/search"),
     effect="reads",
+    example={"thread_id": "t-bob"},
 )
 
 
@@ -1465,6 +1522,7 @@ PRUNE_THREADS = Operation.of(
     tag=LANGGRAPH,
     rest=Route("POST", "/v1/langgraph/threads/prune"),
     effect="forgets",
+    example={"thread_ids": ["t-bob"]},
 )
 
 
@@ -1479,6 +1537,7 @@ DELETE_RUNS = Operation.of(
     tag=LANGGRAPH,
     rest=Route("POST", "/v1/langgraph/runs/delete"),
     effect="forgets",
+    example={"run_ids": ["run-bob"]},
 )
 
 
@@ -1493,6 +1552,7 @@ COPY_THREAD = Operation.of(
     tag=LANGGRAPH,
     rest=Route("POST", "/v1/langgraph/threads/copy", problems=(413,)),
     effect="writes",
+    example={"source_thread_id": "t-bob", "target_thread_id": "t-copy"},
 )
 
 
@@ -1506,6 +1566,7 @@ VERIFY_THREAD = Operation.of(
     tag=LANGGRAPH,
     rest=Route("POST", "/v1/langgraph/threads/verify"),
     effect="reads",
+    example={"thread_id": "t-bob"},
 )
 
 
@@ -1535,6 +1596,7 @@ ITEM_EXPIRY = Operation.of(
     rest=Route("POST", "/v1/langgraph/store/expiry"),
     effect="writes",
     guard=Guard(reaches_items),
+    example={"refs": ["langgraph/m/x"], "action": "read"},
 )
 
 

@@ -18,10 +18,11 @@ import httpx
 import pytest
 import redis
 
-from tests import test_identity_matrix as identity
+from baton.server.operations import OBSERVE
 from tests.conftest import issue, running_server
 from tests.test_identity_matrix import (
     ENDPOINTS,
+    MEMORY,
     TOOL_EXAMPLES,
     TOOLS,
     Endpoint,
@@ -35,7 +36,7 @@ MARK = "zebra"
 HEADER = ("X-Baton-Namespace", NAMESPACE)
 ALLOWED = {200, 201, 204}
 OBSERVATION = {
-    **identity.OBSERVATION,
+    **OBSERVE.example,
     "data": {"tool_name": "Read", "tool_input": {"file_path": "/r/a.py"}, "note": "zebra"},
 }
 
@@ -124,7 +125,7 @@ async def test_a_confined_agent_reaches_nothing_ungranted_with_any_tool(
     async with Client(streamable_http_client(f"{world.url}/mcp", http_client=http)) as mcp:
         for tool in TOOLS:
             arguments = {
-                name: (value.replace("{memory}", world.memory) if isinstance(value, str) else value)
+                name: (value.replace(MEMORY, world.memory) if isinstance(value, str) else value)
                 for name, value in TOOL_EXAMPLES[tool].items()
             }
             result = await mcp.call_tool(tool, arguments)

@@ -27,6 +27,7 @@ from litestar.routes import ASGIRoute, HTTPRoute
 
 from baton.server.api.app import create_app
 from baton.server.mcp.mcp_server import initialize_request, tool_list
+from baton.server.operations import MEMORY_UPDATE, OBSERVE, OPERATIONS
 from baton.server.runtime.embedded import valkey_binary
 from baton.server.runtime.settings import Settings
 from tests.conftest import (
@@ -45,37 +46,33 @@ REFUSED = {400, 401, 403, 422}
 VOLATILE = (b"baton:{tokens}:", b"baton:ratelimit", b"baton:auth-failures:", b"baton:sweep-lock")
 MCP_INITIALIZE = initialize_request("2025-06-18")
 
-OBSERVATION = {
-    "hook_type": "post_tool_use",
-    "session_id": "s-bob",
-    "project": "p",
-    "cwd": "/r",
-    "timestamp": "2026-01-01T00:00:00Z",
-    "data": {"tool_name": "Read"},
-}
-BLOB = {"type": "json", "data": "e30="}  # LangGraph's serializer's {} (base64)
-# (method, route path) -> an example body bob could send (None: no body). Path parameters
-# are filled from the victim's fixtures by name.
-EXAMPLES: dict[tuple[str, str], Any] = {
-    ("POST", "/v1/records"): {"ref": "m/x", "value": 2},
-    ("POST", "/v1/outcomes"): {"outcome": "success", "outcome_ref": "R-1", "refs": ["m/x"]},
-    ("POST", "/v1/handoffs"): {"to": "carol", "summary": "over to carol"},
-    ("POST", "/v1/handoffs/{packet_id:str}/complete"): None,
-    ("POST", "/v1/handoffs/{packet_id:str}/fail"): {"error": "gave up"},
-    ("POST", "/v1/handoffs/{packet_id:str}/release"): None,
-    ("POST", "/v1/handoffs/{packet_id:str}/requeue"): None,
-    ("POST", "/v1/agents/{agent:str}/resume"): None,
-    ("POST", "/v1/agents/{agent:str}/webhook"): {"url": "http://127.0.0.1:9/hook"},
-    ("DELETE", "/v1/agents/{agent:str}/webhook"): None,
-    ("POST", "/v1/sessions/{session_id:str}/end"): {"summary": "done"},
-    ("POST", "/v1/forget"): {"session_id": "s-bob", "observation_ids": ["o_none"]},
-    ("POST", "/v1/sessions"): {"id": "s-bob", "project": "p", "cwd": "/r"},
-    ("POST", "/v1/observations"): OBSERVATION,
-    ("POST", "/v1/memories/recall"): {"query": "memory"},
-    ("POST", "/v1/memories"): {"content": "bob prefers small commits"},
-    ("POST", "/v1/memories/smart-search"): {"query": "memory"},
-    ("DELETE", "/agentmemory/governance/memories"): {"memoryIds": ["{memory}"]},
-    ("POST", "/agentmemory/forget"): {"memoryId": "{memory}"},
+# The table's examples name a memory; each world puts its own in its place.
+MEMORY = MEMORY_UPDATE.example_in("baton")["memory_id"]
+
+
+def table_examples() -> dict[tuple[str, str], Any]:
+    """The operation table's example of each unsafe route it builds: the fields the path
+    does not carry, in the route's names (None: nothing left to send)."""
+    found = {}
+    for operation in OPERATIONS:
+        for spec, naming in ((operation.rest, "baton"), (operation.agentmemory, "agentmemory")):
+            if spec is None or spec.method not in UNSAFE:
+                continue
+            body = {
+                name: value
+                for name, value in operation.example_in(naming).items()
+                if name not in spec.path_fields
+            }
+            found[(spec.method, spec.path)] = body or None
+    return found
+
+
+# (method, route path) -> an example body bob could send (None: no body): the table's, and
+# those of the routes written by hand. Path parameters are filled from the victim's
+# fixtures by name.
+EXAMPLES: dict[tuple[str, str], Any] = table_examples() | {
+    ("DELETE", "/agentmemory/governance/memories"): {"memoryIds": [MEMORY]},
+    ("POST", "/agentmemory/forget"): {"memoryId": MEMORY},
     ("POST", "/agentmemory/mcp/call"): {"name": "recall", "arguments": {"ref": "m/x"}},
     ("POST", "/agentmemory/observe"): {
         "hookType": "post_tool_use",
@@ -85,74 +82,24 @@ EXAMPLES: dict[tuple[str, str], Any] = {
         "timestamp": "t",
         "data": {"tool_name": "Read"},
     },
-    ("POST", "/agentmemory/remember"): {"content": "bob's hooks are slow"},
-    ("POST", "/agentmemory/search"): {"query": "memory"},
     ("POST", "/agentmemory/session/end"): {"sessionId": "s-bob"},
     ("POST", "/agentmemory/session/start"): {"sessionId": "s-bob", "project": "p", "cwd": "/r"},
-    ("POST", "/agentmemory/smart-search"): {"query": "memory"},
-    ("POST", "/v1/context"): {"session_id": "s-bob", "kind": "compact"},
-    ("POST", "/v1/enrich"): {"session_id": "s-bob", "files": ["/r/a.py"]},
     ("POST", "/agentmemory/context"): {"sessionId": "s-bob", "project": "p"},
     ("POST", "/agentmemory/enrich"): {"sessionId": "s-bob", "files": ["/r/a.py"]},
-    ("POST", "/v1/file-history"): {"files": ["/r/a.py"]},
-    ("POST", "/v1/patterns"): {},
-    ("POST", "/v1/memories/consolidate"): {},
-    ("POST", "/agentmemory/consolidate"): {},
-    ("POST", "/v1/memories/update"): {"memory_id": "{memory}", "content": "bob edits"},
-    ("POST", "/agentmemory/memory/update"): {"memoryId": "{memory}", "content": "bob edits"},
-    ("POST", "/agentmemory/patterns"): {},
-    ("POST", "/agentmemory/file-context"): {"files": ["/r/a.py"]},
     ("POST", "/agentmemory/summarize"): {"sessionId": "s-bob"},
     ("POST", "/agentmemory/claude-bridge/sync"): {},
     ("POST", "/v1/checkpoints"): None,
     ("POST", "/v1/checkpoints/verify"): {},
-    ("POST", "/v1/grants"): {"agent": "bob", "grants": []},
     ("POST", "/logout"): None,
     ("POST", "/handoffs/{packet_id:str}/requeue"): None,
     ("POST", "/mcp"): MCP_INITIALIZE,
-    ("POST", "/v1/langgraph/checkpoints"): {
-        "thread_id": "t-bob",
-        "checkpoint_id": "1",
-        "checkpoint": BLOB,
-        "metadata": BLOB,
-    },
-    ("POST", "/v1/langgraph/writes"): {
-        "thread_id": "t-bob",
-        "checkpoint_id": "1",
-        "task_id": "task",
-        "writes": [{"idx": 0, "channel": "out", "value": BLOB}],
-    },
-    ("POST", "/v1/langgraph/checkpoints/search"): {"thread_id": "t-bob"},
-    ("POST", "/v1/langgraph/threads/prune"): {"thread_ids": ["t-bob"]},
-    ("POST", "/v1/langgraph/threads/copy"): {
-        "source_thread_id": "t-bob",
-        "target_thread_id": "t-copy",
-    },
-    ("POST", "/v1/langgraph/threads/verify"): {"thread_id": "t-bob"},
-    ("POST", "/v1/langgraph/runs/delete"): {"run_ids": ["run-bob"]},
-    ("POST", "/v1/langgraph/store/expiry"): {"refs": ["langgraph/m/x"], "action": "read"},
 }
 STREAMS = {"/v1/dashboard/events", "/v1/agents/{agent:str}/notices/stream"}  # never end
 QUERIES: dict[tuple[str, str], dict[str, str]] = {("GET", "/v1/sessions/resume"): {"cwd": "/r"}}
 TOOL_EXAMPLES: dict[str, dict[str, Any]] = {
-    "remember": {"ref": "m/x", "value": 3},
-    "recall": {"ref": "m/x"},
-    "history": {"ref": "m/x"},
-    "handoff": {"to": "carol", "summary": "s"},
-    "resume": {},
-    "record_outcome": {"outcome": "success", "outcome_ref": "R-2", "refs": ["m/x"]},
-    "memory_stats": {},
-    "memory_save": {"content": "a tool memory"},
-    "memory_recall": {"query": "memory"},
-    "memory_smart_search": {"query": "memory"},
-    "memory_sessions": {},
-    "memory_forget": {"sessionId": "s-bob", "observationIds": "o_none"},
-    "memory_resume_here": {"cwd": "/r"},
-    "memory_file_history": {"files": "/r/a.py"},
-    "memory_patterns": {},
-    "memory_consolidate": {},
-    "memory_update": {"memoryId": "{memory}", "content": "bob edits"},
-    "agent_as_of": {"agent": "alice", "as_of": "2026-12-07T10:00:00Z"},
+    operation.name: operation.example_in(operation.naming)
+    for operation in OPERATIONS
+    if operation.tool
 }
 ADMIN_ONLY = {
     "/v1/handoffs/{packet_id:str}/requeue",
@@ -256,7 +203,7 @@ class World:
         if example is None:
             return None
         text = httpx.Request("POST", "/", json=example).content.decode()
-        return httpx.Request("POST", "/", content=text.replace("{memory}", self.memory)).content
+        return httpx.Request("POST", "/", content=text.replace(MEMORY, self.memory)).content
 
     def snapshot(self) -> dict[bytes, bytes | None]:
         client = redis.Redis.from_url(self.redis_url)
@@ -287,7 +234,7 @@ def world(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
                 "/v1/sessions", json={"id": "s-bob", "project": "p", "cwd": "/r"}
             ).is_success
             assert bob.post("/v1/records", json={"ref": "m/x", "value": 1}).is_success
-            assert bob.post("/v1/observations", json=OBSERVATION).is_success
+            assert bob.post("/v1/observations", json=OBSERVE.example).is_success
             world.memory = bob.post(
                 "/v1/memories", json={"content": "bob likes memory tests"}
             ).json()["memory"]["id"]

@@ -81,8 +81,9 @@ def openapi_input(document: dict[str, Any], operation: Operation[Any, Any]) -> d
 
 
 def object_of(schema: dict[str, Any]) -> dict[str, Any]:
-    """The object schema of a body that may be left out (``X | None``)."""
-    members = schema.get("anyOf") or schema.get("oneOf") or [schema]
+    """The object schema of a body that may be left out (``X | None``), or that carries
+    an example (Litestar wraps it as ``allOf: [X]`` beside ``examples``)."""
+    members = schema.get("anyOf") or schema.get("oneOf") or schema.get("allOf") or [schema]
     return next(member for member in members if member.get("type") == "object")
 
 
@@ -227,3 +228,38 @@ def test_an_entry_reads_its_name_words_and_types_from_the_core() -> None:
     assert Operation.of(echo, name="say", effect="reads").name == "say"
     with pytest.raises(TypeError, match="undocumented"):
         Operation.of(undocumented, effect="reads")
+
+
+@pytest.mark.parametrize("operation", OPERATIONS, ids=lambda operation: operation.name)
+def test_every_operation_has_an_example_its_input_takes(operation: Operation[Any, Any]) -> None:
+    """Each entry carries an example request (shown in the OpenAPI document, sent by the
+    security matrices) that its input decodes as Baton's REST routes and as its own wire
+    (MCP, agentmemory's routes) spell it."""
+    assert operation.example is not None
+    for naming in ("baton", operation.naming):
+        operation.decode(operation.example_in(naming), naming)  # InvalidInput if it does not
+
+
+def test_the_openapi_document_shows_each_routes_example(document: dict[str, Any]) -> None:
+    """A route's request body, or its query parameters, show the table's example."""
+    for operation in OPERATIONS:
+        spec = operation.rest
+        if spec is None:
+            continue
+        described = document["paths"][spec.path.replace(":path", "").replace(":str", "")]
+        described = described[spec.method.lower()]
+        example = {
+            name: value
+            for name, value in operation.example_in("baton").items()
+            if name not in spec.path_fields
+        }
+        if spec.method == "GET":
+            shown = {
+                parameter["name"]: parameter["schema"]["examples"][0]
+                for parameter in described.get("parameters", [])
+                if parameter["in"] == "query" and "examples" in parameter["schema"]
+            }
+        else:
+            schema = described.get("requestBody", {}).get("content", {})
+            shown = schema.get("application/json", {}).get("schema", {}).get("examples", [{}])[0]
+        assert shown == example, operation.name

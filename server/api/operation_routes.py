@@ -16,6 +16,7 @@ from litestar import route
 from litestar.constants import RESERVED_KWARGS
 from litestar.enums import RequestEncodingType
 from litestar.handlers import HTTPRouteHandler
+from litestar.openapi.spec import Example
 from litestar.params import Body, PathParameter, QueryParameter
 
 from baton.server.api.deps import CallerDep, NamespaceDep
@@ -25,7 +26,6 @@ from baton.server.operation import Call, Operation, derived
 from baton.server.operations import OPERATIONS
 
 PATH = PathParameter()
-BODY = Body(media_type=RequestEncodingType.JSON)
 
 
 def body_type(input_type: type[msgspec.Struct], path: tuple[str, ...]) -> type[msgspec.Struct]:
@@ -61,6 +61,7 @@ def rest_handler(operation: Operation[Any, Any]) -> HTTPRouteHandler:
         )
         for name in path_kinds
     ]
+    example = operation.example_in("baton")
     query: dict[str, str] = {}
     if spec.method == "GET":
         query = {_kwarg(name): name for name in fields if name not in path_kinds}
@@ -70,7 +71,11 @@ def rest_handler(operation: Operation[Any, Any]) -> HTTPRouteHandler:
                 inspect.Parameter.KEYWORD_ONLY,
                 annotation=Annotated[
                     info.type if _required(info) else info.type | None,
-                    QueryParameter(name=info.encode_name, **_bounds(info.type)),
+                    QueryParameter(
+                        name=info.encode_name,
+                        examples=_shown(example, info.encode_name),
+                        **_bounds(info.type),
+                    ),
                 ],
                 default=inspect.Parameter.empty if _required(info) else _shown_default(info),
             )
@@ -78,12 +83,20 @@ def rest_handler(operation: Operation[Any, Any]) -> HTTPRouteHandler:
         ]
     else:
         body = body_type(operation.input, tuple(path_kinds))
+        fields_of_body = {info.encode_name for info in msgspec.structs.fields(body)}
+        shown = {name: value for name, value in example.items() if name in fields_of_body}
         optional = not any(_required(info) for info in msgspec.structs.fields(body))
         parameters.append(
             inspect.Parameter(
                 "data",
                 inspect.Parameter.KEYWORD_ONLY,
-                annotation=Annotated[body | None if optional else body, BODY],
+                annotation=Annotated[
+                    body | None if optional else body,
+                    Body(
+                        media_type=RequestEncodingType.JSON,
+                        examples=[Example(value=shown)] if shown else None,
+                    ),
+                ],
                 default=None if optional else inspect.Parameter.empty,
             )
         )
@@ -135,6 +148,11 @@ def _bounds(annotation: Any) -> dict[str, Any]:
                     if getattr(meta, name) is not None
                 }
     return {}
+
+
+def _shown(example: dict[str, Any], name: str) -> list[Example] | None:
+    """The operation's example value of a query field, as the document shows it."""
+    return [Example(value=example[name])] if name in example else None
 
 
 def _shown_default(info: msgspec.structs.FieldInfo) -> Any:
