@@ -17,6 +17,7 @@ import msgspec
 
 from baton.server.model.errors import InvalidInput
 from baton.server.model.grants import Denied, Need, Rights, unguarded
+from baton.server.model.validation import PATTERN_WORDS
 
 if TYPE_CHECKING:
     from baton.server.model.identity import Caller
@@ -248,7 +249,9 @@ def invalid(error: msgspec.ValidationError) -> InvalidInput:
     if found := UNKNOWN_FIELD.search(text):
         return InvalidInput(found.group(1), f"{found.group(1)} is not a known field")
     if found := AT_FIELD.search(text):
-        return InvalidInput(found.group(1), text.split(" - at `")[0])
+        said = text.split(" - at `")[0]
+        words = [words for pattern, words in PATTERN_WORDS.items() if repr(pattern) in said]
+        return InvalidInput(found.group(1), words[0] if words else said)
     return InvalidInput("body", text)
 
 

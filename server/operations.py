@@ -41,7 +41,10 @@ from baton.server.model.memory_models import (
     Forgotten,
     Format,
     MemorySaved,
+    ObserveInput,
     Recall,
+    SessionEndInput,
+    SessionStartInput,
     split_list,
 )
 from baton.server.model.models import (
@@ -636,7 +639,7 @@ GET_HANDOFF = Operation.of(
     rest=Route("GET", "/v1/handoffs/{packet_id:str}", problems=(404,)),
     effect="reads",
     guard=Guard(shows=packet_shown),
-    example={"packet_id": "h_5f2c9a1e0b7d"},
+    example={"packet_id": "h_5f2c9a1e"},
 )
 
 
@@ -651,7 +654,7 @@ COMPLETE = Operation.of(
     rest=Route("POST", "/v1/handoffs/{packet_id:str}/complete", problems=(403, 404, 409)),
     effect="writes",
     guard=OPEN,
-    example={"packet_id": "h_5f2c9a1e0b7d"},
+    example={"packet_id": "h_5f2c9a1e"},
 )
 
 
@@ -672,7 +675,7 @@ RELEASE = Operation.of(
     rest=Route("POST", "/v1/handoffs/{packet_id:str}/release", problems=(403, 404, 409, 413)),
     effect="writes",
     guard=OPEN,
-    example={"packet_id": "h_5f2c9a1e0b7d"},
+    example={"packet_id": "h_5f2c9a1e"},
 )
 
 
@@ -691,7 +694,7 @@ FAIL = Operation.of(
     rest=Route("POST", "/v1/handoffs/{packet_id:str}/fail", problems=(403, 404, 409, 413)),
     effect="writes",
     guard=OPEN,
-    example={"packet_id": "h_5f2c9a1e0b7d", "error": "gave up"},
+    example={"packet_id": "h_5f2c9a1e", "error": "gave up"},
 )
 
 
@@ -711,7 +714,7 @@ REQUEUE = Operation.of(
         problems=(403, 404, 409),
     ),
     effect="writes",
-    example={"packet_id": "h_5f2c9a1e0b7d"},
+    example={"packet_id": "h_5f2c9a1e"},
 )
 
 
@@ -829,18 +832,9 @@ DROP_WEBHOOK = Operation.of(
 # Sessions -----------------------------------------------------------------------------------
 
 
-class SessionStartInput(Input, kw_only=True):
-    id: str | None = None
-    project: str | None = None
-    cwd: str | None = None
-    title: str | None = None
-
-
 async def start_session(call: Call, i: SessionStartInput) -> Session:
     """Start a session (any id, or a fresh one)."""
-    return await call.ns.sessions.start(
-        caller=call.caller, session_id=i.id, project=i.project, cwd=i.cwd, title=i.title
-    )
+    return await call.ns.sessions.start(i, caller=call.caller)
 
 
 START_SESSION = Operation.of(
@@ -853,18 +847,9 @@ START_SESSION = Operation.of(
 )
 
 
-class SessionEndInput(Input, kw_only=True):
-    session_id: str
-    summary: str | None = None
-    title: str | None = None
-    concepts: list[str] | None = None
-
-
 async def end_session(call: Call, i: SessionEndInput) -> SessionEnded:
     """End a session (completed)."""
-    ended = await call.ns.sessions.end(
-        i.session_id, caller=call.caller, summary=i.summary, title=i.title, concepts=i.concepts
-    )
+    ended = await call.ns.sessions.end(i, caller=call.caller)
     if ended.ended:  # what it held back is claimable now (the sweep retries after a crash)
         await call.ns.handoffs.send_held(i.session_id)
     return ended
@@ -1038,28 +1023,9 @@ ENRICH = Operation.of(
 )
 
 
-class ObserveInput(Input, kw_only=True):
-    hook_type: str
-    session_id: str
-    project: str
-    cwd: str | None = None
-    timestamp: str
-    data: Any = None
-    event_id: str | None = None  # a caller's id for the event: stored once per id
-
-
 async def observe(call: Call, i: ObserveInput) -> Observed:
     """Record a hook event of a coding agent."""
-    return await call.ns.sessions.observe(
-        hook_type=i.hook_type,
-        session_id=i.session_id,
-        project=i.project,
-        cwd=i.cwd,
-        timestamp=i.timestamp,
-        data=i.data,
-        caller=call.caller,
-        event_id=i.event_id,
-    )
+    return await call.ns.sessions.observe(i, caller=call.caller)
 
 
 OBSERVE = Operation.of(

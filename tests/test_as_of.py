@@ -15,6 +15,7 @@ from baton.agents import BatonClient
 from baton.server.mcp.mcp_server import Binding, create_mcp_server
 from baton.server.model.clock import utc_now
 from baton.server.model.errors import InvalidInput, NotFound
+from baton.server.model.memory_models import SessionStartInput
 from baton.server.model.validation import check_moment
 from baton.server.stores.as_of import PROBES
 from baton.server.stores.backend import Backend
@@ -141,8 +142,8 @@ async def test_what_an_agent_had_in_front_of_it_at_a_moment(store: RecordStore) 
         from_agent="scout", to_agent="executor", summary="apply?", pins=[{"ref": REF}]
     )
     before_claim = utc_now()
-    session = (await store.ns.sessions.start(caller=as_agent("executor"))).id
-    other = (await store.ns.sessions.start(caller=as_agent("pricer"))).id
+    session = (await store.ns.sessions.start(SessionStartInput(), caller=as_agent("executor"))).id
+    other = (await store.ns.sessions.start(SessionStartInput(), caller=as_agent("pricer"))).id
     await handoffs.resume("executor", session=session)
     await store.recall("rules/fees", agent="executor", session=session)
     await store.recall("rules/fees", agent="pricer", session=other)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from baton.server.model.errors import InvalidInput
+from baton.server.model.memory_models import SessionStartInput
 from baton.server.model.models import Contest, Remembered
 from baton.server.stores.records import RecordStore
 from tests.conftest import as_agent
@@ -17,7 +18,7 @@ REF = "listing/553/assessment"
 
 
 async def session_of(store: RecordStore, agent: str) -> str:
-    return (await store.ns.sessions.start(caller=as_agent(agent))).id
+    return (await store.ns.sessions.start(SessionStartInput(), caller=as_agent(agent))).id
 
 
 async def both_read_then_both_write(store: RecordStore) -> Remembered:

@@ -18,6 +18,7 @@ from baton.queue.dispatch import FAILURE_TTL, queue_name
 from baton.queue.job_guard import DELIVER, JOB_SERIALIZER
 from baton.server.model.errors import Forbidden, InvalidInput, NotFound, StateConflict
 from baton.server.model.keys import NAMESPACES, Keys
+from baton.server.model.memory_models import SessionEndInput, SessionStartInput
 from baton.server.model.models import Pin
 from baton.server.operations import HANDOFF
 from baton.server.runtime.settings import Settings
@@ -177,8 +178,8 @@ async def test_default_pins_are_the_senders_touched_set(
     """With pins omitted, every record the sender's session touched is pinned at the version
     that session last saw, even if the record moved on since, in the order Python sorts the
     refs (byte by byte: upper case first); a session that touched nothing pins nothing."""
-    session = (await store.ns.sessions.start(caller=as_agent("scout"))).id
-    idle = (await store.ns.sessions.start(caller=as_agent("scout"))).id
+    session = (await store.ns.sessions.start(SessionStartInput(), caller=as_agent("scout"))).id
+    idle = (await store.ns.sessions.start(SessionStartInput(), caller=as_agent("scout"))).id
     for ref in ("a/one", "a_b/x", "B/upper", "a-b/x"):
         await store.remember(ref, 1, agent="scout", session=session)
     await store.remember("a/two", 1, agent="scout")
@@ -754,7 +755,9 @@ async def test_after_a_script_flush_a_handoff_still_writes_its_packet_before_its
 
 async def started(backend: Backend, agent: str = "scout") -> str:
     """A new active session of ``agent``."""
-    session = await backend.namespace("default").sessions.start(caller=as_agent(agent))
+    session = await backend.namespace("default").sessions.start(
+        SessionStartInput(), caller=as_agent(agent)
+    )
     return session.id
 
 
@@ -790,7 +793,7 @@ async def test_a_packet_held_for_the_session_end_is_claimable_only_then(
     assert (await handoffs.counts())["held"] == 1
     assert await handoffs.send_held(session) == []  # the session is still active
 
-    await ns.sessions.end(session, caller=as_agent("scout"))
+    await ns.sessions.end(SessionEndInput(session_id=session), caller=as_agent("scout"))
     assert await handoffs.send_held(session) == [held.id]
     assert await handoffs.send_held(session) == []  # sent once
     assert (
@@ -817,7 +820,7 @@ async def test_the_sweep_sends_what_an_abandoned_session_held(
     gone = await hand(ns.handoffs, session=idle, deliver="session_end")
     kept = await hand(ns.handoffs, session=busy, deliver="session_end")
     assert await ns.sessions.abandon_idle(-1) != []
-    await ns.sessions.start(caller=as_agent("scout"), session_id=busy)  # active again
+    await ns.sessions.start(SessionStartInput(id=busy), caller=as_agent("scout"))  # active again
     report = await ns.handoffs.sweep()
     assert report.sent == [gone]
     assert (await ns.handoffs.get(gone)).state == "queued"
@@ -834,7 +837,7 @@ async def test_holding_needs_an_active_session_of_the_sender(
         await hand(ns.handoffs, deliver="session_end")
     assert refused.value.field == "deliver"
     session = await started(dispatching_backend)
-    await ns.sessions.end(session, caller=as_agent("scout"))
+    await ns.sessions.end(SessionEndInput(session_id=session), caller=as_agent("scout"))
     with pytest.raises(InvalidInput, match="is not active"):
         await hand(ns.handoffs, session=session, deliver="session_end")
     assert (await ns.handoffs.list()).packets == []
@@ -851,7 +854,7 @@ async def test_a_held_packet_expires_once_sent_if_its_time_ran_out(
     await asyncio.sleep(0.1)
     assert (await ns.handoffs.sweep()).expired == []
     assert (await ns.handoffs.get(packet)).state == "held"
-    await ns.sessions.end(session, caller=as_agent("scout"))
+    await ns.sessions.end(SessionEndInput(session_id=session), caller=as_agent("scout"))
     report = await ns.handoffs.sweep()
     assert (report.sent, report.expired) == ([packet], [packet])
 

@@ -12,8 +12,9 @@ import redis
 
 from baton.server.model.errors import Forbidden, InvalidInput, NotFound, QuotaReached
 from baton.server.model.keys import Keys
+from baton.server.model.memory_models import ObserveInput, SessionEndInput, SessionStartInput
 from baton.server.model.models import Observation, Session
-from baton.server.operations import SAVE_MEMORY
+from baton.server.operations import OBSERVE, SAVE_MEMORY
 from baton.server.retrieval.lexical import terms
 from baton.server.retrieval.search import MAX_QUERY_TERMS, PRUNE_ABOVE_POSTINGS, SearchIndex
 from baton.server.runtime.connection import async_redis
@@ -44,12 +45,14 @@ async def observe(
     sessions: SessionStore, session_id: str, cwd: str, hook: str = "post_tool_use", **data: object
 ) -> str:
     observed = await sessions.observe(
-        hook_type=hook,
-        session_id=session_id,
-        project="app",
-        cwd=cwd,
-        timestamp="2026-11-30T10:00:00Z",
-        data=data,
+        ObserveInput(
+            hook_type=hook,
+            session_id=session_id,
+            project="app",
+            cwd=cwd,
+            timestamp="2026-11-30T10:00:00Z",
+            data=data,
+        ),
         caller=as_agent("claude"),
     )
     return observed.observation.id
@@ -485,17 +488,27 @@ async def test_session_end_and_idle_sweep(sessions: SessionStore) -> None:
     """End completes a session; ending again (agentmemory's Stop after every turn) moves its
     end time and summary on; an unknown one is ended: false. Idle sessions become abandoned
     and new activity reopens them."""
-    await sessions.start(caller=as_agent("claude"), session_id="s-end", project="app", cwd="/repo")
-    first = await sessions.end("s-end", caller=as_agent("claude"), summary="turn one")
+    await sessions.start(
+        SessionStartInput(id="s-end", project="app", cwd="/repo"), caller=as_agent("claude")
+    )
+    first = await sessions.end(
+        SessionEndInput(session_id="s-end", summary="turn one"), caller=as_agent("claude")
+    )
     assert first.ended and first.session is not None and first.session.status == "completed"
     await asyncio.sleep(0.01)
-    again = await sessions.end("s-end", caller=as_agent("claude"), summary="turn two")
+    again = await sessions.end(
+        SessionEndInput(session_id="s-end", summary="turn two"), caller=as_agent("claude")
+    )
     assert again.ended and again.session is not None
     assert again.session.summary == "turn two"
     assert again.session.ended_at > first.session.ended_at  # type: ignore[operator]
-    assert not (await sessions.end("s-unknown", caller=as_agent("claude"))).ended
+    assert not (
+        await sessions.end(SessionEndInput(session_id="s-unknown"), caller=as_agent("claude"))
+    ).ended
 
-    await sessions.start(caller=as_agent("claude"), session_id="s-idle", project="app", cwd="/repo")
+    await sessions.start(
+        SessionStartInput(id="s-idle", project="app", cwd="/repo"), caller=as_agent("claude")
+    )
     await asyncio.sleep(0.05)
     assert await sessions.abandon_idle(0.01) == ["s-idle"]
     assert (await sessions.get("s-idle")).status == "abandoned"
@@ -519,11 +532,10 @@ async def test_worked_example_resumes_with_the_open_question_first(
     'Resuming 7f3a9c2 "Auth refresh rework".', puts the open question next, recalls with the
     session's concepts, and ends with one next step."""
     await sessions.start(
+        SessionStartInput(
+            id="7f3a9c21", project="app", cwd="/Users/dev/app", title="Auth refresh rework"
+        ),
         caller=as_agent("claude"),
-        session_id="7f3a9c21",
-        project="app",
-        cwd="/Users/dev/app",
-        title="Auth refresh rework",
     )
     await observe(
         sessions,
@@ -536,10 +548,12 @@ async def test_worked_example_resumes_with_the_open_question_first(
         "jwt-refresh-rotation: rotate on every use, 7 day family ttl", project="app"
     )
     await sessions.end(
-        "7f3a9c21",
+        SessionEndInput(
+            session_id="7f3a9c21",
+            concepts=["jwt-refresh-rotation", "logout"],
+            summary="Reworked refresh rotation. Open: should logout revoke all device tokens?",
+        ),
         caller=as_agent("claude"),
-        concepts=["jwt-refresh-rotation", "logout"],
-        summary="Reworked refresh rotation. Open: should logout revoke all device tokens?",
     )
 
     answer = await sessions.resume_here("/Users/dev/app")
@@ -559,7 +573,7 @@ async def test_worked_example_resumes_with_the_open_question_first(
 async def test_empty_session_gets_the_honest_answer(sessions: SessionStore) -> None:
     """A matching session without observations: nothing is invented."""
     await sessions.start(
-        caller=as_agent("claude"), session_id="c98f110e", project="app", cwd="/srv/app"
+        SessionStartInput(id="c98f110e", project="app", cwd="/srv/app"), caller=as_agent("claude")
     )
     answer = await sessions.resume_here("/srv/app")
     assert answer.empty and answer.recalled == [] and answer.files == []
@@ -573,9 +587,11 @@ async def test_sibling_descendant_ancestor_override_and_fallback(sessions: Sessi
     """/repo-a never matches /repo-a-staging; descendants and ancestors match; a relative
     override resolves against the caller's cwd; no match falls back and says so."""
     for session_id, cwd in (("s-staging", "/w/repo-a-staging"), ("s-sub", "/w/repo-a/api")):
-        await sessions.start(caller=as_agent("claude"), session_id=session_id, project="p", cwd=cwd)
+        await sessions.start(
+            SessionStartInput(id=session_id, project="p", cwd=cwd), caller=as_agent("claude")
+        )
         await observe(sessions, session_id, cwd, tool_name="Read", tool_input={"path": f"{cwd}/x"})
-        await sessions.end(session_id, caller=as_agent("claude"))
+        await sessions.end(SessionEndInput(session_id=session_id), caller=as_agent("claude"))
     assert (await sessions.resume_here("/w/repo-a")).session.id == "s-sub"  # type: ignore[union-attr]
     assert (await sessions.resume_here("/w/repo-a/api/handlers")).session.id == "s-sub"  # type: ignore[union-attr]
     assert (await sessions.resume_here("/w", override="repo-a-staging")).session.id == "s-staging"  # type: ignore[union-attr]
@@ -593,22 +609,36 @@ async def test_completed_is_preferred_and_the_callers_session_skipped(
 ) -> None:
     """Among matches a completed session beats a more recent abandoned one, and the caller's
     own live session is never the answer."""
-    await sessions.start(caller=as_agent("claude"), session_id="s-done", project="p", cwd="/r")
+    await sessions.start(
+        SessionStartInput(id="s-done", project="p", cwd="/r"), caller=as_agent("claude")
+    )
     await observe(sessions, "s-done", "/r", tool_name="Read", tool_input={"path": "/r/a"})
-    await sessions.end("s-done", caller=as_agent("claude"))
+    await sessions.end(SessionEndInput(session_id="s-done"), caller=as_agent("claude"))
     await asyncio.sleep(0.01)
-    await sessions.start(caller=as_agent("claude"), session_id="s-gone", project="p", cwd="/r")
+    await sessions.start(
+        SessionStartInput(id="s-gone", project="p", cwd="/r"), caller=as_agent("claude")
+    )
     await observe(sessions, "s-gone", "/r", tool_name="Read", tool_input={"path": "/r/b"})
     await sessions.abandon_idle(0)
-    await sessions.start(caller=as_agent("claude"), session_id="s-live", project="p", cwd="/r")
+    await sessions.start(
+        SessionStartInput(id="s-live", project="p", cwd="/r"), caller=as_agent("claude")
+    )
     answer = await sessions.resume_here("/r", caller_session="s-live")
     assert answer.session is not None and answer.session.id == "s-done"
 
 
 async def test_bad_observations_are_refused(sessions: SessionStore) -> None:
-    """Unknown hook types and relative working directories are clear errors."""
-    with pytest.raises(InvalidInput, match="hookType"):
-        await observe(sessions, "s1", "/repo", hook="made_up")
+    """Unknown hook types, blank projects and bad session ids are refused by the input, as
+    agentmemory's hooks name the field; a relative working directory by the store."""
+    event = {"sessionId": "s1", "project": "app", "timestamp": "t", "hookType": "stop"}
+    for field, value, said in (
+        ("hookType", "made_up", "Invalid enum value 'made_up'"),
+        ("project", "  ", "must not be blank"),
+        ("sessionId", "s 1", "a session id is 1-128 letters"),
+    ):
+        with pytest.raises(InvalidInput, match=said) as caught:
+            OBSERVE.decode({**event, field: value}, "agentmemory")
+        assert caught.value.field == field
     with pytest.raises(InvalidInput, match="cwd"):
         await observe(sessions, "s1", "relative/dir")
 
@@ -692,7 +722,9 @@ async def test_forgetting_observations_scrubs_what_was_derived_from_them(
 ) -> None:
     """A forgotten prompt leaves no trace in the session's title, concepts, files or the next
     "where were we", nor in search."""
-    await sessions.start(caller=as_agent("claude"), session_id="s-leak", project="app", cwd="/repo")
+    await sessions.start(
+        SessionStartInput(id="s-leak", project="app", cwd="/repo"), caller=as_agent("claude")
+    )
     leaked = await observe(
         sessions,
         "s-leak",
@@ -708,7 +740,7 @@ async def test_forgetting_observations_scrubs_what_was_derived_from_them(
         tool_name="Read",
         tool_input={"file_path": "/repo/CHANGELOG.md"},
     )
-    await sessions.end("s-leak", caller=as_agent("claude"))
+    await sessions.end(SessionEndInput(session_id="s-leak"), caller=as_agent("claude"))
     assert "hunter2secret" in (await sessions.get("s-leak")).title  # type: ignore[operator]
 
     await sessions.memories.forget(
@@ -729,7 +761,7 @@ async def test_forgetting_observations_counts_only_what_the_session_held(
     (unknown ids and repeats count nothing); an unknown session is refused, and nothing is
     written for it, not even a counter."""
     caller = as_agent("claude")
-    await sessions.start(caller=caller, session_id="s-count", project="app", cwd="/repo")
+    await sessions.start(SessionStartInput(id="s-count", project="app", cwd="/repo"), caller=caller)
     first = await observe(sessions, "s-count", "/repo", hook="prompt_submit", prompt="one")
     await observe(sessions, "s-count", "/repo", hook="prompt_submit", prompt="two")
     forgotten = await sessions.memories.forget(
@@ -758,7 +790,7 @@ async def test_a_memory_named_with_a_session_forgets_the_memory_only(
     """memoryId with a sessionId and no observation ids forgets the memory, and the session
     and its observations stay (agentmemory's rule)."""
     caller = as_agent("claude")
-    await sessions.start(caller=caller, session_id="s-keep", project="app", cwd="/repo")
+    await sessions.start(SessionStartInput(id="s-keep", project="app", cwd="/repo"), caller=caller)
     await observe(sessions, "s-keep", "/repo", hook="prompt_submit", prompt="keep me")
     saved = await sessions.memories.save("forget this note", agent_id="claude")
     assert saved.memory is not None
@@ -780,7 +812,7 @@ async def test_a_session_hash_without_a_start_is_not_a_session(
     with pytest.raises(NotFound):
         await sessions.get("ghost-2")
     assert "ghost-2" not in [session.id for session in await sessions.recent(10)]
-    ended = await sessions.end("ghost-2", caller=as_agent("claude"))
+    ended = await sessions.end(SessionEndInput(session_id="ghost-2"), caller=as_agent("claude"))
     assert not ended.ended
     assert data_redis.hkeys(keys.session("ghost-2")) == [b"observation_count"]
 
@@ -811,12 +843,14 @@ async def test_events_without_a_working_directory_are_kept(sessions: SessionStor
     directory stays unknown until an event names one."""
     for cwd in ("", None):
         observed = await sessions.observe(
-            hook_type="notification",
-            session_id="s-nocwd",
-            project="app",
-            cwd=cwd,
-            timestamp="t",
-            data={"message": "waiting"},
+            ObserveInput(
+                hook_type="notification",
+                session_id="s-nocwd",
+                project="app",
+                cwd=cwd,
+                timestamp="t",
+                data={"message": "waiting"},
+            ),
             caller=as_agent("claude"),
         )
         assert observed.observation.cwd == ""

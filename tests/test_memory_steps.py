@@ -12,6 +12,7 @@ import pytest
 import redis
 
 from baton.server.model.errors import BatonError
+from baton.server.model.memory_models import ObserveInput
 from baton.server.runtime.connection import async_redis
 from baton.server.runtime.settings import Limits
 from baton.server.stores.backend import Backend
@@ -275,12 +276,14 @@ async def test_a_session_forget_is_whole_or_not_at_all(
     sessions = memories.ns.sessions
     for command in ("retry invoice 1", "retry invoice 2"):
         await sessions.observe(
-            hook_type="post_tool_use",
-            session_id="s1",
-            project="app",
-            cwd="/app",
-            timestamp="2026-11-30T10:00:00Z",
-            data={"tool_name": "Bash", "tool_input": {"command": command}},
+            ObserveInput(
+                hook_type="post_tool_use",
+                session_id="s1",
+                project="app",
+                cwd="/app",
+                timestamp="2026-11-30T10:00:00Z",
+                data={"tool_name": "Bash", "tool_input": {"command": command}},
+            ),
             caller=as_agent("claude"),
         )
 

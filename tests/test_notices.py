@@ -21,6 +21,7 @@ import redis
 from baton.agents import BatonClient
 from baton.queue import notifier
 from baton.queue.notifier import Notifier
+from baton.server.model.memory_models import SessionStartInput
 from baton.server.runtime.settings import Settings
 from baton.server.stores.backend import Backend, open_backend
 from baton.server.stores.notices import SIGNATURE_HEADER, signature
@@ -95,7 +96,7 @@ async def test_packets_pinning_a_sessions_reads_are_told_and_settled_ones_forgot
     ns = own_backend.namespace("default")
     notifier = Notifier(own_backend)
     await ns.records.remember(REF, 1, agent="scout")
-    session = (await ns.sessions.start(caller=as_agent("scout"))).id
+    session = (await ns.sessions.start(SessionStartInput(), caller=as_agent("scout"))).id
     await ns.records.recall(REF, agent="scout", session=session)
     packet = await ns.handoffs.handoff(
         from_agent="scout", to_agent="executor", summary="go", session=session

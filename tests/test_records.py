@@ -19,6 +19,7 @@ from baton.server.model.errors import (
 )
 from baton.server.model.integrity import GENESIS_HASH
 from baton.server.model.keys import Keys
+from baton.server.model.memory_models import SessionStartInput
 from baton.server.model.models import Event, RecordVersion
 from baton.server.retrieval.analysis import MAX_DOCUMENT_TERMS
 from baton.server.runtime.connection import async_redis
@@ -216,7 +217,7 @@ async def test_session_touched_set_defaults_outcome_refs(store: RecordStore) -> 
     await store.remember("a/b", 1, agent="scout", confidence=0.5)
     await store.remember("c/d", 1, agent="scout", confidence=0.5)
     await store.remember("e/f", 1, agent="scout", confidence=0.5)
-    session = await store.ns.sessions.start(caller=as_agent("executor"))
+    session = await store.ns.sessions.start(SessionStartInput(), caller=as_agent("executor"))
     await store.recall("a/b", agent="executor", session=session.id)
     await store.remember("c/d", 2, agent="executor", session=session.id)
 

@@ -10,6 +10,7 @@ import redis
 from baton.server.maintenance.backup import dump_lines, import_dump, read_dump
 from baton.server.maintenance.reindex import reindex, stale_indexes
 from baton.server.model.keys import Keys
+from baton.server.model.memory_models import ObserveInput
 from baton.server.retrieval.lexical import LEXICAL_VERSION
 from baton.server.retrieval.search import LEXICAL
 from baton.server.stores.backend import Backend
@@ -31,12 +32,14 @@ async def populate(backend: Backend, name: str) -> None:
     await ns.memories.save("Staging deploys ship from the release branch on Fridays only")
     sessions: SessionStore = ns.sessions
     await sessions.observe(
-        hook_type="post_tool_use",
-        session_id="s-1",
-        project="app",
-        cwd="/repo",
-        timestamp="2026-12-01T10:00:00Z",
-        data={"tool_name": "Edit", "tool_input": {"file_path": "/repo/src/getUserName.ts"}},
+        ObserveInput(
+            hook_type="post_tool_use",
+            session_id="s-1",
+            project="app",
+            cwd="/repo",
+            timestamp="2026-12-01T10:00:00Z",
+            data={"tool_name": "Edit", "tool_input": {"file_path": "/repo/src/getUserName.ts"}},
+        ),
         caller=as_agent("claude"),
     )
 

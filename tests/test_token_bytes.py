@@ -18,6 +18,7 @@ from baton.server.maintenance.namespace_removal import forget_namespace
 from baton.server.model.errors import NotFound, QuotaReached
 from baton.server.model.identity import REQUEST_CALLER, Caller, Credential
 from baton.server.model.keys import TOKEN_BYTES, Keys
+from baton.server.model.memory_models import ObserveInput
 from baton.server.runtime.settings import Limits, Settings
 from baton.server.stores.backend import Backend, open_backend
 
@@ -106,13 +107,15 @@ async def test_a_token_at_its_quota_is_refused_until_it_forgets(
                 with pytest.raises(QuotaReached, match="BATON_MAX_TOKEN_BYTES"):
                     await namespace.records.remember("plan/c", "small", agent="mallory")
             assert data_redis.exists(Keys("default").head("plan/c")) == 0
-            observed = await default.sessions.observe(  # a hook event counts no value bytes
-                hook_type="post_tool_use",
-                session_id="s-mallory",
-                project="app",
-                cwd="/app",
-                timestamp="2026-12-07T10:00:00Z",
-                data={"tool_name": "Read", "tool_input": {"file_path": "a.py"}},
+            observed = await default.sessions.observe(
+                ObserveInput(
+                    hook_type="post_tool_use",
+                    session_id="s-mallory",
+                    project="app",
+                    cwd="/app",
+                    timestamp="2026-12-07T10:00:00Z",
+                    data={"tool_name": "Read", "tool_input": {"file_path": "a.py"}},
+                ),
                 caller=REQUEST_CALLER.get(),
             )
             assert not observed.deduplicated

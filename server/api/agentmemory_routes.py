@@ -124,13 +124,10 @@ class AgentMemoryController(Controller):
         if not session_id or not project or not cwd:
             return error("sessionId, project, and cwd are required non-empty strings")
         rights = await ns.grants.check(caller, [grants.memories(project, "write")])
-        session = await sessions.start(
-            caller=caller,
-            session_id=session_id,
-            project=project,
-            cwd=cwd,
-            title=_string(body, "title"),
+        given = BY_NAME["start_session"].decode(
+            {"id": session_id, "project": project, "cwd": cwd, "title": _string(body, "title")}
         )
+        session = await sessions.start(given, caller=caller)
         # "Where were we" is found by directory, so any project's: a confined agent without
         # every project's memories starts without it rather than being refused.
         text = ""

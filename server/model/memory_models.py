@@ -4,17 +4,68 @@ answer, below the stores (the Python client loads these, not the stores)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
 from baton.server.model.errors import InvalidInput
-from baton.server.model.models import RecallHit
+from baton.server.model.models import Input, RecallHit
+from baton.server.model.validation import NON_BLANK, SESSION_ID, TEXT
 
 MAX_TTL_DAYS = 36_500
 MAX_RECALL = 100  # results of one recall or search
 START_BUDGET = 2000  # agentmemory's default TOKEN_BUDGET
 Format = Literal["full", "compact", "narrative"]  # how much of each hit a recall shows
+MAX_CONCEPTS = 50  # a session's concepts, as its end names them
+MAX_CONCEPT = 100
+# The hook events agentmemory's hooks (and Baton's) send.
+HookType = Literal[
+    "session_start",
+    "prompt_submit",
+    "pre_tool_use",
+    "post_tool_use",
+    "post_tool_failure",
+    "pre_compact",
+    "subagent_start",
+    "subagent_stop",
+    "notification",
+    "task_completed",
+    "stop",
+    "session_end",
+]
+SessionId = Annotated[str, msgspec.Meta(pattern=SESSION_ID)]
+NonBlank = Annotated[str, msgspec.Meta(pattern=NON_BLANK)]
+
+
+class SessionStartInput(Input, kw_only=True):
+    id: SessionId | None = None  # a fresh one when left out
+    project: NonBlank | None = None  # a stable id
+    cwd: str | None = None
+    title: str | None = None
+
+
+class SessionEndInput(Input, kw_only=True):
+    session_id: SessionId
+    summary: str | None = None
+    title: str | None = None
+    concepts: (
+        Annotated[
+            list[Annotated[str, msgspec.Meta(max_length=MAX_CONCEPT)]],
+            msgspec.Meta(max_length=MAX_CONCEPTS),
+        ]
+        | None
+    ) = None
+
+
+class ObserveInput(Input, kw_only=True):
+    hook_type: HookType
+    session_id: SessionId
+    project: NonBlank  # a stable id
+    cwd: str | None = None
+    timestamp: NonBlank
+    data: Any = None
+    # A caller's id for the event: stored once per id.
+    event_id: Annotated[str, msgspec.Meta(max_length=128, pattern=TEXT)] | None = None
 
 
 class Memory(msgspec.Struct, kw_only=True):

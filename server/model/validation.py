@@ -28,6 +28,16 @@ MAX_PATH = 4096  # a working directory (Linux's PATH_MAX)
 # Control characters refused in text a person reads (a NUL, a terminal escape, the 8-bit
 # CSI); tab, line feed and carriage return are kept.
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+# The same rules as patterns of the input types, which msgspec checks while decoding, and
+# the words a refusal says them in (``baton.server.operation.invalid``).
+SESSION_ID = f"^{SESSION_PATTERN.pattern}$"
+NON_BLANK = r"\S"
+TEXT = f"^[^{CONTROL_CHARACTERS.pattern[1:-1]}]*$"
+PATTERN_WORDS = {
+    SESSION_ID: "a session id is 1-128 letters, digits, '.', '_', ':' or '-'",
+    NON_BLANK: "must not be blank",
+    TEXT: "must not hold control characters (NUL, escape, ...)",
+}
 
 
 class Ref(NamedTuple):

@@ -6,25 +6,13 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, get_args
 
+from baton.server.model.memory_models import HookType
 from baton.server.model.models import Observation, Session
 from baton.server.model.patches import patched_files
 
-HOOK_TYPES = (
-    "session_start",
-    "prompt_submit",
-    "pre_tool_use",
-    "post_tool_use",
-    "post_tool_failure",
-    "pre_compact",
-    "subagent_start",
-    "subagent_stop",
-    "notification",
-    "task_completed",
-    "stop",
-    "session_end",
-)
+HOOK_TYPES: tuple[str, ...] = get_args(HookType)
 # Events that mark a session's life, not work done in it: a session holding only these (as
 # `claude mcp list` leaves one: a lone SessionEnd) is never "where were we".
 LIFECYCLE_HOOKS = frozenset(

@@ -7,7 +7,7 @@ import hashlib
 import os
 import secrets
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import msgpack
 from redis.typing import EncodableT, FieldT
@@ -16,18 +16,17 @@ from baton.server.model.clock import now_us, utc_now
 from baton.server.model.errors import InvalidInput, NotFound
 from baton.server.model.identity import Caller, check_session_owner
 from baton.server.model.integrity import canonical_bytes
+from baton.server.model.memory_models import ObserveInput, SessionEndInput, SessionStartInput
 from baton.server.model.models import Observation, Observed, ResumeHere, Session, SessionEnded
 from baton.server.model.validation import (
     MAX_PATH,
     check_depth,
     check_session_id,
-    check_size,
     check_text,
 )
 from baton.server.retrieval.search import path_text
 from baton.server.runtime import codec
 from baton.server.stores.observations import (
-    HOOK_TYPES,
     LIFECYCLE_HOOKS,
     compress,
     concepts_of,
@@ -42,8 +41,6 @@ DEDUPE_SECONDS = 300
 # An event the caller names (``event_id``, e.g. a hook's kept call sent again) is stored once
 # for this long: a spooled event may be delivered days after it happened.
 EVENT_ID_SECONDS = 30 * 86_400
-MAX_CONCEPTS = 50
-MAX_CONCEPT = 100
 RECENT_SESSIONS = 20
 DRAWN_FROM_LAST = 200  # the observations of a resumed session whose memories it recalls
 STATUS_PREFERENCE = {"completed": 0, "abandoned": 1, "active": 2}
@@ -104,33 +101,23 @@ class SessionStore(NamespaceStore):
 
     # -- life cycle ---------------------------------------------------------------------------
 
-    async def start(
-        self,
-        *,
-        caller: Caller,
-        session_id: str | None = None,
-        project: str | None = None,
-        cwd: str | None = None,
-        title: str | None = None,
-    ) -> Session:
+    async def start(self, given: SessionStartInput, *, caller: Caller) -> Session:
         """Start (or restart) a session; a fresh id is made when none is given. Restarting
         another agent's session is refused."""
         agent = caller.agent
-        session_id = check_session_id(session_id or f"s_{secrets.token_hex(8)}", field="sessionId")
+        session_id = given.id or f"s_{secrets.token_hex(8)}"
         await check_session_owner(self.redis, self.keys, session_id, caller)
         fields: dict[FieldT, EncodableT] = {
             "status": "active",
             "agent": agent,
             "started_at": utc_now(),
         }
-        if project is not None:
-            if not isinstance(project, str) or not project.strip():
-                raise InvalidInput("project", "must be a non-empty string (a stable id)")
-            fields["project"] = project.strip()
-        if cwd is not None:
-            fields["cwd"] = normalise_cwd(cwd)
-        if title:
-            fields["title"] = str(title).strip()[:200]
+        if given.project is not None:
+            fields["project"] = given.project.strip()
+        if given.cwd is not None:
+            fields["cwd"] = normalise_cwd(given.cwd)
+        if given.title:
+            fields["title"] = given.title.strip()[:200]
         await self.ns.admit()
         await self.activity.touch(session_id, agent, {}, listed=len(fields) > 3)
         pipe = self.redis.pipeline(transaction=False)
@@ -139,28 +126,17 @@ class SessionStore(NamespaceStore):
         await pipe.execute()
         return await self.get(session_id)
 
-    async def end(
-        self,
-        session_id: str,
-        *,
-        caller: Caller,
-        summary: str | None = None,
-        concepts: list[str] | None = None,
-        title: str | None = None,
-    ) -> SessionEnded:
+    async def end(self, given: SessionEndInput, *, caller: Caller) -> SessionEnded:
         """Mark a session completed (``ended: false`` for an unknown one); another agent's
         session is refused. Ending again updates the end time, summary, title and concepts:
         agentmemory's Stop hook ends the session after every turn."""
-        session_id = check_session_id(session_id, field="sessionId")
-        # Not check_text: hooks send what the agent printed, escapes included; refusing it
-        # would lose the session's end.
+        session_id, summary = given.session_id, given.summary
+        # Not a text check: hooks send what the agent printed, escapes included; refusing it
+        # would lose the session's end. Its length is a setting.
         if summary is not None and len(summary) > self.limits.max_summary_length:
             raise InvalidInput(
                 "summary", f"is longer than {self.limits.max_summary_length} characters"
             )
-        check_size(concepts, "concepts", MAX_CONCEPTS)
-        if concepts and any(not isinstance(c, str) or len(c) > MAX_CONCEPT for c in concepts):
-            raise InvalidInput("concepts", f"must be words of at most {MAX_CONCEPT} characters")
         await check_session_owner(self.redis, self.keys, session_id, caller)
         started = await self.redis.hmget(self.keys.session(session_id), "agent", "started_at")
         if None in started:
@@ -168,10 +144,10 @@ class SessionStore(NamespaceStore):
         fields: dict[FieldT, EncodableT] = {"status": "completed", "ended_at": utc_now()}
         if summary:
             fields["summary"] = summary.strip()
-        if title:
-            fields["title"] = title.strip()[:200]
+        if given.title:
+            fields["title"] = given.title.strip()[:200]
         fields["concepts"] = msgpack.packb(
-            concepts if concepts else await self._concepts(session_id)
+            given.concepts if given.concepts else await self._concepts(session_id)
         )
         pipe = self.redis.pipeline(transaction=False)
         pipe.hset(self.keys.session(session_id), mapping=fields)
@@ -242,40 +218,21 @@ class SessionStore(NamespaceStore):
 
     # -- observations -------------------------------------------------------------------------
 
-    async def observe(
-        self,
-        *,
-        hook_type: str,
-        session_id: str,
-        project: str,
-        cwd: str | None,
-        timestamp: str,
-        data: Any,
-        caller: Caller,
-        event_id: str | None = None,
-    ) -> Observed:
+    async def observe(self, given: ObserveInput, *, caller: Caller) -> Observed:
         """Store one hook event, compressed; the same event within 5 minutes is stored once,
         and an event named by ``event_id`` once within 30 days (so a kept call sent again is
         not stored twice, and two alike events with their own ids are both stored).
         Observing into another agent's session is refused; an empty or missing ``cwd`` is
         stored as unknown (``""``)."""
-        if hook_type not in HOOK_TYPES:
-            raise InvalidInput("hookType", f"must be one of {', '.join(HOOK_TYPES)}")
-        session_id = check_session_id(session_id, field="sessionId")
-        agent = caller.agent
-        if not isinstance(project, str) or not project.strip():
-            raise InvalidInput("project", "is required: a stable project id")
-        cwd = (
-            "" if cwd is None or (isinstance(cwd, str) and not cwd.strip()) else normalise_cwd(cwd)
-        )
-        if not isinstance(timestamp, str) or not timestamp.strip():
-            raise InvalidInput("timestamp", "is required")
-        data = data if isinstance(data, dict) else {"value": data}
+        hook_type, session_id, event_id = given.hook_type, given.session_id, given.event_id
+        project, timestamp, agent = given.project, given.timestamp, caller.agent
+        cwd = "" if given.cwd is None or not given.cwd.strip() else normalise_cwd(given.cwd)
+        data = given.data if isinstance(given.data, dict) else {"value": given.data}
         check_depth(data, "data")
         await check_session_owner(self.redis, self.keys, session_id, caller)
         try:
             identity = (
-                {"session": session_id, "event": check_text(event_id, "event_id", 128)}
+                {"session": session_id, "event": event_id}
                 if event_id is not None
                 else {"session": session_id, "hook": hook_type, "data": data}
             )
