@@ -49,11 +49,10 @@ from baton.server.model.memory_models import (
 )
 from baton.server.model.models import (
     MAX_AUDIT,
-    MAX_SECONDS,
     AgentSummary,
     AgentThen,
     AuditEntry,
-    Delivery,
+    HandoffInput,
     History,
     Input,
     NoticePage,
@@ -70,6 +69,7 @@ from baton.server.model.models import (
     Remembered,
     Resumed,
     ResumeHere,
+    Seconds,
     Session,
     SessionEnded,
     Stats,
@@ -103,7 +103,6 @@ BLOB = {"type": "json", "data": "e30="}  # an example: LangGraph's serializer's 
 
 
 Confidence = Annotated[float, msgspec.Meta(ge=0, le=1)]
-Seconds = Annotated[float, msgspec.Meta(gt=0, le=MAX_SECONDS)]  # ten years at most
 Csv = str | list[str] | None  # a list, or a comma-separated string (agentmemory's clients)
 RecallLimit = Annotated[int, msgspec.Meta(ge=1, le=MAX_RECALL)]
 Version = Annotated[int, msgspec.Meta(ge=0)]  # 0: before the first (a record not yet written)
@@ -512,41 +511,13 @@ MEMORY_STATS = Operation.of(
 # Handoffs -----------------------------------------------------------------------------------
 
 
-class PinInput(Input, kw_only=True):
-    ref: str
-    version: Annotated[int, msgspec.Meta(ge=1)] | None = None
-
-
-class HandoffInput(Input, kw_only=True):
-    """A packet for ``to``. Without ``pins``, everything your session touched is pinned.
-    ``deliver: session_end`` holds it until your session ends (claimable then, not before)."""
-
-    to: str
-    summary: str
-    next: list[str] = []
-    open: list[str] = []
-    pins: list[PinInput] | None = None
-    expires_in: Seconds | None = None
-    note: str | None = None
-    deliver: Delivery = "now"
-
-
 async def handoff(call: Call, i: HandoffInput) -> Packet:
     """Use to pass work to another agent: a packet with a summary, next steps and open
     questions. It pins the record versions you relied on (default: all your session
     touched), so the receiver learns which moved. deliver=session_end holds it until
     your session ends."""
     return await call.ns.handoffs.handoff(
-        from_agent=call.caller.agent,
-        to_agent=i.to,
-        summary=i.summary,
-        next_steps=i.next,
-        open_questions=i.open,
-        pins=None if i.pins is None else [msgspec.structs.asdict(pin) for pin in i.pins],
-        expires_in=i.expires_in,
-        note=i.note,
-        session=call.caller.session,
-        deliver=i.deliver,
+        i, from_agent=call.caller.agent, session=call.caller.session
     )
 
 

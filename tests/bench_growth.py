@@ -24,6 +24,7 @@ from baton.server.model.integrity import GENESIS_HASH, digest, version_body
 from baton.server.stores.records import RecordStore
 from tests.bench_http import Scenario, WrkRun, wrk
 from tests.benchkit import Measure, sequential
+from tests.conftest import handoff_input
 
 SEED_BATCH = 2_000
 CALLS = 300
@@ -50,10 +51,12 @@ class Seeder:
         for ref in ("growth/pin0", "growth/pin1", "growth/pin2", "growth/pin3"):
             await store.remember(ref, {"note": "pinned"}, agent="bench")
         await store.ns.handoffs.handoff(
+            handoff_input(
+                to="growth-template",
+                summary="template",
+                pins=[{"ref": f"growth/pin{n}"} for n in range(4)],
+            ),
             from_agent="bench",
-            to_agent="growth-template",
-            summary="template",
-            pins=[{"ref": f"growth/pin{n}"} for n in range(4)],
         )
         await store.remember("growth/pin0", {"note": "moved on"}, agent="bench")  # one stale pin
         lines = [line async for line in export(store.ns)]

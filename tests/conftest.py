@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
+import msgspec
 import pytest
 import redis
 import structlog
@@ -29,6 +30,7 @@ from redis.cluster import RedisCluster
 from redis.retry import Retry
 
 from baton.server.model.identity import Caller, Credential
+from baton.server.model.models import HandoffInput
 from baton.server.runtime.connection import async_redis, is_cluster
 from baton.server.runtime.embedded import EmbeddedServer, valkey_binary
 from baton.server.runtime.settings import Settings
@@ -367,6 +369,11 @@ def ns(backend: Backend) -> Namespace:
 @pytest.fixture
 def store(ns: Namespace) -> RecordStore:
     return ns.records
+
+
+def handoff_input(**fields: Any) -> HandoffInput:
+    """A packet to hand off, decoded as the operation decodes it (pins as plain objects)."""
+    return msgspec.convert(fields, HandoffInput)
 
 
 def as_agent(

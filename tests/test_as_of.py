@@ -20,7 +20,7 @@ from baton.server.model.validation import check_moment
 from baton.server.stores.as_of import PROBES
 from baton.server.stores.backend import Backend
 from baton.server.stores.records import RecordStore
-from tests.conftest import as_agent
+from tests.conftest import as_agent, handoff_input
 
 pytestmark = pytest.mark.anyio
 
@@ -139,7 +139,7 @@ async def test_what_an_agent_had_in_front_of_it_at_a_moment(store: RecordStore) 
     await store.remember(REF, {"verdict": "apply"}, agent="scout")
     await store.remember("rules/fees", "2%", agent="scout")
     packet = await handoffs.handoff(
-        from_agent="scout", to_agent="executor", summary="apply?", pins=[{"ref": REF}]
+        handoff_input(to="executor", summary="apply?", pins=[{"ref": REF}]), from_agent="scout"
     )
     before_claim = utc_now()
     session = (await store.ns.sessions.start(SessionStartInput(), caller=as_agent("executor"))).id

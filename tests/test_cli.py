@@ -15,7 +15,7 @@ import redis
 
 from baton.server.model.keys import Keys
 from baton.server.stores.records import RecordStore
-from tests.conftest import REPO
+from tests.conftest import REPO, handoff_input
 
 
 def baton(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -58,7 +58,7 @@ async def test_stats_prints_counts_as_json(store: RecordStore, redis_url: str) -
     GET /v1/stats)."""
     await store.remember("a/b", 1, agent="scout")
     await store.remember("a/b", 2, agent="scout")
-    await store.ns.handoffs.handoff(from_agent="scout", to_agent="executor", summary="s")
+    await store.ns.handoffs.handoff(handoff_input(to="executor", summary="s"), from_agent="scout")
     stats = json.loads(baton(redis_url, "stats").stdout)
     assert (stats["refs"], stats["versions"], stats["agents"]) == (1, 2, 1)
     assert stats["handoffs"]["queued"] == 1

@@ -10,7 +10,7 @@ from baton.server.model.errors import InvalidInput
 from baton.server.model.memory_models import SessionStartInput
 from baton.server.model.models import Contest, Remembered
 from baton.server.stores.records import RecordStore
-from tests.conftest import as_agent
+from tests.conftest import as_agent, handoff_input
 
 pytestmark = pytest.mark.anyio
 
@@ -114,7 +114,7 @@ async def test_resume_and_search_show_the_contest(store: RecordStore) -> None:
     search finds the record with its mark."""
     await store.remember(REF, {"verdict": "apply"}, agent="scout")
     await store.ns.handoffs.handoff(
-        from_agent="scout", to_agent="executor", summary="apply?", pins=[{"ref": REF}]
+        handoff_input(to="executor", summary="apply?", pins=[{"ref": REF}]), from_agent="scout"
     )
     await store.remember(REF, {"verdict": "maybe"}, agent="pricer", based_on=[1])
     await store.remember(REF, {"verdict": "skip"}, agent="reviewer", based_on=[1])

@@ -25,25 +25,31 @@ from baton.server.runtime.settings import Settings
 from baton.server.stores.backend import Backend, open_backend
 from baton.server.stores.handoffs import HandoffStore, job_id
 from baton.server.stores.records import RecordStore
-from tests.conftest import as_agent
+from tests.conftest import as_agent, handoff_input
 
 pytestmark = pytest.mark.anyio
 
 
-async def hand(handoffs: HandoffStore, to: str = "executor", **options: object) -> str:
-    packet = await handoffs.handoff(from_agent="scout", to_agent=to, summary="work", **options)  # type: ignore[arg-type]
+async def hand(
+    handoffs: HandoffStore, to: str = "executor", session: str | None = None, **options: object
+) -> str:
+    packet = await handoffs.handoff(
+        handoff_input(to=to, summary="work", **options), from_agent="scout", session=session
+    )
     return packet.id
 
 
 async def test_packet_ids_and_fields(handoffs: HandoffStore) -> None:
     """A packet gets an id h_ + 8 hex digits and keeps what the sender wrote."""
     packet = await handoffs.handoff(
+        handoff_input(
+            to="executor",
+            summary="Two listings worth an application",
+            next=["Draft 482", "Draft 553"],
+            open=["Is 60s enough?"],
+            note="n",
+        ),
         from_agent="scout",
-        to_agent="executor",
-        summary="Two listings worth an application",
-        next_steps=["Draft 482", "Draft 553"],
-        open_questions=["Is 60s enough?"],
-        note="n",
     )
     assert len(packet.id) == 10 and packet.id.startswith("h_")
     int(packet.id[2:], 16)
@@ -188,13 +194,13 @@ async def test_default_pins_are_the_senders_touched_set(
     await store.remember("a/untouched", 1, agent="scout")
 
     packet = await handoffs.handoff(
-        from_agent="scout", to_agent="executor", summary="s", session=session
+        handoff_input(to="executor", summary="s"), from_agent="scout", session=session
     )
     pinned = [(pin.ref, pin.version) for pin in packet.pins]
     assert pinned == [("B/upper", 1), ("a-b/x", 1), ("a/one", 1), ("a/two", 1), ("a_b/x", 1)]
     assert (await handoffs.get(packet.id)).pins == packet.pins
     nothing = await handoffs.handoff(
-        from_agent="scout", to_agent="executor", summary="s", session=idle
+        handoff_input(to="executor", summary="s"), from_agent="scout", session=idle
     )
     assert nothing.pins == (await handoffs.get(nothing.id)).pins == []
 
@@ -438,12 +444,10 @@ async def test_a_handoff_is_one_script_then_rqs_own_enqueue(
         async def handoff() -> None:
             nonlocal packet
             packet = await ns.handoffs.handoff(
+                handoff_input(
+                    to="executor", summary="s", pins=[{"ref": "one/pin"}], note="n", expires_in=60
+                ),
                 from_agent="scout",
-                to_agent="executor",
-                summary="s",
-                pins=[{"ref": "one/pin"}],
-                note="n",
-                expires_in=60,
             )
 
         sent = await commands_sent(sync_redis, redis_url, handoff)
@@ -571,10 +575,14 @@ async def test_a_taken_packet_id_is_never_reused(
 ) -> None:
     """A handoff whose random id another packet holds takes a fresh one, and leaves that
     packet as it was."""
-    first = await handoffs.handoff(from_agent="scout", to_agent="executor", summary="first")
+    first = await handoffs.handoff(
+        handoff_input(to="executor", summary="first"), from_agent="scout"
+    )
     ids = iter([first.id, "h_0000beef"])
     monkeypatch.setattr("baton.server.stores.topology.new_packet_id", lambda: next(ids))
-    second = await handoffs.handoff(from_agent="other", to_agent="planner", summary="second")
+    second = await handoffs.handoff(
+        handoff_input(to="planner", summary="second"), from_agent="other"
+    )
     assert second.id == "h_0000beef"
     assert await handoffs.get(first.id) == first
     assert (await handoffs.get(second.id)).summary == "second"
@@ -613,20 +621,31 @@ async def test_a_job_finds_its_expired_packet_expired(handoffs: HandoffStore) ->
 async def test_bad_packets_are_refused_without_writing(
     handoffs: HandoffStore, store: RecordStore, data_redis: redis.Redis
 ) -> None:
-    """Invalid fields and pins to missing records or versions are refused up front."""
+    """Invalid fields and pins to missing records or versions are refused up front: what
+    needs no stored state by the operation's input, the rest (a setting's limit, a pin's
+    record) by the store."""
     await store.remember("a/b", 1, agent="scout")
     keys_before = data_redis.dbsize()
     for options, field in [
         ({"summary": " "}, "summary"),
+        ({"summary": "a\x1b[2J"}, "summary"),
+        ({"to": "two words"}, "to"),
+        ({"next": ["ok", ""]}, "next"),
+        ({"pins": [{"ref": "a/b", "version": 0}]}, "pins"),
+    ]:
+        with pytest.raises(InvalidInput) as caught:
+            HANDOFF.decode({"to": "executor", "summary": "s", **options})
+        assert caught.value.field == field
+    for options, field in [
         ({"summary": "x" * 3000}, "summary"),
-        ({"next_steps": ["ok", ""]}, "next[1]"),
+        ({"next": ["ok", "x" * 3000]}, "next[1]"),
         ({"pins": [{"ref": "no/such"}]}, "pins[0].ref"),
         ({"pins": [{"ref": "a/b", "version": 2}]}, "pins[0].version"),
         ({"pins": [{"ref": "a/b"}, {"ref": "no/such"}]}, "pins[1].ref"),
     ]:
         arguments = {"summary": "s", **options}
         with pytest.raises(InvalidInput) as caught:
-            await handoffs.handoff(from_agent="scout", to_agent="executor", **arguments)  # type: ignore[arg-type]
+            await handoffs.handoff(handoff_input(to="executor", **arguments), from_agent="scout")
         assert caught.value.field == field
     for expires_in in (-1, 0, 11 * 365 * 86_400):  # the operation's input bounds it
         with pytest.raises(InvalidInput) as caught:
@@ -741,7 +760,9 @@ async def test_after_a_script_flush_a_handoff_still_writes_its_packet_before_its
         sync_redis.config_set("slowlog-log-slower-than", 0)
         sync_redis.slowlog_reset()
         try:
-            packet = await handoffs.handoff(from_agent="scout", to_agent="executor", summary="s")
+            packet = await handoffs.handoff(
+                handoff_input(to="executor", summary="s"), from_agent="scout"
+            )
             log = [entry["command"] for entry in reversed(sync_redis.slowlog_get(128))]
         finally:
             sync_redis.config_set("slowlog-log-slower-than", 10_000)
@@ -773,12 +794,14 @@ async def test_a_packet_held_for_the_session_end_is_claimable_only_then(
     await records.remember("listing/553/assessment", {"verdict": "apply"}, agent="scout")
     earlier = await hand(handoffs)
     held = await handoffs.handoff(
+        handoff_input(
+            to="executor",
+            summary="after my session",
+            pins=[{"ref": "listing/553/assessment"}],
+            deliver="session_end",
+        ),
         from_agent="scout",
-        to_agent="executor",
-        summary="after my session",
-        pins=[{"ref": "listing/553/assessment"}],
         session=session,
-        deliver="session_end",
     )
     assert held.state == "held" and [(p.ref, p.version) for p in held.pins] == [
         ("listing/553/assessment", 1)
@@ -864,7 +887,7 @@ async def test_counts_say_how_many_packets_are_in_each_state(handoffs: HandoffSt
     inboxes; done is what the other states leave of every packet."""
 
     async def hand(to: str) -> str:
-        return (await handoffs.handoff(from_agent="scout", to_agent=to, summary="s")).id
+        return (await handoffs.handoff(handoff_input(to=to, summary="s"), from_agent="scout")).id
 
     for to in ("executor", "executor", "executor", "auditor"):
         await hand(to)

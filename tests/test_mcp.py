@@ -21,7 +21,7 @@ from baton.server.mcp.mcp_server import Binding, create_mcp_server
 from baton.server.runtime.embedded import EmbeddedServer
 from baton.server.runtime.settings import Settings
 from baton.server.stores.backend import Backend, open_backend
-from tests.conftest import REPO, as_agent
+from tests.conftest import REPO, as_agent, handoff_input
 
 pytestmark = pytest.mark.anyio
 
@@ -522,7 +522,8 @@ async def test_a_stdio_process_pushes_the_agents_notices(redis_url: str) -> None
         ns = backend.namespace("default")
         await ns.records.remember("push/553", "apply", agent="scout")
         await ns.handoffs.handoff(
-            from_agent="scout", to_agent="executor", summary="go", pins=[{"ref": "push/553"}]
+            handoff_input(to="executor", summary="go", pins=[{"ref": "push/553"}]),
+            from_agent="scout",
         )
         server = stdio_server("executor", url)
         async with Client(server, mode="legacy", logging_callback=log) as executor:

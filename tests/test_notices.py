@@ -25,7 +25,7 @@ from baton.server.model.memory_models import SessionStartInput
 from baton.server.runtime.settings import Settings
 from baton.server.stores.backend import Backend, open_backend
 from baton.server.stores.notices import SIGNATURE_HEADER, signature
-from tests.conftest import as_agent, baton_process, running_server
+from tests.conftest import as_agent, baton_process, handoff_input, running_server
 
 pytestmark = pytest.mark.anyio
 
@@ -50,7 +50,7 @@ async def pinned_then_moved(backend: Backend, *, mover: str = "scout") -> str:
     ns = backend.namespace("default")
     await ns.records.remember(REF, {"verdict": "apply"}, agent="scout")
     packet = await ns.handoffs.handoff(
-        from_agent="scout", to_agent="executor", summary="apply?", pins=[{"ref": REF}]
+        handoff_input(to="executor", summary="apply?", pins=[{"ref": REF}]), from_agent="scout"
     )
     await ns.records.remember(REF, {"verdict": "skip"}, agent=mover)
     return packet.id
@@ -99,7 +99,7 @@ async def test_packets_pinning_a_sessions_reads_are_told_and_settled_ones_forgot
     session = (await ns.sessions.start(SessionStartInput(), caller=as_agent("scout"))).id
     await ns.records.recall(REF, agent="scout", session=session)
     packet = await ns.handoffs.handoff(
-        from_agent="scout", to_agent="executor", summary="go", session=session
+        handoff_input(to="executor", summary="go"), from_agent="scout", session=session
     )
     assert [(pin.ref, pin.version) for pin in packet.pins] == [(REF, 1)]
     await ns.records.remember(REF, 2, agent="scout")

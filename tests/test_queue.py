@@ -38,7 +38,7 @@ from baton.server.runtime.settings import HandoffPolicy, Settings
 from baton.server.stores import handoffs as handoffs_module
 from baton.server.stores.backend import open_backend
 from baton.server.stores.handoffs import HandoffStore
-from tests.conftest import REPO, baton_process
+from tests.conftest import REPO, baton_process, handoff_input
 
 pytestmark = pytest.mark.anyio
 
@@ -77,7 +77,7 @@ async def queue_packets(
     return [
         (
             await handoffs.handoff(
-                from_agent="scout", to_agent=agent, summary=f"task {n}", note=note or None
+                handoff_input(to=agent, summary=f"task {n}", note=note or None), from_agent="scout"
             )
         ).id
         for n in range(count)
@@ -468,7 +468,9 @@ async def test_a_handoffs_job_is_rqs_own_and_a_pull_drops_it(
     queue = Queue(queue_name("default", "worker-a"), connection=sync_redis)
     async with open_backend(Settings(redis_url=redis_url)) as backend:
         handoffs = backend.namespace("default").handoffs
-        packet = await handoffs.handoff(from_agent="scout", to_agent="worker-a", summary="s")
+        packet = await handoffs.handoff(
+            handoff_input(to="worker-a", summary="s"), from_agent="scout"
+        )
         ours = job_id("default", packet.id, 0)
         job = Job.fetch(ours, connection=sync_redis, serializer=JOB_SERIALIZER)
         assert (job.func_name, job.args, job.get_status()) == (

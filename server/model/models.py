@@ -7,10 +7,16 @@ from typing import Annotated, Any, Literal, get_args
 
 import msgspec
 
+from baton.server.model.validation import AGENT, SOME_TEXT, TEXT
+
 OutcomeKind = Literal["success", "failure"]
 MAX_SECONDS = 10 * 365 * 86_400  # expiries and leases: ten years at most
 MAX_AUDIT = 1000  # audit entries in one read
 PageSize = Annotated[int, msgspec.Meta(ge=1)]  # at most BATON_MAX_PAGE_SIZE (the stores check)
+Seconds = Annotated[float, msgspec.Meta(gt=0, le=MAX_SECONDS)]
+MAX_NOTE = 4000  # a note, a reason, an error's text
+AgentName = Annotated[str, msgspec.Meta(pattern=AGENT)]
+SomeText = Annotated[str, msgspec.Meta(pattern=SOME_TEXT)]  # not blank, no control characters
 
 
 class Input(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -248,6 +254,25 @@ PacketState = Literal["held", "queued", "claimed", "done", "failed", "expired"]
 # When a new packet becomes claimable: at once, or once the sender's session has ended.
 Delivery = Literal["now", "session_end"]
 PACKET_STATES: tuple[PacketState, ...] = get_args(PacketState)
+
+
+class PinInput(Input, kw_only=True):
+    ref: str
+    version: Annotated[int, msgspec.Meta(ge=1)] | None = None  # none: the current one
+
+
+class HandoffInput(Input, kw_only=True):
+    """A packet for ``to``. Without ``pins``, everything your session touched is pinned.
+    ``deliver: session_end`` holds it until your session ends (claimable then, not before)."""
+
+    to: AgentName
+    summary: SomeText
+    next: list[SomeText] = []
+    open: list[SomeText] = []
+    pins: list[PinInput] | None = None
+    expires_in: Seconds | None = None
+    note: Annotated[str, msgspec.Meta(max_length=MAX_NOTE, pattern=TEXT)] | None = None
+    deliver: Delivery = "now"
 
 
 class Pin(msgspec.Struct, kw_only=True):

@@ -33,8 +33,12 @@ CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 SESSION_ID = f"^{SESSION_PATTERN.pattern}$"
 NON_BLANK = r"\S"
 TEXT = f"^[^{CONTROL_CHARACTERS.pattern[1:-1]}]*$"
+AGENT = f"^{NAME_PATTERN.pattern}$"
+SOME_TEXT = f"^(?=[\\s\\S]*\\S)[^{CONTROL_CHARACTERS.pattern[1:-1]}]*$"
 PATTERN_WORDS = {
     SESSION_ID: "a session id is 1-128 letters, digits, '.', '_', ':' or '-'",
+    AGENT: "an agent id is 1-64 letters, digits, '.', '_' or '-', starting alphanumeric",
+    SOME_TEXT: "must be text, not blank, without control characters (NUL, escape, ...)",
     NON_BLANK: "must not be blank",
     TEXT: "must not hold control characters (NUL, escape, ...)",
 }

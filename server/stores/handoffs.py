@@ -33,24 +33,26 @@ from baton.server.model.errors import (
 )
 from baton.server.model.keys import Inbox, job_id, pinned_member
 from baton.server.model.models import (
+    MAX_NOTE,
     PACKET_STATES,
     AgentSummary,
     Contest,
-    Delivery,
+    HandoffInput,
     Packet,
     PacketPage,
     Pin,
+    PinInput,
     RecordVersion,
     ResolvedPin,
     Resumed,
     StalePin,
     SweepReport,
 )
-from baton.server.model.validation import check_agent, check_ref, check_session_id, check_text
+from baton.server.model.validation import check_agent, check_ref, check_session_id
 from baton.server.runtime import codec
 from baton.server.runtime.batch import Batch
 from baton.server.stores.changes import NewPacket
-from baton.server.stores.records import BATCH, MAX_NOTE, NamespaceWithRecords
+from baton.server.stores.records import BATCH, NamespaceWithRecords
 from baton.server.stores.store_base import NamespaceStore
 
 log = structlog.get_logger("baton.handoffs")
@@ -108,13 +110,13 @@ def _resolved(pins: list[Pin], found: list[Pinned | None]) -> list[ResolvedPin]:
     return resolved
 
 
-def _text_list(items: Sequence[str], field: str, max_items: int, max_length: int) -> list[str]:
+def _within(items: Sequence[str], field: str, max_items: int, max_length: int) -> list[str]:
+    """``items`` within the settings' count and length limits."""
     if len(items) > max_items:
         raise InvalidInput(field, f"has {len(items)} items; the limit is {max_items}")
     for index, item in enumerate(items):
-        if not item.strip():
+        if len(item) > max_length:
             raise InvalidInput(f"{field}[{index}]", f"must be 1-{max_length} characters")
-        check_text(item, f"{field}[{index}]", max_length)
     return list(items)
 
 
@@ -130,69 +132,52 @@ class HandoffStore(NamespaceStore):
     # -- writing a packet ---------------------------------------------------------------------
 
     async def handoff(
-        self,
-        *,
-        from_agent: str,
-        to_agent: str,
-        summary: str,
-        next_steps: Sequence[str] = (),
-        open_questions: Sequence[str] = (),
-        pins: Sequence[dict[str, Any] | Pin] | None = None,
-        expires_in: float | None = None,
-        note: str | None = None,
-        session: str | None = None,
-        deliver: Delivery = "now",
+        self, given: HandoffInput, *, from_agent: str, session: str | None = None
     ) -> Packet:
-        """Put a packet in ``to_agent``'s inbox and on its RQ queue.
+        """Put a packet in ``given.to``'s inbox and on its RQ queue, from ``from_agent``.
 
-        ``pins`` are ``{ref, version}``; a pin without a version means the current version
-        now. With ``pins`` omitted, every record ``session`` touched is pinned at the version
-        that session last saw (no session: no pins). With ``deliver="session_end"`` the
-        packet is held (pins resolved now) and becomes claimable only when ``session`` ends
-        (:meth:`send_held`), so the sender can finish its work before anyone acts on it.
+        A pin without a version means the current version now. With ``pins`` omitted, every
+        record ``session`` touched is pinned at the version that session last saw (no
+        session: no pins). With ``deliver="session_end"`` the packet is held (pins resolved
+        now) and becomes claimable only when ``session`` ends (:meth:`send_held`), so the
+        sender can finish its work before anyone acts on it.
         """
-        from_agent = check_agent(from_agent, field="from")
-        to_agent = check_agent(to_agent, field="to")
-        session = None if session is None else check_session_id(session)
-        if not summary.strip():
-            raise InvalidInput("summary", "is required: one line on what is being handed over")
-        check_text(summary, "summary", self.limits.max_summary_length)
+        summary, limits = given.summary, self.limits
+        if len(summary) > limits.max_summary_length:
+            raise InvalidInput(
+                "summary", f"must be text of at most {limits.max_summary_length} characters"
+            )
         await self.ns.admit()
-        steps = _text_list(
-            list(next_steps), "next", self.limits.max_steps, self.limits.max_step_length
-        )
-        questions = _text_list(
-            list(open_questions), "open", self.limits.max_steps, self.limits.max_step_length
-        )
-        if note is not None:
-            check_text(note, "note", MAX_NOTE)
-        if deliver == "session_end":
+        steps = _within(given.next, "next", limits.max_steps, limits.max_step_length)
+        questions = _within(given.open, "open", limits.max_steps, limits.max_step_length)
+        if given.deliver == "session_end":
             if session is None:
                 raise InvalidInput(
                     "deliver", "session_end needs a session: start one and send X-Baton-Session"
                 )
             if await self.redis.hget(self.keys.session(session), "status") != b"active":
                 raise InvalidInput("deliver", f"session_end: session {session} is not active")
-        wanted = self._check_pins(pins)
+        wanted = self._check_pins(given.pins)
         created_us, created_at = now()
+        expires_in = given.expires_in
         new = NewPacket(
             from_agent=from_agent,
-            to_agent=to_agent,
+            to_agent=given.to,
             summary=summary,
             steps=steps,
             questions=questions,
-            note=note,
+            note=given.note,
             session=session,
             created_us=created_us,
             created_at=created_at,
             expires_us=None if expires_in is None else created_us + int(expires_in * 1_000_000),
-            held=deliver == "session_end",
+            held=given.deliver == "session_end",
         )
         packet_id, resolved = await self.ns.topology.create_packet(self.ns, new, wanted)
         # If the process dies here, the packet is queued without an RQ job: pull still sees
         # it, and the periodic sweep enqueues the missing job (see sweep()).
         if not new.held:
-            await self._dispatch(to_agent, packet_id, 0)
+            await self._dispatch(given.to, packet_id, 0)
         return new.packet(packet_id, resolved)
 
     async def send_held(self, session: str | None = None) -> builtins.list[str]:
@@ -246,29 +231,18 @@ class HandoffStore(NamespaceStore):
         return sent
 
     def _check_pins(
-        self, pins: Sequence[dict[str, Any] | Pin] | None
+        self, pins: Sequence[PinInput] | None
     ) -> builtins.list[tuple[str, int | None]] | None:
-        """The pins asked for as (ref, version or None for the current one), checked; None
-        when omitted (the session's touched records are pinned)."""
+        """The pins asked for as (ref, version or None for the current one), within the
+        settings' limits; None when omitted (the session's touched records are pinned)."""
         if pins is None:
             return None
-        if not isinstance(pins, list | tuple):
-            raise InvalidInput("pins", "must be a list of {ref, version}")
         if len(pins) > self.limits.max_pins:
             raise InvalidInput("pins", f"has {len(pins)} pins; the limit is {self.limits.max_pins}")
-        wanted: list[tuple[str, int | None]] = []
-        for index, pin in enumerate(pins):
-            raw = {"ref": pin.ref, "version": pin.version} if isinstance(pin, Pin) else pin
-            if not isinstance(raw, dict):
-                raise InvalidInput(f"pins[{index}]", "must be an object with ref and version")
-            ref = check_ref(raw.get("ref"), self.limits.max_ref_length, field=f"pins[{index}].ref")
-            version = raw.get("version")
-            if version is not None and (
-                isinstance(version, bool) or not isinstance(version, int) or version < 1
-            ):
-                raise InvalidInput(f"pins[{index}].version", "must be a whole number from 1")
-            wanted.append((ref, version))
-        return wanted
+        return [
+            (check_ref(pin.ref, self.limits.max_ref_length, f"pins[{index}].ref"), pin.version)
+            for index, pin in enumerate(pins)
+        ]
 
     async def _dispatch(self, agent: str, packet_id: str, seq: int) -> None:
         """Enqueue the packet's job. The packet is already safe in its inbox, so a failure

@@ -36,7 +36,7 @@ from baton.server.model.memory_models import (
     SimilarTo,
     split_list,
 )
-from baton.server.model.models import Observation, RecallHit, RecordVersion
+from baton.server.model.models import MAX_NOTE, Observation, RecallHit, RecordVersion
 from baton.server.model.validation import (
     ANONYMOUS,
     check_agent,
@@ -50,7 +50,7 @@ from baton.server.runtime import codec
 from baton.server.stores.audit import FORGET
 from baton.server.stores.changes import Command, Plan, Planned
 from baton.server.stores.observations import concepts_of
-from baton.server.stores.records import MAX_NOTE, NamespaceWithRecords
+from baton.server.stores.records import NamespaceWithRecords
 from baton.server.stores.store_base import NamespaceStore
 
 MEMORY_TYPES = ("pattern", "preference", "architecture", "bug", "workflow", "fact")

@@ -17,11 +17,17 @@ from baton.server.model import confidence as confidence_rules
 from baton.server.model.clock import utc_now
 from baton.server.model.errors import InvalidInput, NotFound, StoreUnavailable, describe
 from baton.server.model.integrity import GENESIS_HASH, digest
-from baton.server.model.models import OutcomeEntry, OutcomeKind, OutcomeReport, StaleOutcome
+from baton.server.model.models import (
+    MAX_NOTE,
+    OutcomeEntry,
+    OutcomeKind,
+    OutcomeReport,
+    StaleOutcome,
+)
 from baton.server.model.validation import check_agent, check_ref, check_session_id, check_text
 from baton.server.runtime import codec
 from baton.server.stores.handoffs import HandoffStore
-from baton.server.stores.records import MAX_NOTE, MAX_WRITE_ATTEMPTS, NamespaceWithRecords
+from baton.server.stores.records import MAX_WRITE_ATTEMPTS, NamespaceWithRecords
 from baton.server.stores.store_base import NamespaceStore
 
 MAX_OUTCOME_REF = 200

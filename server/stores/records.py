@@ -38,6 +38,7 @@ from baton.server.model.integrity import (
     version_body,
 )
 from baton.server.model.models import (
+    MAX_NOTE,
     History,
     HistoryEntry,
     OutcomeEntry,
@@ -70,7 +71,6 @@ MAX_WRITE_ATTEMPTS = 1000
 BATCH = 500
 log = structlog.get_logger("baton.records")
 
-MAX_NOTE = 4000
 # Record heads a process keeps as write hints (see HeadHints), per namespace.
 HINTS_KEPT = 10_000
 # Memories (``memory/<id>``) have their own search documents; their records are not indexed
