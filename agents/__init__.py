@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # what __getattr__ loads, for type checkers
         UnavailableError,
         UnreachableError,
     )
+    from baton.server.model.models import Resumed
 
 __all__ = [
     "AsyncBatonClient",
@@ -35,17 +36,22 @@ __all__ = [
     "ForbiddenError",
     "InvalidInputError",
     "NotFoundError",
+    "Resumed",
     "TooLargeError",
     "UnauthorizedError",
     "UnavailableError",
     "UnreachableError",
     "agent",
 ]
-# Where each name lives: the handler registry, or the client (with its errors).
-_HOMES = {name: "agent_runtime" if name == "agent" else "client" for name in __all__}
+# Where each name lives: the handler registry, the client (with its errors), or the wire
+# types (what a handler is given).
+_HOMES = dict.fromkeys(__all__, "baton.agents.client") | {
+    "agent": "baton.agents.agent_runtime",
+    "Resumed": "baton.server.model.models",
+}
 
 
 def __getattr__(name: str) -> Any:
     if name not in _HOMES:
         raise AttributeError(f"module 'baton.agents' has no attribute {name!r}")
-    return getattr(import_module(f"baton.agents.{_HOMES[name]}"), name)
+    return getattr(import_module(_HOMES[name]), name)

@@ -274,3 +274,12 @@ def test_the_python_client_loads_only_what_it_speaks() -> None:
     assert loaded & stores == set()
     heavy = {"redis", "Stemmer", "litestar", "rq", "mcp", "structlog", "msgpack"}
     assert loaded & heavy == set()
+
+
+def test_every_name_baton_agents_offers_resolves() -> None:
+    """``from baton.agents import X`` works for each name it lists (loaded on first use):
+    the client, its errors, the ``@agent`` registry and ``Resumed``, what a handler gets."""
+    import baton.agents
+
+    for name in baton.agents.__all__:
+        assert getattr(baton.agents, name).__name__ == name
