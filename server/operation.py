@@ -11,13 +11,22 @@ import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from functools import cache
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, get_type_hints
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Generic,
+    Literal,
+    TypeVar,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
 import msgspec
 
 from baton.server.model.errors import InvalidInput
 from baton.server.model.grants import Denied, Need, Rights, unguarded
-from baton.server.model.validation import PATTERN_WORDS
+from baton.server.model.validation import in_words
 
 if TYPE_CHECKING:
     from baton.server.model.identity import Caller
@@ -35,7 +44,7 @@ Naming = Literal["baton", "agentmemory"]
 # "forgets" deletes.
 Effect = Literal["reads", "writes", "forgets"]
 PATH_FIELD = re.compile(r"{(\w+)(?::(\w+))?}")
-AT_FIELD = re.compile(r"at `\$\.([A-Za-z_]\w*)")
+AT_FIELD = re.compile(r"at `\$\.([A-Za-z_][\w.\[\]]*)")
 UNKNOWN_FIELD = re.compile(r"unknown field `([^`]+)`")
 MISSING_FIELD = re.compile(r"missing required field `([^`]+)`")
 
@@ -235,24 +244,40 @@ class Operation(Generic[I, R]):
         try:
             wire = msgspec.convert(arguments, wire_type, strict=False)
         except msgspec.ValidationError as error:
-            raise invalid(error) from None
+            raise invalid(error, wire_type) from None
         if wire_type is self.input:
             return wire  # type: ignore[return-value]
         return self.input(**msgspec.structs.asdict(wire))
 
 
-def invalid(error: msgspec.ValidationError) -> InvalidInput:
-    """msgspec's refusal as :class:`InvalidInput` naming the field (``body`` when none)."""
+def invalid(
+    error: msgspec.ValidationError, struct: type[msgspec.Struct] | None = None
+) -> InvalidInput:
+    """msgspec's refusal as :class:`InvalidInput` naming the field (``body`` when none; an
+    item as ``next[1]``), in words (``validation.in_words``); a value not among a field of
+    ``struct``'s choices says them."""
     text = str(error)
     if found := MISSING_FIELD.search(text):
         return InvalidInput(found.group(1), f"{found.group(1)} is required")
     if found := UNKNOWN_FIELD.search(text):
         return InvalidInput(found.group(1), f"{found.group(1)} is not a known field")
     if found := AT_FIELD.search(text):
-        said = text.split(" - at `")[0]
-        words = [words for pattern, words in PATTERN_WORDS.items() if repr(pattern) in said]
-        return InvalidInput(found.group(1), words[0] if words else said)
+        field, said = found.group(1), in_words(text.split(" - at `")[0])
+        if said.startswith("Invalid enum value") and struct is not None:
+            choices = _choices(struct, re.split(r"[.\[]", field)[0])
+            said = f"must be one of {', '.join(choices)}" if choices else said
+        return InvalidInput(field, said)
     return InvalidInput("body", text)
+
+
+def _choices(struct: type[msgspec.Struct], name: str) -> tuple[str, ...]:
+    """The values a field (by its wire name) takes, when its type is a ``Literal``."""
+    for info in msgspec.structs.fields(struct):
+        if info.encode_name == name:
+            for member in (info.type, *get_args(info.type)):
+                if get_origin(member) is Literal:
+                    return tuple(str(choice) for choice in get_args(member))
+    return ()
 
 
 @cache

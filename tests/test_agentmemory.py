@@ -743,3 +743,13 @@ def test_smart_search_expands_at_most_agentmemorys_limit(
     assert whole["truncated"] is False
     baton = http.post("/v1/memories/smart-search", json={"expand_ids": ids}).json()
     assert [hit["id"] for hit in baton["results"]] == ids
+
+
+def test_session_start_names_the_field_as_agentmemory_sends_it(am: httpx.Client) -> None:
+    """A bad sessionId on agentmemory's /session/start is refused naming sessionId (the
+    field its hooks send), in words."""
+    refused = am.post(
+        "/session/start", json={"sessionId": "two words", "project": "p", "cwd": "/r"}
+    )
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"].startswith("sessionId: a session id is"), refused.text

@@ -463,3 +463,19 @@ def test_an_outcome_never_leaves_confidence_on_a_bound(http: httpx.Client) -> No
         ).json()["moves"][0]
         assert moved["before"] == start and 0.0 < moved["after"] < 1.0
         assert http.get(f"/v1/records/{ref}").json()["confidence"] == moved["after"]
+
+
+def test_a_refused_value_is_said_in_words_on_every_surface(http: httpx.Client) -> None:
+    """A value an input's pattern or bound refuses is a 422 naming the field and saying the
+    rule in words, on REST as through the table's decoding: never msgspec's regex."""
+    headers = {"X-Baton-Agent": "scout"}
+    for body, field, words in (
+        ({"to": "two words", "summary": "s"}, "to", "an agent id is 1-64 letters"),
+        ({"to": "bob\n", "summary": "s"}, "to", "an agent id is 1-64 letters"),
+        ({"to": "bob", "summary": " "}, "summary", "must be text, not blank"),
+    ):
+        problem = assert_problem(http.post("/v1/handoffs", json=body, headers=headers), 422, field)
+        assert words in problem["detail"] and "regex" not in problem["detail"], problem
+    ended = http.post("/v1/sessions/s-words/end", json={"concepts": ["x" * 101]}, headers=headers)
+    problem = assert_problem(ended, 422)
+    assert "must hold at most 100 characters" in problem["detail"], problem

@@ -630,8 +630,9 @@ async def test_bad_packets_are_refused_without_writing(
         ({"summary": " "}, "summary"),
         ({"summary": "a\x1b[2J"}, "summary"),
         ({"to": "two words"}, "to"),
-        ({"next": ["ok", ""]}, "next"),
-        ({"pins": [{"ref": "a/b", "version": 0}]}, "pins"),
+        ({"to": "bob\n"}, "to"),  # Python's $ would let the newline through
+        ({"next": ["ok", ""]}, "next[1]"),
+        ({"pins": [{"ref": "a/b", "version": 0}]}, "pins[0].version"),
     ]:
         with pytest.raises(InvalidInput) as caught:
             HANDOFF.decode({"to": "executor", "summary": "s", **options})

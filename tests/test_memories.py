@@ -632,9 +632,10 @@ async def test_bad_observations_are_refused(sessions: SessionStore) -> None:
     agentmemory's hooks name the field; a relative working directory by the store."""
     event = {"sessionId": "s1", "project": "app", "timestamp": "t", "hookType": "stop"}
     for field, value, said in (
-        ("hookType", "made_up", "Invalid enum value 'made_up'"),
+        ("hookType", "made_up", "must be one of session_start, prompt_submit"),
         ("project", "  ", "must not be blank"),
         ("sessionId", "s 1", "a session id is 1-128 letters"),
+        ("sessionId", "s1\n", "a session id is 1-128 letters"),
     ):
         with pytest.raises(InvalidInput, match=said) as caught:
             OBSERVE.decode({**event, field: value}, "agentmemory")

@@ -29,7 +29,7 @@ from baton.server.mcp.mcp_server import TOOLS, call_tool, tool_list
 from baton.server.model import agentmemory_shapes as shapes
 from baton.server.model import grants
 from baton.server.model.clock import utc_now
-from baton.server.model.errors import NotFound
+from baton.server.model.errors import InvalidInput, NotFound
 from baton.server.model.identity import Caller, check_session
 from baton.server.operation import Call, Operation
 from baton.server.operations import BY_NAME, OPERATIONS
@@ -124,9 +124,13 @@ class AgentMemoryController(Controller):
         if not session_id or not project or not cwd:
             return error("sessionId, project, and cwd are required non-empty strings")
         rights = await ns.grants.check(caller, [grants.memories(project, "write")])
-        given = BY_NAME["start_session"].decode(
-            {"id": session_id, "project": project, "cwd": cwd, "title": _string(body, "title")}
-        )
+        try:
+            given = BY_NAME["start_session"].decode(
+                {"id": session_id, "project": project, "cwd": cwd, "title": _string(body, "title")}
+            )
+        except InvalidInput as refused:  # the field as agentmemory's clients name it
+            field = "sessionId" if refused.field == "id" else refused.field
+            raise InvalidInput(field, str(refused).split(": ", 1)[1]) from None
         session = await sessions.start(given, caller=caller)
         # "Where were we" is found by directory, so any project's: a confined agent without
         # every project's memories starts without it rather than being refused.

@@ -18,6 +18,7 @@ from prometheus_client import Counter
 
 from baton.server.api.auth import AGENTMEMORY
 from baton.server.model.errors import describe
+from baton.server.model.validation import in_words
 from baton.server.runtime.failures import agentmemory_error, failure_of
 
 log = structlog.get_logger("baton.api")
@@ -113,7 +114,9 @@ def validation_error(request: Request[Any, Any, Any], error: ValidationException
         for item in (error.extra if isinstance(error.extra, list) else [])
         if isinstance(item, dict)
     ]
-    detail = "; ".join(f"{item['key']}: {item.get('message')}" for item in errors)
+    for item in errors:
+        item["message"] = in_words(str(item.get("message", "")))
+    detail = "; ".join(f"{item['key']}: {item['message']}" for item in errors)
     return _problem(
         request,
         422,

@@ -30,10 +30,13 @@ MAX_PATH = 4096  # a working directory (Linux's PATH_MAX)
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 # The same rules as patterns of the input types, which msgspec checks while decoding, and
 # the words a refusal says them in (``baton.server.operation.invalid``).
-SESSION_ID = f"^{SESSION_PATTERN.pattern}$"
+# (?![\s\S]) ends the text: Python's $ also matches before a final newline, JavaScript's
+# (an MCP host checking arguments against the schema) does not.
+TEXT_ENDS = r"(?![\s\S])"
+SESSION_ID = f"^{SESSION_PATTERN.pattern}{TEXT_ENDS}"
 NON_BLANK = r"\S"
 TEXT = f"^[^{CONTROL_CHARACTERS.pattern[1:-1]}]*$"
-AGENT = f"^{NAME_PATTERN.pattern}$"
+AGENT = f"^{NAME_PATTERN.pattern}{TEXT_ENDS}"
 SOME_TEXT = f"^(?=[\\s\\S]*\\S)[^{CONTROL_CHARACTERS.pattern[1:-1]}]*$"
 PATTERN_WORDS = {
     SESSION_ID: "a session id is 1-128 letters, digits, '.', '_', ':' or '-'",
@@ -42,6 +45,19 @@ PATTERN_WORDS = {
     NON_BLANK: "must not be blank",
     TEXT: "must not hold control characters (NUL, escape, ...)",
 }
+LENGTH = re.compile(r"Expected `(str|array|object)` of length <= (\d+)")
+
+
+def in_words(said: str) -> str:
+    """msgspec's refusal of a value, said as Baton says it: a pattern by its rule, a length
+    by its limit; anything else as msgspec said it."""
+    for pattern, words in PATTERN_WORDS.items():
+        if repr(pattern) in said:
+            return words
+    if found := LENGTH.search(said):
+        unit = "characters" if found.group(1) == "str" else "items"
+        return f"must hold at most {found.group(2)} {unit}"
+    return said
 
 
 class Ref(NamedTuple):
