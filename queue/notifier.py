@@ -128,8 +128,11 @@ class Notifier:
         made = await ns.notices.derive([parse_event(eid, fields) for eid, fields in entries])
         dispatcher = self.backend.dispatcher
         if dispatcher is not None:
+            # One look per agent told, not per notice: a burst of writes tells few agents.
+            told = {agent for agent, _ in made}
+            hooked = {agent for agent in told if await ns.notices.target(agent) is not None}
             for agent, notice in made:
-                if await ns.notices.target(agent) is not None:
+                if agent in hooked:
                     await dispatcher.enqueue_webhook(name, agent, notice.id)
         await self.redis.xack(ns.keys.events, GROUP, *(eid for eid, _ in entries))
         return len(entries)
